@@ -1,0 +1,1 @@
+//! Demo forum (being written).

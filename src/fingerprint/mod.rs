@@ -1,0 +1,1 @@
+//! Fingerprints (being written).

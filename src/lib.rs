@@ -1,0 +1,22 @@
+//! crawlworker: a crawler worker whose spiders are TOML files and whose
+//! frontier lives in Redis, so that any number of identical processes form
+//! one crawl cluster (a scrapy-redis replacement).
+//!
+//! # Layout, in data-flow order
+//!
+//! - [`cli`]: the command line, parsed and turned into a run configuration.
+//! - [`settings`]: every worker default in one place, and the layering
+//!   built-in < `config/` < spider `[settings]` < environment < command line.
+//! - [`spider`]: the spider file as written (`SpiderFile`, with source spans)
+//!   and as compiled and validated (`Spider`).
+//! - [`request`]: the request that travels between stages (JSON on the wire).
+//! - [`fingerprint`]: scrapy-redis compatible request fingerprints (w3lib's
+//!   `safe_url_string` and `canonicalize_url`).
+//! - [`fetch`]: the HTTP download of one request.
+//! - [`extract`]: pure page-in, items-and-links-out extraction, including
+//!   charset decoding.
+//! - [`demo`]: the bundled demo forum (site model, pages, HTTP server) used by
+//!   the quick start, the tests and the benchmarks.
+
+pub mod demo;
+pub mod fingerprint;
