@@ -20,3 +20,9 @@
 
 pub mod demo;
 pub mod fingerprint;
+pub mod request;
+pub mod settings;
+pub mod spider;
+pub mod extract;
+pub mod cli;
+pub mod fetch;

@@ -1,1 +1,30 @@
-//! Demo forum (being written).
+//! The bundled demo forum: a deterministic site model, its HTML pages and a
+//! loopback HTTP server, used by the README quick start, the integration
+//! tests (crawl it, compare the items with the set computed from the model)
+//! and the benchmarks (a generated large site).
+//!
+//! - [`site`]: the data ([`Site::demo`], [`Site::generate`]) and the demo
+//!   crawl's start tasks ([`demo_tasks`]).
+//! - [`pages`]: [`render`], a pure function from request target to page, so
+//!   tests and benchmarks need no server.
+//! - [`server`]: [`serve`] on a caller's listener, and [`DemoServer`], which
+//!   binds 127.0.0.1:0 and counts hits for tests.
+//!
+//! The demo site has three forums, one per case a crawler must handle:
+//! `00001` (UTF-8, charset in the header), `00002` (GBK, charset only in
+//! `<meta>`) and `00003` (GBK, charset in the header, links relative to
+//! `<base href="/">`). GBK list pages link to the next page with a raw
+//! Chinese query (`?order=最新`) that must be percent-encoded in GBK.
+//!
+//! Nothing here is used by the crawler itself.
+
+pub mod pages;
+pub mod server;
+pub mod site;
+
+pub use pages::{render, Page};
+pub use server::{serve, serve_counting, DemoServer, Hits};
+pub use site::{
+    demo_forum_tasks, demo_tasks, Charset, Comment, Forum, ForumTask, Inline, Paragraph, Post,
+    PostId, Site, COMMENTS_PER_PAGE, POSTS_PER_LIST_PAGE,
+};

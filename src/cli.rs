@@ -1,0 +1,250 @@
+//! The command line: flags parsed by clap, then each command run. Commands
+//! print results on stdout and problems on stderr; the exit code says which
+//! (0 ok, 1 failed, 2 invalid input such as a broken spider).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use serde_json::{json, Map, Value};
+
+use crate::extract::{self, Response};
+use crate::fingerprint;
+use crate::request::Request;
+use crate::settings::{self, Overrides};
+use crate::spider::{LoadError, Spider};
+use crate::{demo, fetch};
+
+/// A crawler worker: spiders are TOML files, Redis holds the shared crawl.
+#[derive(Debug, Parser)]
+#[command(name = "crawlworker", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate spider files; every problem is reported with file:line:column.
+    Check {
+        /// Spider files to check.
+        #[arg(required = true)]
+        spiders: Vec<PathBuf>,
+    },
+    /// Try a spider on one page (a URL to fetch, or a saved file); no Redis needed.
+    Parse {
+        spider: PathBuf,
+        /// An http(s) URL to fetch, or a file holding a saved page.
+        target: String,
+        /// The page's address, when TARGET is a file (for rule matching and links).
+        #[arg(long)]
+        url: Option<String>,
+        /// Use this rule instead of matching the URL.
+        #[arg(long)]
+        rule: Option<String>,
+        /// The request's context, as a JSON object (e.g. a task).
+        #[arg(long)]
+        meta: Option<String>,
+        /// The request's depth.
+        #[arg(long, default_value_t = 0)]
+        depth: u32,
+    },
+    /// Show a URL's scrapy-redis dupefilter fingerprint and canonical form.
+    Fingerprint {
+        url: String,
+        #[arg(long, default_value = "GET")]
+        method: String,
+        /// The request body, as text.
+        #[arg(long, default_value = "")]
+        body: String,
+    },
+    /// The bundled demo forum.
+    Demo {
+        #[command(subcommand)]
+        command: DemoCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DemoCommand {
+    /// Serve the demo forum on a loopback address until interrupted.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8700")]
+        listen: SocketAddr,
+    },
+    /// Print the demo crawl's start tasks, one JSON object per line.
+    Tasks,
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Check { spiders } => Ok(check(&spiders)),
+        Command::Parse {
+            spider,
+            target,
+            url,
+            rule,
+            meta,
+            depth,
+        } => parse(&spider, &target, url, rule, meta, depth).await,
+        Command::Fingerprint { url, method, body } => {
+            let method = method.to_ascii_uppercase();
+            let safe = fingerprint::safe_url_string(&url, encoding_rs::UTF_8);
+            println!("fingerprint {}", fingerprint::request_fingerprint(&method, &safe, body.as_bytes()));
+            println!("method      {method}");
+            println!("url         {safe}");
+            println!("canonical   {}", fingerprint::canonicalize_url(&safe));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo { command } => match command {
+            DemoCommand::Serve { listen } => serve_demo(listen).await,
+            DemoCommand::Tasks => {
+                for task in demo::demo_tasks() {
+                    println!("{task}");
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+        },
+    }
+}
+
+/// Loads a spider with the environment's settings layered on top.
+pub fn load_spider(path: &Path) -> Result<Spider, LoadError> {
+    let mut spider = Spider::load(path)?;
+    if let Ok(env) = Overrides::from_env(|k| std::env::var(k).ok()) {
+        spider.settings = settings::layered(&[&spider.overrides, &env]);
+    }
+    Ok(spider)
+}
+
+fn check(paths: &[PathBuf]) -> ExitCode {
+    let mut bad = 0;
+    for path in paths {
+        match Spider::load(path) {
+            Ok(s) => println!(
+                "{}: ok (spider `{}`, {} rules, {} item types)",
+                path.display(),
+                s.name,
+                s.rules.len(),
+                s.items.len()
+            ),
+            Err(e) => {
+                bad += 1;
+                eprintln!("{e}");
+            }
+        }
+    }
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+async fn parse(
+    spider_path: &Path,
+    target: &str,
+    url: Option<String>,
+    rule: Option<String>,
+    meta: Option<String>,
+    depth: u32,
+) -> anyhow::Result<ExitCode> {
+    let spider = match load_spider(spider_path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if let Some(r) = &rule {
+        if spider.rule_index(r).is_none() {
+            let names: Vec<&str> = spider.rules.iter().map(|r| r.name.as_str()).collect();
+            bail!("spider `{}` has no rule `{r}`; its rules are: {}", spider.name, names.join(", "));
+        }
+    }
+    let meta: Map<String, Value> = match meta {
+        Some(m) => match serde_json::from_str(&m) {
+            Ok(Value::Object(o)) => o,
+            Ok(_) => bail!("--meta must be a JSON object, e.g. '{{\"forum_id\": \"00001\"}}'"),
+            Err(e) => bail!("--meta is not valid JSON: {e}"),
+        },
+        None => Map::new(),
+    };
+    let is_url = target.starts_with("http://") || target.starts_with("https://");
+    let page_url = match (&url, is_url) {
+        (Some(u), _) => u.clone(),
+        (None, true) => target.to_string(),
+        (None, false) => {
+            let abs = std::fs::canonicalize(target).with_context(|| format!("cannot read page file {target}"))?;
+            url::Url::from_file_path(&abs)
+                .map(|u| u.to_string())
+                .unwrap_or_else(|_| format!("file://{}", abs.display()))
+        }
+    };
+    let request = Request {
+        rule,
+        meta,
+        depth,
+        ..Request::get(&page_url)
+    };
+    let fetched = if is_url {
+        let client = fetch::client(&spider.settings)?;
+        fetch::fetch(&client, &spider.settings, &request).await?
+    } else {
+        let body = std::fs::read(target).with_context(|| format!("cannot read page file {target}"))?;
+        fetch::Fetched {
+            url: request.url.clone(),
+            status: 200,
+            headers: Vec::new(),
+            body,
+        }
+    };
+    let response = Response {
+        url: &fetched.url,
+        status: fetched.status,
+        headers: &fetched.headers,
+        body: &fetched.body,
+    };
+    let result = extract::extract(&spider, &request, &response);
+    let mut out = json!({
+        "url": fetched.url,
+        "status": fetched.status,
+        "bytes": fetched.body.len(),
+    });
+    let extra = serde_json::to_value(&result)?;
+    if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
+        o.extend(e);
+        if result.rule.is_none() {
+            o.insert(
+                "note".into(),
+                Value::String(format!("no rule of spider `{}` matches {}; give --rule or --url", spider.name, fetched.url)),
+            );
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut stdout, &out)?;
+    writeln!(stdout)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve_demo(listen: SocketAddr) -> anyhow::Result<ExitCode> {
+    if !listen.ip().is_loopback() {
+        bail!("the demo forum only listens on loopback addresses (127.0.0.0/8 or ::1), not {}", listen.ip());
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    eprintln!("crawlworker: demo forum on http://{listen}/ (Ctrl-C stops it)");
+    let site = Arc::new(demo::Site::demo());
+    demo::serve(listener, site, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .context("demo forum server failed")?;
+    Ok(ExitCode::SUCCESS)
+}

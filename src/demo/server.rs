@@ -1,0 +1,495 @@
+//! A loopback HTTP/1.1 server for the demo site.
+//!
+//! [`serve`] runs on a listener the caller binds and stops when the caller's
+//! shutdown future resolves (the mini-redis shape), so tests start it on
+//! port 0. [`DemoServer`] wraps that for tests: it binds 127.0.0.1:0, counts
+//! requests per target, and stops on [`DemoServer::stop`] or when dropped.
+//!
+//! This module owns sockets and connections only; every page comes from
+//! [`render`], which is pure. Fault injection (errors, delays, 429, huge or
+//! endless bodies, redirect loops) is not built yet: it belongs in the
+//! private `respond` function, before the site's pages, and may answer with
+//! any [`ResponseBody`], streaming ones included.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch};
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::pages::{render, Page};
+use super::site::Site;
+
+/// How long open connections may take to finish their current response
+/// after shutdown before they are cut.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Pause after a failed `accept` (e.g. out of file descriptors) so the loop
+/// does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The body type of every response. Boxed so that fault-injection routes
+/// can stream (slow, endless or broken bodies) without changing the
+/// service's type.
+pub type ResponseBody = BoxBody<Bytes, io::Error>;
+
+/// Request counts per request target (path and query as received).
+#[derive(Debug, Clone, Default)]
+pub struct Hits(Arc<Mutex<HashMap<String, u64>>>);
+
+impl Hits {
+    fn record(&self, target: &str) {
+        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *counts.entry(target.to_owned()).or_insert(0) += 1;
+    }
+
+    /// Requests received for this exact target, e.g.
+    /// `/list/00002/2?order=%D7%EE%D0%C2`.
+    pub fn get(&self, target: &str) -> u64 {
+        let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        counts.get(target).copied().unwrap_or(0)
+    }
+
+    /// A copy of all counts.
+    pub fn snapshot(&self) -> HashMap<String, u64> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Requests received in all.
+    pub fn total(&self) -> u64 {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
+    }
+}
+
+/// Serves `site` on `listener` until `shutdown` resolves: one task per
+/// connection, HTTP/1.1 keep-alive. On shutdown it stops accepting, lets
+/// open connections finish the response in progress (idle ones close at
+/// once), cuts whatever is left after a few seconds, and returns.
+///
+/// Errors on single connections or accepts are logged and do not stop the
+/// server.
+pub async fn serve(
+    listener: TcpListener,
+    site: Arc<Site>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    serve_counting(listener, site, Hits::default(), shutdown).await
+}
+
+/// [`serve`], recording every request in `hits`.
+pub async fn serve_counting(
+    listener: TcpListener,
+    site: Arc<Site>,
+    hits: Hits,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let app = Arc::new(App { site, hits });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    connections.spawn(connection(stream, peer, Arc::clone(&app), stop_rx.clone()));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "demo server: accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            },
+            // Reap finished connections so the set does not grow forever.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    // Every receiver sees this, including connections still being set up.
+    stop_tx.send_replace(true);
+    let drained = tokio::time::timeout(DRAIN_DEADLINE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open = connections.len(),
+            "demo server: connections still open after the drain deadline; cutting them"
+        );
+        connections.shutdown().await;
+    }
+    Ok(())
+}
+
+/// What every connection shares.
+struct App {
+    site: Arc<Site>,
+    hits: Hits,
+}
+
+/// Serves one connection until the client closes it or shutdown is
+/// announced on `stop`.
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    app: Arc<App>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let service = service_fn(move |request: Request<Incoming>| {
+        let response = respond(&app, &request);
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let conn = http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%peer, %error, "demo server: connection ended with an error");
+                }
+                return;
+            }
+            // Err means the server is gone: stop as well.
+            _ = stop.wait_for(|stop| *stop), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Answers one request. The request body is never read.
+fn respond(app: &App, request: &Request<Incoming>) -> Response<ResponseBody> {
+    let uri = request.uri();
+    let target = uri
+        .path_and_query()
+        .map_or_else(|| uri.path(), |pq| pq.as_str());
+    app.hits.record(target);
+
+    // Fault-injection seam: routes that misbehave on purpose (status errors,
+    // delays, 429 with Retry-After, huge or endless bodies, redirect loops)
+    // go here, matched on `target` before the site's pages, e.g. under
+    // `/fault/`. None exist yet.
+
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let mut response = Response::new(full(Bytes::from_static(b"method not allowed\n")));
+        *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    page_response(render(&app.site, target))
+}
+
+fn page_response(page: Page) -> Response<ResponseBody> {
+    let mut response = Response::new(full(Bytes::from(page.body)));
+    *response.status_mut() =
+        StatusCode::from_u16(page.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let content_type = HeaderValue::from_str(&page.content_type)
+        .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
+    response.headers_mut().insert(CONTENT_TYPE, content_type);
+    response
+}
+
+fn full(bytes: Bytes) -> ResponseBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+/// The demo server running on 127.0.0.1 on a free port, for tests,
+/// benchmarks and the quick start. Dropping it stops the server too, but
+/// only [`DemoServer::stop`] waits for it.
+#[derive(Debug)]
+pub struct DemoServer {
+    /// Where it listens.
+    addr: SocketAddr,
+    /// Requests received per target, so tests can check nothing was fetched
+    /// twice.
+    hits: Hits,
+    /// Sending (or dropping) it starts the shutdown.
+    shutdown: Option<oneshot::Sender<()>>,
+    /// The task running [`serve_counting`].
+    task: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl DemoServer {
+    /// Binds 127.0.0.1 on a free port and starts serving `site`. Must be
+    /// called inside a Tokio runtime.
+    pub async fn start(site: impl Into<Arc<Site>>) -> io::Result<DemoServer> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let addr = listener.local_addr()?;
+        let hits = Hits::default();
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve_counting(
+            listener,
+            site.into(),
+            hits.clone(),
+            async move {
+                // A dropped sender means the handle is gone: stop as well.
+                let _ = shutdown_rx.await;
+            },
+        ));
+        tracing::debug!(%addr, "demo server listening");
+        Ok(DemoServer {
+            addr,
+            hits,
+            shutdown: Some(shutdown_tx),
+            task: Some(task),
+        })
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The absolute URL of a path such as `/list/00001/1`.
+    pub fn url(&self, path_and_query: &str) -> String {
+        format!("{}{path_and_query}", self.base_url())
+    }
+
+    /// Requests received for this exact target (path and query as sent by
+    /// the client, e.g. `/list/00002/2?order=%D7%EE%D0%C2`).
+    pub fn hits(&self, path_and_query: &str) -> u64 {
+        self.hits.get(path_and_query)
+    }
+
+    /// All request counts, by target.
+    pub fn hit_counts(&self) -> HashMap<String, u64> {
+        self.hits.snapshot()
+    }
+
+    /// Requests received in all.
+    pub fn total_hits(&self) -> u64 {
+        self.hits.total()
+    }
+
+    /// Stops accepting, lets open connections finish, and waits for the
+    /// server to end.
+    pub async fn stop(mut self) -> io::Result<()> {
+        if let Some(shutdown) = self.shutdown.take() {
+            // Err: the server already ended; the join below reports how.
+            let _ = shutdown.send(());
+        }
+        match self.task.take() {
+            Some(task) => task.await.map_err(io::Error::other)?,
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+
+    /// One parsed HTTP/1.1 response.
+    struct RawResponse {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    }
+
+    impl RawResponse {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    async fn send(stream: &mut BufReader<TcpStream>, method: &str, target: &str, close: bool) {
+        let connection = if close { "close" } else { "keep-alive" };
+        let request = format!(
+            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: {connection}\r\n\r\n"
+        );
+        stream
+            .get_mut()
+            .write_all(request.as_bytes())
+            .await
+            .expect("write request");
+    }
+
+    /// Reads one response framed by Content-Length.
+    async fn read_response(stream: &mut BufReader<TcpStream>, head_only: bool) -> RawResponse {
+        let mut status_line = String::new();
+        stream
+            .read_line(&mut status_line)
+            .await
+            .expect("status line");
+        let status = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status code");
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            stream.read_line(&mut line).await.expect("header line");
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':').expect("header");
+            headers.push((name.to_owned(), value.trim().to_owned()));
+        }
+        let mut response = RawResponse {
+            status,
+            headers,
+            body: Vec::new(),
+        };
+        if !head_only {
+            let length: usize = response
+                .header("content-length")
+                .and_then(|l| l.parse().ok())
+                .expect("content-length");
+            response.body = vec![0; length];
+            stream.read_exact(&mut response.body).await.expect("body");
+        }
+        response
+    }
+
+    async fn connect(server: &DemoServer) -> BufReader<TcpStream> {
+        BufReader::new(TcpStream::connect(server.addr()).await.expect("connect"))
+    }
+
+    #[tokio::test]
+    async fn serves_pages_with_keep_alive_and_counts_hits() {
+        let site = Site::demo();
+        let expected_list = render(&site, "/list/00001/1");
+        let server = DemoServer::start(site).await.expect("start");
+        assert!(server.addr().ip().is_loopback());
+        assert_eq!(
+            server.base_url(),
+            format!("http://127.0.0.1:{}", server.addr().port())
+        );
+
+        let mut stream = connect(&server).await;
+        send(&mut stream, "GET", "/list/00001/1", false).await;
+        let list = read_response(&mut stream, false).await;
+        assert_eq!(list.status, 200);
+        assert_eq!(
+            list.header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
+        assert_eq!(list.body, expected_list.body);
+
+        // Same connection, GBK forum with the charset only in <meta>, and
+        // the GBK-encoded query a browser would send.
+        let target = "/list/00002/2?order=%D7%EE%D0%C2";
+        send(&mut stream, "GET", target, false).await;
+        let gbk = read_response(&mut stream, false).await;
+        assert_eq!(gbk.status, 200);
+        assert_eq!(gbk.header("content-type"), Some("text/html"));
+        let (text, _, malformed) = encoding_rs::GBK.decode(&gbk.body);
+        assert!(!malformed);
+        assert!(text.contains("<meta charset=\"gbk\">"));
+        assert!(text.contains("下一页"));
+
+        send(&mut stream, "GET", "/list/00003/1", false).await;
+        let based = read_response(&mut stream, false).await;
+        assert_eq!(based.header("content-type"), Some("text/html; charset=GBK"));
+
+        send(&mut stream, "GET", "/no/such/page", true).await;
+        let missing = read_response(&mut stream, false).await;
+        assert_eq!(missing.status, 404);
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest).await.expect("server closes");
+        assert!(rest.is_empty());
+
+        assert_eq!(server.hits("/list/00001/1"), 1);
+        assert_eq!(server.hits(target), 1);
+        assert_eq!(
+            server.hits("/list/00002/2"),
+            0,
+            "the query is part of the key"
+        );
+        assert_eq!(server.hits("/no/such/page"), 1);
+        assert_eq!(server.total_hits(), 4);
+        assert!(server.hit_counts().values().all(|&n| n == 1));
+        server.stop().await.expect("stop");
+    }
+
+    #[tokio::test]
+    async fn head_and_other_methods() {
+        let server = DemoServer::start(Site::demo()).await.expect("start");
+        let mut stream = connect(&server).await;
+        send(&mut stream, "HEAD", "/post/1001", false).await;
+        let head = read_response(&mut stream, true).await;
+        assert_eq!(head.status, 200);
+        send(&mut stream, "POST", "/post/1001", true).await;
+        let post = read_response(&mut stream, false).await;
+        assert_eq!(post.status, 405);
+        assert_eq!(post.header("allow"), Some("GET, HEAD"));
+        assert_eq!(server.hits("/post/1001"), 2);
+        server.stop().await.expect("stop");
+    }
+
+    #[tokio::test]
+    async fn stop_closes_idle_keep_alive_connections_and_the_port() {
+        let server = DemoServer::start(Site::demo()).await.expect("start");
+        let addr = server.addr();
+        let mut idle = connect(&server).await;
+        send(&mut idle, "GET", "/", false).await;
+        assert_eq!(read_response(&mut idle, false).await.status, 200);
+
+        tokio::time::timeout(Duration::from_secs(2), server.stop())
+            .await
+            .expect("stop does not wait for idle connections")
+            .expect("stop");
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(2), idle.read_to_end(&mut rest)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "idle connection closed"
+        );
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "no longer listening"
+        );
+    }
+
+    #[tokio::test]
+    async fn serve_returns_when_shutdown_resolves() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind");
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, Arc::new(Site::demo()), async move {
+            let _ = rx.await;
+        }));
+        tx.send(()).expect("server running");
+        let result = tokio::time::timeout(Duration::from_secs(2), task).await;
+        assert!(matches!(result, Ok(Ok(Ok(())))));
+    }
+}

@@ -1,0 +1,184 @@
+//! Following links: find them (CSS or regex), resolve them against the
+//! page's base URL with the page's character set (as a browser does, so a
+//! Chinese query on a GBK page is percent-encoded in GBK), drop what must
+//! not be crawled (other schemes, fragments, other hosts, denied, too deep,
+//! past the last page), and build the follow-up requests with their
+//! priority, depth and context.
+
+use std::collections::HashSet;
+
+use encoding_rs::Encoding;
+use scraper::{ElementRef, Html};
+use serde_json::Map;
+
+use super::fields::Page;
+use super::Filtered;
+use crate::fingerprint::safe_url_string;
+use crate::request::Request;
+use crate::spider::selector::Selected;
+use crate::spider::{Follow, IntSource, LinkSource, MetaCarry, Spider};
+
+/// The page's base URL: `<base href>` resolved against the response URL,
+/// else the response URL.
+pub fn base_url(doc: &Html, page_url: &str) -> Option<url::Url> {
+    let page = url::Url::parse(page_url).ok()?;
+    let base = scraper::Selector::parse("base[href]")
+        .ok()
+        .and_then(|sel| doc.select(&sel).next())
+        .and_then(|b| b.value().attr("href"))
+        .and_then(|href| page.join(href.trim()).ok());
+    Some(base.unwrap_or(page))
+}
+
+/// The `href` of a link element, and of the links inside it (Scrapy's
+/// LinkExtractor `restrict_css`).
+fn element_links(el: ElementRef<'_>, out: &mut Vec<String>) {
+    for node in el.descendants() {
+        if let Some(e) = ElementRef::wrap(node) {
+            if matches!(e.value().name(), "a" | "area" | "link") {
+                out.extend(e.value().attr("href").map(str::to_string));
+            }
+        }
+    }
+}
+
+/// Builds the follow-up requests of one page.
+pub struct Follower<'a> {
+    spider: &'a Spider,
+    page: &'a Page<'a>,
+    encoding: &'static Encoding,
+    filtered: &'a mut Filtered,
+    seen: HashSet<String>,
+}
+
+impl<'a> Follower<'a> {
+    pub fn new(
+        spider: &'a Spider,
+        page: &'a Page<'a>,
+        encoding: &'static Encoding,
+        filtered: &'a mut Filtered,
+    ) -> Self {
+        Follower {
+            spider,
+            page,
+            encoding: encoding.output_encoding(),
+            filtered,
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Adds the requests of one follow entry to `out`.
+    pub fn follow(&mut self, follow: &Follow, doc: &Html, text: &str, out: &mut Vec<Request>) {
+        let mut raw = Vec::new();
+        match &follow.links {
+            LinkSource::Css(sel) => {
+                for s in sel.select(doc.root_element()) {
+                    match s {
+                        Selected::Text(t) => raw.push(t),
+                        Selected::Element(e) => element_links(e, &mut raw),
+                    }
+                }
+            }
+            LinkSource::Re(re) => {
+                for caps in re.captures_iter(text) {
+                    raw.extend(caps.get(1).or_else(|| caps.get(0)).map(|m| m.as_str().to_string()));
+                }
+            }
+        }
+        let depth = self.page.request.depth + 1;
+        let max_page = follow.paginate.as_ref().and_then(|p| match &p.max {
+            IntSource::Fixed(n) => Some(*n),
+            IntSource::Template(t) => t
+                .render(&self.page.request.meta)
+                .ok()
+                .and_then(|s| s.trim().parse::<i64>().ok()),
+        });
+        for href in raw {
+            let Some(url) = self.resolve(&href) else { continue };
+            if !self.allowed(follow, &url) {
+                continue;
+            }
+            let limit = self.spider.settings.depth_limit;
+            if (limit > 0 && depth > limit) || follow.depth_limit.is_some_and(|l| depth > l) {
+                self.filtered.depth += 1;
+                continue;
+            }
+            if let (Some(p), Some(max)) = (&follow.paginate, max_page) {
+                let page_no = p
+                    .page
+                    .captures(&url)
+                    .and_then(|c| c.get(1))
+                    .and_then(|m| m.as_str().parse::<i64>().ok());
+                if page_no.is_some_and(|n| n > max) {
+                    self.filtered.pagination += 1;
+                    continue;
+                }
+            }
+            if !self.seen.insert(url.clone()) {
+                self.filtered.duplicate += 1;
+                continue;
+            }
+            out.push(self.request(follow, url, depth));
+        }
+    }
+
+    /// The absolute, safe URL of a link, or `None` (counted) when it is not
+    /// one to crawl.
+    fn resolve(&mut self, href: &str) -> Option<String> {
+        // HTML strips ASCII whitespace around attribute URLs.
+        let href = href.trim_matches(|c: char| c.is_ascii_whitespace());
+        if href.is_empty() || href.starts_with('#') {
+            self.filtered.fragment += 1;
+            return None;
+        }
+        let encoding = self.encoding;
+        let encode: &dyn Fn(&str) -> std::borrow::Cow<'_, [u8]> = &|s| encoding.encode(s).0;
+        let joined = url::Url::options()
+            .base_url(self.page.base.as_ref())
+            .encoding_override(Some(encode))
+            .parse(href);
+        match joined {
+            Ok(mut u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+                u.set_fragment(None);
+                Some(safe_url_string(u.as_str(), encoding_rs::UTF_8))
+            }
+            _ => {
+                self.filtered.scheme += 1;
+                None
+            }
+        }
+    }
+
+    fn allowed(&mut self, follow: &Follow, url: &str) -> bool {
+        let host = url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_string));
+        if !host.is_some_and(|h| self.spider.allows_host(h.trim_matches(['[', ']']))) {
+            self.filtered.offsite += 1;
+            return false;
+        }
+        let denied = self.spider.deny.iter().chain(&follow.deny).any(|d| d.is_match(url))
+            || (!follow.allow.is_empty() && !follow.allow.iter().any(|a| a.is_match(url)));
+        if denied {
+            self.filtered.denied += 1;
+        }
+        !denied
+    }
+
+    fn request(&self, follow: &Follow, url: String, depth: u32) -> Request {
+        let parent = &self.page.request.meta;
+        let meta: Map<String, serde_json::Value> = match &follow.meta {
+            MetaCarry::All => parent.clone(),
+            MetaCarry::Names(names) => names
+                .iter()
+                .filter_map(|n| parent.get(n).map(|v| (n.clone(), v.clone())))
+                .collect(),
+        };
+        Request {
+            priority: follow.priority - i64::from(depth) * self.spider.settings.depth_priority,
+            depth,
+            rule: follow.rule.map(|i| self.spider.rules[i].name.clone()),
+            meta,
+            dont_filter: follow.dont_filter,
+            ..Request::new(url)
+        }
+    }
+}

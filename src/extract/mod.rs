@@ -1,0 +1,143 @@
+//! Extraction: one response and the request that fetched it in, items and
+//! follow-up requests out. Pure: no network, no Redis, no clock, so every
+//! behaviour is tested on saved pages.
+//!
+//! The rule is the request's named rule, else the first whose `match`
+//! pattern matches the URL. The body is decoded ([`charset`]), parsed once,
+//! and each of the rule's extract entries ([`fields`]) and follow entries
+//! ([`links`]) runs over the same document.
+
+pub mod charset;
+pub mod fields;
+pub mod links;
+
+use scraper::Html;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::request::Request;
+use crate::spider::Spider;
+
+/// A downloaded response, as the extractor needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Response<'a> {
+    /// The final URL of the page (after redirects).
+    pub url: &'a str,
+    pub status: u16,
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+}
+
+impl Response<'_> {
+    /// The first header named `name`, any case.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One scraped item: its type and its fields in definition order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    #[serde(rename = "item")]
+    pub kind: String,
+    pub fields: Map<String, Value>,
+}
+
+/// An item left out, and why (counted as `item_dropped_count`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dropped {
+    pub item: String,
+    pub reason: String,
+}
+
+/// Links not followed, by reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Filtered {
+    /// Host outside `allowed_domains` (Scrapy's `offsite/filtered`).
+    pub offsite: u64,
+    /// `mailto:`, `javascript:` and other non-http(s) links, and hrefs that
+    /// are not URLs.
+    pub scheme: u64,
+    /// Links to a fragment of the same page (`#top`).
+    pub fragment: u64,
+    /// Matched a `deny` pattern, or no `allow` pattern.
+    pub denied: u64,
+    /// Deeper than a depth limit.
+    pub depth: u64,
+    /// Past the last page of a `paginate` limit.
+    pub pagination: u64,
+    /// The same URL already followed from this page.
+    pub duplicate: u64,
+}
+
+/// What one page gave.
+#[derive(Debug, Clone, Serialize)]
+pub struct Extraction {
+    /// The rule that handled the page; none means nothing was extracted.
+    pub rule: Option<String>,
+    /// The character set the page was read with.
+    pub encoding: &'static str,
+    pub charset_source: charset::CharsetSource,
+    pub items: Vec<Item>,
+    pub dropped: Vec<Dropped>,
+    pub requests: Vec<Request>,
+    pub filtered: Filtered,
+}
+
+/// Runs the spider's rule for this page.
+pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> Extraction {
+    let decoded = charset::decode(response.body, response.header("content-type"));
+    let mut out = Extraction {
+        rule: None,
+        encoding: decoded.encoding.name(),
+        charset_source: decoded.source,
+        items: Vec::new(),
+        dropped: Vec::new(),
+        requests: Vec::new(),
+        filtered: Filtered::default(),
+    };
+    let Some(rule) = spider.rule_for(request.rule.as_deref(), response.url) else {
+        return out;
+    };
+    out.rule = Some(rule.name.clone());
+    let doc = Html::parse_document(&decoded.text);
+    let page = fields::Page {
+        response,
+        request,
+        base: links::base_url(&doc, response.url),
+    };
+    for ex in &rule.extract {
+        let def = &spider.items[ex.item];
+        let scopes = match &ex.each {
+            Some(each) => each
+                .select(doc.root_element())
+                .into_iter()
+                .filter_map(|s| match s {
+                    crate::spider::selector::Selected::Element(e) => Some(e),
+                    crate::spider::selector::Selected::Text(_) => None,
+                })
+                .collect(),
+            None => vec![doc.root_element()],
+        };
+        for scope in scopes {
+            match fields::item(def, scope, &page) {
+                Ok(fields) => out.items.push(Item {
+                    kind: def.name.clone(),
+                    fields,
+                }),
+                Err(reason) => out.dropped.push(Dropped {
+                    item: def.name.clone(),
+                    reason,
+                }),
+            }
+        }
+    }
+    let mut follower = links::Follower::new(spider, &page, decoded.encoding, &mut out.filtered);
+    for follow in &rule.follow {
+        follower.follow(follow, &doc, &decoded.text, &mut out.requests);
+    }
+    out
+}

@@ -1,0 +1,408 @@
+//! Every worker setting, defined once: its name, type, default and meaning.
+//!
+//! The names are Scrapy's, lower-cased (`concurrent_requests`,
+//! `download_delay`, …) so a Scrapy user finds what they know. Values are
+//! layered, each layer overriding the one before: built-in defaults <
+//! the `config/` file < the spider's `[settings]` < environment variables
+//! (`CRAWLWORKER_<NAME>`) < the command line. This module owns the defaults
+//! and the layering; each stage reads only the finished [`Settings`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::spider::reader::TableReader;
+
+/// A value type a setting can have: how it is read from TOML and from an
+/// environment variable, and how its default is shown in docs.
+pub(crate) trait SettingValue: Sized + Clone {
+    /// What to write, for error messages ("a whole number", …).
+    const EXPECTED: &'static str;
+    fn read(table: &TableReader<'_>, key: &'static str) -> Option<Self>;
+    fn parse_str(s: &str) -> Result<Self, String>;
+    fn show(&self) -> String;
+}
+
+impl SettingValue for u32 {
+    const EXPECTED: &'static str = "a whole number";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        t.int_in(key, 0, u32::MAX.into()).map(|v| v.value as u32)
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        s.trim().parse().map_err(|e| format!("{e}"))
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl SettingValue for i64 {
+    const EXPECTED: &'static str = "an integer";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        t.int(key).map(|v| v.value)
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        s.trim().parse().map_err(|e| format!("{e}"))
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl SettingValue for f64 {
+    const EXPECTED: &'static str = "a number of 0 or more";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        let v = t.float(key)?;
+        if !(v.value >= 0.0 && v.value.is_finite()) {
+            t.reader()
+                .problem(&v.loc, format!("{} is not allowed", v.value), Some("use a number of 0 or more".into()));
+            return None;
+        }
+        Some(v.value)
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        match s.trim().parse::<f64>() {
+            Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+            Ok(v) => Err(format!("{v} is not a number of 0 or more")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl SettingValue for bool {
+    const EXPECTED: &'static str = "true or false";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        t.bool(key).map(|v| v.value)
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" => Ok(false),
+            other => Err(format!("`{other}` is not true or false")),
+        }
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl SettingValue for String {
+    const EXPECTED: &'static str = "a string";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        t.str(key).map(|v| v.value)
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        Ok(s.to_string())
+    }
+    fn show(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// A duration: a number of seconds (as Scrapy writes them) or a string such
+/// as `"250ms"` or `"3m"`.
+impl SettingValue for Duration {
+    const EXPECTED: &'static str = "seconds as a number, or a duration such as \"250ms\"";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        let (node, loc) = t.node(key)?;
+        let parsed = match (node.as_float(), node.as_integer(), node.as_str()) {
+            (Some(f), _, _) => Duration::try_from_secs_f64(f).map_err(|e| e.to_string()),
+            (_, Some(i), _) => u64::try_from(i)
+                .map(Duration::from_secs)
+                .map_err(|_| "a duration cannot be negative".to_string()),
+            (_, _, Some(s)) => Self::parse_str(s),
+            _ => Err(format!("expected {}, found {}", Self::EXPECTED, node.type_name())),
+        };
+        parsed
+            .map_err(|e| {
+                t.reader()
+                    .problem(&loc, e, Some("write seconds (1.5) or a duration (\"1500ms\", \"2m\")".into()))
+            })
+            .ok()
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if let Ok(secs) = s.parse::<f64>() {
+            return Duration::try_from_secs_f64(secs).map_err(|e| e.to_string());
+        }
+        humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration: {e}"))
+    }
+    fn show(&self) -> String {
+        if self.is_zero() {
+            "0".into()
+        } else {
+            humantime::format_duration(*self).to_string()
+        }
+    }
+}
+
+/// A size in bytes: a whole number, or a string such as `"32 MiB"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl SettingValue for Bytes {
+    const EXPECTED: &'static str = "bytes as a whole number, or a size such as \"32 MiB\"";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        let (node, loc) = t.node(key)?;
+        let parsed = match (node.as_integer(), node.as_str()) {
+            (Some(i), _) => u64::try_from(i)
+                .map(Bytes)
+                .map_err(|_| "a size cannot be negative".to_string()),
+            (_, Some(s)) => Self::parse_str(s),
+            _ => Err(format!("expected {}, found {}", Self::EXPECTED, node.type_name())),
+        };
+        parsed
+            .map_err(|e| t.reader().problem(&loc, e, Some("write bytes (1048576) or a size (\"1 MiB\", \"500KB\")".into())))
+            .ok()
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        s.trim()
+            .parse::<bytesize::ByteSize>()
+            .map(|b| Bytes(b.as_u64()))
+            .map_err(|e| format!("`{s}` is not a size: {e}"))
+    }
+    fn show(&self) -> String {
+        bytesize::ByteSize(self.0).display().iec().to_string()
+    }
+}
+
+impl SettingValue for Vec<u16> {
+    const EXPECTED: &'static str = "an array of HTTP status codes";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        let (node, loc) = t.node(key)?;
+        let json = node.to_json();
+        let codes = json.as_ref().and_then(|j| j.as_array()).and_then(|a| {
+            a.iter()
+                .map(|v| v.as_u64().filter(|c| (100..=999).contains(c)).map(|c| c as u16))
+                .collect::<Option<Vec<u16>>>()
+        });
+        if codes.is_none() {
+            t.reader().problem(
+                &loc,
+                format!("expected {}", Self::EXPECTED),
+                Some(format!("write whole numbers from 100 to 999, e.g. `{key} = [500, 503]`")),
+            );
+        }
+        codes
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        s.split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| {
+                p.trim()
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|c| (100..=999).contains(c))
+                    .ok_or_else(|| format!("`{p}` is not an HTTP status code"))
+            })
+            .collect()
+    }
+    fn show(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// Header name → value.
+impl SettingValue for BTreeMap<String, String> {
+    const EXPECTED: &'static str = "a table of header names to string values";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        let table = t.table(key)?;
+        let mut out = BTreeMap::new();
+        for (name, node, loc) in table.entries() {
+            match node.as_str() {
+                Some(v) => {
+                    out.insert(name.value, v.to_string());
+                }
+                None => table.reader().problem(
+                    &loc,
+                    format!("expected a string header value, found {}", node.type_name()),
+                    None,
+                ),
+            }
+        }
+        Some(out)
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        serde_json::from_str(s).map_err(|e| format!("expected a JSON object of strings: {e}"))
+    }
+    fn show(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+macro_rules! settings {
+    ($( $(#[doc = $doc:literal])+ $name:ident : $ty:ty = $default:expr; )+) => {
+        /// The finished settings one spider runs with.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Settings {
+            $( $(#[doc = $doc])+ pub $name: $ty, )+
+        }
+
+        impl Default for Settings {
+            fn default() -> Self {
+                Settings { $( $name: $default, )+ }
+            }
+        }
+
+        /// One layer of settings: only what that layer sets.
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct Overrides {
+            $( pub $name: Option<$ty>, )+
+        }
+
+        impl Overrides {
+            /// Reads a `[settings]` table; unknown names are reported by the
+            /// caller's `finish`.
+            pub(crate) fn read(table: &TableReader<'_>) -> Overrides {
+                Overrides { $( $name: <$ty as SettingValue>::read(table, stringify!($name)), )+ }
+            }
+
+            /// Reads `CRAWLWORKER_<NAME>` variables through `lookup`.
+            pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Overrides, String> {
+                let mut o = Overrides::default();
+                $(
+                    let var = concat!("CRAWLWORKER_", stringify!($name)).to_ascii_uppercase();
+                    if let Some(raw) = lookup(&var) {
+                        o.$name = Some(<$ty as SettingValue>::parse_str(&raw)
+                            .map_err(|e| format!("{var}={raw:?}: {e}; expected {}", <$ty as SettingValue>::EXPECTED))?);
+                    }
+                )+
+                Ok(o)
+            }
+        }
+
+        impl Settings {
+            /// Applies one layer on top of these settings.
+            pub fn apply(&mut self, layer: &Overrides) {
+                $( if let Some(v) = &layer.$name { self.$name = v.clone(); } )+
+            }
+        }
+
+        /// Every setting: name, meaning and default, for `--help` and docs.
+        pub fn catalogue() -> Vec<SettingDoc> {
+            let d = Settings::default();
+            vec![ $( SettingDoc {
+                name: stringify!($name),
+                doc: concat!($($doc, "\n"),+).trim(),
+                default: SettingValue::show(&d.$name),
+                expected: <$ty as SettingValue>::EXPECTED,
+            }, )+ ]
+        }
+    };
+}
+
+/// One line of the settings catalogue.
+#[derive(Debug, Clone)]
+pub struct SettingDoc {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub default: String,
+    pub expected: &'static str,
+}
+
+/// Scrapy's `DEFAULT_REQUEST_HEADERS`.
+fn default_headers() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "Accept".to_string(),
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8".to_string(),
+        ),
+        ("Accept-Language".to_string(), "en".to_string()),
+    ])
+}
+
+/// The User-Agent sent unless a spider sets its own.
+pub const DEFAULT_USER_AGENT: &str = concat!("crawlworker/", env!("CARGO_PKG_VERSION"));
+
+settings! {
+    /// Requests one worker downloads at once.
+    concurrent_requests: u32 = 16;
+    /// Requests one worker sends to a single host at once.
+    concurrent_requests_per_domain: u32 = 8;
+    /// Minimum time between two requests to the same host, for the whole cluster.
+    download_delay: Duration = Duration::ZERO;
+    /// Wait 0.5× to 1.5× `download_delay` instead of exactly it, as Scrapy does.
+    randomize_download_delay: bool = true;
+    /// Upper bound on requests per second to one host, for the whole cluster (0 = no bound).
+    max_requests_per_second: f64 = 0.0;
+    /// Deepest request followed (0 = no limit); start requests have depth 0.
+    depth_limit: u32 = 0;
+    /// Scrapy's DEPTH_PRIORITY: a request's priority is lowered by depth × this (negative favours depth).
+    depth_priority: i64 = 0;
+    /// Retry failed downloads.
+    retry_enabled: bool = true;
+    /// Retries after the first attempt.
+    retry_times: u32 = 2;
+    /// Response statuses that are retried.
+    retry_http_codes: Vec<u16> = vec![500, 502, 503, 504, 522, 524, 408, 429];
+    /// Non-2xx statuses whose pages are still extracted (Scrapy's HTTPERROR_ALLOWED_CODES).
+    httperror_allowed_codes: Vec<u16> = Vec::new();
+    /// The User-Agent header.
+    user_agent: String = DEFAULT_USER_AGENT.to_string();
+    /// Headers sent with every request unless the request sets them.
+    default_request_headers: BTreeMap<String, String> = default_headers();
+    /// Fetch and obey each host's robots.txt.
+    robotstxt_obey: bool = false;
+    /// Longest a whole download may take.
+    download_timeout: Duration = Duration::from_secs(180);
+    /// Longest a connection may take to open.
+    connect_timeout: Duration = Duration::from_secs(10);
+    /// Responses larger than this are cut off and fail.
+    download_maxsize: Bytes = Bytes(1 << 30);
+    /// Responses larger than this are logged as a warning.
+    download_warnsize: Bytes = Bytes(32 << 20);
+    /// Follow redirects (each hop is a new request through the dupefilter and domain checks).
+    redirect_enabled: bool = true;
+    /// Longest redirect chain followed.
+    redirect_max_times: u32 = 20;
+    /// Keep a cookie jar per worker.
+    cookies_enabled: bool = false;
+    /// Allow requests to loopback, private and link-local addresses (the demo forum needs it).
+    allow_private_networks: bool = false;
+}
+
+/// Builds the settings for one spider from its layers, lowest first.
+pub fn layered(layers: &[&Overrides]) -> Settings {
+    let mut s = Settings::default();
+    for layer in layers {
+        s.apply(layer);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_layer_parses_and_names_the_variable_on_error() {
+        let o = Overrides::from_env(|k| match k {
+            "CRAWLWORKER_DOWNLOAD_DELAY" => Some("250ms".into()),
+            "CRAWLWORKER_RETRY_HTTP_CODES" => Some("500, 503".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(o.download_delay, Some(Duration::from_millis(250)));
+        assert_eq!(o.retry_http_codes, Some(vec![500, 503]));
+        let err = Overrides::from_env(|k| (k == "CRAWLWORKER_RETRY_TIMES").then(|| "many".into())).unwrap_err();
+        assert!(err.contains("CRAWLWORKER_RETRY_TIMES"), "{err}");
+    }
+
+    #[test]
+    fn later_layers_win() {
+        let a = Overrides { retry_times: Some(5), ..Default::default() };
+        let b = Overrides { retry_times: Some(1), ..Default::default() };
+        assert_eq!(layered(&[&a, &b]).retry_times, 1);
+        assert_eq!(layered(&[&a]).concurrent_requests, 16);
+    }
+
+    #[test]
+    fn catalogue_lists_every_setting_with_its_default() {
+        let c = catalogue();
+        let delay = c.iter().find(|d| d.name == "download_timeout").unwrap();
+        assert_eq!(delay.default, "3m");
+        assert!(c.iter().all(|d| !d.doc.is_empty()));
+    }
+}

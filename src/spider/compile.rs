@@ -1,0 +1,732 @@
+//! Turns a [`SpiderFile`] into a [`Spider`]: builds regexes, selectors and
+//! templates, resolves names to indices and checks the spider as a whole
+//! (rules that can never run, follow targets that do not exist, context
+//! fields that no request carries). Every problem is recorded; nothing stops
+//! at the first.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use regex::Regex;
+
+use super::diagnostic::{did_you_mean, LoadError, SourceMap};
+use super::file::{
+    read_spider, FieldFile, FollowFile, IntOrTemplate, ItemFile, RuleFile, SpiderFile, StartFile,
+};
+use super::reader::{At, Loc, Reader};
+use super::{
+    Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, LinkSource, MetaCarry,
+    PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template, Whitespace,
+};
+use crate::settings;
+
+/// Parses and validates spider text; `path` names it in messages.
+pub(crate) fn compile(path: &Path, text: &str) -> Result<Spider, LoadError> {
+    let doc = toml_edit::Document::parse(text).map_err(|e| syntax_error(path, text, &e))?;
+    let reader = Reader::new(path, text);
+    let root = reader.root(doc.as_table());
+    let file = read_spider(&root);
+    root.finish();
+    let spider = Compiler { r: &reader }.spider(path, &file);
+    let problems = reader.into_problems();
+    match spider {
+        Some(spider) if problems.is_empty() => Ok(spider),
+        _ => Err(LoadError::Invalid(problems)),
+    }
+}
+
+fn syntax_error(path: &Path, text: &str, e: &toml_edit::TomlError) -> LoadError {
+    let map = SourceMap::new(path, text);
+    let span = e.span().unwrap_or(0..0);
+    LoadError::Invalid(vec![map.diagnostic(
+        &span,
+        "",
+        format!("invalid TOML: {}", e.message().trim()),
+        Some("check the quotes, brackets and `=` near this place".into()),
+    )])
+}
+
+/// Name of spiders, rules and items: they appear in Redis keys and logs.
+fn valid_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+struct Compiler<'r> {
+    r: &'r Reader<'r>,
+}
+
+impl Compiler<'_> {
+    fn problem(&self, loc: &Loc, message: impl Into<String>, hint: impl Into<String>) {
+        self.r.problem(loc, message, Some(hint.into()));
+    }
+
+    fn regex(&self, at: &At<String>) -> Option<Regex> {
+        Regex::new(&at.value)
+            .map_err(|e| {
+                let detail = e.to_string();
+                let last = detail.lines().last().unwrap_or("").trim().to_string();
+                self.problem(
+                    &at.loc,
+                    format!("`{}` is not a valid regex: {last}", at.value),
+                    "regexes use Rust syntax (Python's `re` without look-around or backreferences); escape a literal `.` or `?` with `\\`",
+                )
+            })
+            .ok()
+    }
+
+    fn selector(&self, at: &At<String>) -> Option<Selector> {
+        Selector::parse(&at.value)
+            .map_err(|e| {
+                self.problem(
+                    &at.loc,
+                    e,
+                    "write CSS with Scrapy's pseudo-elements, e.g. `h1::text`, `div.body ::text`, `a::attr(href)`",
+                )
+            })
+            .ok()
+    }
+
+    fn template(&self, at: &At<String>) -> Option<Template> {
+        Template::parse(&at.value)
+            .map_err(|e| {
+                self.problem(
+                    &at.loc,
+                    format!("`{}` is not a valid template: {e}", at.value),
+                    "write `{field}` to insert a task field, `{{` for a literal brace",
+                )
+            })
+            .ok()
+    }
+
+    fn name(&self, at: &At<String>, what: &str) -> bool {
+        let ok = valid_name(&at.value);
+        if !ok {
+            self.problem(
+                &at.loc,
+                format!("`{}` is not a valid {what} name", at.value),
+                "use letters, digits, `_`, `-` and `.`, starting with a letter or digit",
+            );
+        }
+        ok
+    }
+
+    /// Finds `name` in `names`, reporting a miss with a suggestion.
+    fn lookup(&self, at: &At<String>, names: &[&str], what: &str) -> Option<usize> {
+        let found = names.iter().position(|n| *n == at.value);
+        if found.is_none() {
+            let hint = match did_you_mean(&at.value, names.iter().copied()) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None if names.is_empty() => format!("this spider defines no {what}s"),
+                None => format!("{what}s defined: {}", names.join(", ")),
+            };
+            self.problem(&at.loc, format!("no {what} is named `{}`", at.value), hint);
+        }
+        found
+    }
+
+    fn spider(&self, path: &Path, file: &SpiderFile) -> Option<Spider> {
+        let name = file.name.as_ref().filter(|n| self.name(n, "spider"));
+        let allowed_domains = file
+            .allowed_domains
+            .iter()
+            .filter_map(|d| self.domain(d))
+            .collect();
+        let deny: Vec<Regex> = file.deny.iter().filter_map(|d| self.regex(d)).collect();
+
+        let item_names: Vec<&str> = file.items.iter().map(|i| i.name.value.as_str()).collect();
+        let items: Vec<Option<ItemDef>> = file.items.iter().map(|i| self.item(i)).collect();
+
+        let rule_names = self.rule_names(file);
+        let rules: Vec<Option<Rule>> = file
+            .rules
+            .iter()
+            .map(|r| self.rule(r, &item_names, &rule_names))
+            .collect();
+        if file.rules.is_empty() {
+            self.problem(
+                &file.loc,
+                "the spider has no rules, so it would extract nothing",
+                "add a `[[rules]]` table with `name`, `match` and `extract` or `follow`",
+            );
+        }
+        let spider_name = name.map(|n| n.value.clone()).unwrap_or_default();
+        let start = self.start(&file.start, &spider_name, &rule_names);
+
+        let graph = Graph::new(file, &rule_names, start.as_ref());
+        self.check_reachable(file, &graph);
+        self.check_context(file, &graph);
+
+        let items = items.into_iter().collect::<Option<Vec<_>>>()?;
+        let rules = rules.into_iter().collect::<Option<Vec<_>>>()?;
+        let overrides = file.settings.clone();
+        Some(Spider {
+            name: name?.value.clone(),
+            source: path.to_path_buf(),
+            allowed_domains,
+            deny,
+            settings: settings::layered(&[&overrides]),
+            overrides,
+            start: start?,
+            items,
+            rules,
+        })
+    }
+
+    fn domain(&self, at: &At<String>) -> Option<String> {
+        let d = at.value.trim().trim_end_matches('.').to_ascii_lowercase();
+        let bad = if d.is_empty() {
+            Some("an empty domain")
+        } else if d.contains("://") || d.contains('/') {
+            Some("a URL, not a domain")
+        } else if d.contains(':') && !d.starts_with('[') {
+            Some("a domain with a port (ports are not compared)")
+        } else {
+            None
+        };
+        match bad {
+            Some(what) => {
+                self.problem(
+                    &at.loc,
+                    format!("`{}` is {what}", at.value),
+                    "write just the host, e.g. \"bbs.example.com\"; its subdomains are allowed too",
+                );
+                None
+            }
+            None => Some(d),
+        }
+    }
+
+    fn rule_names<'f>(&self, file: &'f SpiderFile) -> Vec<&'f str> {
+        let mut names: Vec<&str> = Vec::new();
+        for rule in &file.rules {
+            let Some(name) = &rule.name else {
+                self.problem(
+                    &rule.loc,
+                    "a rule has no `name`",
+                    "add `name = \"…\"`; follow links and start entries name the rule they lead to",
+                );
+                names.push("");
+                continue;
+            };
+            if names.contains(&name.value.as_str()) {
+                self.problem(
+                    &name.loc,
+                    format!("two rules are named `{}`", name.value),
+                    "give each rule its own name",
+                );
+            } else {
+                self.name(name, "rule");
+            }
+            names.push(&name.value);
+        }
+        names
+    }
+
+    fn start(&self, s: &StartFile, spider: &str, rules: &[&str]) -> Option<Start> {
+        let mut ok = true;
+        let kind = match s.kind.as_ref().map(|k| k.value.as_str()) {
+            None | Some("list") => StartKind::List,
+            Some("set") => StartKind::Set,
+            Some("zset") => StartKind::Zset,
+            Some(other) => {
+                ok = false;
+                self.problem(
+                    &s.kind.as_ref().map(|k| k.loc.clone()).unwrap_or_default(),
+                    format!("`{other}` is not a start key type"),
+                    "use \"list\", \"set\" or \"zset\" (the Redis type of the start key)",
+                );
+                StartKind::List
+            }
+        };
+        let batch_size = match &s.batch_size {
+            None => 16,
+            Some(b) if (1..=10_000).contains(&b.value) => b.value as usize,
+            Some(b) => {
+                ok = false;
+                self.problem(&b.loc, format!("{} is out of range", b.value), "use a batch size from 1 to 10000");
+                16
+            }
+        };
+        let task_fields: Option<Vec<String>> =
+            s.task_fields.as_ref().map(|f| f.iter().map(|a| a.value.clone()).collect());
+        let mut templates_ok = true;
+        let mut template = |at: &At<String>| -> Option<Template> {
+            let t = self.template(at);
+            templates_ok &= t.is_some();
+            if let (Some(t), Some(fields)) = (&t, &task_fields) {
+                for f in t.fields() {
+                    if !fields.iter().any(|k| k == f) {
+                        self.problem(
+                            &at.loc,
+                            format!("the template uses `{{{f}}}`, but `task_fields` does not list `{f}`"),
+                            format!("add \"{f}\" to start.task_fields, or use one of: {}", fields.join(", ")),
+                        );
+                    }
+                }
+            }
+            t
+        };
+        let url = s.url.as_ref().and_then(&mut template);
+        if let (Some(t), Some(at)) = (&url, &s.url) {
+            self.check_url_template(t, at);
+        }
+        let method = match &s.method {
+            Some(m) => template(m),
+            None => Template::parse("GET").ok(),
+        };
+        if let (Some(m), Some(at)) = (&method, &s.method) {
+            if m.fields().is_empty() && !is_http_token(&at.value) {
+                self.problem(&at.loc, format!("`{}` is not an HTTP method", at.value), "use GET, POST, … or a `{field}` template");
+            }
+        }
+        let body = s.body.as_ref().and_then(&mut template);
+        let headers: Vec<(String, Template)> = s
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.value.clone(), template(v)?)))
+            .collect();
+        let priority = match &s.priority {
+            None => IntSource::Fixed(0),
+            Some(p) => self.int_source(p, &task_fields)?,
+        };
+        let rule = match &s.rule {
+            Some(r) => Some(self.lookup(r, rules, "rule")?),
+            None => None,
+        };
+        (ok && templates_ok).then_some(())?;
+        Some(Start {
+            key: s
+                .key
+                .as_ref()
+                .map_or_else(|| format!("{spider}:start_urls"), |k| k.value.clone()),
+            kind,
+            batch_size,
+            url,
+            method: method?,
+            body,
+            headers,
+            priority,
+            rule,
+            dont_filter: s.dont_filter.as_ref().is_none_or(|d| d.value),
+            task_fields,
+        })
+    }
+
+    fn check_url_template(&self, t: &Template, at: &At<String>) {
+        let sample: serde_json::Map<String, serde_json::Value> = t
+            .fields()
+            .into_iter()
+            .map(|f| (f.to_string(), serde_json::Value::from("1")))
+            .collect();
+        let rendered = t.render(&sample).unwrap_or_default();
+        match url::Url::parse(&rendered) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+            _ => self.problem(
+                &at.loc,
+                format!("`{}` does not make an http(s) URL", at.value),
+                "start with http:// or https:// and a host, e.g. \"https://bbs.example.com/list/{forum_id}/1\"",
+            ),
+        }
+    }
+
+    fn int_source(&self, at: &At<IntOrTemplate>, known: &Option<Vec<String>>) -> Option<IntSource> {
+        match &at.value {
+            IntOrTemplate::Int(i) => Some(IntSource::Fixed(*i)),
+            IntOrTemplate::Template(s) => {
+                let t = self.template(&At::new(s.clone(), at.loc.clone()))?;
+                if t.fields().is_empty() {
+                    self.problem(&at.loc, format!("\"{s}\" is a string, not a number"), "write a number without quotes, or a \"{field}\" template");
+                    return None;
+                }
+                if let Some(fields) = known {
+                    for f in t.fields() {
+                        if !fields.iter().any(|k| k == f) {
+                            self.problem(&at.loc, format!("`{{{f}}}` is not a task field"), format!("task_fields lists: {}", fields.join(", ")));
+                        }
+                    }
+                }
+                Some(IntSource::Template(t))
+            }
+        }
+    }
+
+    fn item(&self, item: &ItemFile) -> Option<ItemDef> {
+        self.name(&item.name, "item");
+        if item.fields.is_empty() {
+            self.problem(&item.name.loc, format!("item `{}` has no fields", item.name.value), "add fields such as `title = \"h1::text\"`");
+        }
+        let fields: Vec<Option<Field>> = item.fields.iter().map(|f| self.field(f)).collect();
+        Some(ItemDef {
+            name: item.name.value.clone(),
+            fields: fields.into_iter().collect::<Option<_>>()?,
+        })
+    }
+
+    fn field(&self, f: &FieldFile) -> Option<Field> {
+        let given: Vec<&str> = [
+            ("css", f.css.is_some()),
+            ("page", f.page.is_some()),
+            ("meta", f.meta.is_some()),
+            ("const", f.constant.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect();
+        let source = match given.as_slice() {
+            [] => {
+                self.problem(
+                    &f.name.loc,
+                    format!("field `{}` says nowhere to take its value from", f.name.value),
+                    "add one of css = \"…\", page = \"url\", meta = \"…\" or const = …",
+                );
+                None
+            }
+            [_] => {
+                if let Some(css) = &f.css {
+                    self.selector(css).map(FieldSource::Css)
+                } else if let Some(page) = &f.page {
+                    match page.value.as_str() {
+                        "url" => Some(FieldSource::Page(PageValue::Url)),
+                        "status" => Some(FieldSource::Page(PageValue::Status)),
+                        "depth" => Some(FieldSource::Page(PageValue::Depth)),
+                        other => {
+                            self.problem(&page.loc, format!("`{other}` is not a page value"), "use \"url\", \"status\" or \"depth\"");
+                            None
+                        }
+                    }
+                } else if let Some(meta) = &f.meta {
+                    Some(FieldSource::Meta(meta.value.clone()))
+                } else {
+                    f.constant.as_ref().map(|c| FieldSource::Const(c.value.clone()))
+                }
+            }
+            many => {
+                self.problem(
+                    &f.name.loc,
+                    format!("field `{}` takes its value from both `{}` and `{}`", f.name.value, many[0], many[1]),
+                    "keep one source per field",
+                );
+                None
+            }
+        };
+        let re = f.re.as_ref().map(|r| self.regex(r));
+        let whitespace = match f.whitespace.as_ref().map(|w| w.value.as_str()) {
+            None | Some("strip") => Some(Whitespace::Strip),
+            Some("normalize") => Some(Whitespace::Normalize),
+            Some("keep") => Some(Whitespace::Keep),
+            Some(other) => {
+                self.problem(&f.whitespace.as_ref()?.loc, format!("`{other}` is not a whitespace mode"), "use \"strip\" (default), \"normalize\" or \"keep\"");
+                None
+            }
+        };
+        let kind = match f.kind.as_ref().map(|k| k.value.as_str()) {
+            None | Some("string") => Some(FieldType::String),
+            Some("int") => Some(FieldType::Int),
+            Some("float") => Some(FieldType::Float),
+            Some("bool") => Some(FieldType::Bool),
+            Some(other) => {
+                self.problem(&f.kind.as_ref()?.loc, format!("`{other}` is not a field type"), "use \"string\", \"int\", \"float\" or \"bool\"");
+                None
+            }
+        };
+        Some(Field {
+            name: f.name.value.clone(),
+            source: source?,
+            all: f.all.as_ref().is_some_and(|a| a.value) || f.join.is_some(),
+            join: f.join.as_ref().map(|j| j.value.clone()),
+            re: match re {
+                Some(r) => Some(r?),
+                None => None,
+            },
+            whitespace: whitespace?,
+            kind: kind?,
+            default: f.default.as_ref().map(|d| d.value.clone()),
+            required: f.required.as_ref().is_some_and(|r| r.value),
+            url: f.url.as_ref().is_some_and(|u| u.value),
+        })
+    }
+
+    fn rule(&self, r: &RuleFile, items: &[&str], rules: &[&str]) -> Option<Rule> {
+        let matches: Vec<Option<Regex>> = r.matches.iter().map(|m| self.regex(m)).collect();
+        let extract: Vec<Option<Extract>> = r
+            .extract
+            .iter()
+            .map(|e| {
+                let Some(item) = &e.item else {
+                    self.problem(&e.loc, "an extract entry names no item", "add `item = \"…\"` naming one of [items]");
+                    return None;
+                };
+                let index = self.lookup(item, items, "item");
+                let each = match &e.each {
+                    Some(each) => {
+                        let sel = self.selector(each)?;
+                        if *sel.target() != super::selector::Target::Elements {
+                            self.problem(&each.loc, "`each` must select elements, not text or attributes", "remove the `::text` / `::attr(…)` part; fields take values from each element");
+                            return None;
+                        }
+                        Some(sel)
+                    }
+                    None => None,
+                };
+                Some(Extract { item: index?, each })
+            })
+            .collect();
+        let follow: Vec<Option<Follow>> = r.follow.iter().map(|f| self.follow(f, rules)).collect();
+        if r.extract.is_empty() && r.follow.is_empty() {
+            if let Some(name) = &r.name {
+                self.problem(&name.loc, format!("rule `{}` neither extracts nor follows anything", name.value), "add `[[rules.extract]]` or `[[rules.follow]]`, or remove the rule");
+            }
+        }
+        Some(Rule {
+            name: r.name.as_ref()?.value.clone(),
+            matches: matches.into_iter().collect::<Option<_>>()?,
+            extract: extract.into_iter().collect::<Option<_>>()?,
+            follow: follow.into_iter().collect::<Option<_>>()?,
+        })
+    }
+
+    fn follow(&self, f: &FollowFile, rules: &[&str]) -> Option<Follow> {
+        let links = match (&f.css, &f.re) {
+            (Some(css), None) => self.selector(css).map(LinkSource::Css),
+            (None, Some(re)) => self.regex(re).map(LinkSource::Re),
+            (Some(_), Some(_)) => {
+                self.problem(&f.loc, "a follow entry has both `css` and `re`", "keep one way of finding links per follow entry");
+                None
+            }
+            (None, None) => {
+                self.problem(&f.loc, "a follow entry has no `css` or `re` to find links with", "add e.g. `css = \"a.next::attr(href)\"`");
+                None
+            }
+        };
+        let allow: Vec<Option<Regex>> = f.allow.iter().map(|a| self.regex(a)).collect();
+        let deny: Vec<Option<Regex>> = f.deny.iter().map(|a| self.regex(a)).collect();
+        let rule = match &f.rule {
+            Some(r) => Some(self.lookup(r, rules, "rule")),
+            None => None,
+        };
+        let depth_limit = match &f.depth_limit {
+            Some(d) if d.value < 0 || d.value > u32::MAX as i64 => {
+                self.problem(&d.loc, format!("{} is out of range", d.value), "use a depth of 0 or more");
+                return None;
+            }
+            Some(d) => Some(d.value as u32),
+            None => None,
+        };
+        let meta = if f.meta.iter().any(|m| m.value == "*") {
+            MetaCarry::All
+        } else {
+            MetaCarry::Names(f.meta.iter().map(|m| m.value.clone()).collect())
+        };
+        let paginate = match &f.paginate {
+            Some(p) => {
+                let page = match &p.page {
+                    Some(page) => self.regex(page).filter(|re| {
+                        let ok = re.captures_len() > 1;
+                        if !ok {
+                            self.problem(&page.loc, "the page regex has no capture group", "capture the page number, e.g. '/list/\\d+/(\\d+)'");
+                        }
+                        ok
+                    }),
+                    None => {
+                        self.problem(&p.loc, "`paginate` has no `page` regex", "add `page = '…(\\d+)'` capturing the page number of a link");
+                        None
+                    }
+                };
+                let max = match &p.max {
+                    Some(m) => self.int_source(m, &None),
+                    None => {
+                        self.problem(&p.loc, "`paginate` has no `max`", "add `max = 10` or `max = \"{max_page}\"` (a context field)");
+                        None
+                    }
+                };
+                Some(Paginate { page: page?, max: max? })
+            }
+            None => None,
+        };
+        Some(Follow {
+            links: links?,
+            allow: allow.into_iter().collect::<Option<_>>()?,
+            deny: deny.into_iter().collect::<Option<_>>()?,
+            rule: match rule {
+                Some(r) => Some(r?),
+                None => None,
+            },
+            priority: f.priority.as_ref().map_or(0, |p| p.value),
+            dont_filter: f.dont_filter.as_ref().is_some_and(|d| d.value),
+            depth_limit,
+            meta,
+            paginate,
+        })
+    }
+
+    /// Rules no request can ever reach.
+    fn check_reachable(&self, file: &SpiderFile, g: &Graph) {
+        for (i, rule) in file.rules.iter().enumerate() {
+            let Some(name) = &rule.name else { continue };
+            if g.targeted[i] {
+                continue;
+            }
+            if rule.matches.is_empty() {
+                self.problem(
+                    &name.loc,
+                    format!("rule `{}` is never used: it has no `match` and nothing names it", name.value),
+                    "add `match = '…'` (a URL regex), or name it with `rule = \"…\"` in a follow entry or in [start]",
+                );
+                continue;
+            }
+            let earlier = file.rules[..i].iter().find(|e| {
+                !e.matches.is_empty()
+                    && rule
+                        .matches
+                        .iter()
+                        .all(|m| e.matches.iter().any(|em| em.value == m.value))
+            });
+            if let Some(e) = earlier {
+                let other = e.name.as_ref().map_or("", |n| n.value.as_str());
+                self.problem(
+                    &name.loc,
+                    format!("rule `{}` is never used: rule `{other}` above matches the same URLs first", name.value),
+                    "the first matching rule wins: make one pattern more specific, or name this rule in a follow entry",
+                );
+            }
+        }
+    }
+
+    /// Context fields read where no request carries them.
+    fn check_context(&self, file: &SpiderFile, g: &Graph) {
+        for (src, rule) in file.rules.iter().enumerate() {
+            let rule_name = rule.name.as_ref().map_or("", |n| n.value.as_str());
+            if let Known::Set(have) = &g.known[src] {
+                for f in &rule.follow {
+                    for m in f.meta.iter().filter(|m| m.value != "*") {
+                        if !have.contains(&m.value) {
+                            self.problem(
+                                &m.loc,
+                                format!("rule `{rule_name}` passes on `{}`, but no request reaching `{rule_name}` carries it", m.value),
+                                context_hint(have),
+                            );
+                        }
+                    }
+                    if let Some(IntOrTemplate::Template(t)) = f.paginate.as_ref().and_then(|p| p.max.as_ref()).map(|m| &m.value) {
+                        if let Ok(t) = Template::parse(t) {
+                            for field in t.fields().into_iter().filter(|x| !have.contains(*x)) {
+                                let loc = f.paginate.as_ref().and_then(|p| p.max.as_ref()).map(|m| m.loc.clone()).unwrap_or_default();
+                                self.problem(&loc, format!("`paginate.max` reads `{field}`, but no request reaching `{rule_name}` carries it"), context_hint(have));
+                            }
+                        }
+                    }
+                }
+                for e in &rule.extract {
+                    let item = e.item.as_ref().and_then(|i| file.items.iter().find(|it| it.name.value == i.value));
+                    for field in item.map(|i| i.fields.as_slice()).unwrap_or_default() {
+                        if let Some(meta) = &field.meta {
+                            if !have.contains(&meta.value) {
+                                self.problem(
+                                    &meta.loc,
+                                    format!("item field `{}` reads `{}`, but no request reaching rule `{rule_name}` carries it", field.name.value, meta.value),
+                                    format!("pass it on with `meta = [\"{}\"]` in the follow entries that lead to `{rule_name}`; {}", meta.value, context_hint(have)),
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn context_hint(have: &BTreeSet<String>) -> String {
+    if have.is_empty() {
+        "requests reaching it carry no context fields".to_string()
+    } else {
+        format!("requests reaching it carry: {}", have.iter().cloned().collect::<Vec<_>>().join(", "))
+    }
+}
+
+fn is_http_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'-')
+}
+
+/// What is known about the context of the requests reaching a rule.
+#[derive(Debug, Clone, PartialEq)]
+enum Known {
+    /// Could carry anything (tasks are not declared, or reached by matching).
+    Any,
+    Set(BTreeSet<String>),
+}
+
+impl Known {
+    fn meet(self, other: Known) -> Known {
+        match (self, other) {
+            (Known::Any, k) | (k, Known::Any) => k,
+            (Known::Set(a), Known::Set(b)) => Known::Set(a.intersection(&b).cloned().collect()),
+        }
+    }
+}
+
+/// The rule graph: which rules requests are sent to, and what context they
+/// carry there (a greatest fixed point over the follow edges).
+struct Graph {
+    targeted: Vec<bool>,
+    known: Vec<Known>,
+}
+
+impl Graph {
+    fn new(file: &SpiderFile, rules: &[&str], start: Option<&Start>) -> Graph {
+        let n = file.rules.len();
+        let index = |at: &Option<At<String>>| at.as_ref().and_then(|a| rules.iter().position(|r| *r == a.value));
+        let start_rule = index(&file.start.rule);
+        let mut targeted = vec![false; n];
+        if let Some(s) = start_rule {
+            targeted[s] = true;
+        }
+        // (from rule, to rule, carried names or all)
+        let mut edges: Vec<(usize, usize, Option<BTreeSet<String>>)> = Vec::new();
+        let mut by_matching = file.start.rule.is_none();
+        for (src, rule) in file.rules.iter().enumerate() {
+            for f in &rule.follow {
+                let carry = (!f.meta.iter().any(|m| m.value == "*"))
+                    .then(|| f.meta.iter().map(|m| m.value.clone()).collect());
+                match index(&f.rule) {
+                    Some(dst) => {
+                        targeted[dst] = true;
+                        edges.push((src, dst, carry));
+                    }
+                    None => by_matching |= f.rule.is_none(),
+                }
+            }
+        }
+        let task = match start.and_then(|s| s.task_fields.as_ref()) {
+            Some(f) => Known::Set(f.iter().cloned().collect()),
+            None => Known::Any,
+        };
+        let mut known = vec![Known::Any; n];
+        for _ in 0..=n + 1 {
+            let mut next = Vec::with_capacity(n);
+            for dst in 0..n {
+                let open = by_matching && !file.rules[dst].matches.is_empty();
+                let mut k: Option<Known> = open.then_some(Known::Any);
+                if start_rule == Some(dst) {
+                    k = Some(k.map_or(task.clone(), |k| k.meet(task.clone())));
+                }
+                for (src, _, carry) in edges.iter().filter(|e| e.1 == dst) {
+                    let provided = match (carry, &known[*src]) {
+                        (None, from) => from.clone(),
+                        (Some(names), Known::Any) => Known::Set(names.clone()),
+                        (Some(names), Known::Set(have)) => Known::Set(names.intersection(have).cloned().collect()),
+                    };
+                    k = Some(k.map_or(provided.clone(), |k| k.meet(provided)));
+                }
+                // A request reached by URL matching may carry anything.
+                next.push(if open { Known::Any } else { k.unwrap_or(Known::Any) });
+            }
+            if next == known {
+                break;
+            }
+            known = next;
+        }
+        Graph { targeted, known }
+    }
+}

@@ -1,0 +1,318 @@
+//! The spider file as written: every value with its source position, not
+//! yet checked for meaning. [`super::compile`] turns it into a [`super::Spider`].
+//!
+//! This is where the spider language's keys are defined: each `read_*`
+//! function asks for exactly the keys its table accepts.
+
+use serde_json::Value;
+
+use super::reader::{At, Loc, Node, TableReader};
+use crate::settings::Overrides;
+
+/// A whole spider file.
+#[derive(Debug)]
+pub struct SpiderFile {
+    pub loc: Loc,
+    pub name: Option<At<String>>,
+    pub allowed_domains: Vec<At<String>>,
+    pub deny: Vec<At<String>>,
+    pub settings: Overrides,
+    pub start: StartFile,
+    pub items: Vec<ItemFile>,
+    pub rules: Vec<RuleFile>,
+}
+
+/// `[start]`: where start entries come from and how they become requests.
+#[derive(Debug, Default)]
+pub struct StartFile {
+    pub loc: Loc,
+    pub key: Option<At<String>>,
+    pub kind: Option<At<String>>,
+    pub batch_size: Option<At<i64>>,
+    pub url: Option<At<String>>,
+    pub method: Option<At<String>>,
+    pub body: Option<At<String>>,
+    pub headers: Vec<(At<String>, At<String>)>,
+    pub priority: Option<At<IntOrTemplate>>,
+    pub rule: Option<At<String>>,
+    pub dont_filter: Option<At<bool>>,
+    pub task_fields: Option<Vec<At<String>>>,
+}
+
+/// A number written as a number, or a `{field}` template giving one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IntOrTemplate {
+    Int(i64),
+    Template(String),
+}
+
+/// `[items.<name>]`.
+#[derive(Debug)]
+pub struct ItemFile {
+    pub name: At<String>,
+    pub fields: Vec<FieldFile>,
+}
+
+/// One field of an item; a bare string is short for `{ css = "…" }`.
+#[derive(Debug, Default)]
+pub struct FieldFile {
+    pub loc: Loc,
+    pub name: At<String>,
+    pub css: Option<At<String>>,
+    pub page: Option<At<String>>,
+    pub meta: Option<At<String>>,
+    pub constant: Option<At<Value>>,
+    pub all: Option<At<bool>>,
+    pub join: Option<At<String>>,
+    pub re: Option<At<String>>,
+    pub whitespace: Option<At<String>>,
+    pub kind: Option<At<String>>,
+    pub default: Option<At<Value>>,
+    pub required: Option<At<bool>>,
+    pub url: Option<At<bool>>,
+}
+
+/// `[[rules]]`.
+#[derive(Debug)]
+pub struct RuleFile {
+    pub loc: Loc,
+    pub name: Option<At<String>>,
+    pub matches: Vec<At<String>>,
+    pub extract: Vec<ExtractFile>,
+    pub follow: Vec<FollowFile>,
+}
+
+/// `[[rules.extract]]`.
+#[derive(Debug)]
+pub struct ExtractFile {
+    pub loc: Loc,
+    pub item: Option<At<String>>,
+    pub each: Option<At<String>>,
+}
+
+/// `[[rules.follow]]`.
+#[derive(Debug)]
+pub struct FollowFile {
+    pub loc: Loc,
+    pub css: Option<At<String>>,
+    pub re: Option<At<String>>,
+    pub allow: Vec<At<String>>,
+    pub deny: Vec<At<String>>,
+    pub rule: Option<At<String>>,
+    pub priority: Option<At<i64>>,
+    pub dont_filter: Option<At<bool>>,
+    pub depth_limit: Option<At<i64>>,
+    pub meta: Vec<At<String>>,
+    pub paginate: Option<PaginateFile>,
+}
+
+/// `paginate = { page = '…(\d+)', max = "{max_page}" }`.
+#[derive(Debug)]
+pub struct PaginateFile {
+    pub loc: Loc,
+    pub page: Option<At<String>>,
+    pub max: Option<At<IntOrTemplate>>,
+}
+
+pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
+    let name = root.str("name");
+    let name = root.require("name", name, "add `name = \"myspider\"` at the top of the file");
+    let allowed_domains = root.str_list("allowed_domains").unwrap_or_default();
+    let deny = root.str_list("deny").unwrap_or_default();
+    let settings = match root.table("settings") {
+        Some(t) => {
+            let o = Overrides::read(&t);
+            t.finish();
+            o
+        }
+        None => Overrides::default(),
+    };
+    let start = root.table("start").map(|t| read_start(&t)).unwrap_or_default();
+    let items = match root.table("items") {
+        Some(t) => {
+            let items = t
+                .entries()
+                .into_iter()
+                .filter_map(|(name, node, loc)| read_item(&t, name, node, loc))
+                .collect();
+            t.finish();
+            items
+        }
+        None => Vec::new(),
+    };
+    let rules = root.tables("rules").iter().map(read_rule).collect();
+    SpiderFile {
+        loc: root.loc.clone(),
+        name,
+        allowed_domains,
+        deny,
+        settings,
+        start,
+        items,
+        rules,
+    }
+}
+
+fn read_start(t: &TableReader<'_>) -> StartFile {
+    let headers = match t.table("headers") {
+        Some(h) => {
+            let headers = h
+                .entries()
+                .into_iter()
+                .filter_map(|(name, node, loc)| match node.as_str() {
+                    Some(v) => Some((name, At::new(v.to_string(), loc))),
+                    None => {
+                        h.reader().problem(
+                            &loc,
+                            format!("expected a string, found {}", node.type_name()),
+                            Some("header values are strings; `{field}` inserts a task field".into()),
+                        );
+                        None
+                    }
+                })
+                .collect();
+            h.finish();
+            headers
+        }
+        None => Vec::new(),
+    };
+    let start = StartFile {
+        loc: t.loc.clone(),
+        key: t.str("key"),
+        kind: t.str("type"),
+        batch_size: t.int("batch_size"),
+        url: t.str("url"),
+        method: t.str("method"),
+        body: t.str("body"),
+        headers,
+        priority: int_or_template(t, "priority"),
+        rule: t.str("rule"),
+        dont_filter: t.bool("dont_filter"),
+        task_fields: t.str_list("task_fields"),
+    };
+    t.finish();
+    start
+}
+
+fn int_or_template(t: &TableReader<'_>, key: &'static str) -> Option<At<IntOrTemplate>> {
+    let (node, loc) = t.node(key)?;
+    if let Some(i) = node.as_integer() {
+        return Some(At::new(IntOrTemplate::Int(i), loc));
+    }
+    if let Some(s) = node.as_str() {
+        return Some(At::new(IntOrTemplate::Template(s.to_string()), loc));
+    }
+    t.reader().problem(
+        &loc,
+        format!("expected an integer or a \"{{field}}\" template, found {}", node.type_name()),
+        None,
+    );
+    None
+}
+
+fn read_item(
+    items: &TableReader<'_>,
+    name: At<String>,
+    node: Node<'_>,
+    loc: Loc,
+) -> Option<ItemFile> {
+    let table = items.as_table(node, loc)?;
+    let fields = table
+        .entries()
+        .into_iter()
+        .filter_map(|(fname, fnode, floc)| read_field(&table, fname, fnode, floc))
+        .collect();
+    table.finish();
+    Some(ItemFile { name, fields })
+}
+
+fn read_field(
+    item: &TableReader<'_>,
+    name: At<String>,
+    node: Node<'_>,
+    loc: Loc,
+) -> Option<FieldFile> {
+    if let Some(css) = node.as_str() {
+        return Some(FieldFile {
+            css: Some(At::new(css.to_string(), loc.clone())),
+            loc,
+            name,
+            ..FieldFile::default()
+        });
+    }
+    let t = item.as_table(node, loc.clone())?;
+    let json = |key: &'static str| {
+        t.node(key).map(|(n, l)| At::new(n.to_json().unwrap_or(Value::Null), l))
+    };
+    let field = FieldFile {
+        loc,
+        name,
+        css: t.str("css"),
+        page: t.str("page"),
+        meta: t.str("meta"),
+        constant: json("const"),
+        all: t.bool("all"),
+        join: t.str("join"),
+        re: t.str("re"),
+        whitespace: t.str("whitespace"),
+        kind: t.str("type"),
+        default: json("default"),
+        required: t.bool("required"),
+        url: t.bool("url"),
+    };
+    t.finish();
+    Some(field)
+}
+
+fn read_rule(t: &TableReader<'_>) -> RuleFile {
+    let extract = t
+        .tables("extract")
+        .iter()
+        .map(|e| {
+            let x = ExtractFile {
+                loc: e.loc.clone(),
+                item: e.str("item"),
+                each: e.str("each"),
+            };
+            e.finish();
+            x
+        })
+        .collect();
+    let follow = t.tables("follow").iter().map(read_follow).collect();
+    let rule = RuleFile {
+        loc: t.loc.clone(),
+        name: t.str("name"),
+        matches: t.str_list("match").unwrap_or_default(),
+        extract,
+        follow,
+    };
+    t.finish();
+    rule
+}
+
+fn read_follow(t: &TableReader<'_>) -> FollowFile {
+    let paginate = t.table("paginate").map(|p| {
+        let x = PaginateFile {
+            loc: p.loc.clone(),
+            page: p.str("page"),
+            max: int_or_template(&p, "max"),
+        };
+        p.finish();
+        x
+    });
+    let follow = FollowFile {
+        loc: t.loc.clone(),
+        css: t.str("css"),
+        re: t.str("re"),
+        allow: t.str_list("allow").unwrap_or_default(),
+        deny: t.str_list("deny").unwrap_or_default(),
+        rule: t.str("rule"),
+        priority: t.int("priority"),
+        dont_filter: t.bool("dont_filter"),
+        depth_limit: t.int("depth_limit"),
+        meta: t.str_list("meta").unwrap_or_default(),
+        paginate,
+    };
+    t.finish();
+    follow
+}

@@ -1,0 +1,253 @@
+//! Spiders: the TOML file as written ([`file::SpiderFile`], every value with
+//! its position) and as compiled ([`Spider`]: regexes and selectors built,
+//! names resolved to indices, every problem reported at once).
+//!
+//! A spider says where its start entries come from and how they become
+//! requests ([`Start`]), which pages each [`Rule`] handles, the items it
+//! extracts ([`ItemDef`]) and the links it follows ([`Follow`]).
+
+pub mod compile;
+pub mod diagnostic;
+pub mod file;
+pub mod reader;
+pub mod selector;
+pub mod start;
+pub mod template;
+
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde_json::Value;
+
+pub use diagnostic::{Diagnostic, LoadError};
+pub use selector::Selector;
+pub use template::Template;
+
+use crate::settings::{Overrides, Settings};
+
+/// A validated spider, ready to crawl.
+#[derive(Debug, Clone)]
+pub struct Spider {
+    pub name: String,
+    /// The file it was loaded from, for messages.
+    pub source: PathBuf,
+    /// Hosts (and their subdomains) requests may go to; empty allows all.
+    pub allowed_domains: Vec<String>,
+    /// URLs matching any of these are never requested.
+    pub deny: Vec<Regex>,
+    /// The spider's own `[settings]` layer, for the worker to re-layer.
+    pub overrides: Overrides,
+    /// Built-in defaults with the spider's layer applied.
+    pub settings: Settings,
+    pub start: Start,
+    pub items: Vec<ItemDef>,
+    pub rules: Vec<Rule>,
+}
+
+/// How the start key is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartKind {
+    List,
+    Set,
+    Zset,
+}
+
+/// `[start]`: the start key and how an entry becomes a request.
+#[derive(Debug, Clone)]
+pub struct Start {
+    pub key: String,
+    pub kind: StartKind,
+    /// Entries claimed in one step.
+    pub batch_size: usize,
+    /// URL template for JSON tasks without a `url` key.
+    pub url: Option<Template>,
+    pub method: Template,
+    pub body: Option<Template>,
+    pub headers: Vec<(String, Template)>,
+    pub priority: IntSource,
+    /// The rule for start requests; matched by URL when absent.
+    pub rule: Option<usize>,
+    /// scrapy-redis sends start requests with `dont_filter`, so pushing a
+    /// task again re-scans it.
+    pub dont_filter: bool,
+    /// Fields every task has, when the spider declares them.
+    pub task_fields: Option<Vec<String>>,
+}
+
+/// A whole number given directly or read from the request context.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IntSource {
+    Fixed(i64),
+    Template(Template),
+}
+
+/// `[items.<name>]`.
+#[derive(Debug, Clone)]
+pub struct ItemDef {
+    pub name: String,
+    pub fields: Vec<Field>,
+}
+
+/// How a field's value is produced.
+#[derive(Debug, Clone)]
+pub struct Field {
+    pub name: String,
+    pub source: FieldSource,
+    /// Keep every value (a JSON array) instead of the first.
+    pub all: bool,
+    /// Join all values into one string with this separator.
+    pub join: Option<String>,
+    /// Keep what the regex captures (group 1, or the whole match).
+    pub re: Option<Regex>,
+    pub whitespace: Whitespace,
+    pub kind: FieldType,
+    pub default: Option<Value>,
+    /// A page without this field drops the item (counted).
+    pub required: bool,
+    /// Resolve values against the page's base URL.
+    pub url: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum FieldSource {
+    Css(Selector),
+    Page(PageValue),
+    Meta(String),
+    Const(Value),
+}
+
+/// Facts about the response itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageValue {
+    Url,
+    Status,
+    Depth,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whitespace {
+    /// Trim both ends (the default).
+    Strip,
+    /// Trim and collapse inner runs of whitespace to one space.
+    Normalize,
+    /// As found on the page.
+    Keep,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    String,
+    Int,
+    Float,
+    Bool,
+}
+
+/// `[[rules]]`: the pages a rule handles and what it does with them.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub name: String,
+    /// URL regexes; the first rule with a match handles the page.
+    pub matches: Vec<Regex>,
+    pub extract: Vec<Extract>,
+    pub follow: Vec<Follow>,
+}
+
+/// One item type extracted by a rule.
+#[derive(Debug, Clone)]
+pub struct Extract {
+    /// Index into [`Spider::items`].
+    pub item: usize,
+    /// One item per node matching this, fields relative to it.
+    pub each: Option<Selector>,
+}
+
+/// Where a follow rule finds its links.
+#[derive(Debug, Clone)]
+pub enum LinkSource {
+    Css(Selector),
+    /// Over the decoded page text; group 1 (or the whole match) is the link.
+    Re(Regex),
+}
+
+/// Which context a followed request carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaCarry {
+    Names(Vec<String>),
+    All,
+}
+
+/// `[[rules.follow]]`.
+#[derive(Debug, Clone)]
+pub struct Follow {
+    pub links: LinkSource,
+    /// Keep only links matching one of these (all when empty).
+    pub allow: Vec<Regex>,
+    pub deny: Vec<Regex>,
+    /// The rule for followed requests; matched by URL when absent.
+    pub rule: Option<usize>,
+    pub priority: i64,
+    pub dont_filter: bool,
+    /// Deepest request this follow creates.
+    pub depth_limit: Option<u32>,
+    pub meta: MetaCarry,
+    pub paginate: Option<Paginate>,
+}
+
+/// Stop following pages past a limit.
+#[derive(Debug, Clone)]
+pub struct Paginate {
+    /// Group 1 is the page number of a link.
+    pub page: Regex,
+    pub max: IntSource,
+}
+
+impl Spider {
+    /// Reads and validates a spider file.
+    pub fn load(path: &Path) -> Result<Spider, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Spider::from_str(path, &text)
+    }
+
+    /// Validates a spider given as text; `path` names it in messages.
+    pub fn from_str(path: &Path, text: &str) -> Result<Spider, LoadError> {
+        compile::compile(path, text)
+    }
+
+    pub fn item(&self, name: &str) -> Option<&ItemDef> {
+        self.items.iter().find(|i| i.name == name)
+    }
+
+    pub fn rule_index(&self, name: &str) -> Option<usize> {
+        self.rules.iter().position(|r| r.name == name)
+    }
+
+    /// The rule for a request: its named rule, else the first whose pattern
+    /// matches the URL.
+    pub fn rule_for(&self, rule: Option<&str>, url: &str) -> Option<&Rule> {
+        if let Some(name) = rule {
+            if let Some(r) = self.rules.iter().find(|r| r.name == name) {
+                return Some(r);
+            }
+        }
+        self.rules
+            .iter()
+            .find(|r| r.matches.iter().any(|m| m.is_match(url)))
+    }
+
+    /// Whether `host` is one of the allowed domains or below one.
+    pub fn allows_host(&self, host: &str) -> bool {
+        if self.allowed_domains.is_empty() {
+            return true;
+        }
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.allowed_domains.iter().any(|d| {
+            host == *d
+                || (host.len() > d.len()
+                    && host.ends_with(d.as_str())
+                    && host.as_bytes()[host.len() - d.len() - 1] == b'.')
+        })
+    }
+}

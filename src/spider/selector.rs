@@ -1,0 +1,199 @@
+//! CSS selectors with Scrapy/parsel's pseudo-elements, compiled once:
+//!
+//! - `h1::text`: the text nodes that are direct children of each `h1`;
+//! - `div ::text` (note the space): every text node inside each `div`,
+//!   its own and its descendants', in document order;
+//! - `a::attr(href)`: the attribute's value;
+//! - no pseudo-element: the elements themselves (their outer HTML as a
+//!   value; their links when following).
+//!
+//! An empty CSS part (`::text`, `::attr(data-id)`) means the element the
+//! selector is applied to, as with `each` nodes.
+
+use scraper::{ElementRef, Node};
+
+/// A compiled selector.
+#[derive(Debug, Clone)]
+pub struct Selector {
+    source: String,
+    css: Option<scraper::Selector>,
+    target: Target,
+}
+
+/// What a selector yields from each matched element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Elements,
+    /// Text nodes: direct children only, or all descendants.
+    Text { descendants: bool },
+    Attr(String),
+}
+
+/// One value a selector found.
+#[derive(Debug, Clone)]
+pub enum Selected<'a> {
+    Element(ElementRef<'a>),
+    Text(String),
+}
+
+impl Selector {
+    /// Compiles `source`; the error explains what is wrong.
+    pub fn parse(source: &str) -> Result<Selector, String> {
+        let trimmed = source.trim();
+        let (css, target) = split_pseudo(trimmed)?;
+        let css_text = css.trim();
+        let css = if css_text.is_empty() {
+            None
+        } else {
+            Some(scraper::Selector::parse(css_text).map_err(|e| {
+                format!("`{css_text}` is not a valid CSS selector: {}", describe(&e))
+            })?)
+        };
+        Ok(Selector {
+            source: source.to_string(),
+            css,
+            target,
+        })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Everything the selector yields within `scope` (the scope itself
+    /// included, as parsel's `descendant-or-self` does).
+    pub fn select<'a>(&self, scope: ElementRef<'a>) -> Vec<Selected<'a>> {
+        let elements: Vec<ElementRef<'a>> = match &self.css {
+            Some(css) => scope.select(css).collect(),
+            None => vec![scope],
+        };
+        let mut out = Vec::new();
+        for el in elements {
+            match &self.target {
+                Target::Elements => out.push(Selected::Element(el)),
+                Target::Attr(name) => {
+                    if let Some(v) = el.value().attr(name) {
+                        out.push(Selected::Text(v.to_string()));
+                    }
+                }
+                Target::Text { descendants } => {
+                    let texts: Box<dyn Iterator<Item = _>> = if *descendants {
+                        Box::new(el.descendants())
+                    } else {
+                        Box::new(el.children())
+                    };
+                    out.extend(texts.filter_map(|n| match n.value() {
+                        Node::Text(t) => Some(Selected::Text(t.to_string())),
+                        _ => None,
+                    }));
+                }
+            }
+        }
+        out
+    }
+
+    /// The yielded values as strings (elements as their outer HTML).
+    pub fn strings(&self, scope: ElementRef<'_>) -> Vec<String> {
+        self.select(scope)
+            .into_iter()
+            .map(|s| match s {
+                Selected::Element(e) => e.html(),
+                Selected::Text(t) => t,
+            })
+            .collect()
+    }
+}
+
+/// Splits a trailing `::text` / `::attr(name)` off the CSS part. A space
+/// (or nothing) before the pseudo-element means "any descendant".
+fn split_pseudo(s: &str) -> Result<(&str, Target), String> {
+    let Some(at) = s.rfind("::") else {
+        return Ok((s, Target::Elements));
+    };
+    let (css, pseudo) = (&s[..at], &s[at + 2..]);
+    let descendant = css.is_empty() || css.ends_with(char::is_whitespace) || css.ends_with('*');
+    if pseudo == "text" {
+        let css = css.trim_end();
+        // `div *::text` and `div ::text` both mean every text node in `div`.
+        let css = css.strip_suffix('*').map_or(css, str::trim_end);
+        let descendants = descendant && !css.is_empty();
+        return Ok((css, Target::Text { descendants }));
+    }
+    if let Some(name) = pseudo
+        .strip_prefix("attr(")
+        .and_then(|r| r.strip_suffix(')'))
+    {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err("`::attr()` needs an attribute name, e.g. `a::attr(href)`".into());
+        }
+        if descendant && !css.trim().is_empty() {
+            return Err(format!(
+                "`{s}` has a space before `::attr`; write `{}::attr({name})`",
+                css.trim_end()
+            ));
+        }
+        return Ok((css, Target::Attr(name.to_string())));
+    }
+    Err(format!(
+        "unknown pseudo-element `::{pseudo}`; use `::text` or `::attr(name)`"
+    ))
+}
+
+fn describe(e: &scraper::error::SelectorErrorKind<'_>) -> String {
+    let s = e.to_string();
+    if s.is_empty() {
+        format!("{e:?}")
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scraper::Html;
+
+    fn texts(sel: &str, html: &str) -> Vec<String> {
+        let doc = Html::parse_document(html);
+        Selector::parse(sel).unwrap().strings(doc.root_element())
+    }
+
+    #[test]
+    fn parsel_text_semantics() {
+        let html = "<div class=x>a<b>b</b>c</div>";
+        assert_eq!(texts("div::text", html), ["a", "c"]);
+        assert_eq!(texts("div ::text", html), ["a", "b", "c"]);
+        assert_eq!(texts("div *::text", html), ["a", "b", "c"]);
+        assert_eq!(texts("div.x b::text", html), ["b"]);
+    }
+
+    #[test]
+    fn attributes_and_elements() {
+        let html = r#"<p><a href="/1">one</a><a>none</a><a href="/2">two</a></p>"#;
+        assert_eq!(texts("a::attr(href)", html), ["/1", "/2"]);
+        assert_eq!(texts("p a", html).len(), 3);
+    }
+
+    #[test]
+    fn scope_itself_with_empty_css() {
+        let doc = Html::parse_document(r#"<div data-id="c1">hi<span>x</span></div>"#);
+        let div = doc
+            .select(&scraper::Selector::parse("div").unwrap())
+            .next()
+            .unwrap();
+        assert_eq!(Selector::parse("::attr(data-id)").unwrap().strings(div), ["c1"]);
+        assert_eq!(Selector::parse("::text").unwrap().strings(div), ["hi"]);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        assert!(Selector::parse("div[").unwrap_err().contains("not a valid CSS selector"));
+        assert!(Selector::parse("a::href").unwrap_err().contains("unknown pseudo-element"));
+        assert!(Selector::parse("a ::attr(href)").unwrap_err().contains("space before"));
+    }
+}

@@ -1,0 +1,8 @@
+//! All integration tests, in one binary (as ripgrep does): `util` starts
+//! the real servers they need; each module covers one command or promise.
+
+mod util;
+
+mod check;
+mod fingerprint_cli;
+mod parse;
