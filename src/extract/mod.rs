@@ -141,3 +141,6 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -120,17 +120,17 @@ impl Spider {
 /// `meta`; every other key is form data (the query of a GET, the
 /// form-encoded body of a POST), as Scrapy's `FormRequest` sends it.
 fn scrapy_redis_request(mut task: Map<String, Value>) -> Result<Request, StartEntryError> {
-    let raw_url = match task.remove("url") {
+    let raw_url = match task.shift_remove("url") {
         Some(Value::String(u)) => u,
         _ => return Err(StartEntryError::BadUrl { url: String::new() }),
     };
     let mut url = absolute_http_url(&raw_url)?;
-    let method = match task.remove("method") {
+    let method = match task.shift_remove("method") {
         Some(Value::String(m)) => m.to_ascii_uppercase(),
         Some(other) => return Err(StartEntryError::BadValue { what: "HTTP method", value: other.to_string() }),
         None => "GET".to_string(),
     };
-    let meta = match task.remove("meta") {
+    let meta = match task.shift_remove("meta") {
         Some(Value::Object(m)) => m,
         Some(Value::Null) | None => Map::new(),
         Some(other) => return Err(StartEntryError::BadValue { what: "meta object", value: other.to_string() }),
@@ -167,4 +167,90 @@ fn scrapy_redis_request(mut task: Map<String, Value>) -> Result<Request, StartEn
         meta,
         ..Request::new(url)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn bbs() -> Spider {
+        Spider::from_str("spiders/bbs.toml".as_ref(), include_str!("../../spiders/bbs.toml"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn json_task_renders_the_url_template_and_becomes_context() {
+        let r = bbs().start_request(r#"{"forum_id": "00001", "max_page": 5}"#).unwrap();
+        assert_eq!(r.url, "http://127.0.0.1:8700/list/00001/1");
+        assert_eq!((r.method.as_str(), r.depth, r.priority), ("GET", 0, 0));
+        assert_eq!(r.rule.as_deref(), Some("list"));
+        assert!(r.dont_filter, "start requests skip the dupefilter, as in scrapy-redis");
+        assert_eq!(Value::Object(r.meta), json!({"forum_id": "00001", "max_page": 5}));
+    }
+
+    #[test]
+    fn plain_urls_are_made_safe() {
+        let r = bbs().start_request("  http://127.0.0.1:8700/list/00001/1?q=a b ").unwrap();
+        assert_eq!(r.url, "http://127.0.0.1:8700/list/00001/1?q=a%20b");
+        assert!(r.meta.is_empty());
+    }
+
+    #[test]
+    fn scrapy_redis_json_format_is_accepted() {
+        let spider = bbs();
+        let get = spider
+            .start_request(r#"{"url": "http://127.0.0.1:8700/search", "meta": {"forum_id": "7"}, "q": "a b", "page": 2}"#)
+            .unwrap();
+        assert_eq!(get.url, "http://127.0.0.1:8700/search?q=a+b&page=2");
+        assert_eq!(Value::Object(get.meta), json!({"forum_id": "7"}));
+        let post = spider
+            .start_request(r#"{"url": "http://127.0.0.1:8700/search", "method": "post", "q": "x"}"#)
+            .unwrap();
+        assert_eq!((post.method.as_str(), post.body.as_str()), ("POST", "q=x"));
+        assert!(post.headers.contains(&("Content-Type".into(), "application/x-www-form-urlencoded".into())));
+    }
+
+    #[test]
+    fn bad_entries_say_what_is_wrong() {
+        let spider = bbs();
+        assert_eq!(spider.start_request("   "), Err(StartEntryError::Empty));
+        assert!(matches!(spider.start_request("{not json"), Err(StartEntryError::Json(_))));
+        assert_eq!(spider.start_request("[1]"), Err(StartEntryError::NotObject("an array")));
+        assert_eq!(
+            spider.start_request(r#"{"max_page": 5}"#),
+            Err(StartEntryError::MissingField { field: "forum_id".into(), part: "url" })
+        );
+        assert!(matches!(spider.start_request("ftp://127.0.0.1/x"), Err(StartEntryError::BadUrl { .. })));
+        assert!(matches!(spider.start_request("not a url"), Err(StartEntryError::BadUrl { .. })));
+    }
+
+    #[test]
+    fn templates_give_method_body_headers_and_priority() {
+        let text = r#"
+name = "api"
+[start]
+url = "http://127.0.0.1:8700/api/{id}"
+method = "{verb}"
+body = '{{"id": "{id}"}}'
+headers = { X-Id = "{id}" }
+priority = "{prio}"
+[items.x]
+id = { meta = "id" }
+[[rules]]
+name = "api"
+match = '/api/'
+  [[rules.extract]]
+  item = "x"
+"#;
+        let spider = Spider::from_str("api.toml".as_ref(), text).unwrap_or_else(|e| panic!("{e}"));
+        let r = spider.start_request(r#"{"id": 7, "verb": "put", "prio": "3"}"#).unwrap();
+        assert_eq!((r.url.as_str(), r.method.as_str(), r.body.as_str(), r.priority), ("http://127.0.0.1:8700/api/7", "PUT", r#"{"id": "7"}"#, 3));
+        assert_eq!(r.headers, vec![("X-Id".to_string(), "7".to_string())]);
+        assert!(matches!(
+            spider.start_request(r#"{"id": 7, "verb": "get", "prio": "high"}"#),
+            Err(StartEntryError::BadValue { what: "priority", .. })
+        ));
+    }
 }
