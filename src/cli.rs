@@ -62,6 +62,11 @@ pub enum Command {
         #[arg(long, default_value = "")]
         body: String,
     },
+    /// List every setting with its default (as a Markdown table with --markdown).
+    Settings {
+        #[arg(long)]
+        markdown: bool,
+    },
     /// The bundled demo forum.
     Demo {
         #[command(subcommand)]
@@ -101,6 +106,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("canonical   {}", fingerprint::canonicalize_url(&safe));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Settings { markdown } => {
+            print!("{}", settings_table(markdown));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo { command } => match command {
             DemoCommand::Serve { listen } => serve_demo(listen).await,
             DemoCommand::Tasks => {
@@ -111,6 +120,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         },
     }
+}
+
+/// The settings catalogue, as plain text or as the README's Markdown table.
+pub fn settings_table(markdown: bool) -> String {
+    let mut out = String::new();
+    if markdown {
+        out.push_str("| setting | default | meaning |\n|---|---|---|\n");
+    }
+    for s in settings::catalogue() {
+        if markdown {
+            out.push_str(&format!("| `{}` | `{}` | {} |\n", s.name, s.default.replace('|', "\\|"), s.doc));
+        } else {
+            out.push_str(&format!("{:<32} {:<24} {}\n", s.name, s.default, s.doc));
+        }
+    }
+    out
 }
 
 /// Loads a spider with the environment's settings layered on top.

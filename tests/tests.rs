@@ -5,4 +5,5 @@ mod util;
 
 mod check;
 mod fingerprint_cli;
+mod news;
 mod parse;

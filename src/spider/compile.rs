@@ -502,10 +502,7 @@ impl Compiler<'_> {
         };
         let allow: Vec<Option<Regex>> = f.allow.iter().map(|a| self.regex(a)).collect();
         let deny: Vec<Option<Regex>> = f.deny.iter().map(|a| self.regex(a)).collect();
-        let rule = match &f.rule {
-            Some(r) => Some(self.lookup(r, rules, "rule")),
-            None => None,
-        };
+        let rule = f.rule.as_ref().map(|r| self.lookup(r, rules, "rule"));
         let depth_limit = match &f.depth_limit {
             Some(d) if d.value < 0 || d.value > u32::MAX as i64 => {
                 self.problem(&d.loc, format!("{} is out of range", d.value), "use a depth of 0 or more");
