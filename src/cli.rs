@@ -17,12 +17,16 @@ use crate::fingerprint;
 use crate::request::Request;
 use crate::settings::{self, Overrides};
 use crate::spider::{LoadError, Spider};
+use crate::config::Config;
 use crate::{demo, fetch};
 
 /// A crawler worker: spiders are TOML files, Redis holds the shared crawl.
 #[derive(Debug, Parser)]
 #[command(name = "crawlworker", version, about)]
 pub struct Cli {
+    /// Worker configuration file [default: config/crawlworker.toml if it exists]
+    #[arg(long, global = true, env = "CRAWLWORKER_CONFIG")]
+    pub config: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -87,6 +91,13 @@ pub enum DemoCommand {
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     match cli.command {
         Command::Check { spiders } => Ok(check(&spiders)),
         Command::Parse {
@@ -96,7 +107,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rule,
             meta,
             depth,
-        } => parse(&spider, &target, url, rule, meta, depth).await,
+        } => parse(&config, &spider, &target, url, rule, meta, depth).await,
         Command::Fingerprint { url, method, body } => {
             let method = method.to_ascii_uppercase();
             let safe = fingerprint::safe_url_string(&url, encoding_rs::UTF_8);
@@ -138,13 +149,16 @@ pub fn settings_table(markdown: bool) -> String {
     out
 }
 
-/// Loads a spider with the environment's settings layered on top.
-pub fn load_spider(path: &Path) -> Result<Spider, LoadError> {
-    let mut spider = Spider::load(path)?;
-    if let Ok(env) = Overrides::from_env(|k| std::env::var(k).ok()) {
-        spider.settings = settings::layered(&[&spider.overrides, &env]);
-    }
-    Ok(spider)
+/// Loads a spider and layers its settings: built-in < config file < spider
+/// < environment.
+pub fn load_spider(config: &Config, path: &Path) -> anyhow::Result<Result<Spider, LoadError>> {
+    let mut spider = match Spider::load(path) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
+    let env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+    spider.settings = settings::layered(&[&config.settings, &spider.overrides, &env]);
+    Ok(Ok(spider))
 }
 
 fn check(paths: &[PathBuf]) -> ExitCode {
@@ -172,6 +186,7 @@ fn check(paths: &[PathBuf]) -> ExitCode {
 }
 
 async fn parse(
+    config: &Config,
     spider_path: &Path,
     target: &str,
     url: Option<String>,
@@ -179,7 +194,7 @@ async fn parse(
     meta: Option<String>,
     depth: u32,
 ) -> anyhow::Result<ExitCode> {
-    let spider = match load_spider(spider_path) {
+    let spider = match load_spider(config, spider_path)? {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");

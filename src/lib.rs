@@ -5,6 +5,7 @@
 //! # Layout, in data-flow order
 //!
 //! - [`cli`]: the command line, parsed and turned into a run configuration.
+//! - [`config`]: the worker configuration file (`config/crawlworker.toml`).
 //! - [`settings`]: every worker default in one place, and the layering
 //!   built-in < `config/` < spider `[settings]` < environment < command line.
 //! - [`spider`]: the spider file as written (`SpiderFile`, with source spans)
@@ -25,4 +26,5 @@ pub mod settings;
 pub mod spider;
 pub mod extract;
 pub mod cli;
+pub mod config;
 pub mod fetch;

@@ -259,6 +259,18 @@ macro_rules! settings {
                 Overrides { $( $name: <$ty as SettingValue>::read(table, stringify!($name)), )+ }
             }
 
+            /// Reads the `[settings]` table of a file, if it has one.
+            pub(crate) fn read_section(parent: &TableReader<'_>) -> Overrides {
+                match parent.table("settings") {
+                    Some(t) => {
+                        let o = Overrides::read(&t);
+                        t.finish();
+                        o
+                    }
+                    None => Overrides::default(),
+                }
+            }
+
             /// Reads `CRAWLWORKER_<NAME>` variables through `lookup`.
             pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Overrides, String> {
                 let mut o = Overrides::default();

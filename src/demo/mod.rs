@@ -1,12 +1,15 @@
-//! The bundled demo forum: a deterministic site model, its HTML pages and a
-//! loopback HTTP server, used by the README quick start, the integration
-//! tests (crawl it, compare the items with the set computed from the model)
-//! and the benchmarks (a generated large site).
+//! The bundled demo forum, with a small news section: a deterministic site
+//! model, its HTML pages and a loopback HTTP server, used by the README
+//! quick start, the integration tests (crawl it, compare the items with the
+//! set computed from the model) and the benchmarks (a generated large site).
 //!
 //! - [`site`]: the data ([`Site::demo`], [`Site::generate`]) and the demo
 //!   crawl's start tasks ([`demo_tasks`]).
 //! - [`pages`]: [`render`], a pure function from request target to page, so
 //!   tests and benchmarks need no server.
+//! - [`news`]: the news section under `/news/` ([`News::demo`], fifteen
+//!   articles; a front of three pages, article and tag pages), the site
+//!   `spiders/news.toml` crawls from plain start URLs.
 //! - [`server`]: [`serve`] on a caller's listener, and [`DemoServer`], which
 //!   binds 127.0.0.1:0 and counts hits for tests.
 //!
@@ -18,10 +21,12 @@
 //!
 //! Nothing here is used by the crawler itself.
 
+pub mod news;
 pub mod pages;
 pub mod server;
 pub mod site;
 
+pub use news::{Article, News, ARTICLES_PER_FRONT_PAGE};
 pub use pages::{render, Page};
 pub use server::{serve, serve_counting, DemoServer, Hits};
 pub use site::{

@@ -10,6 +10,8 @@
 //! - `/list/{forum_id}/{page}`: a forum list page (query ignored);
 //! - `/post/{id}`: a post;
 //! - `/comment/{post_id}/{page}`: a page of a post's comments;
+//! - `/news/…`: the news section, rendered by [`super::news`] (its front
+//!   is paged by query, `/news/?page=2`);
 //! - anything else, or a page past either end: 404.
 //!
 //! Numbers in paths are canonical (no sign, no leading zero), so each page
@@ -17,6 +19,7 @@
 
 use std::borrow::Cow;
 
+use super::news;
 use super::site::{Charset, Forum, Inline, Post, Site};
 
 /// A rendered response.
@@ -31,12 +34,19 @@ pub struct Page {
 }
 
 /// Renders the page for a request target (`/path?query`). The query and any
-/// fragment are ignored for routing; they may hold anything, including
-/// percent-encoded GBK bytes.
+/// fragment are ignored for routing, except by the news front's `page`
+/// parameter; they may hold anything, including percent-encoded GBK bytes.
 pub fn render(site: &Site, path_and_query: &str) -> Page {
-    let path = path_and_query
-        .find(['?', '#'])
+    let without_fragment = path_and_query
+        .find('#')
         .map_or(path_and_query, |end| &path_and_query[..end]);
+    let (path, query) = match without_fragment.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (without_fragment, None),
+    };
+    if let Some(page) = news::page(path, query) {
+        return page;
+    }
     match route(site, path) {
         Route::Index => index_page(site),
         Route::List(forum, page) => list_page(site, forum, page),
@@ -69,8 +79,8 @@ pub fn content_type(forum: &Forum) -> String {
     }
 }
 
-/// The `Content-Type` of the index and error pages.
-const UTF8_HTML: &str = "text/html; charset=utf-8";
+/// The `Content-Type` of the index, news and error pages.
+pub(super) const UTF8_HTML: &str = "text/html; charset=utf-8";
 
 /// What a path names.
 enum Route<'a> {
@@ -357,7 +367,7 @@ fn human_time(iso: &str, charset: Charset) -> String {
 }
 
 /// Escapes text for HTML text and double-quoted attribute values.
-fn escape(text: &str) -> Cow<'_, str> {
+pub(super) fn escape(text: &str) -> Cow<'_, str> {
     if !text.contains(['&', '<', '>', '"', '\'']) {
         return Cow::Borrowed(text);
     }

@@ -6,6 +6,7 @@
 //! priority, depth and context.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use encoding_rs::Encoding;
 use scraper::{ElementRef, Html};
@@ -21,10 +22,12 @@ use crate::spider::{Follow, IntSource, LinkSource, MetaCarry, Spider};
 /// The page's base URL: `<base href>` resolved against the response URL,
 /// else the response URL.
 pub fn base_url(doc: &Html, page_url: &str) -> Option<url::Url> {
+    static BASE: LazyLock<Option<scraper::Selector>> =
+        LazyLock::new(|| scraper::Selector::parse("base[href]").ok());
     let page = url::Url::parse(page_url).ok()?;
-    let base = scraper::Selector::parse("base[href]")
-        .ok()
-        .and_then(|sel| doc.select(&sel).next())
+    let base = BASE
+        .as_ref()
+        .and_then(|sel| doc.select(sel).next())
         .and_then(|b| b.value().attr("href"))
         .and_then(|href| page.join(href.trim()).ok());
     Some(base.unwrap_or(page))

@@ -11,6 +11,7 @@
 use encoding_rs::UTF_8;
 
 use super::ipaddr::{self, IpAddress};
+use super::pycase;
 use super::percent::{parse_qsl, quote, unquote, urlencode, PATH_SAFE};
 use super::safe_url::safe_url_split;
 use super::split::{split_params, urlunparse};
@@ -111,7 +112,7 @@ fn remove_dot_segments(path: &str) -> String {
 fn lowercase_host(netloc: &str) -> String {
     let split_at = netloc.rfind('@').map_or(0, |i| i + 1);
     let (userinfo, host) = netloc.split_at(split_at);
-    let host = host.to_lowercase();
+    let host = pycase::lower(host);
     let host = host.strip_suffix(':').unwrap_or(&host);
     format!("{userinfo}{host}")
 }

@@ -10,7 +10,7 @@
 //! the fallback to the caller.
 
 use super::tables::{BIDI_L, BIDI_R_AL, NAMEPREP_B1, NAMEPREP_B2, NAMEPREP_PROHIBITED};
-use super::unicode::{nfkc, UnicodeData};
+use super::unicode::{in_ranges, nfkc, UnicodeData};
 
 /// RFC 3490 section 5: the ACE prefix.
 const ACE_PREFIX: &str = "xn--";
@@ -113,11 +113,6 @@ fn bidi_ok(label: &str) -> bool {
         return false;
     }
     label.chars().next().is_some_and(is_rtl) && label.chars().next_back().is_some_and(is_rtl)
-}
-
-fn in_ranges(ranges: &[(char, char)], c: char) -> bool {
-    let i = ranges.partition_point(|&(_, end)| end < c);
-    ranges.get(i).is_some_and(|&(start, _)| start <= c)
 }
 
 #[cfg(test)]

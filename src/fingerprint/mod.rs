@@ -16,19 +16,22 @@
 //! None of them panics on any input.
 //!
 //! Layout: [`split`] cuts URLs as w3lib's `_urlsplit` does, [`percent`]
-//! holds the quoting primitives, [`idna`] (with [`unicode`] and the generated
+//! holds the quoting primitives, [`codec`] encodes queries as Python's
+//! codecs do, [`idna`] (with [`unicode`] and the generated
 //! [`tables`]) turns hosts into ASCII as Python's IDNA 2003 codec does, and
-//! [`ipaddr`] mirrors Python's `ipaddress`. This module owns no Redis keys
+//! [`ipaddr`] and [`pycase`] mirror Python's `ipaddress` and `str.lower`. This module owns no Redis keys
 //! and no request type.
 //!
 //! The test vectors in `tests/data/fingerprint/` come from the real Python
 //! packages; `tests.rs` checks every one of them.
 
 mod canonicalize;
+mod codec;
 mod dupefilter;
 mod idna;
 mod ipaddr;
 mod percent;
+mod pycase;
 mod safe_url;
 mod split;
 mod tables;

@@ -9,9 +9,9 @@
 
 use std::borrow::Cow;
 
-use encoding_rs::{Encoding, UTF_16BE, UTF_16LE, UTF_8};
+use encoding_rs::Encoding;
 
-use super::idna;
+use super::{codec, idna};
 use super::percent::{quote_into, unquote, PATH_SAFEST, SPECIAL_QUERY_SAFEST, USERINFO_SAFEST};
 use super::split::{is_special, strip, urlsplit, urlunsplit, SplitUrl};
 use super::{UrlError, UrlErrorKind};
@@ -34,10 +34,10 @@ pub(super) struct SafeParts {
 /// [`try_safe_url_string`] to tell those cases apart, e.g. to skip a link as
 /// Scrapy's link extractor does.
 ///
-/// The encoding's tables are encoding_rs's (the WHATWG Encoding Standard),
-/// which agree with Python's codecs on the characters real pages use but
-/// differ on a few rarely used code points (e.g. for GB18030 and Big5).
-/// UTF-16 encodes without a byte-order mark, as Python's `utf-16-le`/`-be`.
+/// `encoding` is the page's encoding as encoding_rs names it; the query is
+/// encoded as the Python codec Scrapy resolves it to (a GBK page as
+/// `gb18030`, see [`super::codec`] for the few encodings where rare
+/// characters still differ).
 pub fn safe_url_string(url: &str, encoding: &'static Encoding) -> String {
     try_safe_url_string(url, encoding).unwrap_or_else(|_| url.to_owned())
 }
@@ -109,34 +109,15 @@ fn safe_netloc(parts: &SplitUrl) -> Result<String, UrlErrorKind> {
     Ok(netloc)
 }
 
-/// `text.encode(encoding)` with Python's strict error handling.
+/// `text.encode(codec)`, mapping Python's `UnicodeEncodeError`.
 fn encode<'a>(text: &'a str, encoding: &'static Encoding) -> Result<Cow<'a, [u8]>, UrlErrorKind> {
-    if encoding == UTF_8 || text.is_ascii() && encoding.is_ascii_compatible() {
-        return Ok(Cow::Borrowed(text.as_bytes()));
-    }
-    // encoding_rs can only decode UTF-16 (its encoder emits UTF-8), so
-    // encode it by hand, without a BOM.
-    if encoding == UTF_16LE || encoding == UTF_16BE {
-        let little = encoding == UTF_16LE;
-        let bytes = text
-            .encode_utf16()
-            .flat_map(|unit| if little { unit.to_le_bytes() } else { unit.to_be_bytes() })
-            .collect();
-        return Ok(Cow::Owned(bytes));
-    }
-    let (bytes, _, had_unmappable) = encoding.encode(text);
-    if had_unmappable {
-        // encoding_rs would have written HTML numeric character references;
-        // Python raises UnicodeEncodeError instead.
-        return Err(UrlErrorKind::Unencodable);
-    }
-    Ok(bytes)
+    codec::encode(text, encoding).ok_or(UrlErrorKind::Unencodable)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use encoding_rs::GBK;
+    use encoding_rs::{GBK, UTF_8};
 
     #[test]
     fn path_is_utf8_query_is_page_encoding() {
@@ -152,9 +133,9 @@ mod tests {
 
     #[test]
     fn unencodable_query_is_an_error() {
-        let err = try_safe_url_string("http://h/?q=😀", GBK).unwrap_err();
+        let err = try_safe_url_string("http://h/?q=中", encoding_rs::WINDOWS_1252).unwrap_err();
         assert_eq!(err.kind, UrlErrorKind::Unencodable);
-        assert_eq!(safe_url_string("http://h/?q=😀", GBK), "http://h/?q=😀");
+        assert_eq!(safe_url_string("http://h/?q=中", encoding_rs::WINDOWS_1252), "http://h/?q=中");
     }
 
     #[test]

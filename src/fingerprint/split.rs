@@ -8,6 +8,7 @@
 //! [`UrlErrorKind`] instead.
 
 use super::ipaddr::{self, IpAddress};
+use super::pycase;
 use super::unicode::{nfkc, UnicodeData};
 use super::UrlErrorKind;
 
@@ -246,11 +247,10 @@ fn fill_userinfo_host_port(split: &mut SplitUrl, brackets: bool) -> Result<(), U
 }
 
 /// Lower-cases the host up to its first `%`: an IPv6 zone keeps its case.
-/// Python's `str.lower` is full Unicode lower-casing, as Rust's.
 fn lowercase_host(hostname: &str) -> String {
     match hostname.split_once('%') {
-        Some((host, zone)) => format!("{}%{zone}", host.to_lowercase()),
-        None => hostname.to_lowercase(),
+        Some((host, zone)) => format!("{}%{zone}", pycase::lower(host)),
+        None => pycase::lower(hostname),
     }
 }
 

@@ -43,6 +43,13 @@ pub(super) fn nfkc(text: &str, data: UnicodeData) -> String {
     compose(&decomposed)
 }
 
+/// Whether `c` falls in one of the sorted, disjoint inclusive `ranges` of a
+/// generated table.
+pub(super) fn in_ranges(ranges: &[(char, char)], c: char) -> bool {
+    let i = ranges.partition_point(|&(_, end)| end < c);
+    ranges.get(i).is_some_and(|&(start, _)| start <= c)
+}
+
 /// Full compatibility decomposition, not yet canonically ordered.
 fn nfkd(text: &str, data: UnicodeData) -> Vec<char> {
     let mut out = Vec::with_capacity(text.len());

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use regex::Regex;
 
-use super::diagnostic::{did_you_mean, LoadError, SourceMap};
+use super::diagnostic::{did_you_mean, syntax_error, LoadError};
 use super::file::{
     read_spider, FieldFile, FollowFile, IntOrTemplate, ItemFile, RuleFile, SpiderFile, StartFile,
 };
@@ -33,17 +33,6 @@ pub(crate) fn compile(path: &Path, text: &str) -> Result<Spider, LoadError> {
         Some(spider) if problems.is_empty() => Ok(spider),
         _ => Err(LoadError::Invalid(problems)),
     }
-}
-
-fn syntax_error(path: &Path, text: &str, e: &toml_edit::TomlError) -> LoadError {
-    let map = SourceMap::new(path, text);
-    let span = e.span().unwrap_or(0..0);
-    LoadError::Invalid(vec![map.diagnostic(
-        &span,
-        "",
-        format!("invalid TOML: {}", e.message().trim()),
-        Some("check the quotes, brackets and `=` near this place".into()),
-    )])
 }
 
 /// Name of spiders, rules and items: they appear in Redis keys and logs.

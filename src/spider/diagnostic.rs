@@ -127,6 +127,17 @@ impl<'s> SourceMap<'s> {
     }
 }
 
+/// A file that is not valid TOML at all.
+pub(crate) fn syntax_error(path: &Path, text: &str, e: &toml_edit::TomlError) -> LoadError {
+    let map = SourceMap::new(path, text);
+    LoadError::Invalid(vec![map.diagnostic(
+        &e.span().unwrap_or(0..0),
+        "",
+        format!("invalid TOML: {}", e.message().trim()),
+        Some("check the quotes, brackets and `=` near this place".into()),
+    )])
+}
+
 /// The closest of `candidates` to a misspelt `word`, when one is close enough
 /// to be what was meant.
 pub(crate) fn did_you_mean<'a>(
@@ -152,7 +163,7 @@ mod tests {
         assert_eq!(map.line_col(0), (1, 1));
         assert_eq!(map.line_col(6), (2, 1));
         let x = text.find('x').unwrap();
-        assert_eq!(map.line_col(x), (2, 11));
+        assert_eq!(map.line_col(x), (2, 10));
     }
 
     #[test]

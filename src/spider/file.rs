@@ -119,14 +119,7 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
     let name = root.require("name", name, "add `name = \"myspider\"` at the top of the file");
     let allowed_domains = root.str_list("allowed_domains").unwrap_or_default();
     let deny = root.str_list("deny").unwrap_or_default();
-    let settings = match root.table("settings") {
-        Some(t) => {
-            let o = Overrides::read(&t);
-            t.finish();
-            o
-        }
-        None => Overrides::default(),
-    };
+    let settings = Overrides::read_section(root);
     let start = root.table("start").map(|t| read_start(&t)).unwrap_or_default();
     let items = match root.table("items") {
         Some(t) => {

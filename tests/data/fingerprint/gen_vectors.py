@@ -20,6 +20,7 @@ from urllib.parse import urljoin
 
 import scrapy
 from scrapy_redis.dupefilter import RFPDupeFilter
+from w3lib.encoding import resolve_encoding
 from w3lib.url import canonicalize_url, safe_url_string
 
 # The dupefilter never touches its server when fingerprinting.
@@ -63,10 +64,11 @@ def run(category, url, method="GET", body=b""):
     return case
 
 
-def run_encoded(category, url, encoding, label):
-    case = {"category": category, "url": url, "encoding": encoding, "encoding_label": label}
+def run_encoded(category, url, label):
+    codec = resolve_encoding(label)
+    case = {"category": category, "url": url, "encoding_label": label, "python_codec": codec}
     try:
-        case["safe_url"] = safe_url_string(url, encoding)
+        case["safe_url"] = safe_url_string(url, codec)
     except ValueError as exc:
         case["safe_url"] = None
         case["expect_error"] = err(exc)
@@ -446,33 +448,43 @@ BODIES = [
     ("POST", "http://例子.测试/提交?q=值", "表单=数据".encode("utf-8")),
 ]
 
-# (python codec, encoding_rs label, base page, link)
+# (page charset label, base page, link). The label is what the page
+# declares; Scrapy resolves it to a Python codec with
+# w3lib.encoding.resolve_encoding (gbk -> gb18030, shift_jis -> cp932, ...)
+# and the Rust side looks the same label up with encoding_rs.
 ENCODED = [
-    ("gbk", "gbk", "http://www.example.cn/论坛/列表.html", "搜索?关键词=中文&页=2"),
-    ("gbk", "gbk", "http://www.example.cn/", "/路径/文件?q=值#片段"),
-    ("gbk", "gbk", "http://www.example.cn/", "?q=%D6%D0%CE%C4&r=中"),
-    ("gbk", "gbk", "http://www.example.cn/", "?q=ü&r=é&s=€"),
-    ("gbk", "gbk", "http://www.example.cn/", "?q=😀"),
-    ("gbk", "gbk", "http://www.example.cn/", "?q=ő"),
-    ("gbk", "gbk", "http://www.example.cn/", "?q=\\|[]{}@"),
-    ("gbk", "gbk", "http://例子.测试/", "?q=中 文"),
-    ("gbk", "gbk", "http://www.example.cn/", "#中文"),
-    ("gbk", "gbk", "http://www.example.cn/", "?q=ㄅ丂乚亐"),
-    ("gb18030", "gb18030", "http://www.example.cn/", "?q=中文&e=😀&x=€"),
-    ("gb18030", "gb18030", "http://www.example.cn/", "/页?q=ḿ"),
-    ("utf-8", "utf-8", "http://www.example.com/", "?q=中文&e=😀"),
-    ("shift_jis", "shift_jis", "http://www.example.jp/", "検索?q=日本語&k=カタカナ"),
-    ("shift_jis", "shift_jis", "http://www.example.jp/", "?q=～"),
-    ("euc-jp", "euc-jp", "http://www.example.jp/", "?q=日本語"),
-    ("euc-kr", "euc-kr", "http://www.example.kr/", "?q=한국어"),
-    ("big5", "big5", "http://www.example.tw/", "?q=繁體中文"),
-    ("cp1251", "windows-1251", "http://www.example.ru/", "?q=привет"),
-    ("koi8-r", "koi8-r", "http://www.example.ru/", "?q=привет"),
-    ("cp1252", "windows-1252", "http://www.example.fr/", "?q=café€"),
-    ("cp1252", "windows-1252", "http://www.example.fr/", "?q=中"),
-    ("iso-8859-2", "iso-8859-2", "http://www.example.pl/", "?q=zażółć"),
-    ("utf-16-le", "utf-16le", "http://www.example.com/", "?q=ab"),
-    ("utf-16-be", "utf-16be", "http://www.example.com/", "?q=é"),
+    ("gbk", "http://www.example.cn/论坛/列表.html", "搜索?关键词=中文&页=2"),
+    ("gbk", "http://www.example.cn/", "/路径/文件?q=值#片段"),
+    ("gbk", "http://www.example.cn/", "?q=%D6%D0%CE%C4&r=中"),
+    ("gbk", "http://www.example.cn/", "?q=ü&r=é&s=€"),
+    ("gbk", "http://www.example.cn/", "?q=😀"),
+    ("gbk", "http://www.example.cn/", "?q=ő&r=ḿ"),
+    ("gbk", "http://www.example.cn/", "?q=\\|[]{}@"),
+    ("gbk", "http://例子.测试/", "?q=中 文"),
+    ("gbk", "http://www.example.cn/", "#中文"),
+    ("gbk", "http://www.example.cn/", "?q=ㄅ丂乚亐\ue5e5\ufe10"),
+    ("gb2312", "http://www.example.cn/", "?q=简体&r=繁體"),
+    ("gb18030", "http://www.example.cn/", "?q=中文&e=😀&x=€"),
+    ("gb18030", "http://www.example.cn/", "/页?q=ḿ\u9fb4"),
+    ("utf-8", "http://www.example.com/", "?q=中文&e=😀"),
+    ("shift_jis", "http://www.example.jp/", "検索?q=日本語&k=カタカナ"),
+    ("shift_jis", "http://www.example.jp/", "?q=～"),
+    ("shift_jis", "http://www.example.jp/", "?q=é"),
+    ("euc-jp", "http://www.example.jp/", "?q=日本語"),
+    ("euc-kr", "http://www.example.kr/", "?q=한국어&r=똠"),
+    ("big5", "http://www.example.tw/", "?q=繁體中文"),
+    ("windows-1251", "http://www.example.ru/", "?q=привет"),
+    ("koi8-r", "http://www.example.ru/", "?q=привет"),
+    ("koi8-u", "http://www.example.ua/", "?q=привіт&r=ў"),
+    ("windows-1252", "http://www.example.fr/", "?q=café€"),
+    ("iso-8859-1", "http://www.example.fr/", "?q=café€#ça"),
+    ("windows-1252", "http://www.example.fr/", "?q=中"),
+    ("windows-1252", "http://www.example.fr/", "?q=\x81"),
+    ("iso-8859-2", "http://www.example.pl/", "?q=zażółć"),
+    ("windows-1255", "http://www.example.il/", "?q=שלום"),
+    ("utf-16le", "http://www.example.com/", "?q=ab"),
+    ("utf-16be", "http://www.example.com/", "?q=é"),
+    ("utf-8", "foo://host/", "?q='é'"),
 ]
 
 
@@ -494,8 +506,8 @@ def handpicked():
         cases.extend(run(category, url) for url in urls)
     cases.extend(run("body", url, method, body) for method, url, body in BODIES)
     encoded = []
-    for codec, label, base, link in ENCODED:
-        encoded.append(run_encoded("encoding", urljoin(base, link), codec, label))
+    for label, base, link in ENCODED:
+        encoded.append(run_encoded("encoding", urljoin(base, link), label))
     return cases, encoded
 
 
@@ -546,17 +558,80 @@ def random_cases(count, seed):
     return cases
 
 
+ENCODED_LABELS = ["gbk", "gb18030", "windows-1252", "euc-kr", "koi8-u", "windows-1251", "utf-8"]
+TEXT_PIECES = ["中文", "é", "€", "😀", "ü", "a b", "%E9", "привет", "한", "ḿ", "\x81", "'", "ў", "x"]
+
+
+def random_encoded_cases(count, seed):
+    rng = random.Random(seed + 1)
+    cases = []
+    for _ in range(count):
+        label = rng.choice(ENCODED_LABELS)
+        text = "".join(rng.choice(TEXT_PIECES) for _ in range(rng.randrange(1, 4)))
+        url = f"http://www.example.com/{rng.choice(TEXT_PIECES)}?q={text}"
+        if rng.random() < 0.3:
+            url += "#" + rng.choice(TEXT_PIECES)
+        cases.append(run_encoded("random-encoding", url, label))
+    return cases
+
+
+# Characters for --chaos: URL delimiters and specials, escapes, and Unicode
+# that exercises NFKC, nameprep, bidi and lower-casing in hosts.
+CHAOS_ALPHABET = (
+    list(":/?#[]@!$&'()*+,;=%-._~ \\\"<>^`{|}\t\x00\x7f")
+    + ["%2F", "%2f", "%25", "%zz", "%41", "%E9", "%3B", "%3F", "::", "//", "xn--", "v1.", "..", "80"]
+    + list("aZ09")
+    + list("éÉßẞİıΣσςﬁ①⒈＠／：？＃＼．。｡ｅＡ℀¼ª\u00ad\u200d\u200c\u3000\ue000\u0301\u0323")
+    + list("例子中文пример\u05d0\u0627\u1100\u1161\u11a8각😀\U0001d400\ufb01\u2474\u3300")
+)
+
+
+def chaos_url(rng):
+    prefix = rng.choice(["http://", "https://", "HTTP://", "foo://", "file://", "http:", "", "ws://", "//"])
+    return prefix + "".join(rng.choice(CHAOS_ALPHABET) for _ in range(rng.randrange(1, 25)))
+
+
+def random_code_point(rng):
+    """Any assigned-or-not non-surrogate code point, weighted to the BMP."""
+    while True:
+        cp = rng.randrange(0x80, 0x3400) if rng.random() < 0.6 else rng.randrange(0x80, 0x110000)
+        if not 0xD800 <= cp <= 0xDFFF:
+            return chr(cp)
+
+
+def host_url(rng):
+    labels = []
+    for _ in range(rng.randrange(1, 4)):
+        label = "".join(
+            random_code_point(rng) if rng.random() < 0.5 else rng.choice("abcXYZ-0.")
+            for _ in range(rng.randrange(1, 8))
+        )
+        labels.append(label)
+    return "http://" + ".".join(labels) + rng.choice(["/", "/p?q=1", ":8080/", ""])
+
+
+def chaos_cases(count, seed):
+    rng = random.Random(seed)
+    return [
+        run("chaos", chaos_url(rng) if i % 2 else host_url(rng), rng.choice(METHOD_PIECES), rng.choice(BODY_PIECES))
+        for i in range(count)
+    ]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--random", type=int, default=0, help="emit only N random cases")
+    parser.add_argument("--chaos", type=int, default=0, help="emit only N character-soup cases")
     parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args()
 
-    if args.random:
-        cases, encoded = random_cases(args.random, args.seed), []
+    if args.random or args.chaos:
+        cases = random_cases(args.random, args.seed) + chaos_cases(args.chaos, args.seed)
+        encoded = random_encoded_cases(args.random // 10, args.seed)
     else:
         cases, encoded = handpicked()
         cases.extend(random_cases(300, args.seed))
+        encoded.extend(random_encoded_cases(80, args.seed))
 
     refused = sum("expect_error" in c for c in cases)
     doc = {
