@@ -55,13 +55,21 @@ fn crawl_pages(site: &Site) -> Vec<Page> {
     for task in demo::demo_forum_tasks() {
         let ctx = json!({"forum_id": task.forum_id, "max_page": task.max_page});
         for n in 1..=task.max_page {
-            pages.push(page(site, &format!("/list/{}/{n}", task.forum_id), ctx.clone()));
+            pages.push(page(
+                site,
+                &format!("/list/{}/{n}", task.forum_id),
+                ctx.clone(),
+            ));
         }
         for post in site.posts_in_task(&task) {
             let ctx = json!({"forum_id": task.forum_id});
             pages.push(page(site, &format!("/post/{}", post.id), ctx.clone()));
             for n in 1..=post.comment_page_count() {
-                pages.push(page(site, &format!("/comment/{}/{n}", post.id), ctx.clone()));
+                pages.push(page(
+                    site,
+                    &format!("/comment/{}/{n}", post.id),
+                    ctx.clone(),
+                ));
             }
         }
     }
@@ -77,11 +85,38 @@ fn bench(c: &mut Criterion) {
         .find(|p| p.comments.len() >= demo::COMMENTS_PER_PAGE && p.forum_id == "00001")
         .map_or(1001, |p| p.id);
     let kinds = [
-        ("list_utf8", page(&site, "/list/00001/1", json!({"forum_id": "00001", "max_page": 5}))),
-        ("list_gbk", page(&site, "/list/00002/1", json!({"forum_id": "00002", "max_page": 3}))),
-        ("post_utf8", page(&site, "/post/1001", json!({"forum_id": "00001"}))),
-        ("post_gbk", page(&site, "/post/1029", json!({"forum_id": "00002"}))),
-        ("comments", page(&site, &format!("/comment/{busy}/1"), json!({"forum_id": "00001"}))),
+        (
+            "list_utf8",
+            page(
+                &site,
+                "/list/00001/1",
+                json!({"forum_id": "00001", "max_page": 5}),
+            ),
+        ),
+        (
+            "list_gbk",
+            page(
+                &site,
+                "/list/00002/1",
+                json!({"forum_id": "00002", "max_page": 3}),
+            ),
+        ),
+        (
+            "post_utf8",
+            page(&site, "/post/1001", json!({"forum_id": "00001"})),
+        ),
+        (
+            "post_gbk",
+            page(&site, "/post/1029", json!({"forum_id": "00002"})),
+        ),
+        (
+            "comments",
+            page(
+                &site,
+                &format!("/comment/{busy}/1"),
+                json!({"forum_id": "00001"}),
+            ),
+        ),
     ];
     let mut group = c.benchmark_group("extract_page");
     for (name, p) in &kinds {
@@ -94,7 +129,12 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("extract_crawl");
     group.throughput(Throughput::Elements(pages.len() as u64));
     group.bench_function("demo_crawl_pages", |b| {
-        b.iter(|| pages.iter().map(|p| run(&spider, black_box(p))).sum::<usize>())
+        b.iter(|| {
+            pages
+                .iter()
+                .map(|p| run(&spider, black_box(p)))
+                .sum::<usize>()
+        })
     });
     group.finish();
 }

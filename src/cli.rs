@@ -12,12 +12,12 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Map, Value};
 
+use crate::config::Config;
 use crate::extract::{self, Response};
 use crate::fingerprint;
 use crate::request::Request;
 use crate::settings::{self, Overrides};
 use crate::spider::{LoadError, Spider};
-use crate::config::Config;
 use crate::{demo, fetch};
 
 /// A crawler worker: spiders are TOML files, Redis holds the shared crawl.
@@ -111,7 +111,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fingerprint { url, method, body } => {
             let method = method.to_ascii_uppercase();
             let safe = fingerprint::safe_url_string(&url, encoding_rs::UTF_8);
-            println!("fingerprint {}", fingerprint::request_fingerprint(&method, &safe, body.as_bytes()));
+            println!(
+                "fingerprint {}",
+                fingerprint::request_fingerprint(&method, &safe, body.as_bytes())
+            );
             println!("method      {method}");
             println!("url         {safe}");
             println!("canonical   {}", fingerprint::canonicalize_url(&safe));
@@ -141,7 +144,12 @@ pub fn settings_table(markdown: bool) -> String {
     }
     for s in settings::catalogue() {
         if markdown {
-            out.push_str(&format!("| `{}` | `{}` | {} |\n", s.name, s.default.replace('|', "\\|"), s.doc));
+            out.push_str(&format!(
+                "| `{}` | `{}` | {} |\n",
+                s.name,
+                s.default.replace('|', "\\|"),
+                s.doc
+            ));
         } else {
             out.push_str(&format!("{:<32} {:<24} {}\n", s.name, s.default, s.doc));
         }
@@ -204,7 +212,11 @@ async fn parse(
     if let Some(r) = &rule {
         if spider.rule_index(r).is_none() {
             let names: Vec<&str> = spider.rules.iter().map(|r| r.name.as_str()).collect();
-            bail!("spider `{}` has no rule `{r}`; its rules are: {}", spider.name, names.join(", "));
+            bail!(
+                "spider `{}` has no rule `{r}`; its rules are: {}",
+                spider.name,
+                names.join(", ")
+            );
         }
     }
     let meta: Map<String, Value> = match meta {
@@ -220,7 +232,8 @@ async fn parse(
         (Some(u), _) => u.clone(),
         (None, true) => target.to_string(),
         (None, false) => {
-            let abs = std::fs::canonicalize(target).with_context(|| format!("cannot read page file {target}"))?;
+            let abs = std::fs::canonicalize(target)
+                .with_context(|| format!("cannot read page file {target}"))?;
             url::Url::from_file_path(&abs)
                 .map(|u| u.to_string())
                 .unwrap_or_else(|_| format!("file://{}", abs.display()))
@@ -236,7 +249,8 @@ async fn parse(
         let client = fetch::client(&spider.settings)?;
         fetch::fetch(&client, &spider.settings, &request).await?
     } else {
-        let body = std::fs::read(target).with_context(|| format!("cannot read page file {target}"))?;
+        let body =
+            std::fs::read(target).with_context(|| format!("cannot read page file {target}"))?;
         fetch::Fetched {
             url: request.url.clone(),
             status: 200,
@@ -262,7 +276,10 @@ async fn parse(
         if result.rule.is_none() {
             o.insert(
                 "note".into(),
-                Value::String(format!("no rule of spider `{}` matches {}; give --rule or --url", spider.name, fetched.url)),
+                Value::String(format!(
+                    "no rule of spider `{}` matches {}; give --rule or --url",
+                    spider.name, fetched.url
+                )),
             );
         }
     }
@@ -274,7 +291,10 @@ async fn parse(
 
 async fn serve_demo(listen: SocketAddr) -> anyhow::Result<ExitCode> {
     if !listen.ip().is_loopback() {
-        bail!("the demo forum only listens on loopback addresses (127.0.0.0/8 or ::1), not {}", listen.ip());
+        bail!(
+            "the demo forum only listens on loopback addresses (127.0.0.0/8 or ::1), not {}",
+            listen.ip()
+        );
     }
     let listener = tokio::net::TcpListener::bind(listen)
         .await

@@ -63,10 +63,16 @@ mod tests {
     #[test]
     fn reads_settings_and_reports_problems_with_positions() {
         let ok = write("ok.toml", "[settings]\nretry_times = 5\n");
-        assert_eq!(Config::load(Some(&ok)).unwrap().settings.retry_times, Some(5));
+        assert_eq!(
+            Config::load(Some(&ok)).unwrap().settings.retry_times,
+            Some(5)
+        );
         let bad = write("bad.toml", "[settings]\nretry_time = 5\n[redis]\n");
         let err = Config::load(Some(&bad)).unwrap_err().to_string();
-        assert!(err.contains("bad.toml:2:1: settings.retry_time: unknown key `retry_time`"), "{err}");
+        assert!(
+            err.contains("bad.toml:2:1: settings.retry_time: unknown key `retry_time`"),
+            "{err}"
+        );
         assert!(err.contains("did you mean `retry_times`?"), "{err}");
         assert!(err.contains("bad.toml:3:2: redis: unknown key"), "{err}");
     }

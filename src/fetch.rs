@@ -57,17 +57,21 @@ pub async fn fetch(
     if !matches!(url.scheme(), "http" | "https") {
         return Err(FetchError::Scheme(url.scheme().to_string()));
     }
-    let method = reqwest::Method::from_bytes(request.method.as_bytes()).map_err(|_| {
-        FetchError::Method {
+    let method =
+        reqwest::Method::from_bytes(request.method.as_bytes()).map_err(|_| FetchError::Method {
             method: request.method.clone(),
-        }
-    })?;
+        })?;
     let http = |source| FetchError::Http {
         url: request.url.clone(),
         source,
     };
     let mut builder = client.request(method, url);
-    let own = |name: &str| request.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    let own = |name: &str| {
+        request
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(name))
+    };
     for (k, v) in &settings.default_request_headers {
         if !own(k) {
             builder = builder.header(k, v);
@@ -84,7 +88,12 @@ pub async fn fetch(
     let headers = response
         .headers()
         .iter()
-        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
     let final_url = response.url().to_string();
     let limit = settings.download_maxsize.0;

@@ -19,12 +19,12 @@
 //! - [`demo`]: the bundled demo forum (site model, pages, HTTP server) used by
 //!   the quick start, the tests and the benchmarks.
 
+pub mod cli;
+pub mod config;
 pub mod demo;
+pub mod extract;
+pub mod fetch;
 pub mod fingerprint;
 pub mod request;
 pub mod settings;
 pub mod spider;
-pub mod extract;
-pub mod cli;
-pub mod config;
-pub mod fetch;

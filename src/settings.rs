@@ -53,8 +53,11 @@ impl SettingValue for f64 {
     fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
         let v = t.float(key)?;
         if !(v.value >= 0.0 && v.value.is_finite()) {
-            t.reader()
-                .problem(&v.loc, format!("{} is not allowed", v.value), Some("use a number of 0 or more".into()));
+            t.reader().problem(
+                &v.loc,
+                format!("{} is not allowed", v.value),
+                Some("use a number of 0 or more".into()),
+            );
             return None;
         }
         Some(v.value)
@@ -113,12 +116,19 @@ impl SettingValue for Duration {
                 .map(Duration::from_secs)
                 .map_err(|_| "a duration cannot be negative".to_string()),
             (_, _, Some(s)) => Self::parse_str(s),
-            _ => Err(format!("expected {}, found {}", Self::EXPECTED, node.type_name())),
+            _ => Err(format!(
+                "expected {}, found {}",
+                Self::EXPECTED,
+                node.type_name()
+            )),
         };
         parsed
             .map_err(|e| {
-                t.reader()
-                    .problem(&loc, e, Some("write seconds (1.5) or a duration (\"1500ms\", \"2m\")".into()))
+                t.reader().problem(
+                    &loc,
+                    e,
+                    Some("write seconds (1.5) or a duration (\"1500ms\", \"2m\")".into()),
+                )
             })
             .ok()
     }
@@ -151,10 +161,20 @@ impl SettingValue for Bytes {
                 .map(Bytes)
                 .map_err(|_| "a size cannot be negative".to_string()),
             (_, Some(s)) => Self::parse_str(s),
-            _ => Err(format!("expected {}, found {}", Self::EXPECTED, node.type_name())),
+            _ => Err(format!(
+                "expected {}, found {}",
+                Self::EXPECTED,
+                node.type_name()
+            )),
         };
         parsed
-            .map_err(|e| t.reader().problem(&loc, e, Some("write bytes (1048576) or a size (\"1 MiB\", \"500KB\")".into())))
+            .map_err(|e| {
+                t.reader().problem(
+                    &loc,
+                    e,
+                    Some("write bytes (1048576) or a size (\"1 MiB\", \"500KB\")".into()),
+                )
+            })
             .ok()
     }
     fn parse_str(s: &str) -> Result<Self, String> {
@@ -175,14 +195,20 @@ impl SettingValue for Vec<u16> {
         let json = node.to_json();
         let codes = json.as_ref().and_then(|j| j.as_array()).and_then(|a| {
             a.iter()
-                .map(|v| v.as_u64().filter(|c| (100..=999).contains(c)).map(|c| c as u16))
+                .map(|v| {
+                    v.as_u64()
+                        .filter(|c| (100..=999).contains(c))
+                        .map(|c| c as u16)
+                })
                 .collect::<Option<Vec<u16>>>()
         });
         if codes.is_none() {
             t.reader().problem(
                 &loc,
                 format!("expected {}", Self::EXPECTED),
-                Some(format!("write whole numbers from 100 to 999, e.g. `{key} = [500, 503]`")),
+                Some(format!(
+                    "write whole numbers from 100 to 999, e.g. `{key} = [500, 503]`"
+                )),
             );
         }
         codes
@@ -398,14 +424,21 @@ mod tests {
         .unwrap();
         assert_eq!(o.download_delay, Some(Duration::from_millis(250)));
         assert_eq!(o.retry_http_codes, Some(vec![500, 503]));
-        let err = Overrides::from_env(|k| (k == "CRAWLWORKER_RETRY_TIMES").then(|| "many".into())).unwrap_err();
+        let err = Overrides::from_env(|k| (k == "CRAWLWORKER_RETRY_TIMES").then(|| "many".into()))
+            .unwrap_err();
         assert!(err.contains("CRAWLWORKER_RETRY_TIMES"), "{err}");
     }
 
     #[test]
     fn later_layers_win() {
-        let a = Overrides { retry_times: Some(5), ..Default::default() };
-        let b = Overrides { retry_times: Some(1), ..Default::default() };
+        let a = Overrides {
+            retry_times: Some(5),
+            ..Default::default()
+        };
+        let b = Overrides {
+            retry_times: Some(1),
+            ..Default::default()
+        };
         assert_eq!(layered(&[&a, &b]).retry_times, 1);
         assert_eq!(layered(&[&a]).concurrent_requests, 16);
     }

@@ -8,12 +8,21 @@ fn shipped_spiders_are_valid() {
     let spiders = files(&root().join("spiders"), "toml");
     assert!(spiders.len() >= 2, "expected at least two example spiders");
     let args: Vec<String> = std::iter::once("check".to_string())
-        .chain(spiders.iter().map(|p| p.strip_prefix(root()).unwrap().display().to_string()))
+        .chain(
+            spiders
+                .iter()
+                .map(|p| p.strip_prefix(root()).unwrap().display().to_string()),
+        )
         .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = crawlworker(&args);
     assert!(out.status.success(), "check failed:\n{}", stderr(&out));
-    assert_eq!(stdout(&out).lines().count(), spiders.len(), "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out).lines().count(),
+        spiders.len(),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -29,7 +38,10 @@ fn broken_spiders_fail_with_their_expected_messages() {
             .unwrap_or_else(|e| panic!("{} has no expected file: {e}", expected_path.display()));
         let out = crawlworker(&["check", &rel]);
         if out.status.code() != Some(2) {
-            failures.push(format!("{rel}: exit code {:?}, expected 2", out.status.code()));
+            failures.push(format!(
+                "{rel}: exit code {:?}, expected 2",
+                out.status.code()
+            ));
         }
         if stderr(&out).trim_end() != expected.trim_end() {
             failures.push(format!(
@@ -46,5 +58,9 @@ fn broken_spiders_fail_with_their_expected_messages() {
 fn a_missing_file_is_named() {
     let out = crawlworker(&["check", "spiders/nope.toml"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("cannot read spider file spiders/nope.toml"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read spider file spiders/nope.toml"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -15,7 +15,20 @@ fn prints_fingerprint_and_canonical_form() {
     assert_eq!(line("canonical"), "http://forum.invalid/a%20b?a=1&b=2");
     assert_eq!(line("fingerprint").len(), 40);
     let again = crawlworker(&["fingerprint", "http://forum.invalid/a%20b?a=1&b=2"]);
-    assert!(stdout(&again).contains(&line("fingerprint")), "equivalent URLs must share a fingerprint");
-    let post = crawlworker(&["fingerprint", "http://forum.invalid/a%20b?a=1&b=2", "--method", "post", "--body", "x=1"]);
-    assert!(!stdout(&post).contains(&line("fingerprint")), "a POST body changes the fingerprint");
+    assert!(
+        stdout(&again).contains(&line("fingerprint")),
+        "equivalent URLs must share a fingerprint"
+    );
+    let post = crawlworker(&[
+        "fingerprint",
+        "http://forum.invalid/a%20b?a=1&b=2",
+        "--method",
+        "post",
+        "--body",
+        "x=1",
+    ]);
+    assert!(
+        !stdout(&post).contains(&line("fingerprint")),
+        "a POST body changes the fingerprint"
+    );
 }

@@ -9,11 +9,16 @@ use crate::util::{crawlworker, stderr, stdout};
 
 fn json(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "parse failed: {}", stderr(out));
-    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(out)))
+    serde_json::from_str(&stdout(out))
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(out)))
 }
 
 fn strs<'a>(v: &'a Value, key: &str) -> Vec<&'a str> {
-    v.as_array().unwrap().iter().map(|x| x[key].as_str().unwrap()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x[key].as_str().unwrap())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -21,29 +26,68 @@ async fn parses_each_kind_of_demo_page_over_http() {
     let server = DemoServer::start(Site::demo()).await.unwrap();
     let site = Site::demo();
     let meta = r#"{"forum_id": "00001", "max_page": 5}"#;
-    let out = json(&crawlworker(&["parse", "spiders/bbs.toml", &server.url("/list/00001/1"), "--meta", meta]));
+    let out = json(&crawlworker(&[
+        "parse",
+        "spiders/bbs.toml",
+        &server.url("/list/00001/1"),
+        "--meta",
+        meta,
+    ]));
     assert_eq!(out["rule"], "list");
     assert_eq!(out["status"], 200);
     let reqs = strs(&out["requests"], "url");
     assert_eq!(reqs.len(), demo::POSTS_PER_LIST_PAGE + 1);
-    assert_eq!(reqs.last().copied(), Some(server.url("/list/00001/2").as_str()));
+    assert_eq!(
+        reqs.last().copied(),
+        Some(server.url("/list/00001/2").as_str())
+    );
     assert_eq!(out["requests"][4]["meta"]["max_page"], 5);
 
     let post = site.forum("00002").unwrap().page(1).unwrap()[0];
-    let out = json(&crawlworker(&["parse", "spiders/bbs.toml", &server.url(&format!("/post/{post}")), "--meta", r#"{"forum_id": "00002"}"#]));
+    let out = json(&crawlworker(&[
+        "parse",
+        "spiders/bbs.toml",
+        &server.url(&format!("/post/{post}")),
+        "--meta",
+        r#"{"forum_id": "00002"}"#,
+    ]));
     assert_eq!(out["rule"], "post");
     assert_eq!(out["encoding"], "GBK");
-    assert_eq!(out["items"][0]["fields"]["title"], site.post(post).unwrap().title.trim());
+    assert_eq!(
+        out["items"][0]["fields"]["title"],
+        site.post(post).unwrap().title.trim()
+    );
     assert_eq!(out["items"][0]["fields"]["forum_id"], "00002");
 
-    let with_comments = site.posts.values().find(|p| !p.comments.is_empty()).unwrap();
-    let out = json(&crawlworker(&["parse", "spiders/bbs.toml", &server.url(&format!("/comment/{}/1", with_comments.id))]));
+    let with_comments = site
+        .posts
+        .values()
+        .find(|p| !p.comments.is_empty())
+        .unwrap();
+    let out = json(&crawlworker(&[
+        "parse",
+        "spiders/bbs.toml",
+        &server.url(&format!("/comment/{}/1", with_comments.id)),
+    ]));
     assert_eq!(out["rule"], "comment");
-    let ids = strs(&out["items"].as_array().unwrap().iter().map(|i| i["fields"].clone()).collect::<Value>(), "comment_id")
-        .into_iter()
-        .map(str::to_string)
-        .collect::<Vec<_>>();
-    let want: Vec<String> = with_comments.comments_on_page(1).unwrap().iter().map(|c| c.id.clone()).collect();
+    let ids = strs(
+        &out["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["fields"].clone())
+            .collect::<Value>(),
+        "comment_id",
+    )
+    .into_iter()
+    .map(str::to_string)
+    .collect::<Vec<_>>();
+    let want: Vec<String> = with_comments
+        .comments_on_page(1)
+        .unwrap()
+        .iter()
+        .map(|c| c.id.clone())
+        .collect();
     assert_eq!(ids, want);
     assert!(server.hits(&format!("/comment/{}/1", with_comments.id)) >= 1);
     server.stop().await.unwrap();
@@ -66,26 +110,60 @@ fn parses_a_saved_gbk_page_with_its_address() {
         "--meta",
         r#"{"forum_id": "00002", "max_page": 3}"#,
     ]));
-    assert_eq!((out["encoding"].as_str(), out["charset_source"].as_str()), (Some("GBK"), Some("meta")));
+    assert_eq!(
+        (out["encoding"].as_str(), out["charset_source"].as_str()),
+        (Some("GBK"), Some("meta"))
+    );
     let reqs = strs(&out["requests"], "url");
-    assert_eq!(reqs.last().copied(), Some("http://127.0.0.1:8700/list/00002/2?order=%D7%EE%D0%C2"));
+    assert_eq!(
+        reqs.last().copied(),
+        Some("http://127.0.0.1:8700/list/00002/2?order=%D7%EE%D0%C2")
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn errors_say_what_to_fix() {
-    let out = crawlworker(&["parse", "spiders/bbs.toml", "http://127.0.0.1:9/x", "--meta", "{oops"]);
+    let out = crawlworker(&[
+        "parse",
+        "spiders/bbs.toml",
+        "http://127.0.0.1:9/x",
+        "--meta",
+        "{oops",
+    ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("--meta is not valid JSON"), "{}", stderr(&out));
-    let out = crawlworker(&["parse", "spiders/bbs.toml", "http://127.0.0.1:9/x", "--rule", "lst"]);
-    assert!(stderr(&out).contains("has no rule `lst`; its rules are: list, post, comment"), "{}", stderr(&out));
-    let out = crawlworker(&["parse", "tests/fixtures/spiders/broken/unknown_keys.toml", "http://127.0.0.1:9/x"]);
+    assert!(
+        stderr(&out).contains("--meta is not valid JSON"),
+        "{}",
+        stderr(&out)
+    );
+    let out = crawlworker(&[
+        "parse",
+        "spiders/bbs.toml",
+        "http://127.0.0.1:9/x",
+        "--rule",
+        "lst",
+    ]);
+    assert!(
+        stderr(&out).contains("has no rule `lst`; its rules are: list, post, comment"),
+        "{}",
+        stderr(&out)
+    );
+    let out = crawlworker(&[
+        "parse",
+        "tests/fixtures/spiders/broken/unknown_keys.toml",
+        "http://127.0.0.1:9/x",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("did you mean `allowed_domains`?"));
     // Port 9 (discard) is closed on loopback: the failure names the URL.
     let out = crawlworker(&["parse", "spiders/bbs.toml", "http://127.0.0.1:9/list/1/1"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("request to http://127.0.0.1:9/list/1/1 failed"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("request to http://127.0.0.1:9/list/1/1 failed"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

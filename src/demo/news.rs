@@ -381,7 +381,10 @@ fn push_inlines(out: &mut String, paragraph: &Paragraph) {
 /// previews.
 fn document(title: &str, section: Option<&str>, body: &str) -> String {
     let section = section.map_or_else(String::new, |s| {
-        format!("<meta property=\"article:section\" content=\"{}\">", escape(s))
+        format!(
+            "<meta property=\"article:section\" content=\"{}\">",
+            escape(s)
+        )
     });
     format!(
         concat!(
@@ -510,7 +513,8 @@ const SPECS: [Spec; 15] = [
         slug: "council-approves-riverside-bike-lanes",
         section: "City",
         headline: "Council approves riverside bike lanes",
-        summary: "Six kilometres of protected lanes will link the old town to the university by autumn.",
+        summary:
+            "Six kilometres of protected lanes will link the old town to the university by autumn.",
         byline: "Maya Okafor",
         tags: &["transport", "city-hall"],
     },
@@ -715,7 +719,11 @@ mod tests {
                 .slug
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'));
-            assert!(article.path().starts_with("/news/2026/03/"), "{}", article.path());
+            assert!(
+                article.path().starts_with("/news/2026/03/"),
+                "{}",
+                article.path()
+            );
             assert_eq!(news.article_at(&article.path()), Some(article));
             assert_eq!(news.related(article).count(), 2, "{}", article.slug);
             assert_eq!(article.body.len(), 3);
@@ -820,7 +828,10 @@ mod tests {
             assert_eq!(page.status, 200, "{}", article.path());
             assert_eq!(page.one_text("h1[itemprop=headline]"), article.headline);
             assert_eq!(page.one_text("p.standfirst"), article.summary);
-            assert_eq!(page.one_text("span.byline"), format!("By {}", article.byline));
+            assert_eq!(
+                page.one_text("span.byline"),
+                format!("By {}", article.byline)
+            );
             assert_eq!(
                 page.attrs("time[itemprop=datePublished]", "datetime"),
                 [article.published.as_str()]
@@ -847,7 +858,11 @@ mod tests {
                 .collect();
             assert_eq!(
                 images,
-                article.image_path().map(|p| url(&p)).into_iter().collect::<Vec<_>>()
+                article
+                    .image_path()
+                    .map(|p| url(&p))
+                    .into_iter()
+                    .collect::<Vec<_>>()
             );
             assert_eq!(page.one_text("div.article-body"), article.body_text());
             let paragraphs = page.texts("div.article-body > p");
@@ -874,7 +889,10 @@ mod tests {
             "<h1 itemprop=\"headline\">Bakery chain &quot;Rise&quot; expands to five towns</h1>"
         ));
         assert!(text.contains("new shops &amp; a central kitchen"));
-        assert!(!text.contains("<figure>"), "no image on every fourth article");
+        assert!(
+            !text.contains("<figure>"),
+            "no image on every fourth article"
+        );
         assert!(text.contains(concat!(
             "<div class=\"article-body\"><p>The family firm",
             " will open new shops &amp; a central kitchen this year.",
@@ -884,7 +902,10 @@ mod tests {
         assert!(text.contains(
             "<time itemprop=\"datePublished\" datetime=\"2026-03-13T10:46:00Z\">13 March 2026, 10:46 UTC</time>"
         ));
-        let untagged = render(&Site::demo(), "/news/2026/03/library-extends-summer-opening-hours.html");
+        let untagged = render(
+            &Site::demo(),
+            "/news/2026/03/library-extends-summer-opening-hours.html",
+        );
         let text = String::from_utf8(untagged.body).expect("utf-8");
         assert!(!text.contains("class=\"tags\""));
         assert!(!text.contains("/news/tag/"));

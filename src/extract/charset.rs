@@ -55,11 +55,13 @@ pub fn meta_charset(body: &[u8]) -> Option<&'static Encoding> {
     let caps = META_CHARSET.captures(head)?;
     let enc = Encoding::for_label(caps.get(1)?.as_bytes())?;
     // A page cannot be UTF-16 and have an ASCII `<meta>`: browsers read UTF-8.
-    Some(if enc == encoding_rs::UTF_16LE || enc == encoding_rs::UTF_16BE {
-        encoding_rs::UTF_8
-    } else {
-        enc
-    })
+    Some(
+        if enc == encoding_rs::UTF_16LE || enc == encoding_rs::UTF_16BE {
+            encoding_rs::UTF_8
+        } else {
+            enc
+        },
+    )
 }
 
 /// Decodes `body`; malformed sequences become U+FFFD, never an error.
@@ -75,7 +77,11 @@ pub fn decode(body: &[u8], content_type: Option<&str>) -> Decoded {
     } else {
         let mut detector = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);
         detector.feed(body, true);
-        (detector.guess(None, chardetng::Utf8Detection::Allow), CharsetSource::Detected, 0)
+        (
+            detector.guess(None, chardetng::Utf8Detection::Allow),
+            CharsetSource::Detected,
+            0,
+        )
     };
     let (text, _) = encoding.decode_without_bom_handling(&body[bom_len..]);
     Decoded {
@@ -105,9 +111,13 @@ mod tests {
     fn meta_charset_and_http_equiv() {
         let body = gbk("<html><head><meta charset=\"gbk\"></head><body>论坛</body>");
         let d = decode(&body, Some("text/html"));
-        assert_eq!((d.encoding, d.source), (encoding_rs::GBK, CharsetSource::Meta));
+        assert_eq!(
+            (d.encoding, d.source),
+            (encoding_rs::GBK, CharsetSource::Meta)
+        );
         assert!(d.text.contains("论坛"));
-        let body = gbk("<meta http-equiv=\"Content-Type\" content=\"text/html; charset=gb2312\">帖子");
+        let body =
+            gbk("<meta http-equiv=\"Content-Type\" content=\"text/html; charset=gb2312\">帖子");
         assert_eq!(decode(&body, None).encoding, encoding_rs::GBK);
     }
 

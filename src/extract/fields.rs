@@ -18,7 +18,11 @@ pub struct Page<'a> {
 }
 
 /// The fields of one item, or why it was dropped.
-pub fn item(def: &ItemDef, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Map<String, Value>, String> {
+pub fn item(
+    def: &ItemDef,
+    scope: ElementRef<'_>,
+    page: &Page<'_>,
+) -> Result<Map<String, Value>, String> {
     let mut out = Map::new();
     for field in &def.fields {
         let value = match value(field, scope, page)? {
@@ -117,7 +121,12 @@ fn capture(field: &Field, s: String) -> Vec<String> {
         if caps.len() == 1 {
             out.extend(caps.get(0).map(|m| m.as_str().to_string()));
         } else {
-            out.extend(caps.iter().skip(1).flatten().map(|m| m.as_str().to_string()));
+            out.extend(
+                caps.iter()
+                    .skip(1)
+                    .flatten()
+                    .map(|m| m.as_str().to_string()),
+            );
         }
         if !field.all {
             break;
@@ -139,12 +148,17 @@ fn convert(v: Value, kind: FieldType) -> Result<Value, String> {
         Value::String(s) => s.trim().to_string(),
         other => other.to_string(),
     };
-    let bad = || format!("`{text}` is not {}", match kind {
-        FieldType::Int => "a whole number",
-        FieldType::Float => "a number",
-        FieldType::Bool => "true or false",
-        FieldType::String => "text",
-    });
+    let bad = || {
+        format!(
+            "`{text}` is not {}",
+            match kind {
+                FieldType::Int => "a whole number",
+                FieldType::Float => "a number",
+                FieldType::Bool => "true or false",
+                FieldType::String => "text",
+            }
+        )
+    };
     match kind {
         FieldType::String => Ok(match v {
             Value::String(_) => v,
@@ -152,11 +166,17 @@ fn convert(v: Value, kind: FieldType) -> Result<Value, String> {
         }),
         FieldType::Int => {
             // Pages write thousands separators: "1,234", "1 234", "1_234".
-            let digits: String = text.chars().filter(|c| !matches!(c, ',' | '_' | ' ' | '\u{a0}')).collect();
+            let digits: String = text
+                .chars()
+                .filter(|c| !matches!(c, ',' | '_' | ' ' | '\u{a0}'))
+                .collect();
             digits.parse::<i64>().map(Value::from).map_err(|_| bad())
         }
         FieldType::Float => {
-            let digits: String = text.chars().filter(|c| !matches!(c, ',' | '_' | ' ' | '\u{a0}')).collect();
+            let digits: String = text
+                .chars()
+                .filter(|c| !matches!(c, ',' | '_' | ' ' | '\u{a0}'))
+                .collect();
             digits
                 .parse::<f64>()
                 .ok()

@@ -84,7 +84,11 @@ impl<'a> Follower<'a> {
             }
             LinkSource::Re(re) => {
                 for caps in re.captures_iter(text) {
-                    raw.extend(caps.get(1).or_else(|| caps.get(0)).map(|m| m.as_str().to_string()));
+                    raw.extend(
+                        caps.get(1)
+                            .or_else(|| caps.get(0))
+                            .map(|m| m.as_str().to_string()),
+                    );
                 }
             }
         }
@@ -97,7 +101,9 @@ impl<'a> Follower<'a> {
                 .and_then(|s| s.trim().parse::<i64>().ok()),
         });
         for href in raw {
-            let Some(url) = self.resolve(&href) else { continue };
+            let Some(url) = self.resolve(&href) else {
+                continue;
+            };
             if !self.allowed(follow, &url) {
                 continue;
             }
@@ -153,12 +159,19 @@ impl<'a> Follower<'a> {
     }
 
     fn allowed(&mut self, follow: &Follow, url: &str) -> bool {
-        let host = url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_string));
+        let host = url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string));
         if !host.is_some_and(|h| self.spider.allows_host(h.trim_matches(['[', ']']))) {
             self.filtered.offsite += 1;
             return false;
         }
-        let denied = self.spider.deny.iter().chain(&follow.deny).any(|d| d.is_match(url))
+        let denied = self
+            .spider
+            .deny
+            .iter()
+            .chain(&follow.deny)
+            .any(|d| d.is_match(url))
             || (!follow.allow.is_empty() && !follow.allow.iter().any(|a| a.is_match(url)));
         if denied {
             self.filtered.denied += 1;

@@ -11,8 +11,11 @@ use crate::spider::Spider;
 const HOST: &str = "http://127.0.0.1:8700";
 
 fn bbs() -> Spider {
-    Spider::from_str("spiders/bbs.toml".as_ref(), include_str!("../../spiders/bbs.toml"))
-        .unwrap_or_else(|e| panic!("{e}"))
+    Spider::from_str(
+        "spiders/bbs.toml".as_ref(),
+        include_str!("../../spiders/bbs.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn meta(v: Value) -> Map<String, Value> {
@@ -20,7 +23,13 @@ fn meta(v: Value) -> Map<String, Value> {
 }
 
 /// Renders `path` from the demo site and extracts it as the crawl would.
-fn page(spider: &Spider, site: &Site, path: &str, rule: Option<&str>, context: Value) -> Extraction {
+fn page(
+    spider: &Spider,
+    site: &Site,
+    path: &str,
+    rule: Option<&str>,
+    context: Value,
+) -> Extraction {
     let page = demo::render(site, path);
     let headers = vec![("Content-Type".to_string(), page.content_type.clone())];
     let request = Request {
@@ -48,53 +57,119 @@ fn urls(x: &Extraction) -> Vec<&str> {
 #[test]
 fn list_page_follows_posts_and_next_page_with_context() {
     let (spider, site) = (bbs(), Site::demo());
-    let x = page(&spider, &site, "/list/00001/1", Some("list"), json!({"forum_id": "00001", "max_page": 5}));
+    let x = page(
+        &spider,
+        &site,
+        "/list/00001/1",
+        Some("list"),
+        json!({"forum_id": "00001", "max_page": 5}),
+    );
     assert_eq!(x.rule.as_deref(), Some("list"));
-    assert_eq!((x.encoding, x.charset_source), ("UTF-8", super::charset::CharsetSource::Header));
+    assert_eq!(
+        (x.encoding, x.charset_source),
+        ("UTF-8", super::charset::CharsetSource::Header)
+    );
     assert!(x.items.is_empty());
     let forum = site.forum("00001").unwrap();
-    let mut expected: Vec<String> = forum.page(1).unwrap().iter().map(|id| format!("{HOST}/post/{id}")).collect();
+    let mut expected: Vec<String> = forum
+        .page(1)
+        .unwrap()
+        .iter()
+        .map(|id| format!("{HOST}/post/{id}"))
+        .collect();
     expected.push(format!("{HOST}/list/00001/2"));
     assert_eq!(urls(&x), expected);
     for post in &x.requests[..4] {
-        assert_eq!((post.priority, post.depth, post.rule.as_deref()), (10, 1, Some("post")));
+        assert_eq!(
+            (post.priority, post.depth, post.rule.as_deref()),
+            (10, 1, Some("post"))
+        );
         assert_eq!(post.meta, meta(json!({"forum_id": "00001"})));
         assert!(!post.dont_filter);
     }
     let next = &x.requests[4];
-    assert_eq!((next.priority, next.depth, next.rule.as_deref(), next.dont_filter), (0, 1, Some("list"), true));
+    assert_eq!(
+        (
+            next.priority,
+            next.depth,
+            next.rule.as_deref(),
+            next.dont_filter
+        ),
+        (0, 1, Some("list"), true)
+    );
     assert_eq!(next.meta, meta(json!({"forum_id": "00001", "max_page": 5})));
 }
 
 #[test]
 fn pagination_stops_at_the_tasks_max_page() {
     let (spider, site) = (bbs(), Site::demo());
-    let x = page(&spider, &site, "/list/00001/5", Some("list"), json!({"forum_id": "00001", "max_page": 5}));
+    let x = page(
+        &spider,
+        &site,
+        "/list/00001/5",
+        Some("list"),
+        json!({"forum_id": "00001", "max_page": 5}),
+    );
     assert_eq!(x.requests.len(), 4, "{:?}", urls(&x));
     assert!(x.requests.iter().all(|r| r.url.contains("/post/")));
     assert_eq!(x.filtered.pagination, 1);
-    let x = page(&spider, &site, "/list/00001/5", Some("list"), json!({"forum_id": "00001", "max_page": 7}));
+    let x = page(
+        &spider,
+        &site,
+        "/list/00001/5",
+        Some("list"),
+        json!({"forum_id": "00001", "max_page": 7}),
+    );
     assert_eq!(x.requests.len(), 5);
 }
 
 #[test]
 fn gbk_list_page_with_meta_charset_encodes_its_chinese_query_in_gbk() {
     let (spider, site) = (bbs(), Site::demo());
-    let x = page(&spider, &site, "/list/00002/1", Some("list"), json!({"forum_id": "00002", "max_page": 3}));
-    assert_eq!((x.encoding, x.charset_source), ("GBK", super::charset::CharsetSource::Meta));
+    let x = page(
+        &spider,
+        &site,
+        "/list/00002/1",
+        Some("list"),
+        json!({"forum_id": "00002", "max_page": 3}),
+    );
+    assert_eq!(
+        (x.encoding, x.charset_source),
+        ("GBK", super::charset::CharsetSource::Meta)
+    );
     // 最新 in GBK is D7EE D0C2; a browser (and Scrapy) send it so.
-    assert_eq!(urls(&x).last().copied(), Some(format!("{HOST}/list/00002/2?order=%D7%EE%D0%C2").as_str()));
+    assert_eq!(
+        urls(&x).last().copied(),
+        Some(format!("{HOST}/list/00002/2?order=%D7%EE%D0%C2").as_str())
+    );
     let posts = site.forum("00002").unwrap().page(1).unwrap();
-    assert_eq!(&urls(&x)[..posts.len()], posts.iter().map(|id| format!("{HOST}/post/{id}")).collect::<Vec<_>>());
+    assert_eq!(
+        &urls(&x)[..posts.len()],
+        posts
+            .iter()
+            .map(|id| format!("{HOST}/post/{id}"))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]
 fn base_href_is_honoured() {
     let (spider, site) = (bbs(), Site::demo());
-    let x = page(&spider, &site, "/list/00003/1", Some("list"), json!({"forum_id": "00003", "max_page": 2}));
+    let x = page(
+        &spider,
+        &site,
+        "/list/00003/1",
+        Some("list"),
+        json!({"forum_id": "00003", "max_page": 2}),
+    );
     let forum = site.forum("00003").unwrap();
     assert!(forum.base_href);
-    let mut expected: Vec<String> = forum.page(1).unwrap().iter().map(|id| format!("{HOST}/post/{id}")).collect();
+    let mut expected: Vec<String> = forum
+        .page(1)
+        .unwrap()
+        .iter()
+        .map(|id| format!("{HOST}/post/{id}"))
+        .collect();
     expected.push(format!("{HOST}/list/00003/2?order=%D7%EE%D0%C2"));
     assert_eq!(urls(&x), expected);
 }
@@ -127,7 +202,13 @@ fn post_pages_give_every_field() {
         let forum = site.forum(forum).unwrap();
         let id = forum.page(1).unwrap()[0];
         let post = site.post(id).unwrap();
-        let x = page(&spider, &site, &format!("/post/{id}"), Some("post"), json!({"forum_id": forum.id}));
+        let x = page(
+            &spider,
+            &site,
+            &format!("/post/{id}"),
+            Some("post"),
+            json!({"forum_id": forum.id}),
+        );
         assert_eq!(x.dropped, vec![]);
         assert_eq!(x.items.len(), 1);
         assert_eq!(x.items[0].kind, "post");
@@ -136,12 +217,18 @@ fn post_pages_give_every_field() {
         for (k, v) in want.as_object().unwrap() {
             assert_eq!(&got[k], v, "post {id} field `{k}`");
         }
-        assert_eq!(got.as_object().unwrap().len(), want.as_object().unwrap().len());
+        assert_eq!(
+            got.as_object().unwrap().len(),
+            want.as_object().unwrap().len()
+        );
         if post.comments.is_empty() {
             assert!(x.requests.is_empty());
         } else {
             assert_eq!(urls(&x), [format!("{HOST}/comment/{id}/1")]);
-            assert_eq!((x.requests[0].priority, x.requests[0].rule.as_deref()), (20, Some("comment")));
+            assert_eq!(
+                (x.requests[0].priority, x.requests[0].rule.as_deref()),
+                (20, Some("comment"))
+            );
         }
     }
 }
@@ -154,20 +241,35 @@ fn comment_pages_give_one_item_per_comment() {
         .values()
         .find(|p| p.comments.len() > demo::COMMENTS_PER_PAGE && p.forum_id == "00002")
         .expect("the demo has a GBK post with two comment pages");
-    let x = page(&spider, &site, &format!("/comment/{}/1", post.id), None, json!({"forum_id": "00002"}));
+    let x = page(
+        &spider,
+        &site,
+        &format!("/comment/{}/1", post.id),
+        None,
+        json!({"forum_id": "00002"}),
+    );
     assert_eq!(x.rule.as_deref(), Some("comment"));
-    let expected: Vec<Value> = post.comments_on_page(1).unwrap().iter().map(|c| {
-        json!({
-            "kind": "comment",
-            "comment_id": c.id,
-            "post_id": post.id,
-            "forum_id": "00002",
-            "user": c.user.trim(),
-            "floor": c.floor,
-            "text": normalized(&c.text),
+    let expected: Vec<Value> = post
+        .comments_on_page(1)
+        .unwrap()
+        .iter()
+        .map(|c| {
+            json!({
+                "kind": "comment",
+                "comment_id": c.id,
+                "post_id": post.id,
+                "forum_id": "00002",
+                "user": c.user.trim(),
+                "floor": c.floor,
+                "text": normalized(&c.text),
+            })
         })
-    }).collect();
-    let got: Vec<Value> = x.items.iter().map(|i| Value::Object(i.fields.clone())).collect();
+        .collect();
+    let got: Vec<Value> = x
+        .items
+        .iter()
+        .map(|i| Value::Object(i.fields.clone()))
+        .collect();
     assert_eq!(got, expected);
     assert_eq!(urls(&x), [format!("{HOST}/comment/{}/2", post.id)]);
 }
@@ -175,7 +277,13 @@ fn comment_pages_give_one_item_per_comment() {
 #[test]
 fn a_page_missing_required_fields_drops_the_item_and_says_why() {
     let (spider, site) = (bbs(), Site::demo());
-    let x = page(&spider, &site, "/post/999999", Some("post"), json!({"forum_id": "00001"}));
+    let x = page(
+        &spider,
+        &site,
+        "/post/999999",
+        Some("post"),
+        json!({"forum_id": "00001"}),
+    );
     assert!(x.items.is_empty());
     assert_eq!(x.dropped.len(), 1);
     assert_eq!(x.dropped[0].reason, "required field `title` is missing");
@@ -213,27 +321,52 @@ match = '.'
 
 #[test]
 fn every_kind_of_unwanted_link_is_dropped_and_counted() {
-    let spider = Spider::from_str("links.toml".as_ref(), LINKS_SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let spider =
+        Spider::from_str("links.toml".as_ref(), LINKS_SPIDER).unwrap_or_else(|e| panic!("{e}"));
     let site = Site::demo();
     let x = page(&spider, &site, "/list/00001/2", None, json!({"task": 1}));
     // mailto: and javascript: links; #top; the off-site ad.
-    assert_eq!((x.filtered.scheme, x.filtered.fragment, x.filtered.offsite), (2, 1, 1), "{:?}", x.filtered);
+    assert_eq!(
+        (x.filtered.scheme, x.filtered.fragment, x.filtered.offsite),
+        (2, 1, 1),
+        "{:?}",
+        x.filtered
+    );
     assert!(x.filtered.denied == 0);
-    assert!(x.requests.iter().all(|r| r.url.starts_with(HOST) && !r.url.contains('#')));
+    assert!(x
+        .requests
+        .iter()
+        .all(|r| r.url.starts_with(HOST) && !r.url.contains('#')));
     // DEPTH_PRIORITY: priority 5 − depth 1 × 1.
     assert!(x.requests.iter().all(|r| r.priority == 4 && r.depth == 1));
-    assert!(x.requests.iter().all(|r| r.meta == meta(json!({"task": 1}))));
+    assert!(x
+        .requests
+        .iter()
+        .all(|r| r.meta == meta(json!({"task": 1}))));
     // Past the depth limit nothing is followed.
-    let deep = Request { depth: 3, ..Request::get(&format!("{HOST}/list/00001/2")) };
+    let deep = Request {
+        depth: 3,
+        ..Request::get(&format!("{HOST}/list/00001/2"))
+    };
     let body = demo::render(&site, "/list/00001/2").body;
-    let x = extract(&spider, &deep, &Response { url: &deep.url, status: 200, headers: &[], body: &body });
+    let x = extract(
+        &spider,
+        &deep,
+        &Response {
+            url: &deep.url,
+            status: 200,
+            headers: &[],
+            body: &body,
+        },
+    );
     assert!(x.requests.is_empty());
     assert!(x.filtered.depth > 0);
 }
 
 #[test]
 fn denied_links_are_counted() {
-    let spider = Spider::from_str("links.toml".as_ref(), LINKS_SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let spider =
+        Spider::from_str("links.toml".as_ref(), LINKS_SPIDER).unwrap_or_else(|e| panic!("{e}"));
     let site = Site::demo();
     let x = page(&spider, &site, "/list/00001/1", None, json!({}));
     assert_eq!(x.filtered.denied, 1);

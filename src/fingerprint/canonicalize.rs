@@ -11,8 +11,8 @@
 use encoding_rs::UTF_8;
 
 use super::ipaddr::{self, IpAddress};
-use super::pycase;
 use super::percent::{parse_qsl, quote, unquote, urlencode, PATH_SAFE};
+use super::pycase;
 use super::safe_url::safe_url_split;
 use super::split::{split_params, urlunparse};
 use super::UrlError;
@@ -33,14 +33,25 @@ pub fn try_canonicalize_url(url: &str) -> Result<String, UrlError> {
     let parts = safe_url_split(url, UTF_8).map_err(|kind| UrlError::new(url, kind))?;
     let (path, params) = split_params(&parts.scheme, &parts.path);
     let query = canonical_query(&parts.query);
-    let mut path = if path.is_empty() { "/".to_owned() } else { quote(&unquote_path(path), &PATH_SAFE) };
+    let mut path = if path.is_empty() {
+        "/".to_owned()
+    } else {
+        quote(&unquote_path(path), &PATH_SAFE)
+    };
     // Only a hierarchical path has dot segments to resolve; an opaque one
     // ("mailto:a/../b") is left alone, as browsers do.
     if path.starts_with('/') {
         path = remove_dot_segments(&path);
     }
     let netloc = normalize_ipv6_host(&lowercase_host(&parts.netloc));
-    Ok(urlunparse(&parts.scheme, &netloc, &path, params, &query, ""))
+    Ok(urlunparse(
+        &parts.scheme,
+        &netloc,
+        &path,
+        params,
+        &query,
+        "",
+    ))
 }
 
 /// Query arguments sorted by (name, value) as raw bytes, then encoded with
@@ -151,21 +162,33 @@ mod tests {
 
     #[test]
     fn semicolon_is_not_a_query_separator() {
-        assert_eq!(canonicalize_url("http://h/?b=1;a=2&a=1"), "http://h/?a=1&b=1%3Ba%3D2");
+        assert_eq!(
+            canonicalize_url("http://h/?b=1;a=2&a=1"),
+            "http://h/?a=1&b=1%3Ba%3D2"
+        );
     }
 
     #[test]
     fn path_escapes_normalised_but_delimiters_kept() {
-        assert_eq!(canonicalize_url("http://h/%7e%41%2f%3b%3F%25zz%5B"), "http://h/~A%2F%3B%3F%25zz[");
+        assert_eq!(
+            canonicalize_url("http://h/%7e%41%2f%3b%3F%25zz%5B"),
+            "http://h/~A%2F%3B%3F%25zz["
+        );
     }
 
     #[test]
     fn dot_segments_fragment_and_ipv6() {
-        assert_eq!(canonicalize_url("http://[::0:1]/a/../b/./c/.#frag"), "http://[::1]/b/c/");
+        assert_eq!(
+            canonicalize_url("http://[::0:1]/a/../b/./c/.#frag"),
+            "http://[::1]/b/c/"
+        );
     }
 
     #[test]
     fn userinfo_keeps_case_host_does_not() {
-        assert_eq!(canonicalize_url("http://UsEr@ExAmple.COM"), "http://UsEr@example.com/");
+        assert_eq!(
+            canonicalize_url("http://UsEr@ExAmple.COM"),
+            "http://UsEr@example.com/"
+        );
     }
 }

@@ -20,8 +20,9 @@
 use std::borrow::Cow;
 
 use encoding_rs::{
-    Encoding, GB18030, GBK, KOI8_U, UTF_16BE, UTF_16LE, UTF_8, WINDOWS_1250, WINDOWS_1251, WINDOWS_1252,
-    WINDOWS_1253, WINDOWS_1254, WINDOWS_1255, WINDOWS_1257, WINDOWS_1258, WINDOWS_874,
+    Encoding, GB18030, GBK, KOI8_U, UTF_16BE, UTF_16LE, UTF_8, WINDOWS_1250, WINDOWS_1251,
+    WINDOWS_1252, WINDOWS_1253, WINDOWS_1254, WINDOWS_1255, WINDOWS_1257, WINDOWS_1258,
+    WINDOWS_874,
 };
 
 /// A character Python's codec handles differently from encoding_rs: its
@@ -56,45 +57,118 @@ const GB18030_2005: &[Override] = &[
 
 /// Python's `koi8_u` keeps box-drawing characters where WHATWG's KOI8-U
 /// has the Belarusian/Ukrainian short U.
-const KOI8_U_PYTHON: &[Override] =
-    &[('\u{40e}', None), ('\u{45e}', None), ('\u{255d}', Some(&[0xae])), ('\u{256c}', Some(&[0xbe]))];
+const KOI8_U_PYTHON: &[Override] = &[
+    ('\u{40e}', None),
+    ('\u{45e}', None),
+    ('\u{255d}', Some(&[0xae])),
+    ('\u{256c}', Some(&[0xbe])),
+];
 
 // WHATWG maps the bytes a windows-* code page leaves undefined to the C1
 // control of the same value; Python's cp* codecs refuse those controls.
 const CP874_UNDEFINED: &[Override] = &[
-    ('\u{81}', None), ('\u{82}', None), ('\u{83}', None), ('\u{84}', None), ('\u{86}', None),
-    ('\u{87}', None), ('\u{88}', None), ('\u{89}', None), ('\u{8a}', None), ('\u{8b}', None),
-    ('\u{8c}', None), ('\u{8d}', None), ('\u{8e}', None), ('\u{8f}', None), ('\u{90}', None),
-    ('\u{98}', None), ('\u{99}', None), ('\u{9a}', None), ('\u{9b}', None), ('\u{9c}', None),
-    ('\u{9d}', None), ('\u{9e}', None), ('\u{9f}', None),
+    ('\u{81}', None),
+    ('\u{82}', None),
+    ('\u{83}', None),
+    ('\u{84}', None),
+    ('\u{86}', None),
+    ('\u{87}', None),
+    ('\u{88}', None),
+    ('\u{89}', None),
+    ('\u{8a}', None),
+    ('\u{8b}', None),
+    ('\u{8c}', None),
+    ('\u{8d}', None),
+    ('\u{8e}', None),
+    ('\u{8f}', None),
+    ('\u{90}', None),
+    ('\u{98}', None),
+    ('\u{99}', None),
+    ('\u{9a}', None),
+    ('\u{9b}', None),
+    ('\u{9c}', None),
+    ('\u{9d}', None),
+    ('\u{9e}', None),
+    ('\u{9f}', None),
 ];
-const CP1250_UNDEFINED: &[Override] =
-    &[('\u{81}', None), ('\u{83}', None), ('\u{88}', None), ('\u{90}', None), ('\u{98}', None)];
+const CP1250_UNDEFINED: &[Override] = &[
+    ('\u{81}', None),
+    ('\u{83}', None),
+    ('\u{88}', None),
+    ('\u{90}', None),
+    ('\u{98}', None),
+];
 const CP1251_UNDEFINED: &[Override] = &[('\u{98}', None)];
-const CP1252_UNDEFINED: &[Override] =
-    &[('\u{81}', None), ('\u{8d}', None), ('\u{8f}', None), ('\u{90}', None), ('\u{9d}', None)];
+const CP1252_UNDEFINED: &[Override] = &[
+    ('\u{81}', None),
+    ('\u{8d}', None),
+    ('\u{8f}', None),
+    ('\u{90}', None),
+    ('\u{9d}', None),
+];
 const CP1253_UNDEFINED: &[Override] = &[
-    ('\u{81}', None), ('\u{88}', None), ('\u{8a}', None), ('\u{8c}', None), ('\u{8d}', None),
-    ('\u{8e}', None), ('\u{8f}', None), ('\u{90}', None), ('\u{98}', None), ('\u{9a}', None),
-    ('\u{9c}', None), ('\u{9d}', None), ('\u{9e}', None), ('\u{9f}', None),
+    ('\u{81}', None),
+    ('\u{88}', None),
+    ('\u{8a}', None),
+    ('\u{8c}', None),
+    ('\u{8d}', None),
+    ('\u{8e}', None),
+    ('\u{8f}', None),
+    ('\u{90}', None),
+    ('\u{98}', None),
+    ('\u{9a}', None),
+    ('\u{9c}', None),
+    ('\u{9d}', None),
+    ('\u{9e}', None),
+    ('\u{9f}', None),
 ];
 const CP1254_UNDEFINED: &[Override] = &[
-    ('\u{81}', None), ('\u{8d}', None), ('\u{8e}', None), ('\u{8f}', None), ('\u{90}', None),
-    ('\u{9d}', None), ('\u{9e}', None),
+    ('\u{81}', None),
+    ('\u{8d}', None),
+    ('\u{8e}', None),
+    ('\u{8f}', None),
+    ('\u{90}', None),
+    ('\u{9d}', None),
+    ('\u{9e}', None),
 ];
 /// Also U+05BA HEBREW POINT HOLAM HASER FOR VAV, which cp1255 predates.
 const CP1255_UNDEFINED: &[Override] = &[
-    ('\u{81}', None), ('\u{8a}', None), ('\u{8c}', None), ('\u{8d}', None), ('\u{8e}', None),
-    ('\u{8f}', None), ('\u{90}', None), ('\u{9a}', None), ('\u{9c}', None), ('\u{9d}', None),
-    ('\u{9e}', None), ('\u{9f}', None), ('\u{5ba}', None),
+    ('\u{81}', None),
+    ('\u{8a}', None),
+    ('\u{8c}', None),
+    ('\u{8d}', None),
+    ('\u{8e}', None),
+    ('\u{8f}', None),
+    ('\u{90}', None),
+    ('\u{9a}', None),
+    ('\u{9c}', None),
+    ('\u{9d}', None),
+    ('\u{9e}', None),
+    ('\u{9f}', None),
+    ('\u{5ba}', None),
 ];
 const CP1257_UNDEFINED: &[Override] = &[
-    ('\u{81}', None), ('\u{83}', None), ('\u{88}', None), ('\u{8a}', None), ('\u{8c}', None),
-    ('\u{90}', None), ('\u{98}', None), ('\u{9a}', None), ('\u{9c}', None), ('\u{9f}', None),
+    ('\u{81}', None),
+    ('\u{83}', None),
+    ('\u{88}', None),
+    ('\u{8a}', None),
+    ('\u{8c}', None),
+    ('\u{90}', None),
+    ('\u{98}', None),
+    ('\u{9a}', None),
+    ('\u{9c}', None),
+    ('\u{9f}', None),
 ];
 const CP1258_UNDEFINED: &[Override] = &[
-    ('\u{81}', None), ('\u{8a}', None), ('\u{8d}', None), ('\u{8e}', None), ('\u{8f}', None),
-    ('\u{90}', None), ('\u{9a}', None), ('\u{9d}', None), ('\u{9e}', None),
+    ('\u{81}', None),
+    ('\u{8a}', None),
+    ('\u{8d}', None),
+    ('\u{8e}', None),
+    ('\u{8f}', None),
+    ('\u{90}', None),
+    ('\u{9a}', None),
+    ('\u{9d}', None),
+    ('\u{9e}', None),
 ];
 
 /// The encoder to use for a page in `encoding` and how Python differs from it.
@@ -132,7 +206,15 @@ pub(super) fn encode<'a>(text: &'a str, encoding: &'static Encoding) -> Option<C
     if encoding == UTF_16LE || encoding == UTF_16BE {
         let little = encoding == UTF_16LE;
         let units = text.encode_utf16();
-        let bytes = units.flat_map(|u| if little { u.to_le_bytes() } else { u.to_be_bytes() }).collect();
+        let bytes = units
+            .flat_map(|u| {
+                if little {
+                    u.to_le_bytes()
+                } else {
+                    u.to_be_bytes()
+                }
+            })
+            .collect();
         return Some(Cow::Owned(bytes));
     }
     let (encoder, overrides) = python_codec(encoding);
@@ -155,7 +237,10 @@ pub(super) fn encode<'a>(text: &'a str, encoding: &'static Encoding) -> Option<C
 }
 
 fn lookup(overrides: &[Override], c: char) -> Option<Option<&'static [u8]>> {
-    overrides.iter().find(|&&(k, _)| k == c).map(|&(_, bytes)| bytes)
+    overrides
+        .iter()
+        .find(|&&(k, _)| k == c)
+        .map(|&(_, bytes)| bytes)
 }
 
 /// encoding_rs would write an HTML numeric character reference for a
@@ -204,7 +289,8 @@ mod tests {
         let Ok(path) = std::env::var("FINGERPRINT_CODEC_DUMP") else {
             panic!("set FINGERPRINT_CODEC_DUMP to a file made by dump_codec.py");
         };
-        let dump = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+        let dump =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
         let mut lines = dump.lines();
         let label = lines.next().unwrap_or_default();
         let Some(encoding) = Encoding::for_label(label.as_bytes()) else {
@@ -212,13 +298,22 @@ mod tests {
         };
         let mut mismatches = Vec::new();
         for line in lines {
-            let Some((cp, expected)) = line.split_once(' ') else { continue };
-            let Some(c) = u32::from_str_radix(cp, 16).ok().and_then(char::from_u32) else { continue };
+            let Some((cp, expected)) = line.split_once(' ') else {
+                continue;
+            };
+            let Some(c) = u32::from_str_radix(cp, 16).ok().and_then(char::from_u32) else {
+                continue;
+            };
             let actual = hex(&c.to_string(), encoding).unwrap_or_else(|| "E".to_owned());
             if actual != expected {
                 mismatches.push(format!("U+{cp}: python {expected}, ours {actual}"));
             }
         }
-        assert!(mismatches.is_empty(), "{label}: {} mismatches, e.g. {:?}", mismatches.len(), &mismatches[..mismatches.len().min(20)]);
+        assert!(
+            mismatches.is_empty(),
+            "{label}: {} mismatches, e.g. {:?}",
+            mismatches.len(),
+            &mismatches[..mismatches.len().min(20)]
+        );
     }
 }

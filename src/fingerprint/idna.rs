@@ -47,7 +47,9 @@ fn codec_encode(input: &str) -> Option<String> {
         return None;
     }
     // RFC 3490 section 3.1: these four characters all separate labels.
-    let mut labels: Vec<&str> = input.split(['.', '\u{3002}', '\u{ff0e}', '\u{ff61}']).collect();
+    let mut labels: Vec<&str> = input
+        .split(['.', '\u{3002}', '\u{ff0e}', '\u{ff61}'])
+        .collect();
     let trailing_dot = labels.last().is_some_and(|l| l.is_empty());
     if trailing_dot {
         labels.pop();
@@ -96,7 +98,10 @@ fn nameprep(label: &str) -> Option<String> {
         }
     }
     let normalized = nfkc(&mapped, UnicodeData::V3_2);
-    if normalized.chars().any(|c| in_ranges(NAMEPREP_PROHIBITED, c)) {
+    if normalized
+        .chars()
+        .any(|c| in_ranges(NAMEPREP_PROHIBITED, c))
+    {
         return None;
     }
     bidi_ok(&normalized).then_some(normalized)
@@ -121,7 +126,10 @@ mod tests {
 
     #[test]
     fn unicode_labels_become_punycode() {
-        assert_eq!(to_ascii("例子.测试").as_deref(), Some("xn--fsqu00a.xn--0zwm56d"));
+        assert_eq!(
+            to_ascii("例子.测试").as_deref(),
+            Some("xn--fsqu00a.xn--0zwm56d")
+        );
         assert_eq!(to_ascii("bücher.de").as_deref(), Some("xn--bcher-kva.de"));
     }
 
@@ -131,18 +139,32 @@ mod tests {
         // keep both), fullwidth forms fold to ASCII.
         assert_eq!(to_ascii("straße.de").as_deref(), Some("strasse.de"));
         assert_eq!(to_ascii("a\u{200d}b.例").as_deref(), Some("ab.xn--fsq"));
-        assert_eq!(to_ascii("ｅｘａｍｐｌｅ。com").as_deref(), Some("example.com"));
+        assert_eq!(
+            to_ascii("ｅｘａｍｐｌｅ。com").as_deref(),
+            Some("example.com")
+        );
         // No case folding of labels that are ASCII after NFKC: w3lib
         // lower-cases the host before it gets here.
-        assert_eq!(to_ascii("ＥＸＡＭＰＬＥ。com").as_deref(), Some("EXAMPLE.com"));
+        assert_eq!(
+            to_ascii("ＥＸＡＭＰＬＥ。com").as_deref(),
+            Some("EXAMPLE.com")
+        );
     }
 
     #[test]
     fn failures_are_none() {
         assert_eq!(to_ascii("a..例"), None, "empty label");
-        assert_eq!(to_ascii("例\u{e000}子"), None, "prohibited private use character");
+        assert_eq!(
+            to_ascii("例\u{e000}子"),
+            None,
+            "prohibited private use character"
+        );
         assert_eq!(to_ascii("\u{ad}.com"), None, "label empty after nameprep");
         assert_eq!(to_ascii("aא.com"), None, "mixed direction label");
-        assert_eq!(to_ascii(&format!("{}.例", "a".repeat(64))), None, "long label");
+        assert_eq!(
+            to_ascii(&format!("{}.例", "a".repeat(64))),
+            None,
+            "long label"
+        );
     }
 }

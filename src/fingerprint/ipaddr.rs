@@ -32,9 +32,9 @@ fn parse_ipv4(text: &str) -> Option<u32> {
     if octets.len() != 4 {
         return None;
     }
-    octets
-        .iter()
-        .try_fold(0u32, |acc, octet| Some((acc << 8) | u32::from(parse_octet(octet)?)))
+    octets.iter().try_fold(0u32, |acc, octet| {
+        Some((acc << 8) | u32::from(parse_octet(octet)?))
+    })
 }
 
 fn parse_octet(octet: &str) -> Option<u8> {
@@ -189,16 +189,34 @@ mod tests {
     #[test]
     fn python_ipv6_formatting() {
         assert_eq!(roundtrip("::0:1").as_deref(), Some("::1"));
-        assert_eq!(roundtrip("2001:DB8:0:0:1:0:0:1").as_deref(), Some("2001:db8::1:0:0:1"));
-        assert_eq!(roundtrip("::ffff:1.2.3.4").as_deref(), Some("::ffff:102:304"));
+        assert_eq!(
+            roundtrip("2001:DB8:0:0:1:0:0:1").as_deref(),
+            Some("2001:db8::1:0:0:1")
+        );
+        assert_eq!(
+            roundtrip("::ffff:1.2.3.4").as_deref(),
+            Some("::ffff:102:304")
+        );
         assert_eq!(roundtrip("1:0:0:0:0:0:0:0").as_deref(), Some("1::"));
-        assert_eq!(roundtrip("1:2:3:4:5:6:7:0").as_deref(), Some("1:2:3:4:5:6:7:0"));
+        assert_eq!(
+            roundtrip("1:2:3:4:5:6:7:0").as_deref(),
+            Some("1:2:3:4:5:6:7:0")
+        );
         assert_eq!(roundtrip("fe80::1%eth0").as_deref(), Some("fe80::1%eth0"));
     }
 
     #[test]
     fn python_rejections() {
-        for bad in ["", ":", "1::2::3", "::1%", "1:2:3:4:5:6:7:8:9", "::01.2.3.4", "12345::", ":1::"] {
+        for bad in [
+            "",
+            ":",
+            "1::2::3",
+            "::1%",
+            "1:2:3:4:5:6:7:8:9",
+            "::01.2.3.4",
+            "12345::",
+            ":1::",
+        ] {
             assert_eq!(parse(bad), None, "{bad:?}");
         }
         assert_eq!(parse("1.2.3.4"), Some(IpAddress::V4));

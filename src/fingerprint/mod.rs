@@ -56,7 +56,10 @@ pub struct UrlError {
 
 impl UrlError {
     fn new(url: &str, kind: UrlErrorKind) -> Self {
-        UrlError { url: url.to_owned(), kind }
+        UrlError {
+            url: url.to_owned(),
+            kind,
+        }
     }
 }
 

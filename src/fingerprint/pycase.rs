@@ -21,7 +21,11 @@ pub(super) fn lower(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, &c) in chars.iter().enumerate() {
         if c == CAPITAL_SIGMA {
-            out.push(if is_final_sigma(&chars, i) { '\u{3c2}' } else { '\u{3c3}' });
+            out.push(if is_final_sigma(&chars, i) {
+                '\u{3c2}'
+            } else {
+                '\u{3c3}'
+            });
         } else {
             match LOWERCASE.binary_search_by_key(&c, |&(k, _)| k) {
                 Ok(found) => out.push_str(LOWERCASE[found].1),

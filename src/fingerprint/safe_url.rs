@@ -11,9 +11,9 @@ use std::borrow::Cow;
 
 use encoding_rs::Encoding;
 
-use super::{codec, idna};
 use super::percent::{quote_into, unquote, PATH_SAFEST, SPECIAL_QUERY_SAFEST, USERINFO_SAFEST};
 use super::split::{is_special, strip, urlsplit, urlunsplit, SplitUrl};
+use super::{codec, idna};
 use super::{UrlError, UrlErrorKind};
 
 /// A URL after w3lib's `_safe_url_split`: every part already safe.
@@ -45,30 +45,59 @@ pub fn safe_url_string(url: &str, encoding: &'static Encoding) -> String {
 /// [`safe_url_string`], reporting where Python would raise.
 pub fn try_safe_url_string(url: &str, encoding: &'static Encoding) -> Result<String, UrlError> {
     let parts = safe_url_split(url, encoding).map_err(|kind| UrlError::new(url, kind))?;
-    Ok(urlunsplit(&parts.scheme, &parts.netloc, &parts.path, &parts.query, &parts.fragment))
+    Ok(urlunsplit(
+        &parts.scheme,
+        &parts.netloc,
+        &parts.path,
+        &parts.query,
+        &parts.fragment,
+    ))
 }
 
 /// w3lib `_safe_url_split(url, encoding)`.
-pub(super) fn safe_url_split(url: &str, encoding: &'static Encoding) -> Result<SafeParts, UrlErrorKind> {
+pub(super) fn safe_url_split(
+    url: &str,
+    encoding: &'static Encoding,
+) -> Result<SafeParts, UrlErrorKind> {
     let parts = urlsplit(&strip(url))?;
     let netloc = safe_netloc(&parts)?;
 
     let mut path = String::with_capacity(parts.path.len());
     quote_into(parts.path.as_bytes(), &mut path, &PATH_SAFEST, false);
 
-    let query_safe = if is_special(&parts.scheme) { &SPECIAL_QUERY_SAFEST } else { &PATH_SAFEST };
+    let query_safe = if is_special(&parts.scheme) {
+        &SPECIAL_QUERY_SAFEST
+    } else {
+        &PATH_SAFEST
+    };
     let mut query = String::with_capacity(parts.query.len());
-    quote_into(&encode(&parts.query, encoding)?, &mut query, query_safe, false);
+    quote_into(
+        &encode(&parts.query, encoding)?,
+        &mut query,
+        query_safe,
+        false,
+    );
 
     let mut fragment = String::with_capacity(parts.fragment.len());
-    quote_into(&encode(&parts.fragment, encoding)?, &mut fragment, &PATH_SAFEST, false);
+    quote_into(
+        &encode(&parts.fragment, encoding)?,
+        &mut fragment,
+        &PATH_SAFEST,
+        false,
+    );
 
     // Without a path, an HTTP client would send "?a=b" as the request
     // target, so special URLs with a query get "/".
     if path.is_empty() && !query.is_empty() && is_special(&parts.scheme) {
         path.push('/');
     }
-    Ok(SafeParts { scheme: parts.scheme, netloc, path, query, fragment })
+    Ok(SafeParts {
+        scheme: parts.scheme,
+        netloc,
+        path,
+        query,
+        fragment,
+    })
 }
 
 /// The netloc rebuilt from its parsed parts: user info unquoted and quoted
@@ -77,10 +106,20 @@ pub(super) fn safe_url_split(url: &str, encoding: &'static Encoding) -> Result<S
 fn safe_netloc(parts: &SplitUrl) -> Result<String, UrlErrorKind> {
     let mut netloc = String::with_capacity(parts.netloc.len());
     if let Some(username) = &parts.username {
-        quote_into(&unquote(username.as_bytes()), &mut netloc, &USERINFO_SAFEST, false);
+        quote_into(
+            &unquote(username.as_bytes()),
+            &mut netloc,
+            &USERINFO_SAFEST,
+            false,
+        );
         if let Some(password) = &parts.password {
             netloc.push(':');
-            quote_into(&unquote(password.as_bytes()), &mut netloc, &USERINFO_SAFEST, false);
+            quote_into(
+                &unquote(password.as_bytes()),
+                &mut netloc,
+                &USERINFO_SAFEST,
+                false,
+            );
         }
         netloc.push('@');
     }
@@ -135,12 +174,18 @@ mod tests {
     fn unencodable_query_is_an_error() {
         let err = try_safe_url_string("http://h/?q=中", encoding_rs::WINDOWS_1252).unwrap_err();
         assert_eq!(err.kind, UrlErrorKind::Unencodable);
-        assert_eq!(safe_url_string("http://h/?q=中", encoding_rs::WINDOWS_1252), "http://h/?q=中");
+        assert_eq!(
+            safe_url_string("http://h/?q=中", encoding_rs::WINDOWS_1252),
+            "http://h/?q=中"
+        );
     }
 
     #[test]
     fn netloc_is_rebuilt() {
-        assert_eq!(safe_url_string("HTTP://a%3Ab:c d@H.com:080", UTF_8), "http://a%3Ab:c%20d@h.com:80");
+        assert_eq!(
+            safe_url_string("HTTP://a%3Ab:c d@H.com:080", UTF_8),
+            "http://a%3Ab:c%20d@h.com:80"
+        );
         assert_eq!(safe_url_string("https://h?x='", UTF_8), "https://h/?x=%27");
         assert_eq!(safe_url_string("foo://h?x='", UTF_8), "foo://h?x='");
     }

@@ -98,7 +98,11 @@ pub(super) fn urlsplit(url: &str) -> Result<SplitUrl, UrlErrorKind> {
         Some((scheme, rest)) => (scheme.to_ascii_lowercase(), rest),
         None => (String::new(), url),
     };
-    let rest = if is_special(&scheme) { backslashes_to_slashes(rest) } else { rest.to_owned() };
+    let rest = if is_special(&scheme) {
+        backslashes_to_slashes(rest)
+    } else {
+        rest.to_owned()
+    };
 
     let (netloc, rest, brackets) = split_authority(&rest)?;
     check_netloc_normalisation(netloc)?;
@@ -142,7 +146,9 @@ fn split_authority(rest: &str) -> Result<(&str, &str, bool), UrlErrorKind> {
     let Some(after_slashes) = rest.strip_prefix("//") else {
         return Ok(("", rest, false));
     };
-    let end = after_slashes.find(['/', '?', '#']).unwrap_or(after_slashes.len());
+    let end = after_slashes
+        .find(['/', '?', '#'])
+        .unwrap_or(after_slashes.len());
     let netloc = &after_slashes[..end];
     // Brackets only count inside the authority; w3lib looks at the first
     // `[` and the first `]` only.
@@ -195,7 +201,11 @@ fn check_bracketed_netloc(netloc: &str) -> Result<(), UrlErrorKind> {
 /// w3lib `_check_bracketed_host`: an IPvFuture literal or an IPv6 address.
 fn check_bracketed_host(host: &str) -> Result<(), UrlErrorKind> {
     if host.starts_with(['v', 'V']) {
-        return if is_ipv_future(host) { Ok(()) } else { Err(UrlErrorKind::InvalidBracketedHost) };
+        return if is_ipv_future(host) {
+            Ok(())
+        } else {
+            Err(UrlErrorKind::InvalidBracketedHost)
+        };
     }
     match ipaddr::parse(host) {
         Some(IpAddress::V6 { .. }) => Ok(()),
@@ -210,7 +220,10 @@ fn is_ipv_future(host: &str) -> bool {
         return false;
     };
     let digits = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
-    digits > 0 && rest[digits..].strip_prefix('.').is_some_and(|tail| !tail.is_empty())
+    digits > 0
+        && rest[digits..]
+            .strip_prefix('.')
+            .is_some_and(|tail| !tail.is_empty())
 }
 
 /// Python's `text.rpartition("@")`: (before, after, found).
@@ -269,7 +282,10 @@ fn parse_port(port: &str) -> Result<Option<u16>, UrlErrorKind> {
     if significant.is_empty() {
         return Ok(Some(0));
     }
-    significant.parse::<u16>().map(Some).map_err(|_| UrlErrorKind::InvalidPort)
+    significant
+        .parse::<u16>()
+        .map(Some)
+        .map_err(|_| UrlErrorKind::InvalidPort)
 }
 
 /// w3lib `_split_params(scheme, path)`: `;params` of the last segment.
@@ -285,8 +301,16 @@ pub(super) fn split_params<'a>(scheme: &str, path: &'a str) -> (&'a str, &'a str
 }
 
 /// w3lib `_urlunsplit`.
-pub(super) fn urlunsplit(scheme: &str, netloc: &str, path: &str, query: &str, fragment: &str) -> String {
-    let mut out = String::with_capacity(scheme.len() + netloc.len() + path.len() + query.len() + fragment.len() + 5);
+pub(super) fn urlunsplit(
+    scheme: &str,
+    netloc: &str,
+    path: &str,
+    query: &str,
+    fragment: &str,
+) -> String {
+    let mut out = String::with_capacity(
+        scheme.len() + netloc.len() + path.len() + query.len() + fragment.len() + 5,
+    );
     if !scheme.is_empty() {
         out.push_str(scheme);
         out.push(':');
@@ -298,7 +322,9 @@ pub(super) fn urlunsplit(scheme: &str, netloc: &str, path: &str, query: &str, fr
             out.push('/');
         }
     } else if path.starts_with("//")
-        || (!scheme.is_empty() && USES_NETLOC.contains(&scheme) && (path.is_empty() || path.starts_with('/')))
+        || (!scheme.is_empty()
+            && USES_NETLOC.contains(&scheme)
+            && (path.is_empty() || path.starts_with('/')))
     {
         out.push_str("//");
     }
@@ -315,7 +341,14 @@ pub(super) fn urlunsplit(scheme: &str, netloc: &str, path: &str, query: &str, fr
 }
 
 /// w3lib `_urlunparse`: [`urlunsplit`] with `;params` put back on the path.
-pub(super) fn urlunparse(scheme: &str, netloc: &str, path: &str, params: &str, query: &str, fragment: &str) -> String {
+pub(super) fn urlunparse(
+    scheme: &str,
+    netloc: &str,
+    path: &str,
+    params: &str,
+    query: &str,
+    fragment: &str,
+) -> String {
     if params.is_empty() {
         return urlunsplit(scheme, netloc, path, query, fragment);
     }
@@ -335,27 +368,54 @@ mod tests {
         assert_eq!(s.password.as_deref(), Some("P@ss"));
         assert_eq!(s.hostname, "example.com");
         assert_eq!(s.port, Some(80));
-        assert_eq!((s.path.as_str(), s.query.as_str(), s.fragment.as_str()), ("/a;b", "c=d", "e?f"));
+        assert_eq!(
+            (s.path.as_str(), s.query.as_str(), s.fragment.as_str()),
+            ("/a;b", "c=d", "e?f")
+        );
     }
 
     #[test]
     fn question_mark_after_hash_is_not_a_query() {
         let s = urlsplit("http://h/p#f?q").unwrap();
-        assert_eq!((s.path.as_str(), s.query.as_str(), s.fragment.as_str()), ("/p", "", "f?q"));
+        assert_eq!(
+            (s.path.as_str(), s.query.as_str(), s.fragment.as_str()),
+            ("/p", "", "f?q")
+        );
     }
 
     #[test]
     fn backslash_ends_the_authority_of_special_schemes_only() {
-        assert_eq!(urlsplit("http://evil.com\\@good.com/").unwrap().hostname, "evil.com");
-        assert_eq!(urlsplit("foo://evil.com\\@good.com/").unwrap().hostname, "good.com");
+        assert_eq!(
+            urlsplit("http://evil.com\\@good.com/").unwrap().hostname,
+            "evil.com"
+        );
+        assert_eq!(
+            urlsplit("foo://evil.com\\@good.com/").unwrap().hostname,
+            "good.com"
+        );
     }
 
     #[test]
     fn invalid_authorities() {
-        assert_eq!(urlsplit("http://h:99999/").unwrap_err(), UrlErrorKind::InvalidPort);
-        assert_eq!(urlsplit("http://h:8a/").unwrap_err(), UrlErrorKind::InvalidPort);
-        assert_eq!(urlsplit("http://[::1/").unwrap_err(), UrlErrorKind::InvalidBracketedHost);
-        assert_eq!(urlsplit("http://[1.2.3.4]/").unwrap_err(), UrlErrorKind::InvalidBracketedHost);
-        assert_eq!(urlsplit("http://a＠b/").unwrap_err(), UrlErrorKind::NormalisedDelimiter);
+        assert_eq!(
+            urlsplit("http://h:99999/").unwrap_err(),
+            UrlErrorKind::InvalidPort
+        );
+        assert_eq!(
+            urlsplit("http://h:8a/").unwrap_err(),
+            UrlErrorKind::InvalidPort
+        );
+        assert_eq!(
+            urlsplit("http://[::1/").unwrap_err(),
+            UrlErrorKind::InvalidBracketedHost
+        );
+        assert_eq!(
+            urlsplit("http://[1.2.3.4]/").unwrap_err(),
+            UrlErrorKind::InvalidBracketedHost
+        );
+        assert_eq!(
+            urlsplit("http://a＠b/").unwrap_err(),
+            UrlErrorKind::NormalisedDelimiter
+        );
     }
 }

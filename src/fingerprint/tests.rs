@@ -55,8 +55,9 @@ impl Report {
     fn check(&mut self, what: &str, input: &str, expected: Option<&str>, actual: Option<&str>) {
         self.checks += 1;
         if expected != actual {
-            self.mismatches
-                .push(format!("{what}({input:?})\n    expected: {expected:?}\n    actual:   {actual:?}"));
+            self.mismatches.push(format!(
+                "{what}({input:?})\n    expected: {expected:?}\n    actual:   {actual:?}"
+            ));
         }
     }
 
@@ -64,7 +65,12 @@ impl Report {
         if self.mismatches.is_empty() {
             return;
         }
-        let shown: Vec<&str> = self.mismatches.iter().take(SHOWN_MISMATCHES).map(String::as_str).collect();
+        let shown: Vec<&str> = self
+            .mismatches
+            .iter()
+            .take(SHOWN_MISMATCHES)
+            .map(String::as_str)
+            .collect();
         panic!(
             "{} of {} checks against {source} failed; first {}:\n  {}",
             self.mismatches.len(),
@@ -79,17 +85,34 @@ fn check_case(report: &mut Report, case: &Case) {
     let body = match hex::decode(&case.body_hex) {
         Ok(body) => body,
         Err(e) => {
-            report.mismatches.push(format!("bad body_hex in vector for {:?}: {e}", case.url));
+            report
+                .mismatches
+                .push(format!("bad body_hex in vector for {:?}: {e}", case.url));
             return;
         }
     };
     let safe = try_safe_url_string(&case.url, UTF_8).ok();
-    report.check("safe_url_string", &case.url, case.safe_url.as_deref(), safe.as_deref());
+    report.check(
+        "safe_url_string",
+        &case.url,
+        case.safe_url.as_deref(),
+        safe.as_deref(),
+    );
     let canonical_raw = try_canonicalize_url(&case.url).ok();
-    report.check("canonicalize_url", &case.url, case.canonical_raw.as_deref(), canonical_raw.as_deref());
+    report.check(
+        "canonicalize_url",
+        &case.url,
+        case.canonical_raw.as_deref(),
+        canonical_raw.as_deref(),
+    );
     if let Some(safe_url) = &case.safe_url {
         let canonical = try_canonicalize_url(safe_url).ok();
-        report.check("canonicalize_url", safe_url, case.canonical_url.as_deref(), canonical.as_deref());
+        report.check(
+            "canonicalize_url",
+            safe_url,
+            case.canonical_url.as_deref(),
+            canonical.as_deref(),
+        );
     }
     if case.fingerprint_error.is_some() {
         // scrapy-redis raised; ours fingerprints the URL as given. Nothing
@@ -97,10 +120,16 @@ fn check_case(report: &mut Report, case: &Case) {
         return;
     }
     let fingerprint = fingerprint_for(&case.method, &case.url, &body).ok();
-    let expected = if case.expect_error.is_some() { None } else { case.fingerprint.as_deref() };
+    let expected = if case.expect_error.is_some() {
+        None
+    } else {
+        case.fingerprint.as_deref()
+    };
     let input = format!("{} {} body={}", case.method, case.url, case.body_hex);
     report.check("fingerprint_for", &input, expected, fingerprint.as_deref());
-    if let (Some(method), Some(safe_url), Some(expected)) = (&case.request_method, &case.safe_url, expected) {
+    if let (Some(method), Some(safe_url), Some(expected)) =
+        (&case.request_method, &case.safe_url, expected)
+    {
         let direct = request_fingerprint(method, safe_url, &body);
         report.check("request_fingerprint", &input, Some(expected), Some(&direct));
     }
@@ -108,12 +137,19 @@ fn check_case(report: &mut Report, case: &Case) {
 
 fn check_encoded(report: &mut Report, case: &EncodedCase) {
     let Some(encoding) = Encoding::for_label(case.encoding_label.as_bytes()) else {
-        report.mismatches.push(format!("unknown encoding label {:?}", case.encoding_label));
+        report
+            .mismatches
+            .push(format!("unknown encoding label {:?}", case.encoding_label));
         return;
     };
     let safe = try_safe_url_string(&case.url, encoding).ok();
     let input = format!("{} as {}", case.url, case.encoding_label);
-    report.check("safe_url_string", &input, case.safe_url.as_deref(), safe.as_deref());
+    report.check(
+        "safe_url_string",
+        &input,
+        case.safe_url.as_deref(),
+        safe.as_deref(),
+    );
 }
 
 fn check_vectors(json: &str, source: &str) -> usize {
@@ -135,7 +171,10 @@ fn check_vectors(json: &str, source: &str) -> usize {
 #[test]
 fn all_python_vectors_match() {
     let count = check_vectors(VECTORS, "tests/data/fingerprint/vectors.json");
-    assert!(count > 500, "only {count} vectors: was vectors.json truncated?");
+    assert!(
+        count > 500,
+        "only {count} vectors: was vectors.json truncated?"
+    );
 }
 
 /// Differential run over extra vectors made with `gen_vectors.py --random`;
@@ -154,18 +193,27 @@ fn extra_python_vectors_match() {
 
 #[test]
 fn query_arguments_sorted_by_name_then_value() {
-    assert_eq!(canonicalize_url("http://h/do?c=3&b=5&b=2&a=50"), "http://h/do?a=50&b=2&b=5&c=3");
+    assert_eq!(
+        canonicalize_url("http://h/do?c=3&b=5&b=2&a=50"),
+        "http://h/do?a=50&b=2&b=5&c=3"
+    );
 }
 
 #[test]
 fn semicolon_no_longer_separates_query_arguments() {
     // w3lib 2.4 split on ";" too; 2.5.0 only splits on "&".
-    assert_eq!(canonicalize_url("http://h/?b=2;a=1"), "http://h/?b=2%3Ba%3D1");
+    assert_eq!(
+        canonicalize_url("http://h/?b=2;a=1"),
+        "http://h/?b=2%3Ba%3D1"
+    );
 }
 
 #[test]
 fn scheme_and_host_lower_cased_default_port_kept() {
-    assert_eq!(canonicalize_url("HTTP://WWW.Example.COM:80/Path"), "http://www.example.com:80/Path");
+    assert_eq!(
+        canonicalize_url("HTTP://WWW.Example.COM:80/Path"),
+        "http://www.example.com:80/Path"
+    );
 }
 
 #[test]
@@ -178,7 +226,10 @@ fn idna_host_with_utf8_path_and_query() {
 
 #[test]
 fn safe_url_string_is_what_request_stores() {
-    assert_eq!(safe_url_string("http://h/a b?c=d e#f g", UTF_8), "http://h/a%20b?c=d%20e#f%20g");
+    assert_eq!(
+        safe_url_string("http://h/a b?c=d e#f g", UTF_8),
+        "http://h/a%20b?c=d%20e#f%20g"
+    );
 }
 
 #[test]
@@ -192,7 +243,14 @@ fn fingerprint_ignores_fragment_and_query_order() {
 
 #[test]
 fn refused_urls_are_errors_not_panics() {
-    for url in ["http://h:99999/", "http://[::1/", "http://ex＠mple.com/", "", "%", "http://[v1.例:x]/"] {
+    for url in [
+        "http://h:99999/",
+        "http://[::1/",
+        "http://ex＠mple.com/",
+        "",
+        "%",
+        "http://[v1.例:x]/",
+    ] {
         assert!(fingerprint_for("GET", url, b"").is_err(), "{url:?}");
         // The infallible forms fall back to the input where Python raises.
         assert_eq!(safe_url_string(url, UTF_8), url);

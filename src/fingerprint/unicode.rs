@@ -134,8 +134,12 @@ fn compose_pair(first: char, second: char) -> Option<char> {
 /// many characters it used. CPython only needs this forward direction,
 /// because its input is always fully decomposed.
 fn compose_hangul(chars: &[char], i: usize) -> Option<(char, usize)> {
-    let l = u32::from(*chars.get(i)?).checked_sub(L_BASE).filter(|&x| x < L_COUNT)?;
-    let v = u32::from(*chars.get(i + 1)?).checked_sub(V_BASE).filter(|&x| x < V_COUNT)?;
+    let l = u32::from(*chars.get(i)?)
+        .checked_sub(L_BASE)
+        .filter(|&x| x < L_COUNT)?;
+    let v = u32::from(*chars.get(i + 1)?)
+        .checked_sub(V_BASE)
+        .filter(|&x| x < V_COUNT)?;
     let mut code = S_BASE + (l * V_COUNT + v) * T_COUNT;
     let mut used = 2;
     if let Some(t) = chars.get(i + 2).map(|&t| u32::from(t)) {
@@ -214,7 +218,10 @@ mod tests {
 
     #[test]
     fn compatibility_characters_fold() {
-        assert_eq!(nfkc("ｅｘａｍｐｌｅ．ｃｏｍ", UnicodeData::Current), "example.com");
+        assert_eq!(
+            nfkc("ｅｘａｍｐｌｅ．ｃｏｍ", UnicodeData::Current),
+            "example.com"
+        );
         assert_eq!(nfkc("ﬁ①", UnicodeData::Current), "fi1");
         assert_eq!(nfkc("＠", UnicodeData::Current), "@");
     }

@@ -234,12 +234,18 @@ impl Compiler<'_> {
             Some(b) if (1..=10_000).contains(&b.value) => b.value as usize,
             Some(b) => {
                 ok = false;
-                self.problem(&b.loc, format!("{} is out of range", b.value), "use a batch size from 1 to 10000");
+                self.problem(
+                    &b.loc,
+                    format!("{} is out of range", b.value),
+                    "use a batch size from 1 to 10000",
+                );
                 16
             }
         };
-        let task_fields: Option<Vec<String>> =
-            s.task_fields.as_ref().map(|f| f.iter().map(|a| a.value.clone()).collect());
+        let task_fields: Option<Vec<String>> = s
+            .task_fields
+            .as_ref()
+            .map(|f| f.iter().map(|a| a.value.clone()).collect());
         let mut templates_ok = true;
         let mut template = |at: &At<String>| -> Option<Template> {
             let t = self.template(at);
@@ -267,7 +273,11 @@ impl Compiler<'_> {
         };
         if let (Some(m), Some(at)) = (&method, &s.method) {
             if m.fields().is_empty() && !is_http_token(&at.value) {
-                self.problem(&at.loc, format!("`{}` is not an HTTP method", at.value), "use GET, POST, … or a `{field}` template");
+                self.problem(
+                    &at.loc,
+                    format!("`{}` is not an HTTP method", at.value),
+                    "use GET, POST, … or a `{field}` template",
+                );
             }
         }
         let body = s.body.as_ref().and_then(&mut template);
@@ -326,13 +336,21 @@ impl Compiler<'_> {
             IntOrTemplate::Template(s) => {
                 let t = self.template(&At::new(s.clone(), at.loc.clone()))?;
                 if t.fields().is_empty() {
-                    self.problem(&at.loc, format!("\"{s}\" is a string, not a number"), "write a number without quotes, or a \"{field}\" template");
+                    self.problem(
+                        &at.loc,
+                        format!("\"{s}\" is a string, not a number"),
+                        "write a number without quotes, or a \"{field}\" template",
+                    );
                     return None;
                 }
                 if let Some(fields) = known {
                     for f in t.fields() {
                         if !fields.iter().any(|k| k == f) {
-                            self.problem(&at.loc, format!("`{{{f}}}` is not a task field"), format!("task_fields lists: {}", fields.join(", ")));
+                            self.problem(
+                                &at.loc,
+                                format!("`{{{f}}}` is not a task field"),
+                                format!("task_fields lists: {}", fields.join(", ")),
+                            );
                         }
                     }
                 }
@@ -344,7 +362,11 @@ impl Compiler<'_> {
     fn item(&self, item: &ItemFile) -> Option<ItemDef> {
         self.name(&item.name, "item");
         if item.fields.is_empty() {
-            self.problem(&item.name.loc, format!("item `{}` has no fields", item.name.value), "add fields such as `title = \"h1::text\"`");
+            self.problem(
+                &item.name.loc,
+                format!("item `{}` has no fields", item.name.value),
+                "add fields such as `title = \"h1::text\"`",
+            );
         }
         let fields: Vec<Option<Field>> = item.fields.iter().map(|f| self.field(f)).collect();
         Some(ItemDef {
@@ -367,7 +389,10 @@ impl Compiler<'_> {
             [] => {
                 self.problem(
                     &f.name.loc,
-                    format!("field `{}` says nowhere to take its value from", f.name.value),
+                    format!(
+                        "field `{}` says nowhere to take its value from",
+                        f.name.value
+                    ),
                     "add one of css = \"…\", page = \"url\", meta = \"…\" or const = …",
                 );
                 None
@@ -381,20 +406,29 @@ impl Compiler<'_> {
                         "status" => Some(FieldSource::Page(PageValue::Status)),
                         "depth" => Some(FieldSource::Page(PageValue::Depth)),
                         other => {
-                            self.problem(&page.loc, format!("`{other}` is not a page value"), "use \"url\", \"status\" or \"depth\"");
+                            self.problem(
+                                &page.loc,
+                                format!("`{other}` is not a page value"),
+                                "use \"url\", \"status\" or \"depth\"",
+                            );
                             None
                         }
                     }
                 } else if let Some(meta) = &f.meta {
                     Some(FieldSource::Meta(meta.value.clone()))
                 } else {
-                    f.constant.as_ref().map(|c| FieldSource::Const(c.value.clone()))
+                    f.constant
+                        .as_ref()
+                        .map(|c| FieldSource::Const(c.value.clone()))
                 }
             }
             many => {
                 self.problem(
                     &f.name.loc,
-                    format!("field `{}` takes its value from both `{}` and `{}`", f.name.value, many[0], many[1]),
+                    format!(
+                        "field `{}` takes its value from both `{}` and `{}`",
+                        f.name.value, many[0], many[1]
+                    ),
                     "keep one source per field",
                 );
                 None
@@ -406,7 +440,11 @@ impl Compiler<'_> {
             Some("normalize") => Some(Whitespace::Normalize),
             Some("keep") => Some(Whitespace::Keep),
             Some(other) => {
-                self.problem(&f.whitespace.as_ref()?.loc, format!("`{other}` is not a whitespace mode"), "use \"strip\" (default), \"normalize\" or \"keep\"");
+                self.problem(
+                    &f.whitespace.as_ref()?.loc,
+                    format!("`{other}` is not a whitespace mode"),
+                    "use \"strip\" (default), \"normalize\" or \"keep\"",
+                );
                 None
             }
         };
@@ -416,7 +454,11 @@ impl Compiler<'_> {
             Some("float") => Some(FieldType::Float),
             Some("bool") => Some(FieldType::Bool),
             Some(other) => {
-                self.problem(&f.kind.as_ref()?.loc, format!("`{other}` is not a field type"), "use \"string\", \"int\", \"float\" or \"bool\"");
+                self.problem(
+                    &f.kind.as_ref()?.loc,
+                    format!("`{other}` is not a field type"),
+                    "use \"string\", \"int\", \"float\" or \"bool\"",
+                );
                 None
             }
         };
@@ -465,7 +507,14 @@ impl Compiler<'_> {
         let follow: Vec<Option<Follow>> = r.follow.iter().map(|f| self.follow(f, rules)).collect();
         if r.extract.is_empty() && r.follow.is_empty() {
             if let Some(name) = &r.name {
-                self.problem(&name.loc, format!("rule `{}` neither extracts nor follows anything", name.value), "add `[[rules.extract]]` or `[[rules.follow]]`, or remove the rule");
+                self.problem(
+                    &name.loc,
+                    format!(
+                        "rule `{}` neither extracts nor follows anything",
+                        name.value
+                    ),
+                    "add `[[rules.extract]]` or `[[rules.follow]]`, or remove the rule",
+                );
             }
         }
         Some(Rule {
@@ -481,11 +530,19 @@ impl Compiler<'_> {
             (Some(css), None) => self.selector(css).map(LinkSource::Css),
             (None, Some(re)) => self.regex(re).map(LinkSource::Re),
             (Some(_), Some(_)) => {
-                self.problem(&f.loc, "a follow entry has both `css` and `re`", "keep one way of finding links per follow entry");
+                self.problem(
+                    &f.loc,
+                    "a follow entry has both `css` and `re`",
+                    "keep one way of finding links per follow entry",
+                );
                 None
             }
             (None, None) => {
-                self.problem(&f.loc, "a follow entry has no `css` or `re` to find links with", "add e.g. `css = \"a.next::attr(href)\"`");
+                self.problem(
+                    &f.loc,
+                    "a follow entry has no `css` or `re` to find links with",
+                    "add e.g. `css = \"a.next::attr(href)\"`",
+                );
                 None
             }
         };
@@ -494,7 +551,11 @@ impl Compiler<'_> {
         let rule = f.rule.as_ref().map(|r| self.lookup(r, rules, "rule"));
         let depth_limit = match &f.depth_limit {
             Some(d) if d.value < 0 || d.value > u32::MAX as i64 => {
-                self.problem(&d.loc, format!("{} is out of range", d.value), "use a depth of 0 or more");
+                self.problem(
+                    &d.loc,
+                    format!("{} is out of range", d.value),
+                    "use a depth of 0 or more",
+                );
                 return None;
             }
             Some(d) => Some(d.value as u32),
@@ -511,23 +572,38 @@ impl Compiler<'_> {
                     Some(page) => self.regex(page).filter(|re| {
                         let ok = re.captures_len() > 1;
                         if !ok {
-                            self.problem(&page.loc, "the page regex has no capture group", "capture the page number, e.g. '/list/\\d+/(\\d+)'");
+                            self.problem(
+                                &page.loc,
+                                "the page regex has no capture group",
+                                "capture the page number, e.g. '/list/\\d+/(\\d+)'",
+                            );
                         }
                         ok
                     }),
                     None => {
-                        self.problem(&p.loc, "`paginate` has no `page` regex", "add `page = '…(\\d+)'` capturing the page number of a link");
+                        self.problem(
+                            &p.loc,
+                            "`paginate` has no `page` regex",
+                            "add `page = '…(\\d+)'` capturing the page number of a link",
+                        );
                         None
                     }
                 };
                 let max = match &p.max {
                     Some(m) => self.int_source(m, &None),
                     None => {
-                        self.problem(&p.loc, "`paginate` has no `max`", "add `max = 10` or `max = \"{max_page}\"` (a context field)");
+                        self.problem(
+                            &p.loc,
+                            "`paginate` has no `max`",
+                            "add `max = 10` or `max = \"{max_page}\"` (a context field)",
+                        );
                         None
                     }
                 };
-                Some(Paginate { page: page?, max: max? })
+                Some(Paginate {
+                    page: page?,
+                    max: max?,
+                })
             }
             None => None,
         };
@@ -595,17 +671,30 @@ impl Compiler<'_> {
                             );
                         }
                     }
-                    if let Some(IntOrTemplate::Template(t)) = f.paginate.as_ref().and_then(|p| p.max.as_ref()).map(|m| &m.value) {
+                    if let Some(IntOrTemplate::Template(t)) = f
+                        .paginate
+                        .as_ref()
+                        .and_then(|p| p.max.as_ref())
+                        .map(|m| &m.value)
+                    {
                         if let Ok(t) = Template::parse(t) {
                             for field in t.fields().into_iter().filter(|x| !have.contains(*x)) {
-                                let loc = f.paginate.as_ref().and_then(|p| p.max.as_ref()).map(|m| m.loc.clone()).unwrap_or_default();
+                                let loc = f
+                                    .paginate
+                                    .as_ref()
+                                    .and_then(|p| p.max.as_ref())
+                                    .map(|m| m.loc.clone())
+                                    .unwrap_or_default();
                                 self.problem(&loc, format!("`paginate.max` reads `{field}`, but no request reaching `{rule_name}` carries it"), context_hint(have));
                             }
                         }
                     }
                 }
                 for e in &rule.extract {
-                    let item = e.item.as_ref().and_then(|i| file.items.iter().find(|it| it.name.value == i.value));
+                    let item = e
+                        .item
+                        .as_ref()
+                        .and_then(|i| file.items.iter().find(|it| it.name.value == i.value));
                     for field in item.map(|i| i.fields.as_slice()).unwrap_or_default() {
                         if let Some(meta) = &field.meta {
                             if !have.contains(&meta.value) {
@@ -627,7 +716,10 @@ fn context_hint(have: &BTreeSet<String>) -> String {
     if have.is_empty() {
         "requests reaching it carry no context fields".to_string()
     } else {
-        format!("requests reaching it carry: {}", have.iter().cloned().collect::<Vec<_>>().join(", "))
+        format!(
+            "requests reaching it carry: {}",
+            have.iter().cloned().collect::<Vec<_>>().join(", ")
+        )
     }
 }
 
@@ -662,7 +754,10 @@ struct Graph {
 impl Graph {
     fn new(file: &SpiderFile, rules: &[&str], start: Option<&Start>) -> Graph {
         let n = file.rules.len();
-        let index = |at: &Option<At<String>>| at.as_ref().and_then(|a| rules.iter().position(|r| *r == a.value));
+        let index = |at: &Option<At<String>>| {
+            at.as_ref()
+                .and_then(|a| rules.iter().position(|r| *r == a.value))
+        };
         let start_rule = index(&file.start.rule);
         let mut targeted = vec![false; n];
         if let Some(s) = start_rule {
@@ -701,12 +796,18 @@ impl Graph {
                     let provided = match (carry, &known[*src]) {
                         (None, from) => from.clone(),
                         (Some(names), Known::Any) => Known::Set(names.clone()),
-                        (Some(names), Known::Set(have)) => Known::Set(names.intersection(have).cloned().collect()),
+                        (Some(names), Known::Set(have)) => {
+                            Known::Set(names.intersection(have).cloned().collect())
+                        }
                     };
                     k = Some(k.map_or(provided.clone(), |k| k.meet(provided)));
                 }
                 // A request reached by URL matching may carry anything.
-                next.push(if open { Known::Any } else { k.unwrap_or(Known::Any) });
+                next.push(if open {
+                    Known::Any
+                } else {
+                    k.unwrap_or(Known::Any)
+                });
             }
             if next == known {
                 break;

@@ -169,7 +169,10 @@ mod tests {
     #[test]
     fn suggests_close_names_only() {
         let keys = ["allowed_domains", "name", "rules"];
-        assert_eq!(did_you_mean("alowed_domains", keys), Some("allowed_domains"));
+        assert_eq!(
+            did_you_mean("alowed_domains", keys),
+            Some("allowed_domains")
+        );
         assert_eq!(did_you_mean("zzz", keys), None);
     }
 }

@@ -116,11 +116,18 @@ pub struct PaginateFile {
 
 pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
     let name = root.str("name");
-    let name = root.require("name", name, "add `name = \"myspider\"` at the top of the file");
+    let name = root.require(
+        "name",
+        name,
+        "add `name = \"myspider\"` at the top of the file",
+    );
     let allowed_domains = root.str_list("allowed_domains").unwrap_or_default();
     let deny = root.str_list("deny").unwrap_or_default();
     let settings = Overrides::read_section(root);
-    let start = root.table("start").map(|t| read_start(&t)).unwrap_or_default();
+    let start = root
+        .table("start")
+        .map(|t| read_start(&t))
+        .unwrap_or_default();
     let items = match root.table("items") {
         Some(t) => {
             let items = t
@@ -158,7 +165,9 @@ fn read_start(t: &TableReader<'_>) -> StartFile {
                         h.reader().problem(
                             &loc,
                             format!("expected a string, found {}", node.type_name()),
-                            Some("header values are strings; `{field}` inserts a task field".into()),
+                            Some(
+                                "header values are strings; `{field}` inserts a task field".into(),
+                            ),
                         );
                         None
                     }
@@ -197,7 +206,10 @@ fn int_or_template(t: &TableReader<'_>, key: &'static str) -> Option<At<IntOrTem
     }
     t.reader().problem(
         &loc,
-        format!("expected an integer or a \"{{field}}\" template, found {}", node.type_name()),
+        format!(
+            "expected an integer or a \"{{field}}\" template, found {}",
+            node.type_name()
+        ),
         None,
     );
     None
@@ -235,7 +247,8 @@ fn read_field(
     }
     let t = item.as_table(node, loc.clone())?;
     let json = |key: &'static str| {
-        t.node(key).map(|(n, l)| At::new(n.to_json().unwrap_or(Value::Null), l))
+        t.node(key)
+            .map(|(n, l)| At::new(n.to_json().unwrap_or(Value::Null), l))
     };
     let field = FieldFile {
         loc,

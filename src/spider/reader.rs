@@ -49,7 +49,9 @@ impl<'s> Reader<'s> {
     }
 
     pub(crate) fn problem(&self, loc: &Loc, message: impl Into<String>, hint: Option<String>) {
-        let d = self.map.diagnostic(&loc.span, &loc.path, message.into(), hint);
+        let d = self
+            .map
+            .diagnostic(&loc.span, &loc.path, message.into(), hint);
         self.problems.borrow_mut().push(d);
     }
 
@@ -156,7 +158,11 @@ impl<'d> Node<'d> {
             return Some(J::Object(map));
         }
         if let Some(elements) = self.elements() {
-            return elements.into_iter().map(Node::to_json).collect::<Option<Vec<_>>>().map(J::Array);
+            return elements
+                .into_iter()
+                .map(Node::to_json)
+                .collect::<Option<Vec<_>>>()
+                .map(J::Array);
         }
         Some(match self.value()? {
             Value::String(s) => J::String(s.value().clone()),
@@ -284,7 +290,10 @@ impl<'d> TableReader<'d> {
     /// A number; integers are accepted where a float is expected.
     pub(crate) fn float(&self, key: &'static str) -> Option<At<f64>> {
         let (node, loc) = self.get(key)?;
-        match node.as_float().or_else(|| node.as_integer().map(|i| i as f64)) {
+        match node
+            .as_float()
+            .or_else(|| node.as_integer().map(|i| i as f64))
+        {
             Some(f) => Some(At::new(f, loc)),
             None => {
                 self.wrong_type(&loc, "a number", node);

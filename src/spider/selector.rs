@@ -25,7 +25,9 @@ pub struct Selector {
 pub enum Target {
     Elements,
     /// Text nodes: direct children only, or all descendants.
-    Text { descendants: bool },
+    Text {
+        descendants: bool,
+    },
     Attr(String),
 }
 
@@ -186,14 +188,23 @@ mod tests {
             .select(&scraper::Selector::parse("div").unwrap())
             .next()
             .unwrap();
-        assert_eq!(Selector::parse("::attr(data-id)").unwrap().strings(div), ["c1"]);
+        assert_eq!(
+            Selector::parse("::attr(data-id)").unwrap().strings(div),
+            ["c1"]
+        );
         assert_eq!(Selector::parse("::text").unwrap().strings(div), ["hi"]);
     }
 
     #[test]
     fn errors_name_the_problem() {
-        assert!(Selector::parse("div[").unwrap_err().contains("not a valid CSS selector"));
-        assert!(Selector::parse("a::href").unwrap_err().contains("unknown pseudo-element"));
-        assert!(Selector::parse("a ::attr(href)").unwrap_err().contains("space before"));
+        assert!(Selector::parse("div[")
+            .unwrap_err()
+            .contains("not a valid CSS selector"));
+        assert!(Selector::parse("a::href")
+            .unwrap_err()
+            .contains("unknown pseudo-element"));
+        assert!(Selector::parse("a ::attr(href)")
+            .unwrap_err()
+            .contains("space before"));
     }
 }

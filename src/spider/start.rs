@@ -82,12 +82,16 @@ impl Spider {
         let start = &self.start;
         let template = start.url.as_ref().ok_or(StartEntryError::NoTemplate)?;
         let render = |t: &Template, part: &'static str| {
-            t.render(&task).map_err(|m| StartEntryError::MissingField { field: m.0, part })
+            t.render(&task)
+                .map_err(|m| StartEntryError::MissingField { field: m.0, part })
         };
         let url = absolute_http_url(&render(template, "url")?)?;
         let method = render(&start.method, "method")?.trim().to_ascii_uppercase();
         if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase() || b == b'-') {
-            return Err(StartEntryError::BadValue { what: "HTTP method", value: method });
+            return Err(StartEntryError::BadValue {
+                what: "HTTP method",
+                value: method,
+            });
         }
         let body = match &start.body {
             Some(b) => render(b, "body")?,
@@ -102,7 +106,10 @@ impl Spider {
             IntSource::Fixed(p) => *p,
             IntSource::Template(t) => {
                 let raw = render(t, "priority")?;
-                raw.trim().parse().map_err(|_| StartEntryError::BadValue { what: "priority", value: raw })?
+                raw.trim().parse().map_err(|_| StartEntryError::BadValue {
+                    what: "priority",
+                    value: raw,
+                })?
             }
         };
         Ok(Request {
@@ -127,13 +134,23 @@ fn scrapy_redis_request(mut task: Map<String, Value>) -> Result<Request, StartEn
     let mut url = absolute_http_url(&raw_url)?;
     let method = match task.shift_remove("method") {
         Some(Value::String(m)) => m.to_ascii_uppercase(),
-        Some(other) => return Err(StartEntryError::BadValue { what: "HTTP method", value: other.to_string() }),
+        Some(other) => {
+            return Err(StartEntryError::BadValue {
+                what: "HTTP method",
+                value: other.to_string(),
+            })
+        }
         None => "GET".to_string(),
     };
     let meta = match task.shift_remove("meta") {
         Some(Value::Object(m)) => m,
         Some(Value::Null) | None => Map::new(),
-        Some(other) => return Err(StartEntryError::BadValue { what: "meta object", value: other.to_string() }),
+        Some(other) => {
+            return Err(StartEntryError::BadValue {
+                what: "meta object",
+                value: other.to_string(),
+            })
+        }
     };
     let mut headers = Vec::new();
     let mut body = String::new();
@@ -153,7 +170,10 @@ fn scrapy_redis_request(mut task: Map<String, Value>) -> Result<Request, StartEn
         }
         let query = form.finish();
         if method == "POST" {
-            headers.push(("Content-Type".to_string(), "application/x-www-form-urlencoded".to_string()));
+            headers.push((
+                "Content-Type".to_string(),
+                "application/x-www-form-urlencoded".to_string(),
+            ));
             body = query;
         } else if let Ok(mut u) = url::Url::parse(&url) {
             u.set_query(Some(&query));
@@ -176,23 +196,36 @@ mod tests {
     use super::*;
 
     fn bbs() -> Spider {
-        Spider::from_str("spiders/bbs.toml".as_ref(), include_str!("../../spiders/bbs.toml"))
-            .unwrap_or_else(|e| panic!("{e}"))
+        Spider::from_str(
+            "spiders/bbs.toml".as_ref(),
+            include_str!("../../spiders/bbs.toml"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
     fn json_task_renders_the_url_template_and_becomes_context() {
-        let r = bbs().start_request(r#"{"forum_id": "00001", "max_page": 5}"#).unwrap();
+        let r = bbs()
+            .start_request(r#"{"forum_id": "00001", "max_page": 5}"#)
+            .unwrap();
         assert_eq!(r.url, "http://127.0.0.1:8700/list/00001/1");
         assert_eq!((r.method.as_str(), r.depth, r.priority), ("GET", 0, 0));
         assert_eq!(r.rule.as_deref(), Some("list"));
-        assert!(r.dont_filter, "start requests skip the dupefilter, as in scrapy-redis");
-        assert_eq!(Value::Object(r.meta), json!({"forum_id": "00001", "max_page": 5}));
+        assert!(
+            r.dont_filter,
+            "start requests skip the dupefilter, as in scrapy-redis"
+        );
+        assert_eq!(
+            Value::Object(r.meta),
+            json!({"forum_id": "00001", "max_page": 5})
+        );
     }
 
     #[test]
     fn plain_urls_are_made_safe() {
-        let r = bbs().start_request("  http://127.0.0.1:8700/list/00001/1?q=a b ").unwrap();
+        let r = bbs()
+            .start_request("  http://127.0.0.1:8700/list/00001/1?q=a b ")
+            .unwrap();
         assert_eq!(r.url, "http://127.0.0.1:8700/list/00001/1?q=a%20b");
         assert!(r.meta.is_empty());
     }
@@ -209,21 +242,39 @@ mod tests {
             .start_request(r#"{"url": "http://127.0.0.1:8700/search", "method": "post", "q": "x"}"#)
             .unwrap();
         assert_eq!((post.method.as_str(), post.body.as_str()), ("POST", "q=x"));
-        assert!(post.headers.contains(&("Content-Type".into(), "application/x-www-form-urlencoded".into())));
+        assert!(post.headers.contains(&(
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into()
+        )));
     }
 
     #[test]
     fn bad_entries_say_what_is_wrong() {
         let spider = bbs();
         assert_eq!(spider.start_request("   "), Err(StartEntryError::Empty));
-        assert!(matches!(spider.start_request("{not json"), Err(StartEntryError::Json(_))));
-        assert_eq!(spider.start_request("[1]"), Err(StartEntryError::NotObject("an array")));
+        assert!(matches!(
+            spider.start_request("{not json"),
+            Err(StartEntryError::Json(_))
+        ));
+        assert_eq!(
+            spider.start_request("[1]"),
+            Err(StartEntryError::NotObject("an array"))
+        );
         assert_eq!(
             spider.start_request(r#"{"max_page": 5}"#),
-            Err(StartEntryError::MissingField { field: "forum_id".into(), part: "url" })
+            Err(StartEntryError::MissingField {
+                field: "forum_id".into(),
+                part: "url"
+            })
         );
-        assert!(matches!(spider.start_request("ftp://127.0.0.1/x"), Err(StartEntryError::BadUrl { .. })));
-        assert!(matches!(spider.start_request("not a url"), Err(StartEntryError::BadUrl { .. })));
+        assert!(matches!(
+            spider.start_request("ftp://127.0.0.1/x"),
+            Err(StartEntryError::BadUrl { .. })
+        ));
+        assert!(matches!(
+            spider.start_request("not a url"),
+            Err(StartEntryError::BadUrl { .. })
+        ));
     }
 
     #[test]
@@ -245,12 +296,25 @@ match = '/api/'
   item = "x"
 "#;
         let spider = Spider::from_str("api.toml".as_ref(), text).unwrap_or_else(|e| panic!("{e}"));
-        let r = spider.start_request(r#"{"id": 7, "verb": "put", "prio": "3"}"#).unwrap();
-        assert_eq!((r.url.as_str(), r.method.as_str(), r.body.as_str(), r.priority), ("http://127.0.0.1:8700/api/7", "PUT", r#"{"id": "7"}"#, 3));
+        let r = spider
+            .start_request(r#"{"id": 7, "verb": "put", "prio": "3"}"#)
+            .unwrap();
+        assert_eq!(
+            (
+                r.url.as_str(),
+                r.method.as_str(),
+                r.body.as_str(),
+                r.priority
+            ),
+            ("http://127.0.0.1:8700/api/7", "PUT", r#"{"id": "7"}"#, 3)
+        );
         assert_eq!(r.headers, vec![("X-Id".to_string(), "7".to_string())]);
         assert!(matches!(
             spider.start_request(r#"{"id": 7, "verb": "get", "prio": "high"}"#),
-            Err(StartEntryError::BadValue { what: "priority", .. })
+            Err(StartEntryError::BadValue {
+                what: "priority",
+                ..
+            })
         ));
     }
 }

@@ -121,7 +121,9 @@ mod tests {
             t.render(ctx.as_object().unwrap()).unwrap(),
             "http://h/list/00001/3?x={y}"
         );
-        let err = t.render(json!({"page": 1}).as_object().unwrap()).unwrap_err();
+        let err = t
+            .render(json!({"page": 1}).as_object().unwrap())
+            .unwrap_err();
         assert_eq!(err, MissingField("forum_id".into()));
     }
 
