@@ -78,7 +78,15 @@ fn expected_fields(article: &Article, origin: &str) -> Map<String, Value> {
 /// The related-article requests an article page gives, at depth `depth`.
 fn related_requests(news: &News, article: &Article, origin: &str, depth: u32) -> Vec<Value> {
     news.related(article)
-        .map(|other| request(format!("{origin}{}", other.path()), 5, depth, "article", false))
+        .map(|other| {
+            request(
+                format!("{origin}{}", other.path()),
+                5,
+                depth,
+                "article",
+                false,
+            )
+        })
         .collect()
 }
 
@@ -88,7 +96,15 @@ fn front_requests(news: &News, number: usize, origin: &str, depth: u32) -> Vec<V
         .front_page(number)
         .unwrap_or_default()
         .iter()
-        .map(|a| request(format!("{origin}{}", a.path()), 10, depth + 1, "article", false))
+        .map(|a| {
+            request(
+                format!("{origin}{}", a.path()),
+                10,
+                depth + 1,
+                "article",
+                false,
+            )
+        })
         .collect();
     if number < news.front_page_count() && depth < 2 {
         let next = format!("{origin}/news/?page={}", number + 1);
@@ -285,7 +301,10 @@ async fn parse_article_pages_over_http() {
         "1",
     ]);
     let fields = &out["items"][0]["fields"];
-    assert_eq!(fields["headline"], "Bakery chain \"Rise\" expands to five towns");
+    assert_eq!(
+        fields["headline"],
+        "Bakery chain \"Rise\" expands to five towns"
+    );
     assert_eq!(fields["image"], Value::Null);
     assert_eq!(fields["tags"], json!(["markets", "food"]));
     assert_eq!(
@@ -311,8 +330,15 @@ async fn parse_article_pages_over_http() {
     assert_eq!(out["filtered"], filtered(1, 0, 0));
 
     let two_authors = &news.articles[5];
-    let out = parsed(&["parse", "spiders/news.toml", &server.url(&two_authors.path())]);
-    assert_eq!(out["items"][0]["fields"]["byline"], "Maya Okafor and Tom Ng");
+    let out = parsed(&[
+        "parse",
+        "spiders/news.toml",
+        &server.url(&two_authors.path()),
+    ]);
+    assert_eq!(
+        out["items"][0]["fields"]["byline"],
+        "Maya Okafor and Tom Ng"
+    );
 
     server.stop().await.unwrap();
 }
@@ -414,7 +440,11 @@ fn start_entries_are_plain_urls_in_a_set() {
         }
     );
     // The rule comes from the URL.
-    let rule = |r: &Request| spider.rule_for(r.rule.as_deref(), &r.url).map(|r| r.name.clone());
+    let rule = |r: &Request| {
+        spider
+            .rule_for(r.rule.as_deref(), &r.url)
+            .map(|r| r.name.clone())
+    };
     assert_eq!(rule(&front).as_deref(), Some("front"));
     let article = News::demo().articles[0].path();
     let direct = spider
