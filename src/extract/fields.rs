@@ -5,6 +5,7 @@
 use scraper::ElementRef;
 use serde_json::{Map, Number, Value};
 
+use super::links::absolute_url;
 use super::Response;
 use crate::request::Request;
 use crate::spider::{Field, FieldSource, FieldType, ItemDef, PageValue, Whitespace};
@@ -15,6 +16,8 @@ pub struct Page<'a> {
     pub request: &'a Request,
     /// The base URL links and URL fields are resolved against.
     pub base: Option<url::Url>,
+    /// The page's character set, which link queries are encoded in.
+    pub encoding: &'static encoding_rs::Encoding,
 }
 
 /// The fields of one item, or why it was dropped.
@@ -44,17 +47,31 @@ pub fn item(
 /// that cannot be converted to the field's type is an error only when the
 /// field is required; otherwise it counts as missing.
 fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option<Value>, String> {
+    let mut raw = source_values(field, scope, page);
+    // A joined field is cleaned as one text, so the whitespace between text
+    // nodes ("in <a>our archive</a>.") separates words as on the page.
+    if let Some(sep) = &field.join {
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        let joined = raw.iter().map(as_text).collect::<Vec<_>>().join(sep);
+        raw = vec![Value::String(joined)];
+    }
     let mut values = Vec::new();
-    for raw in source_values(field, scope, page) {
-        let Value::String(s) = raw else {
-            values.push(raw);
+    for v in raw {
+        let Value::String(s) = v else {
+            values.push(v);
             continue;
         };
         for s in capture(field, clean(&s, field.whitespace)) {
             if s.is_empty() {
                 continue;
             }
-            values.push(Value::String(if field.url { resolve(&s, page) } else { s }));
+            if !field.url {
+                values.push(Value::String(s));
+            } else if let Ok(u) = absolute_url(page.base.as_ref(), &s, page.encoding, true) {
+                values.push(Value::String(u));
+            }
         }
     }
     let mut typed = Vec::with_capacity(values.len());
@@ -67,20 +84,7 @@ fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option
             Err(_) => {}
         }
     }
-    Ok(if let Some(sep) = &field.join {
-        (!typed.is_empty()).then(|| {
-            Value::String(
-                typed
-                    .iter()
-                    .map(|v| match v {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(sep),
-            )
-        })
-    } else if field.all {
+    Ok(if field.all && field.join.is_none() {
         (!typed.is_empty()).then_some(Value::Array(typed))
     } else {
         typed.into_iter().next()
@@ -135,11 +139,11 @@ fn capture(field: &Field, s: String) -> Vec<String> {
     out
 }
 
-fn resolve(s: &str, page: &Page<'_>) -> String {
-    page.base
-        .as_ref()
-        .and_then(|b| b.join(s).ok())
-        .map_or_else(|| s.to_string(), |u| u.to_string())
+fn as_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// Converts one value; the error shows the value that did not fit.

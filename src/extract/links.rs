@@ -33,6 +33,46 @@ pub fn base_url(doc: &Html, page_url: &str) -> Option<url::Url> {
     Some(base.unwrap_or(page))
 }
 
+/// Why a link is not a URL to request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotALink {
+    /// Empty, or only a fragment of the same page (`#top`).
+    Fragment,
+    /// Not http(s) (`mailto:`, `javascript:`, …), or not a URL at all.
+    Scheme,
+}
+
+/// Resolves `href` as a browser does: against `base`, with the query
+/// percent-encoded in the page's `encoding`, then brought into w3lib's safe
+/// form. The fragment is kept only when `keep_fragment` is set.
+pub fn absolute_url(
+    base: Option<&url::Url>,
+    href: &str,
+    encoding: &'static Encoding,
+    keep_fragment: bool,
+) -> Result<String, NotALink> {
+    // HTML strips ASCII whitespace around attribute URLs.
+    let href = href.trim_matches(|c: char| c.is_ascii_whitespace());
+    if href.is_empty() || href.starts_with('#') {
+        return Err(NotALink::Fragment);
+    }
+    let encoding = encoding.output_encoding();
+    let encode: &dyn Fn(&str) -> std::borrow::Cow<'_, [u8]> = &|s| encoding.encode(s).0;
+    let joined = url::Url::options()
+        .base_url(base)
+        .encoding_override(Some(encode))
+        .parse(href);
+    match joined {
+        Ok(mut u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+            if !keep_fragment {
+                u.set_fragment(None);
+            }
+            Ok(safe_url_string(u.as_str(), encoding_rs::UTF_8))
+        }
+        _ => Err(NotALink::Scheme),
+    }
+}
+
 /// The `href` of a link element, and of the links inside it (Scrapy's
 /// LinkExtractor `restrict_css`).
 fn element_links(el: ElementRef<'_>, out: &mut Vec<String>) {
@@ -49,22 +89,15 @@ fn element_links(el: ElementRef<'_>, out: &mut Vec<String>) {
 pub struct Follower<'a> {
     spider: &'a Spider,
     page: &'a Page<'a>,
-    encoding: &'static Encoding,
     filtered: &'a mut Filtered,
     seen: HashSet<String>,
 }
 
 impl<'a> Follower<'a> {
-    pub fn new(
-        spider: &'a Spider,
-        page: &'a Page<'a>,
-        encoding: &'static Encoding,
-        filtered: &'a mut Filtered,
-    ) -> Self {
+    pub fn new(spider: &'a Spider, page: &'a Page<'a>, filtered: &'a mut Filtered) -> Self {
         Follower {
             spider,
             page,
-            encoding: encoding.output_encoding(),
             filtered,
             seen: HashSet::new(),
         }
@@ -134,24 +167,13 @@ impl<'a> Follower<'a> {
     /// The absolute, safe URL of a link, or `None` (counted) when it is not
     /// one to crawl.
     fn resolve(&mut self, href: &str) -> Option<String> {
-        // HTML strips ASCII whitespace around attribute URLs.
-        let href = href.trim_matches(|c: char| c.is_ascii_whitespace());
-        if href.is_empty() || href.starts_with('#') {
-            self.filtered.fragment += 1;
-            return None;
-        }
-        let encoding = self.encoding;
-        let encode: &dyn Fn(&str) -> std::borrow::Cow<'_, [u8]> = &|s| encoding.encode(s).0;
-        let joined = url::Url::options()
-            .base_url(self.page.base.as_ref())
-            .encoding_override(Some(encode))
-            .parse(href);
-        match joined {
-            Ok(mut u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
-                u.set_fragment(None);
-                Some(safe_url_string(u.as_str(), encoding_rs::UTF_8))
+        match absolute_url(self.page.base.as_ref(), href, self.page.encoding, false) {
+            Ok(url) => Some(url),
+            Err(NotALink::Fragment) => {
+                self.filtered.fragment += 1;
+                None
             }
-            _ => {
+            Err(NotALink::Scheme) => {
                 self.filtered.scheme += 1;
                 None
             }

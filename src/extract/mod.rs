@@ -81,6 +81,10 @@ pub struct Extraction {
     /// The character set the page was read with.
     pub encoding: &'static str,
     pub charset_source: charset::CharsetSource,
+    /// Set when the page was not extracted because of its HTTP status (not
+    /// 2xx nor in `httperror_allowed_codes`), as Scrapy ignores such pages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignored_status: Option<u16>,
     pub items: Vec<Item>,
     pub dropped: Vec<Dropped>,
     pub requests: Vec<Request>,
@@ -94,11 +98,19 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
         rule: None,
         encoding: decoded.encoding.name(),
         charset_source: decoded.source,
+        ignored_status: None,
         items: Vec::new(),
         dropped: Vec::new(),
         requests: Vec::new(),
         filtered: Filtered::default(),
     };
+    // Scrapy's HttpErrorMiddleware: only 2xx pages reach the spider, unless
+    // the spider allows the status.
+    let status = response.status;
+    if !(200..300).contains(&status) && !spider.settings.httperror_allowed_codes.contains(&status) {
+        out.ignored_status = Some(status);
+        return out;
+    }
     let Some(rule) = spider.rule_for(request.rule.as_deref(), response.url) else {
         return out;
     };
@@ -108,6 +120,7 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
         response,
         request,
         base: links::base_url(&doc, response.url),
+        encoding: decoded.encoding,
     };
     for ex in &rule.extract {
         let def = &spider.items[ex.item];
@@ -135,7 +148,7 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
             }
         }
     }
-    let mut follower = links::Follower::new(spider, &page, decoded.encoding, &mut out.filtered);
+    let mut follower = links::Follower::new(spider, &page, &mut out.filtered);
     for follow in &rule.follow {
         follower.follow(follow, &doc, &decoded.text, &mut out.requests);
     }

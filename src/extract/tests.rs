@@ -176,12 +176,6 @@ fn base_href_is_honoured() {
 
 /// The post item the bbs spider must produce for `post`.
 fn expected_post(post: &demo::Post) -> Value {
-    let body: Vec<String> = post
-        .body_text_nodes()
-        .iter()
-        .map(|t| normalized(t))
-        .filter(|t| !t.is_empty())
-        .collect();
     json!({
         "kind": "post",
         "post_id": post.id,
@@ -190,7 +184,7 @@ fn expected_post(post: &demo::Post) -> Value {
         "author": post.author.trim(),
         "posted": post.posted,
         "views": post.views,
-        "body": body.join(" "),
+        "body": normalized(&post.body_text()),
         "url": format!("{HOST}/post/{}", post.id),
     })
 }
@@ -277,19 +271,54 @@ fn comment_pages_give_one_item_per_comment() {
 #[test]
 fn a_page_missing_required_fields_drops_the_item_and_says_why() {
     let (spider, site) = (bbs(), Site::demo());
-    let x = page(
-        &spider,
-        &site,
-        "/post/999999",
-        Some("post"),
-        json!({"forum_id": "00001"}),
-    );
+    // The forum index is a 200 page with none of a post's fields.
+    let x = page(&spider, &site, "/", Some("post"), json!({"forum_id": "00001"}));
     assert!(x.items.is_empty());
     assert_eq!(x.dropped.len(), 1);
-    assert_eq!(x.dropped[0].reason, "required field `title` is missing");
+    assert_eq!(x.dropped[0].reason, "required field `post_id` is missing");
     // No context: the required forum_id is missing too, still no crash.
     let x = page(&spider, &site, "/post/1001", Some("post"), json!({}));
     assert_eq!(x.dropped[0].reason, "required field `forum_id` is missing");
+}
+
+#[test]
+fn error_pages_are_ignored_unless_allowed() {
+    let (mut spider, site) = (bbs(), Site::demo());
+    let x = page(&spider, &site, "/post/999999", Some("post"), json!({"forum_id": "00001"}));
+    assert_eq!(x.ignored_status, Some(404));
+    assert_eq!((x.rule, x.items.len(), x.dropped.len()), (None, 0, 0));
+    spider.settings.httperror_allowed_codes = vec![404];
+    let x = page(&spider, &site, "/post/999999", Some("post"), json!({"forum_id": "00001"}));
+    assert_eq!((x.ignored_status, x.dropped.len()), (None, 1));
+}
+
+#[test]
+fn joined_text_keeps_the_pages_word_spacing() {
+    let spider = Spider::from_str(
+        "j.toml".as_ref(),
+        r#"
+name = "j"
+[items.p]
+text = { css = "p ::text", join = "", whitespace = "normalize" }
+spaced = { css = "p ::text", join = "|" }
+img = { css = "img::attr(src)", url = true }
+[[rules]]
+name = "p"
+match = '.'
+  [[rules.extract]]
+  item = "p"
+"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let html = "<meta charset=gbk><p>in <a>our\n archive</a>.</p><p> Next</p><img src='i/图.png?q=图#f'>";
+    let body = encoding_rs::GBK.encode(html).0;
+    let request = Request::get("http://127.0.0.1:8700/a/b");
+    let x = extract(&spider, &request, &Response { url: &request.url, status: 200, headers: &[], body: &body });
+    let f = &x.items[0].fields;
+    assert_eq!(f["text"], "in our archive. Next");
+    assert_eq!(f["spaced"], "in |our\n archive|.| Next");
+    // Resolved like a link: UTF-8 path, GBK query, fragment kept.
+    assert_eq!(f["img"], "http://127.0.0.1:8700/a/i/%E5%9B%BE.png?q=%CD%BC#f");
 }
 
 #[test]
