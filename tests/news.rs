@@ -406,18 +406,28 @@ fn extractor_leaves_tag_pages_alone_and_drops_headless_articles() {
     assert_eq!(x.rule, None);
     assert!(x.items.is_empty() && x.requests.is_empty());
 
-    // A page without a headline (here the 404 page, handled as an article
-    // because the request names the rule) drops the item, with the reason.
+    // A 404 page is not extracted at all (Scrapy's HttpError handling).
     let request = Request {
         rule: Some("article".to_owned()),
         ..Request::get(&format!("{ORIGIN}/news/2026/03/no-such-story.html"))
     };
     let (status, x) = extract_page(&spider, &site, &request);
     assert_eq!(status, 404);
+    assert_eq!(x.ignored_status, Some(404));
+    assert!(x.items.is_empty() && x.dropped.is_empty());
+
+    // A 200 page without a headline (a tag page, handled as an article
+    // because the request names the rule) drops the item, with the reason.
+    let request = Request {
+        rule: Some("article".to_owned()),
+        ..Request::get(&format!("{ORIGIN}/news/tag/transport"))
+    };
+    let (status, x) = extract_page(&spider, &site, &request);
+    assert_eq!(status, 200);
     assert!(x.items.is_empty());
     assert_eq!(x.dropped.len(), 1);
     assert_eq!(x.dropped[0].item, "article");
-    assert_eq!(x.dropped[0].reason, "required field `headline` is missing");
+    assert_eq!(x.dropped[0].reason, "required field `slug` is missing");
 }
 
 #[test]
