@@ -36,6 +36,21 @@ pub enum FetchError {
     TooLarge { url: String, limit: u64 },
 }
 
+impl FetchError {
+    /// A short name for stats (`downloader/exception_type_count/<kind>`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FetchError::Client(_) => "ClientError",
+            FetchError::Scheme(_) => "UnsupportedScheme",
+            FetchError::Method { .. } => "InvalidMethod",
+            FetchError::Http { source, .. } if source.is_timeout() => "TimeoutError",
+            FetchError::Http { source, .. } if source.is_connect() => "ConnectionRefusedError",
+            FetchError::Http { .. } => "ResponseFailed",
+            FetchError::TooLarge { .. } => "ResponseTooLarge",
+        }
+    }
+}
+
 /// Builds the HTTP client for a spider's settings.
 pub fn client(settings: &Settings) -> Result<reqwest::Client, FetchError> {
     reqwest::Client::builder()

@@ -13,9 +13,14 @@
 //! - [`request`]: the request that travels between stages (JSON on the wire).
 //! - [`fingerprint`]: scrapy-redis compatible request fingerprints (w3lib's
 //!   `safe_url_string` and `canonicalize_url`).
+//! - [`frontier`]: the shared crawl in Redis: start entries, the request
+//!   queue with leases, the dupefilter, items and stats, each change one
+//!   atomic script.
 //! - [`fetch`]: the HTTP download of one request.
 //! - [`extract`]: pure page-in, items-and-links-out extraction, including
 //!   charset decoding.
+//! - [`worker`]: the loop that leases, downloads, extracts and commits,
+//!   per spider, with shutdown and Redis-outage handling.
 //! - [`demo`]: the bundled demo forum (site model, pages, HTTP server) used by
 //!   the quick start, the tests and the benchmarks.
 
@@ -25,6 +30,8 @@ pub mod demo;
 pub mod extract;
 pub mod fetch;
 pub mod fingerprint;
+pub mod frontier;
 pub mod request;
 pub mod settings;
 pub mod spider;
+pub mod worker;

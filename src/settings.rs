@@ -399,6 +399,14 @@ settings! {
     cookies_enabled: bool = false;
     /// Allow requests to loopback, private and link-local addresses (the demo forum needs it).
     allow_private_networks: bool = false;
+    /// The Redis holding the crawl (`redis://`, or `rediss://` for TLS; `REDIS_URL` is read too). Its password is never logged.
+    redis_url: String = "redis://127.0.0.1:6379".to_string();
+    /// How long a leased request stays with a worker that stops renewing it (a dead worker's requests return to the queue after this).
+    lease_timeout: Duration = Duration::from_secs(60);
+    /// How often an idle worker looks at the start key for entries pushed without a wake-up (by producers other than crawlworker).
+    idle_recheck: Duration = Duration::from_secs(1);
+    /// How long a stopping worker lets in-flight pages finish before handing them back to the queue.
+    shutdown_grace: Duration = Duration::from_secs(30);
 }
 
 /// Builds the settings for one spider from its layers, lowest first.

@@ -11,13 +11,15 @@ use regex::Regex;
 
 use super::diagnostic::{did_you_mean, syntax_error, LoadError};
 use super::file::{
-    read_spider, FieldFile, FollowFile, IntOrTemplate, ItemFile, RuleFile, SpiderFile, StartFile,
+    read_spider, FieldFile, FollowFile, IntOrTemplate, ItemFile, KeysFile, RuleFile, SpiderFile,
+    StartFile,
 };
 use super::reader::{At, Loc, Reader};
 use super::{
-    Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, LinkSource, MetaCarry,
+    KeyMode, KeySpec, Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, LinkSource, MetaCarry,
     PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template, Whitespace,
 };
+use crate::frontier::keys::KEY_KINDS;
 use crate::settings;
 
 /// Parses and validates spider text; `path` names it in messages.
@@ -141,7 +143,21 @@ impl Compiler<'_> {
             );
         }
         let spider_name = name.map(|n| n.value.clone()).unwrap_or_default();
-        let start = self.start(&file.start, &spider_name, &rule_names);
+        let keys = self.keys(&file.keys);
+        let tagged = match keys.mode {
+            KeyMode::Plain => spider_name.clone(),
+            KeyMode::Cluster => format!("{{{spider_name}}}"),
+        };
+        let start = self.start(&file.start, &tagged, &rule_names);
+        if let (KeyMode::Cluster, Some(k)) = (keys.mode, &file.start.key) {
+            if !k.value.contains(&tagged) {
+                self.problem(
+                    &k.loc,
+                    format!("in cluster mode the start key must contain the hash tag `{tagged}`"),
+                    format!("write e.g. key = \"{tagged}:start_urls\", so every key of the spider is in one slot"),
+                );
+            }
+        }
 
         let graph = Graph::new(file, &rule_names, start.as_ref());
         self.check_reachable(file, &graph);
@@ -158,9 +174,45 @@ impl Compiler<'_> {
             settings: settings::layered(&[&overrides]),
             overrides,
             start: start?,
+            keys,
             items,
             rules,
         })
+    }
+
+    fn keys(&self, k: &KeysFile) -> KeySpec {
+        let mode = match k.mode.as_ref().map(|m| m.value.as_str()) {
+            None | Some("plain") => KeyMode::Plain,
+            Some("cluster") => KeyMode::Cluster,
+            Some(other) => {
+                self.problem(
+                    &k.mode.as_ref().map(|m| m.loc.clone()).unwrap_or_default(),
+                    format!("`{other}` is not a key mode"),
+                    "use \"plain\" (default) or \"cluster\" (Redis Cluster hash tags)",
+                );
+                KeyMode::Plain
+            }
+        };
+        let kinds: Vec<&str> = KEY_KINDS.iter().map(|(k, _, _)| *k).collect();
+        let mut templates = Vec::new();
+        for (kind, template) in &k.templates {
+            if !kinds.contains(&kind.value.as_str()) {
+                let hint = match did_you_mean(&kind.value, kinds.iter().copied()) {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => format!("key kinds: mode, {}", kinds.join(", ")),
+                };
+                self.problem(&kind.loc, format!("unknown key kind `{}`", kind.value), hint);
+            } else if mode == KeyMode::Cluster && !template.value.contains("{name}") {
+                self.problem(
+                    &template.loc,
+                    "in cluster mode a key template must contain `{name}` (it becomes the hash tag)",
+                    "write e.g. \"{name}:requests\"",
+                );
+            } else {
+                templates.push((kind.value.clone(), template.value.clone()));
+            }
+        }
+        KeySpec { mode, templates }
     }
 
     fn domain(&self, at: &At<String>) -> Option<String> {

@@ -18,8 +18,16 @@ pub struct SpiderFile {
     pub deny: Vec<At<String>>,
     pub settings: Overrides,
     pub start: StartFile,
+    pub keys: KeysFile,
     pub items: Vec<ItemFile>,
     pub rules: Vec<RuleFile>,
+}
+
+/// `[keys]`: `mode` and key-name templates by kind.
+#[derive(Debug, Default)]
+pub struct KeysFile {
+    pub mode: Option<At<String>>,
+    pub templates: Vec<(At<String>, At<String>)>,
 }
 
 /// `[start]`: where start entries come from and how they become requests.
@@ -128,6 +136,7 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         .table("start")
         .map(|t| read_start(&t))
         .unwrap_or_default();
+    let keys = root.table("keys").map(|t| read_keys(&t)).unwrap_or_default();
     let items = match root.table("items") {
         Some(t) => {
             let items = t
@@ -148,9 +157,26 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         deny,
         settings,
         start,
+        keys,
         items,
         rules,
     }
+}
+
+fn read_keys(t: &TableReader<'_>) -> KeysFile {
+    let mut keys = KeysFile::default();
+    for (name, node, loc) in t.entries() {
+        match node.as_str() {
+            Some(v) if name.value == "mode" => keys.mode = Some(At::new(v.to_string(), loc)),
+            Some(v) => keys.templates.push((name, At::new(v.to_string(), loc))),
+            None => t.reader().problem(
+                &loc,
+                format!("expected a string, found {}", node.type_name()),
+                Some("write a key name template such as \"{name}:requests\"".into()),
+            ),
+        }
+    }
+    keys
 }
 
 fn read_start(t: &TableReader<'_>) -> StartFile {

@@ -40,8 +40,26 @@ pub struct Spider {
     /// Built-in defaults with the spider's layer applied.
     pub settings: Settings,
     pub start: Start,
+    /// Redis key names (see `frontier::keys`).
+    pub keys: KeySpec,
     pub items: Vec<ItemDef>,
     pub rules: Vec<Rule>,
+}
+
+/// `[keys]`: how the spider's Redis keys are named.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeySpec {
+    pub mode: KeyMode,
+    /// Key kind -> template with `{name}`, for the kinds the file renames.
+    pub templates: Vec<(String, String)>,
+}
+
+/// Plain names, or Redis Cluster names with the spider's hash tag.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeyMode {
+    #[default]
+    Plain,
+    Cluster,
 }
 
 /// How the start key is read.

@@ -1,6 +1,12 @@
 //! The command line: flags parsed by clap, then each command run. Commands
 //! print results on stdout and problems on stderr; the exit code says which
-//! (0 ok, 1 failed, 2 invalid input such as a broken spider).
+//! (0 ok, 1 failed, 2 invalid input such as a broken spider or entry).
+//!
+//! The crawl commands live in [`run`]; the Redis tools (`push-urls`,
+//! `flush`, `stats`) in [`tools`].
+
+mod run;
+mod tools;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -31,8 +37,88 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Where Redis is, for commands that use it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RedisArgs {
+    /// Redis URL (redis:// or rediss://) [default: REDIS_URL, the config file, or redis://127.0.0.1:6379]
+    #[arg(long)]
+    pub redis: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a worker: crawl the spiders' shared crawl from Redis.
+    Run {
+        #[arg(required = true)]
+        spiders: Vec<PathBuf>,
+        #[command(flatten)]
+        redis: RedisArgs,
+        /// Pages this worker downloads at once (concurrent_requests).
+        #[arg(long)]
+        concurrency: Option<u32>,
+        /// Exit after this long without work, e.g. "30s" (default: run forever).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        idle_exit: Option<std::time::Duration>,
+        /// Exit when the whole crawl is finished: nothing queued, nothing in
+        /// flight in any worker, no start entries.
+        #[arg(long)]
+        until_drained: bool,
+    },
+    /// Push start entries (URLs or JSON tasks) to a spider's start key.
+    PushUrls {
+        spider: PathBuf,
+        /// Entries; with none, read --file (or standard input), one per line.
+        entries: Vec<String>,
+        /// Read entries from this file, one per line ("-" for standard input).
+        #[arg(long, short = 'f')]
+        file: Option<PathBuf>,
+        /// Score of the entries when the start key is a sorted set.
+        #[arg(long, default_value_t = 0.0)]
+        priority: f64,
+        /// Push only while the start key holds fewer than N entries; the
+        /// entries left over are printed on standard output.
+        #[arg(long)]
+        max_queue: Option<u64>,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Delete a spider's crawl state in Redis (asks first on a terminal).
+    Flush {
+        spider: PathBuf,
+        /// The request queue and in-flight leases.
+        #[arg(long)]
+        requests: bool,
+        #[arg(long)]
+        dupefilter: bool,
+        #[arg(long)]
+        items: bool,
+        #[arg(long)]
+        stats: bool,
+        #[arg(long)]
+        start_urls: bool,
+        /// Dead letters and failed requests.
+        #[arg(long)]
+        dead: bool,
+        /// Everything above, and the worker list.
+        #[arg(long)]
+        all: bool,
+        /// Remove one URL's fingerprint from the dupefilter (so it is crawled again).
+        #[arg(long, value_name = "URL")]
+        fingerprint: Option<String>,
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Show a crawl's progress: queues, workers and the stats hash.
+    Stats {
+        spider: PathBuf,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
     /// Validate spider files; every problem is reported with file:line:column.
     Check {
         /// Spider files to check.
@@ -99,6 +185,54 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     };
     match cli.command {
+        Command::Run {
+            spiders,
+            redis,
+            concurrency,
+            idle_exit,
+            until_drained,
+        } => {
+            let cli_layer = Overrides {
+                redis_url: redis.redis,
+                concurrent_requests: concurrency,
+                ..Overrides::default()
+            };
+            let rules = crate::worker::StopRules { idle_exit, until_drained };
+            run::run(&config, &spiders, &cli_layer, rules).await
+        }
+        Command::PushUrls {
+            spider,
+            entries,
+            file,
+            priority,
+            max_queue,
+            redis,
+        } => tools::push_urls(&config, &spider, &redis, entries, file, priority, max_queue).await,
+        Command::Flush {
+            spider,
+            requests,
+            dupefilter,
+            items,
+            stats,
+            start_urls,
+            dead,
+            all,
+            fingerprint,
+            yes,
+            redis,
+        } => {
+            let what = tools::FlushWhat {
+                requests: requests || all,
+                dupefilter: dupefilter || all,
+                items: items || all,
+                stats: stats || all,
+                start_urls: start_urls || all,
+                dead: dead || all,
+                workers: all,
+            };
+            tools::flush(&config, &spider, &redis, what, fingerprint, yes).await
+        }
+        Command::Stats { spider, json, redis } => tools::stats(&config, &spider, &redis, json).await,
         Command::Check { spiders } => Ok(check(&spiders)),
         Command::Parse {
             spider,
@@ -158,14 +292,22 @@ pub fn settings_table(markdown: bool) -> String {
 }
 
 /// Loads a spider and layers its settings: built-in < config file < spider
-/// < environment.
-pub fn load_spider(config: &Config, path: &Path) -> anyhow::Result<Result<Spider, LoadError>> {
+/// < environment < `cli`.
+pub fn load_spider(
+    config: &Config,
+    path: &Path,
+    cli: &Overrides,
+) -> anyhow::Result<Result<Spider, LoadError>> {
     let mut spider = match Spider::load(path) {
         Ok(s) => s,
         Err(e) => return Ok(Err(e)),
     };
-    let env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
-    spider.settings = settings::layered(&[&config.settings, &spider.overrides, &env]);
+    let mut env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+    // scrapy-redis reads REDIS_URL; so do we, below our own variable.
+    if env.redis_url.is_none() {
+        env.redis_url = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty());
+    }
+    spider.settings = settings::layered(&[&config.settings, &spider.overrides, &env, cli]);
     Ok(Ok(spider))
 }
 
@@ -202,7 +344,7 @@ async fn parse(
     meta: Option<String>,
     depth: u32,
 ) -> anyhow::Result<ExitCode> {
-    let spider = match load_spider(config, spider_path)? {
+    let spider = match load_spider(config, spider_path, &Overrides::default())? {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");

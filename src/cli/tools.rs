@@ -1,0 +1,267 @@
+//! The Redis tools around a crawl: `push-urls`, `flush` and `stats`.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+
+use super::{load_spider, RedisArgs};
+use crate::config::Config;
+use crate::frontier::redis_url::redact;
+use crate::frontier::{now_secs, Frontier};
+use crate::settings::Overrides;
+use crate::spider::{Spider, StartKind};
+
+/// Loads the spider (exit code 2 when invalid) and connects to its Redis.
+async fn open(config: &Config, path: &Path, redis: &RedisArgs) -> anyhow::Result<Result<(Spider, Frontier), ExitCode>> {
+    let cli = Overrides {
+        redis_url: redis.redis.clone(),
+        ..Overrides::default()
+    };
+    let spider = match load_spider(config, path, &cli)? {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(Err(ExitCode::from(2)));
+        }
+    };
+    let url = &spider.settings.redis_url;
+    let client = redis::Client::open(url.as_str()).map_err(|e| anyhow::anyhow!("invalid Redis address {}: {e}", redact(url)))?;
+    let frontier = Frontier::connect(&client, &spider, "tool", spider.settings.lease_timeout)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach Redis at {}: {}", redact(url), e.source))?;
+    Ok(Ok((spider, frontier)))
+}
+
+fn kind_name(kind: StartKind) -> &'static str {
+    match kind {
+        StartKind::List => "list",
+        StartKind::Set => "set",
+        StartKind::Zset => "zset",
+    }
+}
+
+pub async fn push_urls(
+    config: &Config,
+    path: &Path,
+    redis: &RedisArgs,
+    args: Vec<String>,
+    file: Option<PathBuf>,
+    priority: f64,
+    max_queue: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    if !args.is_empty() && file.is_some() {
+        bail!("give entries as arguments or with --file, not both");
+    }
+    // (line number, entry); line numbers count from 1 in the file or stdin.
+    let lines: Vec<(usize, String)> = if !args.is_empty() {
+        args.into_iter().enumerate().map(|(i, e)| (i + 1, e)).collect()
+    } else {
+        let reader: Box<dyn BufRead> = match &file {
+            Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::new(
+                std::fs::File::open(p).with_context(|| format!("cannot read {}", p.display()))?,
+            )),
+            _ => Box::new(std::io::stdin().lock()),
+        };
+        let mut out = Vec::new();
+        for (i, line) in reader.lines().enumerate() {
+            out.push((i + 1, line.context("cannot read the entries")?));
+        }
+        out
+    };
+    let (spider, frontier) = match open(config, path, redis).await? {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
+    let source = file.as_ref().map_or("argument".to_string(), |f| f.display().to_string());
+    let mut good = Vec::new();
+    let mut bad = 0;
+    for (line, entry) in lines {
+        let entry = entry.trim().to_string();
+        if entry.is_empty() || entry.starts_with('#') {
+            continue;
+        }
+        match spider.start_request(&entry) {
+            Ok(_) => good.push(entry),
+            Err(e) => {
+                bad += 1;
+                eprintln!("{source} {line}: not pushed: {e}");
+            }
+        }
+    }
+    let pushed = frontier
+        .push_start(&good, priority, max_queue)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))? as usize;
+    let left = &good[pushed..];
+    eprintln!(
+        "pushed {pushed} entr{} to {} ({}){}{}",
+        if pushed == 1 { "y" } else { "ies" },
+        frontier.keys.start,
+        kind_name(spider.start.kind),
+        if left.is_empty() { String::new() } else { format!("; {} left over (the start key holds --max-queue entries); printed on stdout", left.len()) },
+        if bad > 0 { format!("; {bad} invalid entr{} not pushed", if bad == 1 { "y" } else { "ies" }) } else { String::new() },
+    );
+    let mut stdout = std::io::stdout().lock();
+    for entry in left {
+        writeln!(stdout, "{entry}")?;
+    }
+    Ok(if bad > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+/// What `flush` deletes.
+#[derive(Debug, Clone, Copy)]
+pub struct FlushWhat {
+    pub requests: bool,
+    pub dupefilter: bool,
+    pub items: bool,
+    pub stats: bool,
+    pub start_urls: bool,
+    pub dead: bool,
+    pub workers: bool,
+}
+
+pub async fn flush(
+    config: &Config,
+    path: &Path,
+    redis: &RedisArgs,
+    what: FlushWhat,
+    fingerprint: Option<String>,
+    yes: bool,
+) -> anyhow::Result<ExitCode> {
+    let (spider, frontier) = match open(config, path, redis).await? {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
+    let k = &frontier.keys;
+    let mut keys: Vec<&str> = Vec::new();
+    if what.requests {
+        keys.extend([k.requests.as_str(), &k.request_data, &k.inflight, &k.leases, &k.sequence]);
+    }
+    if what.dupefilter {
+        keys.push(&k.dupefilter);
+    }
+    if what.items {
+        keys.push(&k.items);
+    }
+    if what.stats {
+        keys.push(&k.stats);
+    }
+    if what.start_urls {
+        keys.push(&k.start);
+    }
+    if what.dead {
+        keys.extend([k.dead.as_str(), &k.failed]);
+    }
+    if what.workers {
+        keys.push(&k.workers);
+    }
+    if keys.is_empty() && fingerprint.is_none() {
+        bail!("say what to delete: --requests, --dupefilter, --items, --stats, --start-urls, --dead, --all, or --fingerprint URL");
+    }
+    if !yes && !keys.is_empty() {
+        if !std::io::stdin().is_terminal() {
+            bail!("flush deletes crawl state; pass --yes to confirm when not on a terminal");
+        }
+        eprint!("Delete {} of spider `{}` in {}? [y/N] ", keys.join(", "), spider.name, redact(&spider.settings.redis_url));
+        std::io::stderr().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("nothing deleted");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let err = |e: crate::frontier::FrontierError| anyhow::anyhow!("{e}");
+    for key in &keys {
+        let n = frontier.size_of(key).await.map_err(err)?;
+        frontier.delete(&[key]).await.map_err(err)?;
+        println!("deleted {key} ({n} entries)");
+    }
+    if let Some(url) = fingerprint {
+        let fp = crate::request::Request::get(&url).fingerprint();
+        if frontier.forget_fingerprint(&fp).await.map_err(err)? {
+            println!("removed fingerprint {fp} of {url} from {}", k.dupefilter);
+        } else {
+            println!("fingerprint {fp} of {url} was not in {}", k.dupefilter);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn stats(config: &Config, path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Result<ExitCode> {
+    let (spider, frontier) = match open(config, path, redis).await? {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
+    let err = |e: crate::frontier::FrontierError| anyhow::anyhow!("{e}");
+    let status = frontier.status().await.map_err(err)?;
+    let mut stats = frontier.stats().await.map_err(err)?;
+    stats.sort();
+    let now = now_secs();
+    // A worker is live while its heartbeat is fresher than a lease.
+    let live_within = spider.settings.lease_timeout.as_secs_f64().max(15.0);
+    let workers: Vec<Value> = frontier
+        .workers()
+        .await
+        .map_err(err)?
+        .into_iter()
+        .filter_map(|(id, info)| {
+            let mut v: Value = serde_json::from_str(&info).ok()?;
+            let age = now - v["heartbeat"].as_f64()?;
+            (age <= live_within).then(|| {
+                v["id"] = Value::String(id);
+                v["seen_seconds_ago"] = json!((age * 10.0).round() / 10.0);
+                v
+            })
+        })
+        .collect();
+    let k = &frontier.keys;
+    if as_json {
+        let stats: serde_json::Map<String, Value> = stats
+            .into_iter()
+            .map(|(f, v)| (f, v.parse::<i64>().map_or(Value::String(v.clone()), Value::from)))
+            .collect();
+        let out = json!({
+            "spider": spider.name,
+            "redis": redact(&spider.settings.redis_url),
+            "queues": status,
+            "keys": k.all().into_iter().map(|(kind, key)| (kind.to_string(), Value::String(key.to_string()))).collect::<serde_json::Map<_, _>>(),
+            "workers": workers,
+            "stats": stats,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut o = String::new();
+    o += &format!("spider {} at {}\n\nqueues\n", spider.name, redact(&spider.settings.redis_url));
+    for (label, n, key) in [
+        ("start entries", status.start, k.start.as_str()),
+        ("queued", status.queued, &k.requests),
+        ("in flight", status.inflight, &k.inflight),
+        ("dead letters", status.dead, &k.dead),
+        ("failed", status.failed, &k.failed),
+        ("dupefilter", status.dupefilter, &k.dupefilter),
+        ("items", status.items, &k.items),
+    ] {
+        o += &format!("  {label:<14} {n:>10}  {key}\n");
+    }
+    o += &format!("\nworkers ({} live)\n", workers.len());
+    for w in &workers {
+        o += &format!(
+            "  {}  pages {}  started {}  seen {}s ago\n",
+            w["id"].as_str().unwrap_or("?"),
+            w["pages"],
+            w["started"].as_str().unwrap_or("?"),
+            w["seen_seconds_ago"]
+        );
+    }
+    o += "\nstats\n";
+    for (f, v) in &stats {
+        o += &format!("  {f:<48} {v}\n");
+    }
+    print!("{o}");
+    Ok(ExitCode::SUCCESS)
+}

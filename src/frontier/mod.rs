@@ -1,0 +1,593 @@
+//! The frontier: the only module that knows Redis key names and scripts.
+//!
+//! Every state change is one Lua script, so it happens whole or not at all:
+//!
+//! - [`Frontier::claim_start`] removes start entries and enqueues their
+//!   requests in the same step (an entry another worker claimed first is
+//!   skipped);
+//! - [`Frontier::lease`] moves requests from the queue into the in-flight
+//!   set with a deadline, after returning expired leases to the queue;
+//! - [`Frontier::commit`] releases one page's lease and, only if the lease is
+//!   still this worker's, enqueues its new requests through the dupefilter,
+//!   pushes its items and counts its stats — so items are pushed exactly once
+//!   even when workers die at any instant;
+//! - [`Frontier::renew`] and [`Frontier::release`] extend leases and hand
+//!   them back.
+//!
+//! Scripts live in `scripts/*.lua`, each prefixed with `prelude.lua`.
+
+pub mod keys;
+pub mod redis_url;
+pub mod wake;
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::Script;
+use serde_json::json;
+
+pub use keys::Keys;
+
+use crate::request::Request;
+use crate::spider::{Spider, StartKind};
+
+/// The largest request JSON the queue holds; larger ones are refused where
+/// they are made and set aside where they are found.
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// Priorities are clamped to this range so the queue score stays exact.
+pub const MAX_PRIORITY: i64 = 4095;
+
+/// Everything a dead-letter entry shows of the entry it sets aside.
+const PREVIEW_BYTES: usize = 1024;
+
+struct Scripts {
+    lease: Script,
+    commit: Script,
+    claim_start: Script,
+    renew: Script,
+    release: Script,
+    status: Script,
+    push_start: Script,
+}
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{}\n{body}", include_str!("scripts/prelude.lua")))
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    lease: script(include_str!("scripts/lease.lua")),
+    commit: script(include_str!("scripts/commit.lua")),
+    claim_start: script(include_str!("scripts/claim_start.lua")),
+    renew: script(include_str!("scripts/renew.lua")),
+    release: script(include_str!("scripts/release.lua")),
+    status: script(include_str!("scripts/status.lua")),
+    push_start: script(include_str!("scripts/push_start.lua")),
+});
+
+/// A Redis operation that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("Redis {op} on `{key}` failed: {source}")]
+pub struct FrontierError {
+    pub op: &'static str,
+    pub key: String,
+    #[source]
+    pub source: redis::RedisError,
+}
+
+impl FrontierError {
+    /// Whether the error is Redis being unreachable (retry later) rather
+    /// than a mistake (report it).
+    pub fn is_outage(&self) -> bool {
+        let e = &self.source;
+        e.is_io_error()
+            || e.is_connection_refusal()
+            || e.is_connection_dropped()
+            || e.is_timeout()
+            || matches!(
+                e.kind(),
+                redis::ErrorKind::BusyLoadingError | redis::ErrorKind::TryAgain | redis::ErrorKind::ClusterDown
+            )
+    }
+}
+
+type Result<T> = std::result::Result<T, FrontierError>;
+
+fn err<'a>(op: &'static str, key: &'a str) -> impl FnOnce(redis::RedisError) -> FrontierError + 'a {
+    move |source| FrontierError {
+        op,
+        key: key.to_string(),
+        source,
+    }
+}
+
+/// One leased request: its id, and the request (or why its JSON was unusable).
+#[derive(Debug, Clone)]
+pub struct Leased {
+    pub id: String,
+    pub request: std::result::Result<Request, String>,
+    pub raw_len: usize,
+}
+
+/// What one page adds to the crawl, committed in one step.
+#[derive(Debug, Clone, Default)]
+pub struct PageResult {
+    pub requests: Vec<Request>,
+    /// Items as JSON objects.
+    pub items: Vec<String>,
+    /// Stats increments (Scrapy names).
+    pub stats: Vec<(String, i64)>,
+    /// Set aside as malformed (dead-letter JSON).
+    pub dead: Option<String>,
+    /// Failed for good (failed-key JSON).
+    pub failed: Option<String>,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    Done { enqueued: u64, filtered: u64 },
+    /// The lease had expired and another worker holds (or finished) the
+    /// request: nothing was written.
+    LeaseLost,
+}
+
+/// A start entry as read, and what it becomes.
+#[derive(Debug, Clone)]
+pub struct StartClaim {
+    pub entry: String,
+    pub outcome: std::result::Result<Request, String>,
+}
+
+/// What claiming start entries did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Claimed {
+    pub claimed: u64,
+    pub enqueued: u64,
+    pub filtered: u64,
+    pub dead: u64,
+}
+
+/// Sizes of a crawl's queues, read in one step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueStatus {
+    pub start: u64,
+    pub queued: u64,
+    pub inflight: u64,
+    pub dead: u64,
+    pub failed: u64,
+    pub dupefilter: u64,
+    pub items: u64,
+}
+
+impl QueueStatus {
+    /// Nothing left to do anywhere in the cluster.
+    pub fn drained(&self) -> bool {
+        self.start == 0 && self.queued == 0 && self.inflight == 0
+    }
+}
+
+/// A dead-letter entry: what was set aside, from where, and why.
+pub fn dead_letter(key: &str, entry: &str, reason: &str) -> String {
+    let mut end = entry.len().min(PREVIEW_BYTES);
+    while !entry.is_char_boundary(end) {
+        end -= 1;
+    }
+    json!({
+        "key": key,
+        "entry": &entry[..end],
+        "bytes": entry.len(),
+        "reason": reason,
+        "time": now_secs(),
+    })
+    .to_string()
+}
+
+/// Seconds since the epoch, for records a person reads.
+pub fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// One spider's view of the shared crawl.
+#[derive(Clone)]
+pub struct Frontier {
+    conn: ConnectionManager,
+    pub keys: Keys,
+    kind: StartKind,
+    /// This worker's id; lease ownership is checked against it.
+    worker: String,
+    lease: Duration,
+}
+
+fn kind_name(kind: StartKind) -> &'static str {
+    match kind {
+        StartKind::List => "list",
+        StartKind::Set => "set",
+        StartKind::Zset => "zset",
+    }
+}
+
+/// The request as the queue stores it.
+fn encode(request: &Request) -> Option<String> {
+    let json = serde_json::to_string(request).ok()?;
+    (json.len() <= MAX_REQUEST_BYTES).then_some(json)
+}
+
+fn fingerprint_arg(request: &Request) -> String {
+    if request.dont_filter {
+        String::new()
+    } else {
+        request.fingerprint()
+    }
+}
+
+impl Frontier {
+    /// Connects to Redis for `spider` as worker `worker`.
+    pub async fn connect(
+        client: &redis::Client,
+        spider: &Spider,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<Frontier> {
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_response_timeout(Duration::from_secs(30))
+            .set_number_of_retries(2)
+            .set_max_delay(2000);
+        let keys = Keys::of(spider);
+        let conn = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(err("connect", &keys.requests))?;
+        Ok(Frontier {
+            conn,
+            keys,
+            kind: spider.start.kind,
+            worker: worker.to_string(),
+            lease,
+        })
+    }
+
+    pub fn worker(&self) -> &str {
+        &self.worker
+    }
+
+    /// Leases up to `max` requests.
+    pub async fn lease(&self, max: usize) -> Result<Vec<Leased>> {
+        let k = &self.keys;
+        let raw: Vec<String> = SCRIPTS
+            .lease
+            .key(&k.requests)
+            .key(&k.request_data)
+            .key(&k.inflight)
+            .key(&k.leases)
+            .key(&k.dead)
+            .key(&k.stats)
+            .arg(&self.worker)
+            .arg(self.lease.as_millis() as u64)
+            .arg(max)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("lease", &k.requests))?;
+        let mut out = Vec::with_capacity(raw.len() / 2);
+        let mut it = raw.into_iter();
+        while let (Some(id), Some(json)) = (it.next(), it.next()) {
+            let request = if json.len() > MAX_REQUEST_BYTES {
+                Err(format!("request is {} bytes, over the {MAX_REQUEST_BYTES}-byte limit", json.len()))
+            } else {
+                serde_json::from_str::<Request>(&json).map_err(|e| format!("request is not valid JSON: {e}"))
+            };
+            let request = request.map_err(|reason| dead_letter(&k.requests, &json, &reason));
+            out.push(Leased {
+                id,
+                raw_len: json.len(),
+                request,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Commits one page (see the module docs).
+    pub async fn commit(&self, id: &str, page: &PageResult) -> Result<Committed> {
+        let k = &self.keys;
+        let requests: Vec<(String, i64, String)> = page
+            .requests
+            .iter()
+            .filter_map(|r| {
+                let json = encode(r)?;
+                Some((fingerprint_arg(r), r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY), json))
+            })
+            .collect();
+        let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
+        let mut invocation = SCRIPTS.commit.prepare_invoke();
+        invocation
+            .key(&k.requests)
+            .key(&k.request_data)
+            .key(&k.inflight)
+            .key(&k.leases)
+            .key(&k.dupefilter)
+            .key(&k.sequence)
+            .key(&k.items)
+            .key(&k.stats)
+            .key(&k.dead)
+            .key(&k.failed)
+            .arg(&self.worker)
+            .arg(id)
+            .arg(&k.wake)
+            .arg(requests.len())
+            .arg(page.items.len())
+            .arg(page.stats.len())
+            .arg(depth)
+            .arg(page.dead.as_deref().unwrap_or(""))
+            .arg(page.failed.as_deref().unwrap_or(""));
+        for (fp, priority, json) in &requests {
+            invocation.arg(fp).arg(priority).arg(json);
+        }
+        for item in &page.items {
+            invocation.arg(item);
+        }
+        for (field, delta) in &page.stats {
+            invocation.arg(field).arg(delta);
+        }
+        let (enqueued, filtered): (i64, i64) = invocation
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("commit", &k.requests))?;
+        Ok(if enqueued < 0 {
+            Committed::LeaseLost
+        } else {
+            Committed::Done {
+                enqueued: enqueued as u64,
+                filtered: filtered as u64,
+            }
+        })
+    }
+
+    /// Extends this worker's leases on `ids`; returns the ids it lost.
+    pub async fn renew(&self, ids: &[String]) -> Result<Vec<String>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        SCRIPTS
+            .renew
+            .key(&self.keys.inflight)
+            .key(&self.keys.leases)
+            .arg(&self.worker)
+            .arg(self.lease.as_millis() as u64)
+            .arg(ids)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("renew", &self.keys.inflight))
+    }
+
+    /// Hands this worker's leases on `ids` back to the queue.
+    pub async fn release(&self, ids: &[String]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        SCRIPTS
+            .release
+            .key(&self.keys.requests)
+            .key(&self.keys.inflight)
+            .key(&self.keys.leases)
+            .arg(&self.worker)
+            .arg(ids)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("release", &self.keys.inflight))
+    }
+
+    /// Reads up to `n` start entries without removing them.
+    pub async fn peek_start(&self, n: usize) -> Result<Vec<String>> {
+        let key = &self.keys.start;
+        let mut conn = self.conn.clone();
+        let n = n.max(1);
+        let entries: Vec<String> = match self.kind {
+            StartKind::List => redis::cmd("LRANGE").arg(key).arg(0).arg(n - 1).query_async(&mut conn).await,
+            StartKind::Set => redis::cmd("SRANDMEMBER").arg(key).arg(n).query_async(&mut conn).await,
+            StartKind::Zset => {
+                redis::cmd("ZRANGE").arg(key).arg(0).arg(n - 1).arg("REV").query_async(&mut conn).await
+            }
+        }
+        .map_err(err("read start entries from", key))?;
+        Ok(entries)
+    }
+
+    /// Claims start entries (see `scripts/claim_start.lua`).
+    pub async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed> {
+        if claims.is_empty() {
+            return Ok(Claimed::default());
+        }
+        let k = &self.keys;
+        let mut invocation = SCRIPTS.claim_start.prepare_invoke();
+        invocation
+            .key(&k.start)
+            .key(&k.requests)
+            .key(&k.request_data)
+            .key(&k.dupefilter)
+            .key(&k.sequence)
+            .key(&k.dead)
+            .key(&k.stats)
+            .arg(kind_name(self.kind))
+            .arg(&k.wake);
+        for c in claims {
+            let outcome = c.outcome.as_ref().map_err(|e| e.clone()).and_then(|r| {
+                encode(r)
+                    .map(|json| (r, json))
+                    .ok_or_else(|| format!("request is over the {MAX_REQUEST_BYTES}-byte limit"))
+            });
+            match outcome {
+                Ok((r, json)) => invocation
+                    .arg(&c.entry)
+                    .arg("req")
+                    .arg(fingerprint_arg(r))
+                    .arg(r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY))
+                    .arg(json),
+                Err(reason) => invocation
+                    .arg(&c.entry)
+                    .arg("dead")
+                    .arg("")
+                    .arg(0)
+                    .arg(dead_letter(&k.start, &c.entry, &reason)),
+            };
+        }
+        let (claimed, enqueued, filtered, dead): (u64, u64, u64, u64) = invocation
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("claim start entries from", &k.start))?;
+        Ok(Claimed {
+            claimed,
+            enqueued,
+            filtered,
+            dead,
+        })
+    }
+
+    /// The queue sizes, read in one step.
+    pub async fn status(&self) -> Result<QueueStatus> {
+        let k = &self.keys;
+        let v: Vec<u64> = SCRIPTS
+            .status
+            .key(&k.start)
+            .key(&k.requests)
+            .key(&k.inflight)
+            .key(&k.dead)
+            .key(&k.failed)
+            .key(&k.dupefilter)
+            .key(&k.items)
+            .arg(kind_name(self.kind))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read the status of", &k.requests))?;
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        Ok(QueueStatus {
+            start: at(0),
+            queued: at(1),
+            inflight: at(2),
+            dead: at(3),
+            failed: at(4),
+            dupefilter: at(5),
+            items: at(6),
+        })
+    }
+
+    /// Pushes start entries (a zset scores them `score`), stopping once the
+    /// start key holds `limit` entries; returns how many were pushed.
+    pub async fn push_start(&self, entries: &[String], score: f64, limit: Option<u64>) -> Result<u64> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        SCRIPTS
+            .push_start
+            .key(&self.keys.start)
+            .arg(kind_name(self.kind))
+            .arg(limit.map_or(-1, |l| l as i64))
+            .arg(score)
+            .arg(&self.keys.wake)
+            .arg(entries)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("push start entries to", &self.keys.start))
+    }
+
+    /// Adds stats increments and sets `start_time` if no worker has yet.
+    pub async fn add_stats(&self, stats: &[(String, i64)], start_time: Option<&str>) -> Result<()> {
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for (field, delta) in stats {
+            pipe.hincr(&self.keys.stats, field, *delta).ignore();
+        }
+        if let Some(t) = start_time {
+            pipe.hset_nx(&self.keys.stats, "start_time", t).ignore();
+        }
+        pipe.query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("update stats in", &self.keys.stats))
+    }
+
+    /// Records this worker's heartbeat.
+    pub async fn heartbeat(&self, info: &str) -> Result<()> {
+        redis::cmd("HSET")
+            .arg(&self.keys.workers)
+            .arg(&self.worker)
+            .arg(info)
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("record heartbeat in", &self.keys.workers))
+    }
+
+    /// Removes this worker from the live list.
+    pub async fn unregister(&self) -> Result<()> {
+        redis::cmd("HDEL")
+            .arg(&self.keys.workers)
+            .arg(&self.worker)
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("unregister from", &self.keys.workers))
+    }
+
+    /// A connection for commands that are not crawl state changes (the
+    /// tools: `push-urls`, `flush`, `stats`).
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    pub fn start_kind(&self) -> StartKind {
+        self.kind
+    }
+
+    /// How many entries `key` holds, whatever its type (0 when absent).
+    pub async fn size_of(&self, key: &str) -> Result<u64> {
+        let mut conn = self.conn.clone();
+        let kind: String = redis::cmd("TYPE").arg(key).query_async(&mut conn).await.map_err(err("read the type of", key))?;
+        let cmd = match kind.as_str() {
+            "list" => "LLEN",
+            "set" => "SCARD",
+            "zset" => "ZCARD",
+            "hash" => "HLEN",
+            "string" => return Ok(1),
+            _ => return Ok(0),
+        };
+        redis::cmd(cmd).arg(key).query_async(&mut conn).await.map_err(err("count the entries of", key))
+    }
+
+    /// Deletes `keys`; returns how many existed.
+    pub async fn delete(&self, keys: &[&str]) -> Result<u64> {
+        redis::cmd("DEL")
+            .arg(keys)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("delete", keys.first().copied().unwrap_or("")))
+    }
+
+    /// Removes one fingerprint from the dupefilter; true if it was there.
+    pub async fn forget_fingerprint(&self, fingerprint: &str) -> Result<bool> {
+        let n: u64 = redis::cmd("SREM")
+            .arg(&self.keys.dupefilter)
+            .arg(fingerprint)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("remove a fingerprint from", &self.keys.dupefilter))?;
+        Ok(n > 0)
+    }
+
+    /// The stats hash.
+    pub async fn stats(&self) -> Result<Vec<(String, String)>> {
+        redis::cmd("HGETALL")
+            .arg(&self.keys.stats)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.stats))
+    }
+
+    /// The workers' heartbeats (worker id, JSON).
+    pub async fn workers(&self) -> Result<Vec<(String, String)>> {
+        redis::cmd("HGETALL")
+            .arg(&self.keys.workers)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.workers))
+    }
+}

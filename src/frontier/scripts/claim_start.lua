@@ -1,0 +1,48 @@
+-- Claim start entries: each entry leaves the start key only in this step,
+-- which also enqueues its request (or sets it aside as a dead letter). An
+-- entry another worker claimed first is skipped.
+--
+-- KEYS: 1 start key, 2 requests, 3 request data, 4 dupefilter, 5 sequence,
+--       6 dead letters, 7 stats
+-- ARGV: 1 start key type (list|set|zset), 2 wake channel, then per entry
+--       five values: the entry as read, 'req' or 'dead', fingerprint ('' for
+--       dont_filter), priority, request JSON or dead-letter JSON.
+-- Returns {claimed, enqueued, filtered, dead}.
+local kind = ARGV[1]
+local claimed, enqueued, filtered, dead = 0, 0, 0, 0
+for i = 3, #ARGV, 5 do
+  local entry = ARGV[i]
+  local removed
+  if kind == 'list' then
+    removed = redis.call('LREM', KEYS[1], 1, entry)
+  elseif kind == 'set' then
+    removed = redis.call('SREM', KEYS[1], entry)
+  else
+    removed = redis.call('ZREM', KEYS[1], entry)
+  end
+  if removed > 0 then
+    claimed = claimed + 1
+    if ARGV[i + 1] == 'dead' then
+      redis.call('RPUSH', KEYS[6], ARGV[i + 4])
+      dead = dead + 1
+    elseif enqueue(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]) == 1 then
+      enqueued = enqueued + 1
+    else
+      filtered = filtered + 1
+    end
+  end
+end
+if enqueued > 0 then
+  redis.call('HINCRBY', KEYS[7], 'scheduler/enqueued/redis', enqueued)
+  redis.call('PUBLISH', ARGV[2], enqueued)
+end
+if filtered > 0 then
+  redis.call('HINCRBY', KEYS[7], 'dupefilter/filtered', filtered)
+end
+if dead > 0 then
+  redis.call('HINCRBY', KEYS[7], 'deadletter/count', dead)
+end
+if claimed > 0 then
+  redis.call('HINCRBY', KEYS[7], 'start_urls/claimed_count', claimed)
+end
+return {claimed, enqueued, filtered, dead}

@@ -1,0 +1,26 @@
+-- One consistent look at a crawl's queues, for `stats` and for
+-- `--until-drained` (a crawl is finished only when all three of start
+-- entries, queued and in-flight are zero at the same instant).
+--
+-- KEYS: 1 start key, 2 requests, 3 in-flight, 4 dead letters, 5 failed,
+--       6 dupefilter, 7 items
+-- ARGV: 1 start key type
+-- Returns {start, queued, inflight, dead, failed, dupefilter, items}.
+local kind = ARGV[1]
+local start
+if kind == 'list' then
+  start = redis.call('LLEN', KEYS[1])
+elseif kind == 'set' then
+  start = redis.call('SCARD', KEYS[1])
+else
+  start = redis.call('ZCARD', KEYS[1])
+end
+return {
+  start,
+  redis.call('ZCARD', KEYS[2]),
+  redis.call('ZCARD', KEYS[3]),
+  redis.call('LLEN', KEYS[4]),
+  redis.call('LLEN', KEYS[5]),
+  redis.call('SCARD', KEYS[6]),
+  redis.call('LLEN', KEYS[7]),
+}

@@ -1,0 +1,68 @@
+//! Wake-ups for idle workers: a pub/sub subscription to the spider's wake
+//! channel, which every step that enqueues work publishes to. An idle worker
+//! waits on it instead of polling, so new work is picked up in milliseconds.
+//! The subscription reconnects by itself when Redis goes away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::Notify;
+
+use super::redis_url::redact;
+
+/// Wakes the waiters whenever work is announced.
+pub struct Wake {
+    notify: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Wake {
+    /// Subscribes to `channel`; keeps the subscription alive in the background.
+    pub fn subscribe(client: redis::Client, channel: String) -> Wake {
+        let notify = Arc::new(Notify::new());
+        let n = notify.clone();
+        let task = tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                match client.get_async_pubsub().await {
+                    Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
+                        Ok(()) => {
+                            backoff = Duration::from_millis(100);
+                            // Something may have been announced while we
+                            // were not listening.
+                            n.notify_waiters();
+                            n.notify_one();
+                            let mut messages = pubsub.on_message();
+                            while messages.next().await.is_some() {
+                                n.notify_waiters();
+                                n.notify_one();
+                            }
+                            tracing::warn!(channel = %channel, "wake-up subscription lost; resubscribing");
+                        }
+                        Err(e) => tracing::warn!(channel = %channel, error = %e, "cannot subscribe to wake-ups; retrying"),
+                    },
+                    Err(e) => tracing::debug!(
+                        redis = %redact(&client.get_connection_info().addr.to_string()),
+                        error = %e,
+                        "wake-up subscription cannot connect; retrying"
+                    ),
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        });
+        Wake { notify, task }
+    }
+
+    /// Waits until work is announced or `timeout` passes.
+    pub async fn wait(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

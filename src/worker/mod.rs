@@ -1,0 +1,329 @@
+//! The worker: one process's share of the crawl. For each spider it holds a
+//! [`SpiderRun`] (its frontier, HTTP client, settings and counters — nothing
+//! process-wide), and runs the loop:
+//!
+//! 1. lease as many requests as there is room for (concurrency minus pages
+//!    in flight); when the queue cannot fill the room, claim start entries;
+//! 2. each leased request becomes a page task: download → extract → commit
+//!    (one atomic step, see [`crate::frontier`]);
+//! 3. with nothing to do, wait for a wake-up from Redis (pub/sub), not a
+//!    poll; `--idle-exit` and `--until-drained` end the loop.
+//!
+//! A background task renews the leases of pages in flight and records the
+//! worker's heartbeat. Redis outages are retried with backoff: the worker
+//! pauses, says so, and resumes when Redis returns, losing nothing (a page
+//! whose lease expired meanwhile is committed by nobody twice: the commit
+//! checks the lease).
+
+mod page;
+mod retry;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::frontier::redis_url::redact;
+use crate::frontier::wake::Wake;
+use crate::frontier::{Frontier, StartClaim};
+use crate::settings::Settings;
+use crate::spider::Spider;
+
+pub use retry::with_redis;
+
+/// How a worker decides to stop on its own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StopRules {
+    /// Exit after this long without work (scrapy-redis's
+    /// MAX_IDLE_TIME_BEFORE_CLOSE).
+    pub idle_exit: Option<Duration>,
+    /// Exit when the whole crawl is finished: nothing queued, nothing in
+    /// flight in any worker, no start entries.
+    pub until_drained: bool,
+}
+
+/// Why the worker stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Shutdown,
+    Idle,
+    Drained,
+}
+
+/// What one spider's loop did.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub spider: String,
+    pub pages: u64,
+    pub reason: StopReason,
+}
+
+/// One spider in this worker.
+pub struct SpiderRun {
+    pub spider: Arc<Spider>,
+    pub settings: Arc<Settings>,
+    frontier: Frontier,
+    client: reqwest::Client,
+    redis: redis::Client,
+    /// Ids of the requests this worker holds leases on.
+    inflight: Arc<Mutex<HashSet<String>>>,
+    pages: Arc<AtomicU64>,
+}
+
+/// The unique id of this worker process, as it appears in `stats`.
+pub fn worker_id() -> String {
+    let host = hostname();
+    let nonce: u32 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{host}:{}:{nonce:08x}", std::process::id())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+impl SpiderRun {
+    /// Connects a spider to Redis, retrying while Redis is unreachable
+    /// until `shutdown` fires.
+    pub async fn connect(
+        spider: Spider,
+        settings: Settings,
+        worker: &str,
+        shutdown: &watch::Receiver<bool>,
+    ) -> anyhow::Result<Option<SpiderRun>> {
+        let shown = redact(&settings.redis_url);
+        let redis = redis::Client::open(settings.redis_url.as_str())
+            .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
+        let client = crate::fetch::client(&settings)?;
+        let mut backoff = retry::Backoff::new();
+        let frontier = loop {
+            match Frontier::connect(&redis, &spider, worker, settings.lease_timeout).await {
+                Ok(f) => break f,
+                Err(e) if e.is_outage() => {
+                    let wait = backoff.next();
+                    tracing::warn!(redis = %shown, error = %e.source, "Redis is unreachable; retrying in {wait:?}");
+                    if retry::sleep_or_shutdown(wait, shutdown).await {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(anyhow::anyhow!("cannot use Redis at {shown}: {e}")),
+            }
+        };
+        Ok(Some(SpiderRun {
+            spider: Arc::new(spider),
+            settings: Arc::new(settings),
+            frontier,
+            client,
+            redis,
+            inflight: Arc::new(Mutex::new(HashSet::new())),
+            pages: Arc::new(AtomicU64::new(0)),
+        }))
+    }
+
+    fn inflight_ids(&self) -> Vec<String> {
+        self.inflight
+            .lock()
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Runs the spider until a stop rule or `shutdown` ends it.
+    pub async fn run(self, rules: StopRules, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<RunSummary> {
+        let name = self.spider.name.clone();
+        let started = now_rfc3339();
+        with_redis("record start time", &shutdown, || self.frontier.add_stats(&[], Some(&started))).await;
+        let wake = Wake::subscribe(self.redis.clone(), self.frontier.keys.wake.clone());
+        let upkeep = self.spawn_upkeep();
+        let concurrency = self.settings.concurrent_requests.max(1) as usize;
+        let batch = self.spider.start.batch_size;
+        let mut tasks: JoinSet<()> = JoinSet::new();
+        let mut idle_since = Instant::now();
+        tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %redact(&self.settings.redis_url), concurrency, "worker started");
+
+        let reason = loop {
+            if *shutdown.borrow() {
+                break StopReason::Shutdown;
+            }
+            let room = concurrency.saturating_sub(tasks.len());
+            let mut got = 0;
+            if room > 0 {
+                let leased = match with_redis("lease requests", &shutdown, || self.frontier.lease(room)).await {
+                    Some(l) => l,
+                    None => continue,
+                };
+                got = leased.len();
+                for l in leased {
+                    if let Ok(mut set) = self.inflight.lock() {
+                        set.insert(l.id.clone());
+                    }
+                    tasks.spawn(page::crawl(self.page_context(), l));
+                }
+                if got < room {
+                    let claimed = self.claim_start(batch.min(room - got), &shutdown).await;
+                    if claimed > 0 {
+                        idle_since = Instant::now();
+                        continue;
+                    }
+                }
+            }
+            if got > 0 || !tasks.is_empty() {
+                idle_since = Instant::now();
+            }
+            if tasks.is_empty() && got == 0 {
+                if rules.until_drained {
+                    if let Some(status) = with_redis("read queue status", &shutdown, || self.frontier.status()).await {
+                        if status.drained() {
+                            break StopReason::Drained;
+                        }
+                    }
+                }
+                if rules.idle_exit.is_some_and(|d| idle_since.elapsed() >= d) {
+                    break StopReason::Idle;
+                }
+                let mut wait = self.settings.idle_recheck;
+                if let Some(d) = rules.idle_exit {
+                    wait = wait.min(d.saturating_sub(idle_since.elapsed()).max(Duration::from_millis(10)));
+                }
+                tokio::select! {
+                    _ = wake.wait(wait) => {}
+                    _ = shutdown.changed() => {}
+                }
+                continue;
+            }
+            // Busy: wait for a page to finish, or for new work if there is room.
+            tokio::select! {
+                _ = tasks.join_next(), if !tasks.is_empty() => {}
+                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < concurrency => {}
+                _ = shutdown.changed() => {}
+            }
+        };
+
+        if reason == StopReason::Shutdown {
+            self.drain(&mut tasks).await;
+        }
+        upkeep.abort();
+        let _ = self.frontier.unregister().await;
+        let pages = self.pages.load(Ordering::Relaxed);
+        tracing::info!(spider = %name, pages, reason = ?reason, "worker stopped");
+        Ok(RunSummary { spider: name, pages, reason })
+    }
+
+    /// Lets pages in flight finish within the grace period, then hands the
+    /// leases of the unfinished ones back to the queue at once.
+    async fn drain(&self, tasks: &mut JoinSet<()>) {
+        let grace = self.settings.shutdown_grace;
+        if !tasks.is_empty() {
+            tracing::info!(pages = tasks.len(), "stopping: letting pages in flight finish (up to {grace:?})");
+        }
+        let finished = tokio::time::timeout(grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        let left = self.inflight_ids();
+        if !left.is_empty() {
+            match self.frontier.release(&left).await {
+                Ok(n) => tracing::info!(handed_back = n, "unfinished pages handed back to the queue"),
+                Err(e) => tracing::warn!(error = %e, "could not hand pages back; their leases expire and other workers take them"),
+            }
+        }
+    }
+
+    /// Reads, converts and claims up to `n` start entries; returns how many
+    /// requests were enqueued.
+    async fn claim_start(&self, n: usize, shutdown: &watch::Receiver<bool>) -> u64 {
+        let Some(entries) = with_redis("read start entries", shutdown, || self.frontier.peek_start(n)).await else {
+            return 0;
+        };
+        if entries.is_empty() {
+            return 0;
+        }
+        let claims: Vec<StartClaim> = entries
+            .into_iter()
+            .map(|entry| {
+                let outcome = self.spider.start_request(&entry).map_err(|e| e.to_string());
+                if let Err(reason) = &outcome {
+                    tracing::warn!(key = %self.frontier.keys.start, entry = %preview(&entry), %reason, "start entry set aside in the dead-letter key");
+                }
+                StartClaim { entry, outcome }
+            })
+            .collect();
+        match with_redis("claim start entries", shutdown, || self.frontier.claim_start(&claims)).await {
+            Some(c) => {
+                tracing::debug!(claimed = c.claimed, enqueued = c.enqueued, filtered = c.filtered, dead = c.dead, "start entries claimed");
+                // Entries claimed but filtered or dead still mean progress.
+                c.enqueued + c.filtered + c.dead
+            }
+            None => 0,
+        }
+    }
+
+    fn page_context(&self) -> page::Context {
+        page::Context {
+            spider: self.spider.clone(),
+            settings: self.settings.clone(),
+            frontier: self.frontier.clone(),
+            client: self.client.clone(),
+            inflight: self.inflight.clone(),
+            pages: self.pages.clone(),
+        }
+    }
+
+    /// Renews leases (every third of the lease timeout) and records the
+    /// heartbeat.
+    fn spawn_upkeep(&self) -> tokio::task::JoinHandle<()> {
+        let frontier = self.frontier.clone();
+        let inflight = self.inflight.clone();
+        let pages = self.pages.clone();
+        let every = (self.settings.lease_timeout / 3).max(Duration::from_millis(100));
+        let started = now_rfc3339();
+        let host = hostname();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let ids: Vec<String> = inflight.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default();
+                match frontier.renew(&ids).await {
+                    Ok(lost) if !lost.is_empty() => tracing::warn!(count = lost.len(), "leases lost (expired while Redis was away?); those pages will not be committed by this worker"),
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e, "lease renewal failed; retrying"),
+                }
+                let info = serde_json::json!({
+                    "host": host,
+                    "pid": std::process::id(),
+                    "started": started,
+                    "pages": pages.load(Ordering::Relaxed),
+                    "heartbeat": crate::frontier::now_secs(),
+                    "version": env!("CARGO_PKG_VERSION"),
+                });
+                let _ = frontier.heartbeat(&info.to_string()).await;
+            }
+        })
+    }
+}
+
+/// The first 200 characters of an entry, for logs.
+pub(crate) fn preview(s: &str) -> String {
+    let mut p: String = s.chars().take(200).collect();
+    if p.len() < s.len() {
+        p.push('…');
+    }
+    p
+}
+
+/// UTC now in RFC 3339 (`2026-11-22T02:50:00Z`), for `start_time`.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}

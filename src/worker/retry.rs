@@ -1,0 +1,89 @@
+//! Riding out Redis outages: an operation that fails because Redis is
+//! unreachable is retried with exponential backoff (capped, with jitter),
+//! logged once per outage, until it succeeds or the worker shuts down.
+//! Errors that are not outages (a wrong key type, a script error) are
+//! logged with the operation and key and also retried, slowly, since they
+//! need a person and crashing would help nobody.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::frontier::FrontierError;
+
+/// Exponential backoff from 100 ms to 5 s with ±25 % jitter.
+pub struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    pub fn new() -> Self {
+        Backoff {
+            next: Duration::from_millis(100),
+        }
+    }
+
+    pub fn next(&mut self) -> Duration {
+        let base = self.next;
+        self.next = (self.next * 2).min(Duration::from_secs(5));
+        let jitter = 0.75 + 0.5 * (f64::from(std::process::id() ^ base.subsec_nanos()) % 1000.0) / 1000.0;
+        base.mul_f64(jitter)
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Sleeps for `d`; returns true if the worker is shutting down.
+pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) -> bool {
+    let mut shutdown = shutdown.clone();
+    if *shutdown.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(d) => *shutdown.borrow(),
+        _ = shutdown.changed() => true,
+    }
+}
+
+/// Runs `op` until it succeeds; `None` when the worker shut down first.
+pub async fn with_redis<T, F, Fut>(what: &str, shutdown: &watch::Receiver<bool>, mut op: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, FrontierError>>,
+{
+    let mut backoff = Backoff::new();
+    let mut failures = 0u32;
+    loop {
+        match op().await {
+            Ok(v) => {
+                if failures > 0 {
+                    tracing::info!("Redis is back; {what} succeeded after {failures} failed attempts");
+                }
+                return Some(v);
+            }
+            Err(e) => {
+                failures += 1;
+                let wait = if e.is_outage() {
+                    backoff.next()
+                } else {
+                    Duration::from_secs(5)
+                };
+                if failures == 1 || failures % 20 == 0 {
+                    if e.is_outage() {
+                        tracing::warn!(error = %e, "cannot {what}: Redis is unreachable; pausing and retrying (nothing is lost)");
+                    } else {
+                        tracing::error!(error = %e, "cannot {what}; retrying in {wait:?}");
+                    }
+                }
+                if sleep_or_shutdown(wait, shutdown).await {
+                    return None;
+                }
+            }
+        }
+    }
+}
