@@ -4,6 +4,7 @@
 mod util;
 
 mod check;
+mod cluster;
 mod fingerprint_cli;
 mod news;
 mod parse;

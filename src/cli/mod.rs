@@ -170,6 +170,9 @@ pub enum DemoCommand {
     Serve {
         #[arg(long, default_value = "127.0.0.1:8700")]
         listen: SocketAddr,
+        /// Delay every response by this long, e.g. "20ms", to watch a crawl progress.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+        latency: std::time::Duration,
     },
     /// Print the demo crawl's start tasks, one JSON object per line.
     Tasks,
@@ -259,7 +262,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo { command } => match command {
-            DemoCommand::Serve { listen } => serve_demo(listen).await,
+            DemoCommand::Serve { listen, latency } => serve_demo(listen, latency).await,
             DemoCommand::Tasks => {
                 for task in demo::demo_tasks() {
                     println!("{task}");
@@ -431,7 +434,7 @@ async fn parse(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve_demo(listen: SocketAddr) -> anyhow::Result<ExitCode> {
+async fn serve_demo(listen: SocketAddr, latency: std::time::Duration) -> anyhow::Result<ExitCode> {
     if !listen.ip().is_loopback() {
         bail!(
             "the demo forum only listens on loopback addresses (127.0.0.0/8 or ::1), not {}",
@@ -441,9 +444,10 @@ async fn serve_demo(listen: SocketAddr) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    eprintln!("crawlworker: demo forum on http://{listen}/ (Ctrl-C stops it)");
+    eprintln!("crawlworker: demo site (forum and news) on http://{listen}/ (Ctrl-C stops it)");
     let site = Arc::new(demo::Site::demo());
-    demo::serve(listener, site, async {
+    let options = demo::ServeOptions { latency };
+    demo::serve_with(listener, site, demo::Hits::default(), options, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await

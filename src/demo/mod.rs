@@ -22,13 +22,14 @@
 //! Nothing here is used by the crawler itself.
 
 pub mod news;
+pub mod expected;
 pub mod pages;
 pub mod server;
 pub mod site;
 
 pub use news::{Article, News, ARTICLES_PER_FRONT_PAGE};
 pub use pages::{render, Page};
-pub use server::{serve, serve_counting, DemoServer, Hits};
+pub use server::{serve, serve_counting, serve_with, DemoServer, Hits, ServeOptions};
 pub use site::{
     demo_forum_tasks, demo_tasks, Charset, Comment, Forum, ForumTask, Inline, Paragraph, Post,
     PostId, Site, COMMENTS_PER_PAGE, POSTS_PER_LIST_PAGE,

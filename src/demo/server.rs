@@ -104,7 +104,18 @@ pub async fn serve_counting(
     hits: Hits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let app = Arc::new(App { site, hits });
+    serve_with(listener, site, hits, ServeOptions::default(), shutdown).await
+}
+
+/// [`serve_counting`] with [`ServeOptions`].
+pub async fn serve_with(
+    listener: TcpListener,
+    site: Arc<Site>,
+    hits: Hits,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let app = Arc::new(App { site, hits, options });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -145,6 +156,15 @@ pub async fn serve_counting(
 struct App {
     site: Arc<Site>,
     hits: Hits,
+    options: ServeOptions,
+}
+
+/// How the server behaves beyond serving the pages.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServeOptions {
+    /// Added before every response, so a crawl lasts long enough for tests
+    /// to kill workers mid-crawl (and the quick start to show progress).
+    pub latency: Duration,
 }
 
 /// Serves one connection until the client closes it or shutdown is
@@ -157,7 +177,13 @@ async fn connection(
 ) {
     let service = service_fn(move |request: Request<Incoming>| {
         let response = respond(&app, &request);
-        async move { Ok::<_, Infallible>(response) }
+        let latency = app.options.latency;
+        async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            Ok::<_, Infallible>(response)
+        }
     });
     let conn = http1::Builder::new()
         .keep_alive(true)
@@ -239,14 +265,23 @@ impl DemoServer {
     /// Binds 127.0.0.1 on a free port and starts serving `site`. Must be
     /// called inside a Tokio runtime.
     pub async fn start(site: impl Into<Arc<Site>>) -> io::Result<DemoServer> {
+        DemoServer::start_with(site, ServeOptions::default()).await
+    }
+
+    /// [`DemoServer::start`] with [`ServeOptions`].
+    pub async fn start_with(
+        site: impl Into<Arc<Site>>,
+        options: ServeOptions,
+    ) -> io::Result<DemoServer> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
         let hits = Hits::default();
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_counting(
+        let task = tokio::spawn(serve_with(
             listener,
             site.into(),
             hits.clone(),
+            options,
             async move {
                 // A dropped sender means the handle is gone: stop as well.
                 let _ = shutdown_rx.await;

@@ -174,19 +174,8 @@ fn base_href_is_honoured() {
     assert_eq!(urls(&x), expected);
 }
 
-/// The post item the bbs spider must produce for `post`.
 fn expected_post(post: &demo::Post) -> Value {
-    json!({
-        "kind": "post",
-        "post_id": post.id,
-        "forum_id": post.forum_id,
-        "title": post.title.trim(),
-        "author": post.author.trim(),
-        "posted": post.posted,
-        "views": post.views,
-        "body": normalized(&post.body_text()),
-        "url": format!("{HOST}/post/{}", post.id),
-    })
+    demo::expected::post_item(post, HOST)
 }
 
 #[test]
@@ -247,17 +236,7 @@ fn comment_pages_give_one_item_per_comment() {
         .comments_on_page(1)
         .unwrap()
         .iter()
-        .map(|c| {
-            json!({
-                "kind": "comment",
-                "comment_id": c.id,
-                "post_id": post.id,
-                "forum_id": "00002",
-                "user": c.user.trim(),
-                "floor": c.floor,
-                "text": normalized(&c.text),
-            })
-        })
+        .map(|c| demo::expected::comment_item(post, c))
         .collect();
     let got: Vec<Value> = x
         .items

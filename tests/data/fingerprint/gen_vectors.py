@@ -470,6 +470,13 @@ ENCODED = [
     ("shift_jis", "http://www.example.jp/", "検索?q=日本語&k=カタカナ"),
     ("shift_jis", "http://www.example.jp/", "?q=～"),
     ("shift_jis", "http://www.example.jp/", "?q=é"),
+    ("shift_jis", "http://www.example.jp/", "?name=髙橋&x=〜&y=¥"),
+    ("shift_jis", "http://www.example.jp/", "?name=髙橋&x=〜&pua=\ue000"),
+    ("euc-jp", "http://www.example.jp/", "?q=丂&r=ß"),
+    ("iso-2022-jp", "http://www.example.jp/", "?q=日本語&r=カナ"),
+    ("iso-2022-jp", "http://www.example.jp/", "?q=①"),
+    ("big5", "http://www.example.hk/", "?q=㐵&r=Ê\u0304&s=€"),
+    ("big5", "http://www.example.hk/", "?q=㐵&r=Ê\u0304Ê"),
     ("euc-jp", "http://www.example.jp/", "?q=日本語"),
     ("euc-kr", "http://www.example.kr/", "?q=한국어&r=똠"),
     ("big5", "http://www.example.tw/", "?q=繁體中文"),
@@ -558,8 +565,14 @@ def random_cases(count, seed):
     return cases
 
 
-ENCODED_LABELS = ["gbk", "gb18030", "windows-1252", "euc-kr", "koi8-u", "windows-1251", "utf-8"]
-TEXT_PIECES = ["中文", "é", "€", "😀", "ü", "a b", "%E9", "привет", "한", "ḿ", "\x81", "'", "ў", "x"]
+ENCODED_LABELS = [
+    "gbk", "gb18030", "windows-1252", "euc-kr", "koi8-u", "windows-1251", "utf-8", "shift_jis",
+    "euc-jp", "big5", "iso-2022-jp",
+]
+TEXT_PIECES = [
+    "中文", "é", "€", "😀", "ü", "a b", "%E9", "привет", "한", "ḿ", "\x81", "'", "ў", "x", "髙", "〜",
+    "¥", "㐵", "Ê\u0304", "丂", "カナ", "¢", "‾", "~", "\\", "日本", "\u2016",
+]
 
 
 def random_encoded_cases(count, seed):
