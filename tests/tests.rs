@@ -6,5 +6,7 @@ mod util;
 mod check;
 mod cluster;
 mod fingerprint_cli;
+mod frontier;
 mod news;
 mod parse;
+mod tools;
