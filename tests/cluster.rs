@@ -21,7 +21,8 @@ fn canonical(v: &Value) -> String {
     fn sort(v: &Value) -> Value {
         match v {
             Value::Object(m) => {
-                let sorted: BTreeMap<&String, Value> = m.iter().map(|(k, v)| (k, sort(v))).collect();
+                let sorted: BTreeMap<&String, Value> =
+                    m.iter().map(|(k, v)| (k, sort(v))).collect();
                 serde_json::to_value(sorted).unwrap_or(Value::Null)
             }
             Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
@@ -35,7 +36,11 @@ fn scraped(redis: &RedisServer) -> Vec<String> {
     let raw: Vec<String> = redis.conn().lrange("bbs:items", 0, -1).unwrap();
     let mut items: Vec<String> = raw
         .iter()
-        .map(|s| canonical(&serde_json::from_str(s).unwrap_or_else(|e| panic!("item is not JSON ({e}): {s}"))))
+        .map(|s| {
+            canonical(
+                &serde_json::from_str(s).unwrap_or_else(|e| panic!("item is not JSON ({e}): {s}")),
+            )
+        })
         .collect();
     items.sort();
     items
@@ -64,8 +69,18 @@ fn assert_exact(got: &[String], want: &[String]) {
         m
     };
     let (g, w) = (count(got), count(want));
-    let missing: Vec<_> = w.iter().filter(|(k, n)| g.get(*k).copied().unwrap_or(0) < **n).map(|(k, _)| k).take(5).collect();
-    let extra: Vec<_> = g.iter().filter(|(k, n)| w.get(*k).copied().unwrap_or(0) < **n).map(|(k, _)| k).take(5).collect();
+    let missing: Vec<_> = w
+        .iter()
+        .filter(|(k, n)| g.get(*k).copied().unwrap_or(0) < **n)
+        .map(|(k, _)| k)
+        .take(5)
+        .collect();
+    let extra: Vec<_> = g
+        .iter()
+        .filter(|(k, n)| w.get(*k).copied().unwrap_or(0) < **n)
+        .map(|(k, _)| k)
+        .take(5)
+        .collect();
     panic!(
         "items differ: got {}, expected {}\nmissing (first 5): {missing:#?}\nextra or doubled (first 5): {extra:#?}",
         got.len(),
@@ -82,10 +97,21 @@ struct Crawl {
 
 impl Crawl {
     async fn new(redis: RedisServer, latency: Duration) -> Crawl {
-        let server = DemoServer::start_with(Site::demo(), ServeOptions { latency }).await.unwrap();
-        let dir = std::env::temp_dir().join(format!("crawlworker-cluster-{}-{}", std::process::id(), server.addr().port()));
+        let server = DemoServer::start_with(Site::demo(), ServeOptions { latency })
+            .await
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "crawlworker-cluster-{}-{}",
+            std::process::id(),
+            server.addr().port()
+        ));
         let spider = spider_for("bbs", &server.base_url(), &dir);
-        Crawl { redis, server, spider, dir }
+        Crawl {
+            redis,
+            server,
+            spider,
+            dir,
+        }
     }
 
     fn spider(&self) -> &str {
@@ -123,7 +149,9 @@ const FAST: &[(&str, &str)] = &[
 async fn three_workers_crawl_the_demo_forum_exactly() {
     let crawl = Crawl::new(RedisServer::start(), Duration::ZERO).await;
     crawl.push_demo_tasks();
-    let workers: Vec<Worker> = (0..3).map(|_| crawl.worker(&["--until-drained"], FAST)).collect();
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| crawl.worker(&["--until-drained"], FAST))
+        .collect();
     for w in workers {
         let (status, log) = w.wait(Duration::from_secs(60));
         assert!(status.success(), "worker failed:\n{log}");
@@ -136,9 +164,20 @@ async fn three_workers_crawl_the_demo_forum_exactly() {
     assert_eq!(crawl.server.total_hits(), 103);
     let mut conn = crawl.redis.conn();
     let stats: BTreeMap<String, String> = conn.hgetall("bbs:stats").unwrap();
-    assert_eq!(stats.get("item_scraped_count").map(String::as_str), Some("243"));
-    assert_eq!(stats.get("downloader/response_status_count/200").map(String::as_str), Some("103"));
-    assert_eq!(stats.get("scheduler/enqueued/redis").map(String::as_str), Some("103"));
+    assert_eq!(
+        stats.get("item_scraped_count").map(String::as_str),
+        Some("243")
+    );
+    assert_eq!(
+        stats
+            .get("downloader/response_status_count/200")
+            .map(String::as_str),
+        Some("103")
+    );
+    assert_eq!(
+        stats.get("scheduler/enqueued/redis").map(String::as_str),
+        Some("103")
+    );
     assert!(stats.contains_key("start_time"));
     // Crawl state is kept when workers close (scrapy-redis's default wipes it).
     assert_eq!(conn.scard::<_, u64>("bbs:dupefilter").unwrap(), 93);
@@ -152,7 +191,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }
@@ -164,7 +206,11 @@ async fn workers_killed_at_random_moments_lose_and_double_nothing() {
     let seed = std::env::var("CRAWLWORKER_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64));
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(7, |d| d.as_nanos() as u64)
+        });
     eprintln!("kill schedule seed: {seed} (set CRAWLWORKER_TEST_SEED to replay)");
     let mut rng = Lcg(seed);
     let args = ["--until-drained", "--concurrency", "3"];
@@ -182,7 +228,10 @@ async fn workers_killed_at_random_moments_lose_and_double_nothing() {
         kills += 1;
         workers.push(crawl.worker(&args, FAST));
     }
-    assert!(kills >= 3, "the crawl ended before enough kills ({kills}); slow the demo server down");
+    assert!(
+        kills >= 3,
+        "the crawl ended before enough kills ({kills}); slow the demo server down"
+    );
     for w in workers {
         let (status, log) = w.wait(Duration::from_secs(90));
         assert!(status.success(), "worker failed:\n{log}");
@@ -193,14 +242,24 @@ async fn workers_killed_at_random_moments_lose_and_double_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_mid_crawl_loses_nothing() {
-    let redis = RedisServer::start_with(&["--save", "", "--appendonly", "yes", "--appendfsync", "always"]);
+    let redis = RedisServer::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
     let mut crawl = Crawl::new(redis, Duration::from_millis(40)).await;
     crawl.push_demo_tasks();
     let args = ["--until-drained", "--concurrency", "4"];
     let workers: Vec<Worker> = (0..3).map(|_| crawl.worker(&args, FAST)).collect();
     tokio::time::sleep(Duration::from_millis(400)).await;
     let before: u64 = crawl.redis.conn().llen("bbs:items").unwrap();
-    assert!(before < 243, "the crawl finished before Redis could be restarted");
+    assert!(
+        before < 243,
+        "the crawl finished before Redis could be restarted"
+    );
     crawl.redis.restart(Duration::from_millis(1500));
     for w in workers {
         let (status, log) = w.wait(Duration::from_secs(90));
@@ -221,25 +280,42 @@ async fn malformed_entries_are_set_aside_and_the_crawl_goes_on() {
     let _: () = conn.hset("bbs:requests:data", "999999", "{broken").unwrap();
     let _: () = conn.zadd("bbs:requests", "999999", 0).unwrap();
     crawl.push_demo_tasks();
-    let (status, log) = crawl.worker(&["--until-drained"], FAST).wait(Duration::from_secs(60));
+    let (status, log) = crawl
+        .worker(&["--until-drained"], FAST)
+        .wait(Duration::from_secs(60));
     assert!(status.success(), "worker failed:\n{log}");
     assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
     let dead: Vec<String> = conn.lrange("bbs:dead", 0, -1).unwrap();
     assert_eq!(dead.len(), 4, "{dead:#?}");
-    let dead: Vec<Value> = dead.iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    let dead: Vec<Value> = dead
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
     let find = |entry: &str| {
         dead.iter()
             .find(|d| d["entry"] == entry)
             .unwrap_or_else(|| panic!("{entry} is not in the dead letters: {dead:#?}"))
     };
     assert_eq!(find("{not json")["key"], "bbs:start_urls");
-    assert!(find("{not json")["reason"].as_str().unwrap().contains("not valid JSON"));
-    assert!(find(r#"{"max_page": 2}"#)["reason"].as_str().unwrap().contains("lacks field `forum_id`"));
+    assert!(find("{not json")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not valid JSON"));
+    assert!(find(r#"{"max_page": 2}"#)["reason"]
+        .as_str()
+        .unwrap()
+        .contains("lacks field `forum_id`"));
     assert_eq!(find("no-such-id")["key"], "bbs:requests");
-    assert!(find("{broken")["reason"].as_str().unwrap().contains("not valid JSON"));
+    assert!(find("{broken")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not valid JSON"));
     let stats: BTreeMap<String, String> = conn.hgetall("bbs:stats").unwrap();
     assert_eq!(stats.get("deadletter/count").map(String::as_str), Some("4"));
-    assert!(log.contains("dead-letter"), "the worker should say where the entry went:\n{log}");
+    assert!(
+        log.contains("dead-letter"),
+        "the worker should say where the entry went:\n{log}"
+    );
     crawl.finish().await;
 }
 
@@ -247,20 +323,35 @@ async fn malformed_entries_are_set_aside_and_the_crawl_goes_on() {
 async fn sigterm_finishes_or_hands_back_pages_and_a_second_worker_completes() {
     let crawl = Crawl::new(RedisServer::start(), Duration::from_millis(200)).await;
     crawl.push_demo_tasks();
-    let env = [("CRAWLWORKER_LEASE_TIMEOUT", "60s"), ("CRAWLWORKER_SHUTDOWN_GRACE", "50ms")];
+    let env = [
+        ("CRAWLWORKER_LEASE_TIMEOUT", "60s"),
+        ("CRAWLWORKER_SHUTDOWN_GRACE", "50ms"),
+    ];
     let w = crawl.worker(&[], &env);
     let mut conn = crawl.redis.conn();
     let started = Instant::now();
     while conn.zcard::<_, u64>("bbs:inflight").unwrap() == 0 {
-        assert!(started.elapsed() < Duration::from_secs(10), "the worker never leased anything:\n{}", w.log());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the worker never leased anything:\n{}",
+            w.log()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     w.terminate();
     let (status, log) = w.wait(Duration::from_secs(10));
     assert!(status.success(), "a graceful stop exits 0:\n{log}");
     // With a 60 s lease, only an explicit hand-back empties the in-flight set.
-    assert_eq!(conn.zcard::<_, u64>("bbs:inflight").unwrap(), 0, "leases were not handed back:\n{log}");
-    assert_eq!(conn.hlen::<_, u64>("bbs:workers").unwrap(), 0, "the worker did not unregister");
+    assert_eq!(
+        conn.zcard::<_, u64>("bbs:inflight").unwrap(),
+        0,
+        "leases were not handed back:\n{log}"
+    );
+    assert_eq!(
+        conn.hlen::<_, u64>("bbs:workers").unwrap(),
+        0,
+        "the worker did not unregister"
+    );
     let (status, log) = crawl
         .worker(&["--until-drained", "--concurrency", "16"], &[])
         .wait(Duration::from_secs(60));
@@ -273,7 +364,9 @@ async fn sigterm_finishes_or_hands_back_pages_and_a_second_worker_completes() {
 async fn idle_exit_stops_a_worker_with_nothing_to_do() {
     let crawl = Crawl::new(RedisServer::start(), Duration::ZERO).await;
     let started = Instant::now();
-    let (status, log) = crawl.worker(&["--idle-exit", "300ms"], &[]).wait(Duration::from_secs(10));
+    let (status, log) = crawl
+        .worker(&["--idle-exit", "300ms"], &[])
+        .wait(Duration::from_secs(10));
     assert!(status.success(), "{log}");
     assert!(started.elapsed() >= Duration::from_millis(300));
     crawl.finish().await;

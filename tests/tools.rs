@@ -24,15 +24,48 @@ fn push_urls_validates_each_entry_and_names_bad_lines() {
         "tasks.txt",
         "{\"forum_id\": \"00001\", \"max_page\": 5}\n# a comment\n\n{\"forum_id\": \"00002\"\nnot a url\n{\"max_page\": 1}\n{\"forum_id\": \"00003\", \"max_page\": 2}\n",
     );
-    let out = crawlworker_with_redis(&redis.url(), &["push-urls", "spiders/bbs.toml", "--file", file.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "invalid entries give exit code 2");
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &[
+            "push-urls",
+            "spiders/bbs.toml",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "invalid entries give exit code 2"
+    );
     let err = stderr(&out);
-    assert!(err.contains(&format!("{} 4: not pushed: the entry is not valid JSON", file.display())), "{err}");
-    assert!(err.contains("5: not pushed: `not a url` is not an absolute http(s) URL"), "{err}");
-    assert!(err.contains("6: not pushed: the task lacks field `forum_id` used by start.url"), "{err}");
-    assert!(err.contains("pushed 2 entries to bbs:start_urls (list); 3 invalid entries not pushed"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} 4: not pushed: the entry is not valid JSON",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("5: not pushed: `not a url` is not an absolute http(s) URL"),
+        "{err}"
+    );
+    assert!(
+        err.contains("6: not pushed: the task lacks field `forum_id` used by start.url"),
+        "{err}"
+    );
+    assert!(
+        err.contains("pushed 2 entries to bbs:start_urls (list); 3 invalid entries not pushed"),
+        "{err}"
+    );
     let pushed: Vec<String> = redis.conn().lrange("bbs:start_urls", 0, -1).unwrap();
-    assert_eq!(pushed, vec![r#"{"forum_id": "00001", "max_page": 5}"#, r#"{"forum_id": "00003", "max_page": 2}"#]);
+    assert_eq!(
+        pushed,
+        vec![
+            r#"{"forum_id": "00001", "max_page": 5}"#,
+            r#"{"forum_id": "00003", "max_page": 2}"#
+        ]
+    );
 }
 
 #[test]
@@ -48,10 +81,19 @@ fn push_urls_reads_stdin_and_respects_max_queue() {
         .spawn()
         .unwrap();
     let urls = "http://127.0.0.1:8700/news/\nhttp://127.0.0.1:8700/news/?page=2\nhttp://127.0.0.1:8700/news/?page=3\n";
-    child.stdin.take().unwrap().write_all(urls.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(urls.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("pushed 2 entries to news:start_urls (set); 1 left over"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("pushed 2 entries to news:start_urls (set); 1 left over"),
+        "{}",
+        stderr(&out)
+    );
     // The leftover is printed, so a producer can push it later.
     assert_eq!(stdout(&out), "http://127.0.0.1:8700/news/?page=3\n");
     assert_eq!(redis.conn().scard::<_, u64>("news:start_urls").unwrap(), 2);
@@ -59,10 +101,20 @@ fn push_urls_reads_stdin_and_respects_max_queue() {
 
 #[test]
 fn push_urls_reports_an_unreachable_redis() {
-    let out = crawlworker_with_redis("redis://:hunter2@127.0.0.1:9", &["push-urls", "spiders/bbs.toml", "http://127.0.0.1:8700/list/1/1"]);
+    let out = crawlworker_with_redis(
+        "redis://:hunter2@127.0.0.1:9",
+        &[
+            "push-urls",
+            "spiders/bbs.toml",
+            "http://127.0.0.1:8700/list/1/1",
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("cannot reach Redis at redis://:***@127.0.0.1:9"), "{err}");
+    assert!(
+        err.contains("cannot reach Redis at redis://:***@127.0.0.1:9"),
+        "{err}"
+    );
     assert!(!err.contains("hunter2"), "the password leaked: {err}");
 }
 
@@ -80,30 +132,65 @@ fn flush_deletes_what_is_asked_and_asks_first() {
     // Not on a terminal and no --yes: refuse, delete nothing.
     let out = crawlworker_with_redis(&redis.url(), &["flush", "spiders/bbs.toml", "--items"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("pass --yes to confirm"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("pass --yes to confirm"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(conn.llen::<_, u64>("bbs:items").unwrap(), 3);
 
-    let out = crawlworker_with_redis(&redis.url(), &["flush", "spiders/bbs.toml", "--items", "--stats", "--yes"]);
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["flush", "spiders/bbs.toml", "--items", "--stats", "--yes"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out), "deleted bbs:items (3 entries)\ndeleted bbs:stats (1 entries)\n");
-    assert_eq!(conn.exists::<_, bool>("bbs:items").unwrap(), false);
+    assert_eq!(
+        stdout(&out),
+        "deleted bbs:items (3 entries)\ndeleted bbs:stats (1 entries)\n"
+    );
+    assert!(!conn.exists::<_, bool>("bbs:items").unwrap());
     assert_eq!(conn.scard::<_, u64>("bbs:dupefilter").unwrap(), 3);
 
-    let out = crawlworker_with_redis(&redis.url(), &["flush", "spiders/bbs.toml", "--fingerprint", url]);
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["flush", "spiders/bbs.toml", "--fingerprint", url],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains(&format!("removed fingerprint {fp}")), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("removed fingerprint {fp}")),
+        "{}",
+        stdout(&out)
+    );
     assert_eq!(conn.scard::<_, u64>("bbs:dupefilter").unwrap(), 2);
-    let out = crawlworker_with_redis(&redis.url(), &["flush", "spiders/bbs.toml", "--fingerprint", url]);
-    assert!(stdout(&out).contains("was not in bbs:dupefilter"), "{}", stdout(&out));
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["flush", "spiders/bbs.toml", "--fingerprint", url],
+    );
+    assert!(
+        stdout(&out).contains("was not in bbs:dupefilter"),
+        "{}",
+        stdout(&out)
+    );
 
     let out = crawlworker_with_redis(&redis.url(), &["flush", "spiders/bbs.toml"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("say what to delete"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("say what to delete"),
+        "{}",
+        stderr(&out)
+    );
 
-    let out = crawlworker_with_redis(&redis.url(), &["flush", "spiders/bbs.toml", "--all", "--yes"]);
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["flush", "spiders/bbs.toml", "--all", "--yes"],
+    );
     assert!(out.status.success());
-    assert!(stdout(&out).contains("deleted bbs:dupefilter (2 entries)"), "{}", stdout(&out));
-    assert_eq!(conn.exists::<_, bool>("bbs:dupefilter").unwrap(), false);
+    assert!(
+        stdout(&out).contains("deleted bbs:dupefilter (2 entries)"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!conn.exists::<_, bool>("bbs:dupefilter").unwrap());
 }
 
 #[test]
@@ -114,7 +201,9 @@ fn stats_shows_queues_workers_and_the_stats_hash() {
     let _: () = conn.rpush("bbs:items", "{}").unwrap();
     let _: () = conn.hset("bbs:stats", "item_scraped_count", 1).unwrap();
     let now = crawlworker::frontier::now_secs();
-    let live = format!(r#"{{"host": "h1", "pid": 7, "started": "2026-11-22T00:00:00Z", "pages": 12, "heartbeat": {now}}}"#);
+    let live = format!(
+        r#"{{"host": "h1", "pid": 7, "started": "2026-11-22T00:00:00Z", "pages": 12, "heartbeat": {now}}}"#
+    );
     let gone = r#"{"host": "h2", "pid": 8, "started": "2026-11-21T00:00:00Z", "pages": 3, "heartbeat": 1000}"#;
     let _: () = conn.hset("bbs:workers", "h1:7:aa", &live).unwrap();
     let _: () = conn.hset("bbs:workers", "h2:8:bb", gone).unwrap();
@@ -129,14 +218,23 @@ fn stats_shows_queues_workers_and_the_stats_hash() {
     assert_eq!(v["keys"]["requests"], "bbs:requests");
     let workers = v["workers"].as_array().unwrap();
     assert_eq!(workers.len(), 1, "only the live worker: {workers:?}");
-    assert_eq!((workers[0]["id"].as_str(), workers[0]["pages"].as_u64()), (Some("h1:7:aa"), Some(12)));
+    assert_eq!(
+        (workers[0]["id"].as_str(), workers[0]["pages"].as_u64()),
+        (Some("h1:7:aa"), Some(12))
+    );
 
     let out = crawlworker_with_redis(&redis.url(), &["stats", "spiders/bbs.toml"]);
     let text = stdout(&out);
-    assert!(text.contains("start entries           2  bbs:start_urls"), "{text}");
+    assert!(
+        text.contains("start entries           2  bbs:start_urls"),
+        "{text}"
+    );
     assert!(text.contains("workers (1 live)"), "{text}");
     assert!(text.contains("item_scraped_count"), "{text}");
 
-    let out = crawlworker_with_redis(&redis.url(), &["stats", "tests/fixtures/spiders/broken/unknown_keys.toml"]);
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["stats", "tests/fixtures/spiders/broken/unknown_keys.toml"],
+    );
     assert_eq!(out.status.code(), Some(2));
 }

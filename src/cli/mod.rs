@@ -173,9 +173,46 @@ pub enum DemoCommand {
         /// Delay every response by this long, e.g. "20ms", to watch a crawl progress.
         #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
         latency: std::time::Duration,
+        #[command(flatten)]
+        size: DemoSize,
     },
     /// Print the demo crawl's start tasks, one JSON object per line.
-    Tasks,
+    Tasks {
+        #[command(flatten)]
+        size: DemoSize,
+    },
+}
+
+/// The bundled demo forum, or a larger generated one (for benchmarks).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct DemoSize {
+    /// Serve a generated forum with this many forums instead of the demo.
+    #[arg(long, requires = "pages")]
+    forums: Option<usize>,
+    /// List pages per generated forum.
+    #[arg(long, requires = "forums")]
+    pages: Option<usize>,
+}
+
+impl DemoSize {
+    fn site(&self) -> demo::Site {
+        match (self.forums, self.pages) {
+            (Some(f), Some(p)) => demo::Site::generate(f, p, 42),
+            _ => demo::Site::demo(),
+        }
+    }
+
+    fn tasks(&self) -> Vec<String> {
+        match (self.forums, self.pages) {
+            (Some(_), Some(p)) => self
+                .site()
+                .forums
+                .iter()
+                .map(|f| serde_json::json!({"forum_id": f.id, "max_page": p}).to_string())
+                .collect(),
+            _ => demo::demo_tasks(),
+        }
+    }
 }
 
 /// Runs a parsed command line.
@@ -200,7 +237,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 concurrent_requests: concurrency,
                 ..Overrides::default()
             };
-            let rules = crate::worker::StopRules { idle_exit, until_drained };
+            let rules = crate::worker::StopRules {
+                idle_exit,
+                until_drained,
+            };
             run::run(&config, &spiders, &cli_layer, rules).await
         }
         Command::PushUrls {
@@ -235,7 +275,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             tools::flush(&config, &spider, &redis, what, fingerprint, yes).await
         }
-        Command::Stats { spider, json, redis } => tools::stats(&config, &spider, &redis, json).await,
+        Command::Stats {
+            spider,
+            json,
+            redis,
+        } => tools::stats(&config, &spider, &redis, json).await,
         Command::Check { spiders } => Ok(check(&spiders)),
         Command::Parse {
             spider,
@@ -262,9 +306,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo { command } => match command {
-            DemoCommand::Serve { listen, latency } => serve_demo(listen, latency).await,
-            DemoCommand::Tasks => {
-                for task in demo::demo_tasks() {
+            DemoCommand::Serve {
+                listen,
+                latency,
+                size,
+            } => serve_demo(listen, latency, size.site()).await,
+            DemoCommand::Tasks { size } => {
+                for task in size.tasks() {
                     println!("{task}");
                 }
                 Ok(ExitCode::SUCCESS)
@@ -434,7 +482,11 @@ async fn parse(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve_demo(listen: SocketAddr, latency: std::time::Duration) -> anyhow::Result<ExitCode> {
+async fn serve_demo(
+    listen: SocketAddr,
+    latency: std::time::Duration,
+    site: demo::Site,
+) -> anyhow::Result<ExitCode> {
     if !listen.ip().is_loopback() {
         bail!(
             "the demo forum only listens on loopback addresses (127.0.0.0/8 or ::1), not {}",
@@ -445,7 +497,7 @@ async fn serve_demo(listen: SocketAddr, latency: std::time::Duration) -> anyhow:
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     eprintln!("crawlworker: demo site (forum and news) on http://{listen}/ (Ctrl-C stops it)");
-    let site = Arc::new(demo::Site::demo());
+    let site = Arc::new(site);
     let options = demo::ServeOptions { latency };
     demo::serve_with(listener, site, demo::Hits::default(), options, async {
         let _ = tokio::signal::ctrl_c().await;

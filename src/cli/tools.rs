@@ -15,7 +15,11 @@ use crate::settings::Overrides;
 use crate::spider::{Spider, StartKind};
 
 /// Loads the spider (exit code 2 when invalid) and connects to its Redis.
-async fn open(config: &Config, path: &Path, redis: &RedisArgs) -> anyhow::Result<Result<(Spider, Frontier), ExitCode>> {
+async fn open(
+    config: &Config,
+    path: &Path,
+    redis: &RedisArgs,
+) -> anyhow::Result<Result<(Spider, Frontier), ExitCode>> {
     let cli = Overrides {
         redis_url: redis.redis.clone(),
         ..Overrides::default()
@@ -28,7 +32,8 @@ async fn open(config: &Config, path: &Path, redis: &RedisArgs) -> anyhow::Result
         }
     };
     let url = &spider.settings.redis_url;
-    let client = redis::Client::open(url.as_str()).map_err(|e| anyhow::anyhow!("invalid Redis address {}: {e}", redact(url)))?;
+    let client = redis::Client::open(url.as_str())
+        .map_err(|e| anyhow::anyhow!("invalid Redis address {}: {e}", redact(url)))?;
     let frontier = Frontier::connect(&client, &spider, "tool", spider.settings.lease_timeout)
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach Redis at {}: {}", redact(url), e.source))?;
@@ -57,7 +62,10 @@ pub async fn push_urls(
     }
     // (line number, entry); line numbers count from 1 in the file or stdin.
     let lines: Vec<(usize, String)> = if !args.is_empty() {
-        args.into_iter().enumerate().map(|(i, e)| (i + 1, e)).collect()
+        args.into_iter()
+            .enumerate()
+            .map(|(i, e)| (i + 1, e))
+            .collect()
     } else {
         let reader: Box<dyn BufRead> = match &file {
             Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::new(
@@ -75,7 +83,9 @@ pub async fn push_urls(
         Ok(x) => x,
         Err(code) => return Ok(code),
     };
-    let source = file.as_ref().map_or("argument".to_string(), |f| f.display().to_string());
+    let source = file
+        .as_ref()
+        .map_or("argument".to_string(), |f| f.display().to_string());
     let mut good = Vec::new();
     let mut bad = 0;
     for (line, entry) in lines {
@@ -101,14 +111,32 @@ pub async fn push_urls(
         if pushed == 1 { "y" } else { "ies" },
         frontier.keys.start,
         kind_name(spider.start.kind),
-        if left.is_empty() { String::new() } else { format!("; {} left over (the start key holds --max-queue entries); printed on stdout", left.len()) },
-        if bad > 0 { format!("; {bad} invalid entr{} not pushed", if bad == 1 { "y" } else { "ies" }) } else { String::new() },
+        if left.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} left over (the start key holds --max-queue entries); printed on stdout",
+                left.len()
+            )
+        },
+        if bad > 0 {
+            format!(
+                "; {bad} invalid entr{} not pushed",
+                if bad == 1 { "y" } else { "ies" }
+            )
+        } else {
+            String::new()
+        },
     );
     let mut stdout = std::io::stdout().lock();
     for entry in left {
         writeln!(stdout, "{entry}")?;
     }
-    Ok(if bad > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if bad > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// What `flush` deletes.
@@ -138,7 +166,13 @@ pub async fn flush(
     let k = &frontier.keys;
     let mut keys: Vec<&str> = Vec::new();
     if what.requests {
-        keys.extend([k.requests.as_str(), &k.request_data, &k.inflight, &k.leases, &k.sequence]);
+        keys.extend([
+            k.requests.as_str(),
+            &k.request_data,
+            &k.inflight,
+            &k.leases,
+            &k.sequence,
+        ]);
     }
     if what.dupefilter {
         keys.push(&k.dupefilter);
@@ -165,7 +199,12 @@ pub async fn flush(
         if !std::io::stdin().is_terminal() {
             bail!("flush deletes crawl state; pass --yes to confirm when not on a terminal");
         }
-        eprint!("Delete {} of spider `{}` in {}? [y/N] ", keys.join(", "), spider.name, redact(&spider.settings.redis_url));
+        eprint!(
+            "Delete {} of spider `{}` in {}? [y/N] ",
+            keys.join(", "),
+            spider.name,
+            redact(&spider.settings.redis_url)
+        );
         std::io::stderr().flush()?;
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer)?;
@@ -191,7 +230,12 @@ pub async fn flush(
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn stats(config: &Config, path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Result<ExitCode> {
+pub async fn stats(
+    config: &Config,
+    path: &Path,
+    redis: &RedisArgs,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
     let (spider, frontier) = match open(config, path, redis).await? {
         Ok(x) => x,
         Err(code) => return Ok(code),
@@ -222,7 +266,13 @@ pub async fn stats(config: &Config, path: &Path, redis: &RedisArgs, as_json: boo
     if as_json {
         let stats: serde_json::Map<String, Value> = stats
             .into_iter()
-            .map(|(f, v)| (f, v.parse::<i64>().map_or(Value::String(v.clone()), Value::from)))
+            .map(|(f, v)| {
+                (
+                    f,
+                    v.parse::<i64>()
+                        .map_or(Value::String(v.clone()), Value::from),
+                )
+            })
             .collect();
         let out = json!({
             "spider": spider.name,
@@ -236,7 +286,11 @@ pub async fn stats(config: &Config, path: &Path, redis: &RedisArgs, as_json: boo
         return Ok(ExitCode::SUCCESS);
     }
     let mut o = String::new();
-    o += &format!("spider {} at {}\n\nqueues\n", spider.name, redact(&spider.settings.redis_url));
+    o += &format!(
+        "spider {} at {}\n\nqueues\n",
+        spider.name,
+        redact(&spider.settings.redis_url)
+    );
     for (label, n, key) in [
         ("start entries", status.start, k.start.as_str()),
         ("queued", status.queued, &k.requests),

@@ -21,8 +21,8 @@
 //!
 //! Nothing here is used by the crawler itself.
 
-pub mod news;
 pub mod expected;
+pub mod news;
 pub mod pages;
 pub mod server;
 pub mod site;

@@ -115,7 +115,11 @@ pub async fn serve_with(
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let app = Arc::new(App { site, hits, options });
+    let app = Arc::new(App {
+        site,
+        hits,
+        options,
+    });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);

@@ -46,10 +46,6 @@ fn page(
     extract(spider, &request, &response)
 }
 
-fn normalized(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 fn urls(x: &Extraction) -> Vec<&str> {
     x.requests.iter().map(|r| r.url.as_str()).collect()
 }
@@ -251,7 +247,13 @@ fn comment_pages_give_one_item_per_comment() {
 fn a_page_missing_required_fields_drops_the_item_and_says_why() {
     let (spider, site) = (bbs(), Site::demo());
     // The forum index is a 200 page with none of a post's fields.
-    let x = page(&spider, &site, "/", Some("post"), json!({"forum_id": "00001"}));
+    let x = page(
+        &spider,
+        &site,
+        "/",
+        Some("post"),
+        json!({"forum_id": "00001"}),
+    );
     assert!(x.items.is_empty());
     assert_eq!(x.dropped.len(), 1);
     assert_eq!(x.dropped[0].reason, "required field `post_id` is missing");
@@ -263,11 +265,23 @@ fn a_page_missing_required_fields_drops_the_item_and_says_why() {
 #[test]
 fn error_pages_are_ignored_unless_allowed() {
     let (mut spider, site) = (bbs(), Site::demo());
-    let x = page(&spider, &site, "/post/999999", Some("post"), json!({"forum_id": "00001"}));
+    let x = page(
+        &spider,
+        &site,
+        "/post/999999",
+        Some("post"),
+        json!({"forum_id": "00001"}),
+    );
     assert_eq!(x.ignored_status, Some(404));
     assert_eq!((x.rule, x.items.len(), x.dropped.len()), (None, 0, 0));
     spider.settings.httperror_allowed_codes = vec![404];
-    let x = page(&spider, &site, "/post/999999", Some("post"), json!({"forum_id": "00001"}));
+    let x = page(
+        &spider,
+        &site,
+        "/post/999999",
+        Some("post"),
+        json!({"forum_id": "00001"}),
+    );
     assert_eq!((x.ignored_status, x.dropped.len()), (None, 1));
 }
 
@@ -289,15 +303,28 @@ match = '.'
 "#,
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let html = "<meta charset=gbk><p>in <a>our\n archive</a>.</p><p> Next</p><img src='i/图.png?q=图#f'>";
+    let html =
+        "<meta charset=gbk><p>in <a>our\n archive</a>.</p><p> Next</p><img src='i/图.png?q=图#f'>";
     let body = encoding_rs::GBK.encode(html).0;
     let request = Request::get("http://127.0.0.1:8700/a/b");
-    let x = extract(&spider, &request, &Response { url: &request.url, status: 200, headers: &[], body: &body });
+    let x = extract(
+        &spider,
+        &request,
+        &Response {
+            url: &request.url,
+            status: 200,
+            headers: &[],
+            body: &body,
+        },
+    );
     let f = &x.items[0].fields;
     assert_eq!(f["text"], "in our archive. Next");
     assert_eq!(f["spaced"], "in |our\n archive|.| Next");
     // Resolved like a link: UTF-8 path, GBK query, fragment kept.
-    assert_eq!(f["img"], "http://127.0.0.1:8700/a/i/%E5%9B%BE.png?q=%CD%BC#f");
+    assert_eq!(
+        f["img"],
+        "http://127.0.0.1:8700/a/i/%E5%9B%BE.png?q=%CD%BC#f"
+    );
 }
 
 #[test]

@@ -22,11 +22,18 @@ use super::UrlError;
 /// The input need not be safe already (it is made safe with UTF-8 first).
 /// Where Python raises `ValueError` (see [`super::UrlErrorKind`]) this
 /// returns `url` unchanged; [`try_canonicalize_url`] reports it instead.
+#[must_use]
 pub fn canonicalize_url(url: &str) -> String {
     try_canonicalize_url(url).unwrap_or_else(|_| url.to_owned())
 }
 
 /// [`canonicalize_url`], reporting where Python would raise.
+///
+/// # Errors
+///
+/// Where w3lib raises `ValueError`: any [`super::UrlErrorKind`] but
+/// `MissingScheme`, and `Unencodable` only for a non-ASCII IPv6 zone (UTF-8
+/// encodes everything else).
 pub fn try_canonicalize_url(url: &str) -> Result<String, UrlError> {
     // w3lib retries with UTF-8 on UnicodeEncodeError; with the default
     // encoding (UTF-8 already) that retry cannot change the outcome.
@@ -92,7 +99,10 @@ fn remove_dot_segments(path: &str) -> String {
     if !path.contains("/.") {
         return path.to_owned();
     }
-    let segments: Vec<&str> = path[1..].split('/').collect();
+    let Some(rest) = path.strip_prefix('/') else {
+        return path.to_owned();
+    };
+    let segments: Vec<&str> = rest.split('/').collect();
     let Some((last, init)) = segments.split_last() else {
         return path.to_owned();
     };

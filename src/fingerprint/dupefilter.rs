@@ -13,6 +13,8 @@
 //!
 //! It does not touch Redis; the frontier stores what this returns.
 
+use std::fmt::Write as _;
+
 use encoding_rs::UTF_8;
 use sha1::{Digest, Sha1};
 
@@ -31,6 +33,7 @@ use super::{UrlError, UrlErrorKind};
 /// applies neither. Use [`fingerprint_for`] to start from what a spider
 /// wrote. If canonicalisation fails where Python would raise, the URL is
 /// fingerprinted as given (scrapy-redis would raise instead).
+#[must_use]
 pub fn request_fingerprint(method: &str, url: &str, body: &[u8]) -> String {
     let mut json = String::with_capacity(40 + url.len() + method.len() + 2 * body.len());
     json.push_str("{\"body\": \"");
@@ -47,9 +50,11 @@ pub fn request_fingerprint(method: &str, url: &str, body: &[u8]) -> String {
 /// upper-cases the method and makes the URL safe (UTF-8) as the `Request`
 /// constructor does, then [`request_fingerprint`].
 ///
+/// # Errors
+///
 /// Fails where Scrapy refuses to build the request: the URL cannot be made
-/// safe, or the safe URL has no `://` and is neither `about:` nor `data:`
-/// ([`UrlErrorKind::MissingScheme`]).
+/// safe (see [`UrlErrorKind`]), or the safe URL has no `://` and is neither
+/// `about:` nor `data:` ([`UrlErrorKind::MissingScheme`]).
 pub fn fingerprint_for(method: &str, raw_url: &str, body: &[u8]) -> Result<String, UrlError> {
     let url = try_safe_url_string(raw_url, UTF_8)?;
     if !url.contains("://") && !url.starts_with("about:") && !url.starts_with("data:") {
@@ -77,7 +82,8 @@ fn push_json_string(out: &mut String, text: &str) {
             _ => {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
+                    // Writing to a String cannot fail.
+                    let _ = write!(out, "\\u{unit:04x}");
                 }
             }
         }

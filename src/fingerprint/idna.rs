@@ -80,6 +80,12 @@ fn label_to_ascii(label: &str) -> Option<String> {
     if prepared.starts_with(ACE_PREFIX) {
         return None;
     }
+    // Punycode writes at least one byte per character, so a longer label
+    // cannot fit in 63 bytes; refusing it early also keeps the encoder's
+    // quadratic cost away from huge hostile labels.
+    if prepared.chars().count() > 63 - ACE_PREFIX.len() {
+        return None;
+    }
     // `None` only on arithmetic overflow, i.e. far beyond 63 bytes anyway.
     let encoded = format!("{ACE_PREFIX}{}", ::idna::punycode::encode_str(&prepared)?);
     valid_label_length(&encoded).then_some(encoded)

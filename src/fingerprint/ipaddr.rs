@@ -84,7 +84,11 @@ fn parse_ipv6(text: &str) -> Option<u128> {
     for part in &parts[..hi] {
         bits = (bits << 16) | u128::from(parse_hextet(part)?);
     }
-    bits <<= 16 * skipped;
+    // `::` alone skips all eight hextets; a 128-bit shift would overflow.
+    bits = u32::try_from(16 * skipped)
+        .ok()
+        .and_then(|n| bits.checked_shl(n))
+        .unwrap_or(0);
     for part in &parts[parts.len() - lo..] {
         bits = (bits << 16) | u128::from(parse_hextet(part)?);
     }
@@ -189,6 +193,7 @@ mod tests {
     #[test]
     fn python_ipv6_formatting() {
         assert_eq!(roundtrip("::0:1").as_deref(), Some("::1"));
+        assert_eq!(roundtrip("::").as_deref(), Some("::"));
         assert_eq!(
             roundtrip("2001:DB8:0:0:1:0:0:1").as_deref(),
             Some("2001:db8::1:0:0:1")

@@ -15,18 +15,21 @@
 //! Python raises; the infallible ones return their input unchanged then.
 //! None of them panics on any input.
 //!
-//! Layout: [`split`] cuts URLs as w3lib's `_urlsplit` does, [`percent`]
-//! holds the quoting primitives, [`codec`] encodes queries as Python's
-//! codecs do, [`idna`] (with [`unicode`] and the generated
-//! [`tables`]) turns hosts into ASCII as Python's IDNA 2003 codec does, and
-//! [`ipaddr`] and [`pycase`] mirror Python's `ipaddress` and `str.lower`. This module owns no Redis keys
-//! and no request type.
+//! Layout: `split` cuts URLs as w3lib's `_urlsplit` does, `percent` holds
+//! the quoting primitives, `safe_url` and `canonicalize` are the two w3lib
+//! functions, `dupefilter` the scrapy-redis fingerprint. Beneath them,
+//! `codec` encodes queries as Python's codecs do (with the generated
+//! `codec_tables`), `idna` turns hosts into ASCII as Python's IDNA 2003
+//! codec does (with `unicode` for NFKC and the generated `tables`), and
+//! `ipaddr` and `pycase` mirror Python's `ipaddress` and `str.lower`. This
+//! module owns no Redis keys and no request type.
 //!
 //! The test vectors in `tests/data/fingerprint/` come from the real Python
 //! packages; `tests.rs` checks every one of them.
 
 mod canonicalize;
 mod codec;
+mod codec_tables;
 mod dupefilter;
 mod idna;
 mod ipaddr;

@@ -34,15 +34,21 @@ pub(super) struct SafeParts {
 /// [`try_safe_url_string`] to tell those cases apart, e.g. to skip a link as
 /// Scrapy's link extractor does.
 ///
-/// `encoding` is the page's encoding as encoding_rs names it; the query is
-/// encoded as the Python codec Scrapy resolves it to (a GBK page as
-/// `gb18030`, see [`super::codec`] for the few encodings where rare
-/// characters still differ).
+/// `encoding` is the page's encoding as encoding_rs names it; the query and
+/// fragment are encoded as the Python codec Scrapy resolves it to would
+/// encode them (a GBK page as `gb18030`, Shift_JIS as `cp932`, Big5 as
+/// `big5hkscs`), not as encoding_rs's WHATWG encoder would.
+#[must_use]
 pub fn safe_url_string(url: &str, encoding: &'static Encoding) -> String {
     try_safe_url_string(url, encoding).unwrap_or_else(|_| url.to_owned())
 }
 
 /// [`safe_url_string`], reporting where Python would raise.
+///
+/// # Errors
+///
+/// Every [`UrlErrorKind`] but `MissingScheme`, where w3lib raises
+/// `ValueError`.
 pub fn try_safe_url_string(url: &str, encoding: &'static Encoding) -> Result<String, UrlError> {
     let parts = safe_url_split(url, encoding).map_err(|kind| UrlError::new(url, kind))?;
     Ok(urlunsplit(

@@ -115,8 +115,7 @@ pub(super) fn urlsplit(url: &str) -> Result<SplitUrl, UrlErrorKind> {
     };
     let (path, query) = match rest.find('?') {
         Some(q) if q < before_hash.len() => (&before_hash[..q], &before_hash[q + 1..]),
-        Some(_) => (before_hash, ""),
-        None => (before_hash, ""),
+        _ => (before_hash, ""),
     };
 
     let mut split = SplitUrl {

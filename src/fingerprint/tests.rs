@@ -177,18 +177,6 @@ fn all_python_vectors_match() {
     );
 }
 
-/// Differential run over extra vectors made with `gen_vectors.py --random`;
-/// see tests/data/fingerprint/README.md.
-#[test]
-#[ignore = "needs FINGERPRINT_EXTRA_VECTORS=<path to a generated file>"]
-fn extra_python_vectors_match() {
-    let Ok(path) = std::env::var("FINGERPRINT_EXTRA_VECTORS") else {
-        panic!("set FINGERPRINT_EXTRA_VECTORS to a file made by gen_vectors.py --random N");
-    };
-    let json = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    check_vectors(&json, &path);
-}
-
 // Named behaviours, each one a w3lib 2.5.0 rule that is easy to get wrong.
 
 #[test]
@@ -255,5 +243,23 @@ fn refused_urls_are_errors_not_panics() {
         // The infallible forms fall back to the input where Python raises.
         assert_eq!(safe_url_string(url, UTF_8), url);
         let _ = canonicalize_url(url);
+    }
+}
+
+#[test]
+fn huge_hostile_inputs_do_not_panic() {
+    let marks = "\u{301}\u{323}".repeat(5_000);
+    let long_label = "例".repeat(10_000);
+    let inputs = [
+        format!("http://a{marks}.com/"),
+        format!("http://{long_label}.com/?q={long_label}"),
+        format!("http://[{}]/", ":".repeat(1_000)),
+        "%".repeat(10_000),
+        format!("http://h/{}", "../".repeat(5_000)),
+    ];
+    for url in &inputs {
+        let _ = fingerprint_for("GET", url, b"");
+        let _ = canonicalize_url(url);
+        let _ = safe_url_string(url, encoding_rs::GBK);
     }
 }

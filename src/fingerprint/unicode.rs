@@ -98,23 +98,22 @@ fn combining_class(c: char) -> u8 {
     }
 }
 
-/// Stable insertion sort of each run of non-starters by combining class,
-/// as CPython's `nfd_nfkd` does after decomposing.
+/// Orders each run of non-starters by combining class, keeping the order
+/// of equal classes, which is what CPython's insertion sort in `nfd_nfkd`
+/// produces (a stable sort avoids its quadratic worst case on long runs).
 fn canonical_sort(chars: &mut [char]) {
-    for i in 1..chars.len() {
-        let cur = combining_class(chars[i]);
-        if cur == 0 {
+    let mut i = 0;
+    while i < chars.len() {
+        if combining_class(chars[i]) == 0 {
+            i += 1;
             continue;
         }
-        let mut j = i;
-        while j > 0 {
-            let prev = combining_class(chars[j - 1]);
-            if prev == 0 || prev <= cur {
-                break;
-            }
-            chars.swap(j - 1, j);
-            j -= 1;
-        }
+        let run = chars[i..]
+            .iter()
+            .take_while(|&&c| combining_class(c) != 0)
+            .count();
+        chars[i..i + run].sort_by_key(|&c| combining_class(c));
+        i += run;
     }
 }
 

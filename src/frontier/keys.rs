@@ -9,18 +9,58 @@ use crate::spider::{KeyMode, Spider};
 
 /// The key kinds, their default templates and what each holds.
 pub const KEY_KINDS: &[(&str, &str, &str)] = &[
-    ("requests", "{name}:requests", "sorted set of queued request ids, by priority then FIFO"),
-    ("request_data", "{name}:requests:data", "hash: request id -> request JSON"),
-    ("inflight", "{name}:inflight", "sorted set: leased request id -> lease deadline (ms)"),
-    ("leases", "{name}:inflight:owners", "hash: leased request id -> worker and queue score"),
-    ("sequence", "{name}:requests:seq", "counter giving FIFO order and request ids"),
-    ("dupefilter", "{name}:dupefilter", "set of request fingerprints (scrapy-redis compatible)"),
+    (
+        "requests",
+        "{name}:requests",
+        "sorted set of queued request ids, by priority then FIFO",
+    ),
+    (
+        "request_data",
+        "{name}:requests:data",
+        "hash: request id -> request JSON",
+    ),
+    (
+        "inflight",
+        "{name}:inflight",
+        "sorted set: leased request id -> lease deadline (ms)",
+    ),
+    (
+        "leases",
+        "{name}:inflight:owners",
+        "hash: leased request id -> worker and queue score",
+    ),
+    (
+        "sequence",
+        "{name}:requests:seq",
+        "counter giving FIFO order and request ids",
+    ),
+    (
+        "dupefilter",
+        "{name}:dupefilter",
+        "set of request fingerprints (scrapy-redis compatible)",
+    ),
     ("items", "{name}:items", "list of scraped items as JSON"),
     ("stats", "{name}:stats", "hash of Scrapy-named counters"),
-    ("dead", "{name}:dead", "list of malformed entries set aside, as JSON"),
-    ("failed", "{name}:failed", "list of requests that failed for good, as JSON"),
-    ("workers", "{name}:workers", "hash: worker id -> heartbeat JSON"),
-    ("wake", "{name}:wake", "pub/sub channel announcing new work to idle workers"),
+    (
+        "dead",
+        "{name}:dead",
+        "list of malformed entries set aside, as JSON",
+    ),
+    (
+        "failed",
+        "{name}:failed",
+        "list of requests that failed for good, as JSON",
+    ),
+    (
+        "workers",
+        "{name}:workers",
+        "hash: worker id -> heartbeat JSON",
+    ),
+    (
+        "wake",
+        "{name}:wake",
+        "pub/sub channel announcing new work to idle workers",
+    ),
 ];
 
 /// The key names of one spider.
@@ -55,7 +95,12 @@ impl Keys {
                 .iter()
                 .find(|(k, _)| k == kind)
                 .map(|(_, t)| t.as_str())
-                .or_else(|| KEY_KINDS.iter().find(|(k, _, _)| *k == kind).map(|(_, t, _)| *t))
+                .or_else(|| {
+                    KEY_KINDS
+                        .iter()
+                        .find(|(k, _, _)| *k == kind)
+                        .map(|(_, t, _)| *t)
+                })
                 .unwrap_or("{name}:unknown");
             template.replace("{name}", &name)
         };

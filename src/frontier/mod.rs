@@ -87,7 +87,9 @@ impl FrontierError {
             || e.is_timeout()
             || matches!(
                 e.kind(),
-                redis::ErrorKind::BusyLoadingError | redis::ErrorKind::TryAgain | redis::ErrorKind::ClusterDown
+                redis::ErrorKind::BusyLoadingError
+                    | redis::ErrorKind::TryAgain
+                    | redis::ErrorKind::ClusterDown
             )
     }
 }
@@ -127,7 +129,10 @@ pub struct PageResult {
 /// What a commit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Committed {
-    Done { enqueued: u64, filtered: u64 },
+    Done {
+        enqueued: u64,
+        filtered: u64,
+    },
     /// The lease had expired and another worker holds (or finished) the
     /// request: nothing was written.
     LeaseLost,
@@ -254,10 +259,11 @@ impl Frontier {
         &self.worker
     }
 
-    /// Leases up to `max` requests.
-    pub async fn lease(&self, max: usize) -> Result<Vec<Leased>> {
+    /// Leases up to `max` requests; when fewer are queued, also returns up
+    /// to `peek` start entries (not yet claimed) to convert and claim.
+    pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
         let k = &self.keys;
-        let raw: Vec<String> = SCRIPTS
+        let (pairs, start): (Vec<String>, Vec<String>) = SCRIPTS
             .lease
             .key(&k.requests)
             .key(&k.request_data)
@@ -265,39 +271,63 @@ impl Frontier {
             .key(&k.leases)
             .key(&k.dead)
             .key(&k.stats)
+            .key(&k.start)
             .arg(&self.worker)
             .arg(self.lease.as_millis() as u64)
             .arg(max)
+            .arg(kind_name(self.kind))
+            .arg(peek)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("lease", &k.requests))?;
-        let mut out = Vec::with_capacity(raw.len() / 2);
-        let mut it = raw.into_iter();
+        Ok((self.decode_leases(pairs), start))
+    }
+
+    /// Parses `id, JSON` pairs; a request whose JSON is unusable becomes a
+    /// dead letter to commit.
+    fn decode_leases(&self, pairs: Vec<String>) -> Vec<Leased> {
+        let mut out = Vec::with_capacity(pairs.len() / 2);
+        let mut it = pairs.into_iter();
         while let (Some(id), Some(json)) = (it.next(), it.next()) {
             let request = if json.len() > MAX_REQUEST_BYTES {
-                Err(format!("request is {} bytes, over the {MAX_REQUEST_BYTES}-byte limit", json.len()))
+                Err(format!(
+                    "request is {} bytes, over the {MAX_REQUEST_BYTES}-byte limit",
+                    json.len()
+                ))
             } else {
-                serde_json::from_str::<Request>(&json).map_err(|e| format!("request is not valid JSON: {e}"))
+                serde_json::from_str::<Request>(&json)
+                    .map_err(|e| format!("request is not valid JSON: {e}"))
             };
-            let request = request.map_err(|reason| dead_letter(&k.requests, &json, &reason));
+            let request =
+                request.map_err(|reason| dead_letter(&self.keys.requests, &json, &reason));
             out.push(Leased {
                 id,
                 raw_len: json.len(),
                 request,
             });
         }
-        Ok(out)
+        out
     }
 
-    /// Commits one page (see the module docs).
-    pub async fn commit(&self, id: &str, page: &PageResult) -> Result<Committed> {
+    /// Commits one page (see the module docs), then leases up to
+    /// `lease_next` requests to replace it.
+    pub async fn commit(
+        &self,
+        id: &str,
+        page: &PageResult,
+        lease_next: usize,
+    ) -> Result<(Committed, Vec<Leased>)> {
         let k = &self.keys;
         let requests: Vec<(String, i64, String)> = page
             .requests
             .iter()
             .filter_map(|r| {
                 let json = encode(r)?;
-                Some((fingerprint_arg(r), r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY), json))
+                Some((
+                    fingerprint_arg(r),
+                    r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
+                    json,
+                ))
             })
             .collect();
         let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
@@ -321,7 +351,9 @@ impl Frontier {
             .arg(page.stats.len())
             .arg(depth)
             .arg(page.dead.as_deref().unwrap_or(""))
-            .arg(page.failed.as_deref().unwrap_or(""));
+            .arg(page.failed.as_deref().unwrap_or(""))
+            .arg(lease_next)
+            .arg(self.lease.as_millis() as u64);
         for (fp, priority, json) in &requests {
             invocation.arg(fp).arg(priority).arg(json);
         }
@@ -331,18 +363,31 @@ impl Frontier {
         for (field, delta) in &page.stats {
             invocation.arg(field).arg(delta);
         }
-        let (enqueued, filtered): (i64, i64) = invocation
+        let reply: Vec<redis::Value> = invocation
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("commit", &k.requests))?;
-        Ok(if enqueued < 0 {
-            Committed::LeaseLost
-        } else {
+        let mut reply = reply.into_iter();
+        let mut number = || {
+            reply
+                .next()
+                .and_then(|v| redis::from_redis_value::<i64>(&v).ok())
+                .unwrap_or(-1)
+        };
+        let (enqueued, filtered) = (number(), number());
+        if enqueued < 0 {
+            return Ok((Committed::LeaseLost, Vec::new()));
+        }
+        let pairs: Vec<String> = reply
+            .filter_map(|v| redis::from_redis_value::<String>(&v).ok())
+            .collect();
+        Ok((
             Committed::Done {
                 enqueued: enqueued as u64,
                 filtered: filtered as u64,
-            }
-        })
+            },
+            self.decode_leases(pairs),
+        ))
     }
 
     /// Extends this worker's leases on `ids`; returns the ids it lost.
@@ -385,10 +430,29 @@ impl Frontier {
         let mut conn = self.conn.clone();
         let n = n.max(1);
         let entries: Vec<String> = match self.kind {
-            StartKind::List => redis::cmd("LRANGE").arg(key).arg(0).arg(n - 1).query_async(&mut conn).await,
-            StartKind::Set => redis::cmd("SRANDMEMBER").arg(key).arg(n).query_async(&mut conn).await,
+            StartKind::List => {
+                redis::cmd("LRANGE")
+                    .arg(key)
+                    .arg(0)
+                    .arg(n - 1)
+                    .query_async(&mut conn)
+                    .await
+            }
+            StartKind::Set => {
+                redis::cmd("SRANDMEMBER")
+                    .arg(key)
+                    .arg(n)
+                    .query_async(&mut conn)
+                    .await
+            }
             StartKind::Zset => {
-                redis::cmd("ZRANGE").arg(key).arg(0).arg(n - 1).arg("REV").query_async(&mut conn).await
+                redis::cmd("ZRANGE")
+                    .arg(key)
+                    .arg(0)
+                    .arg(n - 1)
+                    .arg("REV")
+                    .query_async(&mut conn)
+                    .await
             }
         }
         .map_err(err("read start entries from", key))?;
@@ -475,7 +539,12 @@ impl Frontier {
 
     /// Pushes start entries (a zset scores them `score`), stopping once the
     /// start key holds `limit` entries; returns how many were pushed.
-    pub async fn push_start(&self, entries: &[String], score: f64, limit: Option<u64>) -> Result<u64> {
+    pub async fn push_start(
+        &self,
+        entries: &[String],
+        score: f64,
+        limit: Option<u64>,
+    ) -> Result<u64> {
         if entries.is_empty() {
             return Ok(0);
         }
@@ -541,7 +610,11 @@ impl Frontier {
     /// How many entries `key` holds, whatever its type (0 when absent).
     pub async fn size_of(&self, key: &str) -> Result<u64> {
         let mut conn = self.conn.clone();
-        let kind: String = redis::cmd("TYPE").arg(key).query_async(&mut conn).await.map_err(err("read the type of", key))?;
+        let kind: String = redis::cmd("TYPE")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .map_err(err("read the type of", key))?;
         let cmd = match kind.as_str() {
             "list" => "LLEN",
             "set" => "SCARD",
@@ -550,7 +623,11 @@ impl Frontier {
             "string" => return Ok(1),
             _ => return Ok(0),
         };
-        redis::cmd(cmd).arg(key).query_async(&mut conn).await.map_err(err("count the entries of", key))
+        redis::cmd(cmd)
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .map_err(err("count the entries of", key))
     }
 
     /// Deletes `keys`; returns how many existed.

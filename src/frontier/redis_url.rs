@@ -24,8 +24,14 @@ mod tests {
 
     #[test]
     fn passwords_never_show() {
-        assert_eq!(redact("redis://:s3cret@127.0.0.1:6379/0"), "redis://:***@127.0.0.1:6379/0");
-        assert_eq!(redact("rediss://user:pw@127.0.0.1:6380"), "rediss://user:***@127.0.0.1:6380");
+        assert_eq!(
+            redact("redis://:s3cret@127.0.0.1:6379/0"),
+            "redis://:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redact("rediss://user:pw@127.0.0.1:6380"),
+            "rediss://user:***@127.0.0.1:6380"
+        );
         assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert!(!redact("redis://:pw@[bad").contains("pw"));
     }

@@ -40,7 +40,9 @@ impl Wake {
                             }
                             tracing::warn!(channel = %channel, "wake-up subscription lost; resubscribing");
                         }
-                        Err(e) => tracing::warn!(channel = %channel, error = %e, "cannot subscribe to wake-ups; retrying"),
+                        Err(e) => {
+                            tracing::warn!(channel = %channel, error = %e, "cannot subscribe to wake-ups; retrying")
+                        }
                     },
                     Err(e) => tracing::debug!(
                         redis = %redact(&client.get_connection_info().addr.to_string()),

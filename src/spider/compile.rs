@@ -16,8 +16,9 @@ use super::file::{
 };
 use super::reader::{At, Loc, Reader};
 use super::{
-    KeyMode, KeySpec, Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, LinkSource, MetaCarry,
-    PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template, Whitespace,
+    Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, KeyMode, KeySpec,
+    LinkSource, MetaCarry, PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template,
+    Whitespace,
 };
 use crate::frontier::keys::KEY_KINDS;
 use crate::settings;
@@ -201,7 +202,11 @@ impl Compiler<'_> {
                     Some(near) => format!("did you mean `{near}`?"),
                     None => format!("key kinds: mode, {}", kinds.join(", ")),
                 };
-                self.problem(&kind.loc, format!("unknown key kind `{}`", kind.value), hint);
+                self.problem(
+                    &kind.loc,
+                    format!("unknown key kind `{}`", kind.value),
+                    hint,
+                );
             } else if mode == KeyMode::Cluster && !template.value.contains("{name}") {
                 self.problem(
                     &template.loc,

@@ -136,7 +136,10 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         .table("start")
         .map(|t| read_start(&t))
         .unwrap_or_default();
-    let keys = root.table("keys").map(|t| read_keys(&t)).unwrap_or_default();
+    let keys = root
+        .table("keys")
+        .map(|t| read_keys(&t))
+        .unwrap_or_default();
     let items = match root.table("items") {
         Some(t) => {
             let items = t

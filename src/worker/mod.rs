@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 
 use crate::frontier::redis_url::redact;
 use crate::frontier::wake::Wake;
-use crate::frontier::{Frontier, StartClaim};
+use crate::frontier::{Frontier, Leased, StartClaim};
 use crate::settings::Settings;
 use crate::spider::Spider;
 
@@ -137,15 +137,23 @@ impl SpiderRun {
     }
 
     /// Runs the spider until a stop rule or `shutdown` ends it.
-    pub async fn run(self, rules: StopRules, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<RunSummary> {
+    pub async fn run(
+        self,
+        rules: StopRules,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<RunSummary> {
         let name = self.spider.name.clone();
         let started = now_rfc3339();
-        with_redis("record start time", &shutdown, || self.frontier.add_stats(&[], Some(&started))).await;
+        with_redis("record start time", &shutdown, || {
+            self.frontier.add_stats(&[], Some(&started))
+        })
+        .await;
         let wake = Wake::subscribe(self.redis.clone(), self.frontier.keys.wake.clone());
         let upkeep = self.spawn_upkeep();
         let concurrency = self.settings.concurrent_requests.max(1) as usize;
         let batch = self.spider.start.batch_size;
-        let mut tasks: JoinSet<()> = JoinSet::new();
+        // Each page task returns the requests its commit leased to replace it.
+        let mut tasks: JoinSet<Vec<Leased>> = JoinSet::new();
         let mut idle_since = Instant::now();
         tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %redact(&self.settings.redis_url), concurrency, "worker started");
 
@@ -156,23 +164,19 @@ impl SpiderRun {
             let room = concurrency.saturating_sub(tasks.len());
             let mut got = 0;
             if room > 0 {
-                let leased = match with_redis("lease requests", &shutdown, || self.frontier.lease(room)).await {
-                    Some(l) => l,
-                    None => continue,
+                let peek = batch.min(room);
+                let Some((leased, start)) = with_redis("lease requests", &shutdown, || {
+                    self.frontier.lease(room, peek)
+                })
+                .await
+                else {
+                    continue;
                 };
                 got = leased.len();
-                for l in leased {
-                    if let Ok(mut set) = self.inflight.lock() {
-                        set.insert(l.id.clone());
-                    }
-                    tasks.spawn(page::crawl(self.page_context(), l));
-                }
-                if got < room {
-                    let claimed = self.claim_start(batch.min(room - got), &shutdown).await;
-                    if claimed > 0 {
-                        idle_since = Instant::now();
-                        continue;
-                    }
+                self.spawn_pages(&mut tasks, leased, &shutdown);
+                if got < room && !start.is_empty() && self.claim_start(start, &shutdown).await > 0 {
+                    idle_since = Instant::now();
+                    continue;
                 }
             }
             if got > 0 || !tasks.is_empty() {
@@ -180,7 +184,9 @@ impl SpiderRun {
             }
             if tasks.is_empty() && got == 0 {
                 if rules.until_drained {
-                    if let Some(status) = with_redis("read queue status", &shutdown, || self.frontier.status()).await {
+                    if let Some(status) =
+                        with_redis("read queue status", &shutdown, || self.frontier.status()).await
+                    {
                         if status.drained() {
                             break StopReason::Drained;
                         }
@@ -191,7 +197,10 @@ impl SpiderRun {
                 }
                 let mut wait = self.settings.idle_recheck;
                 if let Some(d) = rules.idle_exit {
-                    wait = wait.min(d.saturating_sub(idle_since.elapsed()).max(Duration::from_millis(10)));
+                    wait = wait.min(
+                        d.saturating_sub(idle_since.elapsed())
+                            .max(Duration::from_millis(10)),
+                    );
                 }
                 tokio::select! {
                     _ = wake.wait(wait) => {}
@@ -201,7 +210,11 @@ impl SpiderRun {
             }
             // Busy: wait for a page to finish, or for new work if there is room.
             tokio::select! {
-                _ = tasks.join_next(), if !tasks.is_empty() => {}
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    if let Ok(next) = done {
+                        self.spawn_pages(&mut tasks, next, &shutdown);
+                    }
+                }
                 _ = wake.wait(self.settings.idle_recheck), if tasks.len() < concurrency => {}
                 _ = shutdown.changed() => {}
             }
@@ -214,20 +227,40 @@ impl SpiderRun {
         let _ = self.frontier.unregister().await;
         let pages = self.pages.load(Ordering::Relaxed);
         tracing::info!(spider = %name, pages, reason = ?reason, "worker stopped");
-        Ok(RunSummary { spider: name, pages, reason })
+        Ok(RunSummary {
+            spider: name,
+            pages,
+            reason,
+        })
+    }
+
+    fn spawn_pages(
+        &self,
+        tasks: &mut JoinSet<Vec<Leased>>,
+        leased: Vec<Leased>,
+        shutdown: &watch::Receiver<bool>,
+    ) {
+        for l in leased {
+            if let Ok(mut set) = self.inflight.lock() {
+                set.insert(l.id.clone());
+            }
+            tasks.spawn(page::crawl(self.page_context(shutdown), l));
+        }
     }
 
     /// Lets pages in flight finish within the grace period, then hands the
-    /// leases of the unfinished ones back to the queue at once.
-    async fn drain(&self, tasks: &mut JoinSet<()>) {
+    /// leases of the unfinished ones (and of any request leased meanwhile)
+    /// back to the queue at once.
+    async fn drain(&self, tasks: &mut JoinSet<Vec<Leased>>) {
         let grace = self.settings.shutdown_grace;
         if !tasks.is_empty() {
-            tracing::info!(pages = tasks.len(), "stopping: letting pages in flight finish (up to {grace:?})");
+            tracing::info!(
+                pages = tasks.len(),
+                "stopping: letting pages in flight finish (up to {grace:?})"
+            );
         }
-        let finished = tokio::time::timeout(grace, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
+        let finished =
+            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
         if finished.is_err() {
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
@@ -235,21 +268,18 @@ impl SpiderRun {
         let left = self.inflight_ids();
         if !left.is_empty() {
             match self.frontier.release(&left).await {
-                Ok(n) => tracing::info!(handed_back = n, "unfinished pages handed back to the queue"),
-                Err(e) => tracing::warn!(error = %e, "could not hand pages back; their leases expire and other workers take them"),
+                Ok(n) => {
+                    tracing::info!(handed_back = n, "unfinished pages handed back to the queue")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not hand pages back; their leases expire and other workers take them")
+                }
             }
         }
     }
 
-    /// Reads, converts and claims up to `n` start entries; returns how many
-    /// requests were enqueued.
-    async fn claim_start(&self, n: usize, shutdown: &watch::Receiver<bool>) -> u64 {
-        let Some(entries) = with_redis("read start entries", shutdown, || self.frontier.peek_start(n)).await else {
-            return 0;
-        };
-        if entries.is_empty() {
-            return 0;
-        }
+    /// Converts and claims start entries; returns how many were claimed.
+    async fn claim_start(&self, entries: Vec<String>, shutdown: &watch::Receiver<bool>) -> u64 {
         let claims: Vec<StartClaim> = entries
             .into_iter()
             .map(|entry| {
@@ -260,9 +290,19 @@ impl SpiderRun {
                 StartClaim { entry, outcome }
             })
             .collect();
-        match with_redis("claim start entries", shutdown, || self.frontier.claim_start(&claims)).await {
+        match with_redis("claim start entries", shutdown, || {
+            self.frontier.claim_start(&claims)
+        })
+        .await
+        {
             Some(c) => {
-                tracing::debug!(claimed = c.claimed, enqueued = c.enqueued, filtered = c.filtered, dead = c.dead, "start entries claimed");
+                tracing::debug!(
+                    claimed = c.claimed,
+                    enqueued = c.enqueued,
+                    filtered = c.filtered,
+                    dead = c.dead,
+                    "start entries claimed"
+                );
                 // Entries claimed but filtered or dead still mean progress.
                 c.enqueued + c.filtered + c.dead
             }
@@ -270,8 +310,9 @@ impl SpiderRun {
         }
     }
 
-    fn page_context(&self) -> page::Context {
+    fn page_context(&self, shutdown: &watch::Receiver<bool>) -> page::Context {
         page::Context {
+            shutdown: shutdown.clone(),
             spider: self.spider.clone(),
             settings: self.settings.clone(),
             frontier: self.frontier.clone(),
@@ -294,7 +335,10 @@ impl SpiderRun {
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
-                let ids: Vec<String> = inflight.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default();
+                let ids: Vec<String> = inflight
+                    .lock()
+                    .map(|s| s.iter().cloned().collect())
+                    .unwrap_or_default();
                 match frontier.renew(&ids).await {
                     Ok(lost) if !lost.is_empty() => tracing::warn!(count = lost.len(), "leases lost (expired while Redis was away?); those pages will not be committed by this worker"),
                     Ok(_) => {}

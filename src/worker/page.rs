@@ -18,6 +18,8 @@ use crate::spider::Spider;
 
 /// What a page task needs; cheap to clone.
 pub struct Context {
+    /// Once set, a commit leases no replacement.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub spider: Arc<Spider>,
     pub settings: Arc<Settings>,
     pub frontier: Frontier,
@@ -26,8 +28,9 @@ pub struct Context {
     pub pages: Arc<AtomicU64>,
 }
 
-/// Crawls one leased request.
-pub async fn crawl(ctx: Context, leased: Leased) {
+/// Crawls one leased request; returns the requests its commit leased to
+/// replace it (already recorded as in flight).
+pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
     let result = match &leased.request {
         Ok(request) => download_and_extract(&ctx, request).await,
         Err(dead) => {
@@ -41,21 +44,37 @@ pub async fn crawl(ctx: Context, leased: Leased) {
     };
     // A commit is retried through Redis outages; it is safe to repeat: a
     // second attempt after a first that went through finds the lease gone.
-    let (_never, shutdown) = tokio::sync::watch::channel(false);
-    let committed = super::with_redis("commit a page", &shutdown, || ctx.frontier.commit(&leased.id, &result)).await;
-    if let Some(Committed::LeaseLost) = committed {
-        tracing::warn!(id = %leased.id, "lease was lost before commit (another worker has the page); results discarded");
-    }
+    // Not the worker's shutdown signal: a page being committed is finished
+    // through an outage, whatever happens meanwhile.
+    let (_never, keep_trying) = tokio::sync::watch::channel(false);
+    let lease_next = usize::from(!*ctx.shutdown.borrow());
+    let committed = super::with_redis("commit a page", &keep_trying, || {
+        ctx.frontier.commit(&leased.id, &result, lease_next)
+    })
+    .await;
+    let next = match committed {
+        Some((Committed::LeaseLost, _)) => {
+            tracing::warn!(id = %leased.id, "lease was lost before commit (another worker has the page); results discarded");
+            Vec::new()
+        }
+        Some((Committed::Done { .. }, next)) => next,
+        None => Vec::new(),
+    };
     if let Ok(mut set) = ctx.inflight.lock() {
         set.remove(&leased.id);
+        set.extend(next.iter().map(|l| l.id.clone()));
     }
     ctx.pages.fetch_add(1, Ordering::Relaxed);
+    next
 }
 
 async fn download_and_extract(ctx: &Context, request: &Request) -> PageResult {
     let mut stats: Vec<(String, i64)> = vec![
         ("downloader/request_count".into(), 1),
-        (format!("downloader/request_method_count/{}", request.method), 1),
+        (
+            format!("downloader/request_method_count/{}", request.method),
+            1,
+        ),
     ];
     let fetched = match fetch::fetch(&ctx.client, &ctx.settings, request).await {
         Ok(f) => f,
@@ -81,8 +100,14 @@ async fn download_and_extract(ctx: &Context, request: &Request) -> PageResult {
         }
     };
     stats.push(("downloader/response_count".into(), 1));
-    stats.push((format!("downloader/response_status_count/{}", fetched.status), 1));
-    stats.push(("downloader/response_bytes".into(), fetched.body.len() as i64));
+    stats.push((
+        format!("downloader/response_status_count/{}", fetched.status),
+        1,
+    ));
+    stats.push((
+        "downloader/response_bytes".into(),
+        fetched.body.len() as i64,
+    ));
     stats.push(("response_received_count".into(), 1));
     let response = Response {
         url: &fetched.url,
@@ -93,14 +118,20 @@ async fn download_and_extract(ctx: &Context, request: &Request) -> PageResult {
     let x = extract::extract(&ctx.spider, request, &response);
     if let Some(status) = x.ignored_status {
         stats.push(("httperror/response_ignored_count".into(), 1));
-        stats.push((format!("httperror/response_ignored_status_count/{status}"), 1));
+        stats.push((
+            format!("httperror/response_ignored_status_count/{status}"),
+            1,
+        ));
     }
     if !x.items.is_empty() {
         stats.push(("item_scraped_count".into(), x.items.len() as i64));
     }
     if !x.dropped.is_empty() {
         stats.push(("item_dropped_count".into(), x.dropped.len() as i64));
-        stats.push(("item_dropped_reasons_count/MissingRequiredField".into(), x.dropped.len() as i64));
+        stats.push((
+            "item_dropped_reasons_count/MissingRequiredField".into(),
+            x.dropped.len() as i64,
+        ));
         for d in &x.dropped {
             tracing::debug!(url = %request.url, item = %d.item, reason = %d.reason, "item dropped");
         }

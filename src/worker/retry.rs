@@ -27,7 +27,8 @@ impl Backoff {
     pub fn next(&mut self) -> Duration {
         let base = self.next;
         self.next = (self.next * 2).min(Duration::from_secs(5));
-        let jitter = 0.75 + 0.5 * (f64::from(std::process::id() ^ base.subsec_nanos()) % 1000.0) / 1000.0;
+        let jitter =
+            0.75 + 0.5 * (f64::from(std::process::id() ^ base.subsec_nanos()) % 1000.0) / 1000.0;
         base.mul_f64(jitter)
     }
 }
@@ -51,7 +52,11 @@ pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) ->
 }
 
 /// Runs `op` until it succeeds; `None` when the worker shut down first.
-pub async fn with_redis<T, F, Fut>(what: &str, shutdown: &watch::Receiver<bool>, mut op: F) -> Option<T>
+pub async fn with_redis<T, F, Fut>(
+    what: &str,
+    shutdown: &watch::Receiver<bool>,
+    mut op: F,
+) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FrontierError>>,
@@ -62,7 +67,9 @@ where
         match op().await {
             Ok(v) => {
                 if failures > 0 {
-                    tracing::info!("Redis is back; {what} succeeded after {failures} failed attempts");
+                    tracing::info!(
+                        "Redis is back; {what} succeeded after {failures} failed attempts"
+                    );
                 }
                 return Some(v);
             }

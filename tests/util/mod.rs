@@ -70,19 +70,28 @@ impl RedisServer {
             std::process::id(),
             free_port()
         ));
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         for _ in 0..5 {
             let port = free_port();
             let child = spawn_redis(port, &dir, &args);
-            let mut server = RedisServer { child, port, dir: dir.clone(), args: args.clone() };
+            let mut server = RedisServer {
+                child,
+                port,
+                dir: dir.clone(),
+                args: args.clone(),
+            };
             if server.wait_ready() {
                 return server;
             }
             let _ = server.child.kill();
             let _ = server.child.wait();
         }
-        panic!("redis-server did not start; see {}/redis.log", dir.display());
+        panic!(
+            "redis-server did not start; see {}/redis.log",
+            dir.display()
+        );
     }
 
     fn wait_ready(&mut self) -> bool {
@@ -111,7 +120,8 @@ impl RedisServer {
 
     /// A synchronous connection for assertions.
     pub fn conn(&self) -> redis::Connection {
-        self.connection().unwrap_or_else(|| panic!("cannot connect to {}", self.url()))
+        self.connection()
+            .unwrap_or_else(|| panic!("cannot connect to {}", self.url()))
     }
 
     /// Stops the server as an operator would (SHUTDOWN, which writes the
@@ -121,7 +131,11 @@ impl RedisServer {
         let _ = self.child.wait();
         std::thread::sleep(down);
         self.child = spawn_redis(self.port, &self.dir, &self.args);
-        assert!(self.wait_ready(), "redis-server did not come back on port {}", self.port);
+        assert!(
+            self.wait_ready(),
+            "redis-server did not come back on port {}",
+            self.port
+        );
     }
 }
 
@@ -170,8 +184,10 @@ impl Worker {
     /// Starts `crawlworker run SPIDER --redis URL ARGS…` with `env`.
     pub fn spawn(spider: &Path, redis: &str, args: &[&str], env: &[(&str, &str)]) -> Worker {
         let n = WORKER_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let log = std::env::temp_dir().join(format!("crawlworker-worker-{}-{n}.log", std::process::id()));
-        let file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+        let log =
+            std::env::temp_dir().join(format!("crawlworker-worker-{}-{n}.log", std::process::id()));
+        let file = std::fs::File::create(&log)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_crawlworker"));
         cmd.arg("run")
             .arg(spider)
@@ -185,7 +201,9 @@ impl Worker {
             cmd.env(k, v);
         }
         Worker {
-            child: cmd.spawn().unwrap_or_else(|e| panic!("cannot start a worker: {e}")),
+            child: cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start a worker: {e}")),
             log,
         }
     }
@@ -198,7 +216,10 @@ impl Worker {
 
     /// Sends SIGTERM (a graceful stop).
     pub fn terminate(&self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
     }
 
     /// Waits up to `limit` for the worker to exit; its exit status and stderr.
@@ -211,7 +232,10 @@ impl Worker {
             if start.elapsed() > limit {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                panic!("worker did not exit within {limit:?}; its log:\n{}", self.log());
+                panic!(
+                    "worker did not exit within {limit:?}; its log:\n{}",
+                    self.log()
+                );
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

@@ -8,7 +8,7 @@ Run from the repository root, with w3lib installed (see README.md):
 
     python3 tests/data/fingerprint/gen_codec_tables.py --out src/fingerprint/codec_tables.rs
 
-It runs the ignored Rust test `encoding_rs_dump` once to learn what
+It runs the example `encoding_rs_dump` once to learn what
 encoding_rs does, so the crate must build.
 """
 
@@ -42,7 +42,7 @@ REFUSALS_ONLY = {"ISO-2022-JP"}
 def run_encoding_rs_dump(tmpdir):
     env = dict(os.environ, FINGERPRINT_ENCODING_RS_DUMP=tmpdir)
     subprocess.run(
-        ["cargo", "test", "-q", "--lib", "encoding_rs_dump", "--", "--ignored"],
+        ["cargo", "run", "-q", "--example", "encoding_rs_dump", "--", tmpdir],
         env=env, check=True, stdout=subprocess.DEVNULL,
     )
 

@@ -61,13 +61,13 @@ def ranges(pred):
 
 
 def emit_pairs(name, doc, rows, ty, per_line=4):
+    print()
     print(f"/// {doc}")
     print("#[rustfmt::skip]")
     print(f"pub(super) static {name}: &[{ty}] = &[")
     for i in range(0, len(rows), per_line):
         print("    " + " ".join(r + "," for r in rows[i : i + per_line]))
     print("];")
-    print()
 
 
 def emit_ranges(name, doc, rs):
@@ -164,7 +164,6 @@ def main():
     print(f"//! Python {sys.version.split()[0]}, unicodedata {unicodedata.unidata_version}"
           f" (and {ucd_3_2_0.unidata_version} for nameprep). Each table is sorted so")
     print("//! lookups can binary-search it.")
-    print()
     emit_pairs(
         "NFKD",
         "Full compatibility decomposition of each character that has one "
