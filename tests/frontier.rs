@@ -45,7 +45,7 @@ async fn enqueue(spider: &Spider, f: &Frontier, tasks: &[(u32, i64)]) {
         f.push_start(&entries, 0.0, None).await.unwrap(),
         entries.len() as u64
     );
-    let read = f.peek_start(entries.len()).await.unwrap();
+    let (_, read) = f.lease(0, entries.len()).await.unwrap();
     let claims: Vec<StartClaim> = read
         .into_iter()
         .map(|entry| StartClaim {

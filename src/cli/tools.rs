@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::frontier::redis_url::redact;
 use crate::frontier::{now_secs, Frontier};
 use crate::settings::Overrides;
-use crate::spider::{Spider, StartKind};
+use crate::spider::Spider;
 
 /// Loads the spider (exit code 2 when invalid) and connects to its Redis.
 async fn open(
@@ -38,14 +38,6 @@ async fn open(
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach Redis at {}: {}", redact(url), e.source))?;
     Ok(Ok((spider, frontier)))
-}
-
-fn kind_name(kind: StartKind) -> &'static str {
-    match kind {
-        StartKind::List => "list",
-        StartKind::Set => "set",
-        StartKind::Zset => "zset",
-    }
 }
 
 pub async fn push_urls(
@@ -110,7 +102,7 @@ pub async fn push_urls(
         "pushed {pushed} entr{} to {} ({}){}{}",
         if pushed == 1 { "y" } else { "ies" },
         frontier.keys.start,
-        kind_name(spider.start.kind),
+        spider.start.kind.as_str(),
         if left.is_empty() {
             String::new()
         } else {

@@ -207,14 +207,6 @@ pub struct Frontier {
     lease: Duration,
 }
 
-fn kind_name(kind: StartKind) -> &'static str {
-    match kind {
-        StartKind::List => "list",
-        StartKind::Set => "set",
-        StartKind::Zset => "zset",
-    }
-}
-
 /// The request as the queue stores it.
 fn encode(request: &Request) -> Option<String> {
     let json = serde_json::to_string(request).ok()?;
@@ -275,7 +267,7 @@ impl Frontier {
             .arg(&self.worker)
             .arg(self.lease.as_millis() as u64)
             .arg(max)
-            .arg(kind_name(self.kind))
+            .arg(self.kind.as_str())
             .arg(peek)
             .invoke_async(&mut self.conn.clone())
             .await
@@ -424,41 +416,6 @@ impl Frontier {
             .map_err(err("release", &self.keys.inflight))
     }
 
-    /// Reads up to `n` start entries without removing them.
-    pub async fn peek_start(&self, n: usize) -> Result<Vec<String>> {
-        let key = &self.keys.start;
-        let mut conn = self.conn.clone();
-        let n = n.max(1);
-        let entries: Vec<String> = match self.kind {
-            StartKind::List => {
-                redis::cmd("LRANGE")
-                    .arg(key)
-                    .arg(0)
-                    .arg(n - 1)
-                    .query_async(&mut conn)
-                    .await
-            }
-            StartKind::Set => {
-                redis::cmd("SRANDMEMBER")
-                    .arg(key)
-                    .arg(n)
-                    .query_async(&mut conn)
-                    .await
-            }
-            StartKind::Zset => {
-                redis::cmd("ZRANGE")
-                    .arg(key)
-                    .arg(0)
-                    .arg(n - 1)
-                    .arg("REV")
-                    .query_async(&mut conn)
-                    .await
-            }
-        }
-        .map_err(err("read start entries from", key))?;
-        Ok(entries)
-    }
-
     /// Claims start entries (see `scripts/claim_start.lua`).
     pub async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed> {
         if claims.is_empty() {
@@ -474,7 +431,7 @@ impl Frontier {
             .key(&k.sequence)
             .key(&k.dead)
             .key(&k.stats)
-            .arg(kind_name(self.kind))
+            .arg(self.kind.as_str())
             .arg(&k.wake);
         for c in claims {
             let outcome = c.outcome.as_ref().map_err(|e| e.clone()).and_then(|r| {
@@ -521,7 +478,7 @@ impl Frontier {
             .key(&k.failed)
             .key(&k.dupefilter)
             .key(&k.items)
-            .arg(kind_name(self.kind))
+            .arg(self.kind.as_str())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("read the status of", &k.requests))?;
@@ -551,7 +508,7 @@ impl Frontier {
         SCRIPTS
             .push_start
             .key(&self.keys.start)
-            .arg(kind_name(self.kind))
+            .arg(self.kind.as_str())
             .arg(limit.map_or(-1, |l| l as i64))
             .arg(score)
             .arg(&self.keys.wake)

@@ -70,6 +70,17 @@ pub enum StartKind {
     Zset,
 }
 
+impl StartKind {
+    /// The Redis type name, as written in `[start] type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartKind::List => "list",
+            StartKind::Set => "set",
+            StartKind::Zset => "zset",
+        }
+    }
+}
+
 /// `[start]`: the start key and how an entry becomes a request.
 #[derive(Debug, Clone)]
 pub struct Start {
