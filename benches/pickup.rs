@@ -6,7 +6,6 @@
 //!     cargo bench --bench pickup        # needs redis-server
 
 #[path = "../tests/util/mod.rs"]
-#[allow(dead_code)]
 mod util;
 
 use std::time::{Duration, Instant};
@@ -23,7 +22,12 @@ async fn main() {
     let server = DemoServer::start(Site::demo()).await.expect("demo server");
     let dir = std::env::temp_dir().join(format!("crawlworker-pickup-bench-{}", std::process::id()));
     let spider_path = util::spider_for("bbs", &server.base_url(), &dir);
-    let worker = util::Worker::spawn(&spider_path, &redis.url(), &[], &[("CRAWLWORKER_IDLE_RECHECK", "60s")]);
+    let worker = util::Worker::spawn(
+        &spider_path,
+        &redis.url(),
+        &[],
+        &[("CRAWLWORKER_IDLE_RECHECK", "60s")],
+    );
     let mut conn = redis.conn();
     while conn.hlen::<_, u64>("bbs:workers").unwrap_or(0) == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -41,9 +45,16 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(150)).await;
         let before = server.hits(target);
         let pushed = Instant::now();
-        producer.push_start(std::slice::from_ref(&task), 0.0, None).await.expect("push");
+        producer
+            .push_start(std::slice::from_ref(&task), 0.0, None)
+            .await
+            .expect("push");
         while server.hits(target) == before {
-            assert!(pushed.elapsed() < Duration::from_secs(5), "not picked up:\n{}", worker.log());
+            assert!(
+                pushed.elapsed() < Duration::from_secs(5),
+                "not picked up:\n{}",
+                worker.log()
+            );
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
         samples.push(pushed.elapsed());

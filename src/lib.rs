@@ -32,6 +32,7 @@ pub mod fetch;
 pub mod fingerprint;
 pub mod frontier;
 pub mod request;
+pub mod robots;
 pub mod settings;
 pub mod spider;
 pub mod worker;

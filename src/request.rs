@@ -33,6 +33,25 @@ pub struct Request {
     /// Skip the dupefilter (list pages an incremental crawl re-scans).
     #[serde(default, skip_serializing_if = "is_false")]
     pub dont_filter: bool,
+    /// Retries so far (Scrapy's `retry_times` meta key).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry_times: u32,
+    /// The URLs that redirected here, oldest first (Scrapy's
+    /// `redirect_urls`); their count is the redirect chain's length.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redirect_urls: Vec<String>,
+}
+
+/// See [`Request::host_key`].
+pub fn host_key(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    host.to_ascii_lowercase()
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn default_method() -> String {
@@ -65,7 +84,17 @@ impl Request {
             rule: None,
             meta: Map::new(),
             dont_filter: false,
+            retry_times: 0,
+            redirect_urls: Vec::new(),
         }
+    }
+
+    /// The host a politeness slot is kept for: the URL's authority without
+    /// user info, lower-cased (`bbs.example.com`, `127.0.0.1:8700`). The
+    /// frontier's scripts derive the same key from the stored request
+    /// (`host_of` in `prelude.lua`); keep the two in step.
+    pub fn host_key(&self) -> String {
+        host_key(&self.url)
     }
 
     /// The scrapy-redis compatible dupefilter fingerprint.

@@ -230,6 +230,24 @@ impl SettingValue for Vec<u16> {
     }
 }
 
+/// A list of strings (proxy URLs, …); a single string is a list of one.
+impl SettingValue for Vec<String> {
+    const EXPECTED: &'static str = "an array of strings";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        t.str_list(key)
+            .map(|v| v.into_iter().map(|a| a.value).collect())
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        Ok(s.split(',')
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect())
+    }
+    fn show(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
 /// Header name → value.
 impl SettingValue for BTreeMap<String, String> {
     const EXPECTED: &'static str = "a table of header names to string values";
@@ -373,6 +391,10 @@ settings! {
     retry_enabled: bool = true;
     /// Retries after the first attempt.
     retry_times: u32 = 2;
+    /// Wait before the first retry; each further retry waits twice as long (with ±50 % jitter), unless the server's Retry-After says longer.
+    retry_backoff_base: Duration = Duration::from_secs(1);
+    /// Longest wait before a retry (a longer Retry-After is capped to this).
+    retry_backoff_max: Duration = Duration::from_secs(300);
     /// Response statuses that are retried.
     retry_http_codes: Vec<u16> = vec![500, 502, 503, 504, 522, 524, 408, 429];
     /// Non-2xx statuses whose pages are still extracted (Scrapy's HTTPERROR_ALLOWED_CODES).
@@ -383,6 +405,12 @@ settings! {
     default_request_headers: BTreeMap<String, String> = default_headers();
     /// Fetch and obey each host's robots.txt.
     robotstxt_obey: bool = false;
+    /// How long a host's robots.txt is trusted before it is fetched again (once for the whole cluster).
+    robotstxt_ttl: Duration = Duration::from_secs(3600);
+    /// When a 429 or 503 comes back, slow the host down for the whole cluster, recovering gradually.
+    adaptive_backoff: bool = true;
+    /// The slowest pace adaptive back-off imposes on a host (delay between requests).
+    adaptive_backoff_max_delay: Duration = Duration::from_secs(60);
     /// Longest a whole download may take.
     download_timeout: Duration = Duration::from_secs(180);
     /// Longest a connection may take to open.
@@ -397,6 +425,12 @@ settings! {
     redirect_max_times: u32 = 20;
     /// Keep a cookie jar per worker.
     cookies_enabled: bool = false;
+    /// Proxy URLs for this spider (`http://user:pass@host:port`, `socks5://…`); empty uses HTTP(S)_PROXY from the environment, if set. Credentials are never logged.
+    proxies: Vec<String> = Vec::new();
+    /// How requests are spread over `proxies`: "round_robin", or "sticky" (one proxy per host).
+    proxy_mode: String = "round_robin".to_string();
+    /// Offer HTTP/2 to https servers (ALPN); servers without it get HTTP/1.1.
+    http2: bool = true;
     /// Allow requests to loopback, private and link-local addresses (the demo forum needs it).
     allow_private_networks: bool = false;
     /// The Redis holding the crawl (`redis://`, or `rediss://` for TLS; `REDIS_URL` is read too). Its password is never logged.

@@ -161,7 +161,9 @@ async fn three_workers_crawl_the_demo_forum_exactly() {
     let hits = crawl.server.hit_counts();
     let twice: Vec<_> = hits.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "pages fetched more than once: {twice:?}");
-    assert_eq!(crawl.server.total_hits(), 103);
+    // 103 pages, and robots.txt once for the whole cluster (bbs obeys it).
+    assert_eq!(crawl.server.hits("/robots.txt"), 1);
+    assert_eq!(crawl.server.total_hits(), 104);
     let mut conn = crawl.redis.conn();
     let stats: BTreeMap<String, String> = conn.hgetall("bbs:stats").unwrap();
     assert_eq!(

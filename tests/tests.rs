@@ -5,6 +5,7 @@ mod util;
 
 mod check;
 mod cluster;
+mod downloader;
 mod fingerprint_cli;
 mod frontier;
 mod news;

@@ -79,6 +79,10 @@ pub enum Command {
         /// entries left over are printed on standard output.
         #[arg(long)]
         max_queue: Option<u64>,
+        /// Instead of new entries, move the requests recorded in the failed
+        /// key back into the queue (their retries start again).
+        #[arg(long, conflicts_with_all = ["entries", "file", "max_queue"])]
+        from_failed: bool,
         #[command(flatten)]
         redis: RedisArgs,
     },
@@ -249,8 +253,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             file,
             priority,
             max_queue,
+            from_failed,
             redis,
-        } => tools::push_urls(&config, &spider, &redis, entries, file, priority, max_queue).await,
+        } => {
+            if from_failed {
+                tools::requeue_failed(&config, &spider, &redis).await
+            } else {
+                tools::push_urls(&config, &spider, &redis, entries, file, priority, max_queue).await
+            }
+        }
         Command::Flush {
             spider,
             requests,
@@ -439,8 +450,8 @@ async fn parse(
         ..Request::get(&page_url)
     };
     let fetched = if is_url {
-        let client = fetch::client(&spider.settings)?;
-        fetch::fetch(&client, &spider.settings, &request).await?
+        let downloader = fetch::Downloader::new(&spider.settings)?;
+        downloader.fetch(&request).await?
     } else {
         let body =
             std::fs::read(target).with_context(|| format!("cannot read page file {target}"))?;

@@ -131,6 +131,71 @@ pub async fn push_urls(
     })
 }
 
+/// `push-urls --from-failed`: failed requests back into the queue.
+pub async fn requeue_failed(
+    config: &Config,
+    path: &Path,
+    redis: &RedisArgs,
+) -> anyhow::Result<ExitCode> {
+    let (_, frontier) = match open(config, path, redis).await? {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
+    let err = |e: crate::frontier::FrontierError| anyhow::anyhow!("{e}");
+    let (mut moved, mut unreadable) = (0u64, 0u64);
+    loop {
+        let entries = frontier.failed_entries(500).await.map_err(err)?;
+        if entries.is_empty() {
+            break;
+        }
+        let mut batch = Vec::new();
+        let mut skipped = 0;
+        for entry in entries.iter().skip(unreadable as usize) {
+            let request = serde_json::from_str::<Value>(entry).ok().and_then(|v| {
+                serde_json::from_value::<crate::request::Request>(v.get("request")?.clone()).ok()
+            });
+            match request {
+                Some(r) => batch.push((
+                    entry.clone(),
+                    crate::request::Request {
+                        retry_times: 0,
+                        redirect_urls: Vec::new(),
+                        dont_filter: true,
+                        ..r
+                    },
+                )),
+                None => {
+                    skipped += 1;
+                    eprintln!(
+                        "not re-queued (no request in it): {}",
+                        crate::worker::preview(entry)
+                    );
+                }
+            }
+        }
+        unreadable += skipped;
+        if batch.is_empty() {
+            break;
+        }
+        let n = frontier.requeue_failed(&batch).await.map_err(err)?;
+        moved += n;
+        if n == 0 {
+            break;
+        }
+    }
+    eprintln!(
+        "re-queued {moved} failed request{} from {}{}",
+        if moved == 1 { "" } else { "s" },
+        frontier.keys.failed,
+        if unreadable > 0 {
+            format!("; {unreadable} unreadable entries left there")
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// What `flush` deletes.
 #[derive(Debug, Clone, Copy)]
 pub struct FlushWhat {
@@ -289,6 +354,7 @@ pub async fn stats(
         ("in flight", status.inflight, &k.inflight),
         ("dead letters", status.dead, &k.dead),
         ("failed", status.failed, &k.failed),
+        ("retry waiting", status.delayed, &k.delayed),
         ("dupefilter", status.dupefilter, &k.dupefilter),
         ("items", status.items, &k.items),
     ] {

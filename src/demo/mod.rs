@@ -11,7 +11,12 @@
 //!   articles; a front of three pages, article and tag pages), the site
 //!   `spiders/news.toml` crawls from plain start URLs.
 //! - [`server`]: [`serve`] on a caller's listener, and [`DemoServer`], which
-//!   binds 127.0.0.1:0 and counts hits for tests.
+//!   binds 127.0.0.1:0 and counts hits (and their arrival times) for tests.
+//! - [`faults`]: misbehaving routes under `/fault/` (error statuses, 429
+//!   and Retry-After, delays, hangs, redirect chains and loops, huge,
+//!   endless and trickling bodies, gzip, link pages) and the configurable
+//!   `/robots.txt` ([`Robots`]), for the downloader's tests. Its module doc
+//!   has the route table.
 //!
 //! The demo site has three forums, one per case a crawler must handle:
 //! `00001` (UTF-8, charset in the header), `00002` (GBK, charset only in
@@ -22,11 +27,13 @@
 //! Nothing here is used by the crawler itself.
 
 pub mod expected;
+pub mod faults;
 pub mod news;
 pub mod pages;
 pub mod server;
 pub mod site;
 
+pub use faults::Robots;
 pub use news::{Article, News, ARTICLES_PER_FRONT_PAGE};
 pub use pages::{render, Page};
 pub use server::{serve, serve_counting, serve_with, DemoServer, Hits, ServeOptions};

@@ -6,18 +6,22 @@
 //! requests per target, and stops on [`DemoServer::stop`] or when dropped.
 //!
 //! This module owns sockets and connections only; every page comes from
-//! [`render`], which is pure. Fault injection (errors, delays, 429, huge or
-//! endless bodies, redirect loops) is not built yet: it belongs in the
-//! private `respond` function, before the site's pages, and may answer with
-//! any [`ResponseBody`], streaming ones included.
+//! [`render`], which is pure, and every misbehaving route under `/fault/`
+//! (errors, delays, 429, huge or endless bodies, redirect loops) and the
+//! configurable `/robots.txt` from [`super::faults`], which `respond` asks
+//! first.
+//!
+//! Hits are recorded for every request, fault routes and `/robots.txt`
+//! included; a [`DemoServer`] also records when each request arrived
+//! ([`DemoServer::arrivals`]), so a test can measure the request rate the
+//! server saw.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -31,6 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::faults::{self, ConnectionFaults, FaultState, Reply, Robots};
 use super::pages::{render, Page};
 use super::site::Site;
 
@@ -47,45 +52,87 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// service's type.
 pub type ResponseBody = BoxBody<Bytes, io::Error>;
 
-/// Request counts per request target (path and query as received).
+/// Request counts per request target (path and query as received) and,
+/// if made with [`Hits::with_arrivals`], the arrival time of every request.
+/// Clones share the counts.
 #[derive(Debug, Clone, Default)]
-pub struct Hits(Arc<Mutex<HashMap<String, u64>>>);
+pub struct Hits(Arc<Mutex<Counts>>);
+
+#[derive(Debug, Default)]
+struct Counts {
+    by_target: HashMap<Arc<str>, u64>,
+    /// Every request's arrival time and target, in arrival order. `None`
+    /// unless asked for: a long-running server would grow it for ever.
+    arrivals: Option<Vec<(Instant, Arc<str>)>>,
+}
 
 impl Hits {
+    /// Counts that also record each request's arrival time, for
+    /// [`Hits::times`]. [`DemoServer`] uses these.
+    pub fn with_arrivals() -> Hits {
+        Hits(Arc::new(Mutex::new(Counts {
+            by_target: HashMap::new(),
+            arrivals: Some(Vec::new()),
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn record(&self, target: &str) {
-        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        *counts.entry(target.to_owned()).or_insert(0) += 1;
+        let now = Instant::now();
+        let mut counts = self.lock();
+        let target = match counts.by_target.get_key_value(target) {
+            Some((known, _)) => Arc::clone(known),
+            None => Arc::from(target),
+        };
+        if let Some(arrivals) = &mut counts.arrivals {
+            arrivals.push((now, Arc::clone(&target)));
+        }
+        *counts.by_target.entry(target).or_insert(0) += 1;
     }
 
     /// Requests received for this exact target, e.g.
     /// `/list/00002/2?order=%D7%EE%D0%C2`.
     pub fn get(&self, target: &str) -> u64 {
-        let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        counts.get(target).copied().unwrap_or(0)
+        self.lock().by_target.get(target).copied().unwrap_or(0)
     }
 
     /// A copy of all counts.
     pub fn snapshot(&self) -> HashMap<String, u64> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.lock()
+            .by_target
+            .iter()
+            .map(|(target, &n)| (target.to_string(), n))
+            .collect()
     }
 
     /// Requests received in all.
     pub fn total(&self) -> u64 {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .sum()
+        self.lock().by_target.values().sum()
+    }
+
+    /// When the requests whose target (path and query) starts with `prefix`
+    /// arrived, in arrival order (`""` for all). Always empty unless made
+    /// with [`Hits::with_arrivals`].
+    pub fn times(&self, prefix: &str) -> Vec<Instant> {
+        self.lock()
+            .arrivals
+            .iter()
+            .flatten()
+            .filter(|(_, target)| target.starts_with(prefix))
+            .map(|&(at, _)| at)
+            .collect()
     }
 }
 
 /// Serves `site` on `listener` until `shutdown` resolves: one task per
 /// connection, HTTP/1.1 keep-alive. On shutdown it stops accepting, lets
-/// open connections finish the response in progress (idle ones close at
-/// once), cuts whatever is left after a few seconds, and returns.
+/// open connections finish the response in progress (idle ones, and those
+/// with a fault response in progress, close at once), cuts whatever is
+/// left after a few seconds, and returns. The `/fault/` routes of
+/// [`super::faults`] are served too.
 ///
 /// Errors on single connections or accepts are logged and do not stop the
 /// server.
@@ -115,11 +162,20 @@ pub async fn serve_with(
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let app = Arc::new(App {
+    let app = App {
         site,
         hits,
         options,
-    });
+        faults: Arc::default(),
+    };
+    serve_app(listener, Arc::new(app), shutdown).await
+}
+
+async fn serve_app(
+    listener: TcpListener,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -161,6 +217,9 @@ struct App {
     site: Arc<Site>,
     hits: Hits,
     options: ServeOptions,
+    /// Fault-route counters and the robots.txt setting, shared with the
+    /// [`DemoServer`] handle so tests can change them while it runs.
+    faults: Arc<FaultState>,
 }
 
 /// How the server behaves beyond serving the pages.
@@ -179,14 +238,20 @@ async fn connection(
     app: Arc<App>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let service = service_fn(move |request: Request<Incoming>| {
-        let response = respond(&app, &request);
-        let latency = app.options.latency;
-        async move {
-            if !latency.is_zero() {
-                tokio::time::sleep(latency).await;
+    let faults = Arc::new(ConnectionFaults::new(Arc::clone(&app.faults), stop.clone()));
+    let service = service_fn({
+        let faults = Arc::clone(&faults);
+        move |request: Request<Incoming>| {
+            let reply = respond(&app, &faults, &request);
+            let latency = app.options.latency;
+            async move {
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
+                // Err (a fault cut short by shutdown) makes hyper close the
+                // connection without an answer.
+                reply.resolve().await
             }
-            Ok::<_, Infallible>(response)
         }
     });
     let conn = http1::Builder::new()
@@ -204,6 +269,12 @@ async fn connection(
             }
             // Err means the server is gone: stop as well.
             _ = stop.wait_for(|stop| *stop), if !stopping => {
+                if faults.any_open() {
+                    // A hanging, delayed or endless response would hold the
+                    // drain until its deadline: cut the connection instead.
+                    tracing::debug!(%peer, "demo server: cutting a connection with a fault in progress");
+                    return;
+                }
                 stopping = true;
                 conn.as_mut().graceful_shutdown();
             }
@@ -212,17 +283,17 @@ async fn connection(
 }
 
 /// Answers one request. The request body is never read.
-fn respond(app: &App, request: &Request<Incoming>) -> Response<ResponseBody> {
+fn respond(app: &App, faults: &ConnectionFaults, request: &Request<Incoming>) -> Reply {
     let uri = request.uri();
     let target = uri
         .path_and_query()
         .map_or_else(|| uri.path(), |pq| pq.as_str());
     app.hits.record(target);
 
-    // Fault-injection seam: routes that misbehave on purpose (status errors,
-    // delays, 429 with Retry-After, huge or endless bodies, redirect loops)
-    // go here, matched on `target` before the site's pages, e.g. under
-    // `/fault/`. None exist yet.
+    // Routes that misbehave on purpose, under `/fault/`, for any method.
+    if let Some(reply) = faults::route(faults, uri) {
+        return reply;
+    }
 
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let mut response = Response::new(full(Bytes::from_static(b"method not allowed\n")));
@@ -230,9 +301,14 @@ fn respond(app: &App, request: &Request<Incoming>) -> Response<ResponseBody> {
         response
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return response;
+        return Reply::Now(response);
     }
-    page_response(render(&app.site, target))
+    if uri.path() == "/robots.txt" {
+        if let Some(response) = app.faults.robots_response() {
+            return Reply::Now(response);
+        }
+    }
+    Reply::Now(page_response(render(&app.site, target)))
 }
 
 fn page_response(page: Page) -> Response<ResponseBody> {
@@ -245,7 +321,7 @@ fn page_response(page: Page) -> Response<ResponseBody> {
     response
 }
 
-fn full(bytes: Bytes) -> ResponseBody {
+pub(super) fn full(bytes: Bytes) -> ResponseBody {
     Full::new(bytes).map_err(|never| match never {}).boxed()
 }
 
@@ -257,11 +333,13 @@ pub struct DemoServer {
     /// Where it listens.
     addr: SocketAddr,
     /// Requests received per target, so tests can check nothing was fetched
-    /// twice.
+    /// twice, and their arrival times, so tests can measure the rate.
     hits: Hits,
+    /// Fault-route state: robots.txt setting, faults in progress.
+    faults: Arc<FaultState>,
     /// Sending (or dropping) it starts the shutdown.
     shutdown: Option<oneshot::Sender<()>>,
-    /// The task running [`serve_counting`].
+    /// The task running the server (`serve_app`).
     task: Option<JoinHandle<io::Result<()>>>,
 }
 
@@ -279,22 +357,24 @@ impl DemoServer {
     ) -> io::Result<DemoServer> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
-        let hits = Hits::default();
-        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_with(
-            listener,
-            site.into(),
-            hits.clone(),
+        let hits = Hits::with_arrivals();
+        let faults = Arc::new(FaultState::default());
+        let app = App {
+            site: site.into(),
+            hits: hits.clone(),
             options,
-            async move {
-                // A dropped sender means the handle is gone: stop as well.
-                let _ = shutdown_rx.await;
-            },
-        ));
+            faults: Arc::clone(&faults),
+        };
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve_app(listener, Arc::new(app), async move {
+            // A dropped sender means the handle is gone: stop as well.
+            let _ = shutdown_rx.await;
+        }));
         tracing::debug!(%addr, "demo server listening");
         Ok(DemoServer {
             addr,
             hits,
+            faults,
             shutdown: Some(shutdown_tx),
             task: Some(task),
         })
@@ -331,8 +411,29 @@ impl DemoServer {
         self.hits.total()
     }
 
-    /// Stops accepting, lets open connections finish, and waits for the
-    /// server to end.
+    /// When the requests whose target (path and query) starts with
+    /// `prefix` arrived, in arrival order (`""` for all): the rate the
+    /// server saw, e.g. for politeness tests.
+    pub fn arrivals(&self, prefix: &str) -> Vec<Instant> {
+        self.hits.times(prefix)
+    }
+
+    /// Sets what `/robots.txt` answers from now on (at first
+    /// [`Robots::Missing`], the site's 404 page).
+    pub fn set_robots(&self, robots: Robots) {
+        self.faults.set_robots(robots);
+    }
+
+    /// Fault responses in progress: hanging or delayed requests and
+    /// huge, endless or trickling bodies still being sent. Falls back to 0
+    /// shortly after their clients give up.
+    pub fn faults_in_progress(&self) -> usize {
+        self.faults.in_progress()
+    }
+
+    /// Stops accepting, lets open connections finish (those with a fault
+    /// response in progress, such as `/fault/hang` or `/fault/endless`, are
+    /// cut at once), and waits for the server to end.
     pub async fn stop(mut self) -> io::Result<()> {
         if let Some(shutdown) = self.shutdown.take() {
             // Err: the server already ended; the join below reports how.

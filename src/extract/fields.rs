@@ -76,7 +76,11 @@ fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option
     }
     let mut typed = Vec::with_capacity(values.len());
     for v in values {
-        match convert(v, field.kind) {
+        let converted = match field.kind {
+            Some(kind) => convert(v, kind),
+            None => Ok(v),
+        };
+        match converted {
             Ok(v) => typed.push(v),
             Err(bad) if field.required => {
                 return Err(format!("field `{}`: {bad}", field.name));

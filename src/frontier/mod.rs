@@ -50,6 +50,7 @@ struct Scripts {
     release: Script,
     status: Script,
     push_start: Script,
+    requeue_failed: Script,
 }
 
 fn script(body: &str) -> Script {
@@ -64,6 +65,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     release: script(include_str!("scripts/release.lua")),
     status: script(include_str!("scripts/status.lua")),
     push_start: script(include_str!("scripts/push_start.lua")),
+    requeue_failed: script(include_str!("scripts/requeue_failed.lua")),
 });
 
 /// A Redis operation that failed.
@@ -104,12 +106,69 @@ fn err<'a>(op: &'static str, key: &'a str) -> impl FnOnce(redis::RedisError) -> 
     }
 }
 
-/// One leased request: its id, and the request (or why its JSON was unusable).
+/// One leased request: its id, the request (or why its JSON was unusable)
+/// and how long to wait for its host's politeness slot.
 #[derive(Debug, Clone)]
 pub struct Leased {
     pub id: String,
     pub request: std::result::Result<Request, String>,
     pub raw_len: usize,
+    pub wait: Duration,
+}
+
+/// A retry to schedule: the request (its `retry_times` already counted)
+/// returns to the queue after `delay`, waiting in Redis, not in a worker.
+#[derive(Debug, Clone)]
+pub struct Retry {
+    pub request: Request,
+    pub delay: Duration,
+}
+
+/// What a response says about its host's load, for adaptive back-off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HostOutcome {
+    /// Nothing to learn (no response, or back-off is off).
+    #[default]
+    None,
+    /// A 429 or 503: slow the host down; `wait` is its Retry-After.
+    Slow { wait: Duration },
+    /// A good response: let the host recover.
+    Ok,
+}
+
+/// The spider's politeness, applied by the leasing scripts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pacing {
+    /// Minimum time between two requests to one host (0: none).
+    pub interval: Duration,
+    /// Randomise it 0.5x-1.5x, as Scrapy's RANDOMIZE_DOWNLOAD_DELAY.
+    pub jitter: bool,
+    /// The slowest pace adaptive back-off imposes.
+    pub backoff_max: Duration,
+}
+
+impl Pacing {
+    /// From the settings: the larger of `download_delay` and the interval
+    /// `max_requests_per_second` implies.
+    pub fn from_settings(s: &crate::settings::Settings) -> Pacing {
+        let rate = if s.max_requests_per_second > 0.0 {
+            Duration::from_secs_f64(1.0 / s.max_requests_per_second)
+        } else {
+            Duration::ZERO
+        };
+        let delay = s.download_delay;
+        // With both set, randomisation must not go below the rate's interval.
+        let (interval, jitter) = if rate > delay {
+            (rate, false)
+        } else {
+            (delay, s.randomize_download_delay)
+        };
+        Pacing {
+            interval,
+            jitter,
+            backoff_max: s.adaptive_backoff_max_delay,
+        }
+    }
 }
 
 /// What one page adds to the crawl, committed in one step.
@@ -124,6 +183,10 @@ pub struct PageResult {
     pub dead: Option<String>,
     /// Failed for good (failed-key JSON).
     pub failed: Option<String>,
+    /// Try the request again later.
+    pub retry: Option<Retry>,
+    /// Adaptive back-off news about the request's host.
+    pub host: HostOutcome,
 }
 
 /// What a commit did.
@@ -164,12 +227,14 @@ pub struct QueueStatus {
     pub failed: u64,
     pub dupefilter: u64,
     pub items: u64,
+    /// Retries waiting for their time.
+    pub delayed: u64,
 }
 
 impl QueueStatus {
     /// Nothing left to do anywhere in the cluster.
     pub fn drained(&self) -> bool {
-        self.start == 0 && self.queued == 0 && self.inflight == 0
+        self.start == 0 && self.queued == 0 && self.inflight == 0 && self.delayed == 0
     }
 }
 
@@ -205,6 +270,7 @@ pub struct Frontier {
     /// This worker's id; lease ownership is checked against it.
     worker: String,
     lease: Duration,
+    pacing: Pacing,
 }
 
 /// The request as the queue stores it.
@@ -244,7 +310,30 @@ impl Frontier {
             kind: spider.start.kind,
             worker: worker.to_string(),
             lease,
+            pacing: Pacing::default(),
         })
+    }
+
+    /// Applies the spider's politeness to every request this frontier leases.
+    pub fn with_pacing(mut self, pacing: Pacing) -> Frontier {
+        self.pacing = pacing;
+        self
+    }
+
+    /// The keys every leasing script takes first (see `scripts/lease.lua`).
+    fn shared_keys<'a>(&'a self, inv: &mut redis::ScriptInvocation<'a>) {
+        let k = &self.keys;
+        inv.key(&k.requests)
+            .key(&k.request_data)
+            .key(&k.inflight)
+            .key(&k.leases)
+            .key(&k.dead)
+            .key(&k.stats)
+            .key(&k.delayed)
+            .key(&k.delayed_scores)
+            .key(&k.pace)
+            .key(&k.host_delay)
+            .key(&k.backoff);
     }
 
     pub fn worker(&self) -> &str {
@@ -255,32 +344,34 @@ impl Frontier {
     /// to `peek` start entries (not yet claimed) to convert and claim.
     pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
         let k = &self.keys;
-        let (pairs, start): (Vec<String>, Vec<String>) = SCRIPTS
-            .lease
-            .key(&k.requests)
-            .key(&k.request_data)
-            .key(&k.inflight)
-            .key(&k.leases)
-            .key(&k.dead)
-            .key(&k.stats)
-            .key(&k.start)
+        let mut inv = SCRIPTS.lease.prepare_invoke();
+        self.shared_keys(&mut inv);
+        inv.key(&k.start)
             .arg(&self.worker)
             .arg(self.lease.as_millis() as u64)
             .arg(max)
             .arg(self.kind.as_str())
             .arg(peek)
+            .arg(self.pacing.interval.as_millis() as u64)
+            .arg(u8::from(self.pacing.jitter));
+        let (leases, start): (Vec<redis::Value>, Vec<String>) = inv
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("lease", &k.requests))?;
-        Ok((self.decode_leases(pairs), start))
+        Ok((self.decode_leases(leases.into_iter()), start))
     }
 
-    /// Parses `id, JSON` pairs; a request whose JSON is unusable becomes a
-    /// dead letter to commit.
-    fn decode_leases(&self, pairs: Vec<String>) -> Vec<Leased> {
-        let mut out = Vec::with_capacity(pairs.len() / 2);
-        let mut it = pairs.into_iter();
-        while let (Some(id), Some(json)) = (it.next(), it.next()) {
+    /// Parses `id, JSON, wait` triples; a request whose JSON is unusable
+    /// becomes a dead letter to commit.
+    fn decode_leases(&self, mut values: impl Iterator<Item = redis::Value>) -> Vec<Leased> {
+        let mut out = Vec::new();
+        let text = |v: redis::Value| redis::from_redis_value::<String>(&v).ok();
+        while let (Some(id), Some(json), Some(wait)) = (values.next(), values.next(), values.next())
+        {
+            let (Some(id), Some(json)) = (text(id), text(json)) else {
+                continue;
+            };
+            let wait = redis::from_redis_value::<u64>(&wait).unwrap_or(0);
             let request = if json.len() > MAX_REQUEST_BYTES {
                 Err(format!(
                     "request is {} bytes, over the {MAX_REQUEST_BYTES}-byte limit",
@@ -296,6 +387,7 @@ impl Frontier {
                 id,
                 raw_len: json.len(),
                 request,
+                wait: Duration::from_millis(wait),
             });
         }
         out
@@ -323,17 +415,25 @@ impl Frontier {
             })
             .collect();
         let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
+        let (retry_ms, retry_json, retry_priority) = match &page.retry {
+            Some(r) => (
+                r.delay.as_millis() as i64,
+                encode(&r.request).unwrap_or_default(),
+                r.request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
+            ),
+            None => (-1, String::new(), 0),
+        };
+        let (outcome, slow_ms) = match page.host {
+            HostOutcome::None => ("", 0),
+            HostOutcome::Slow { wait } => ("slow", wait.as_millis() as u64),
+            HostOutcome::Ok => ("ok", 0),
+        };
         let mut invocation = SCRIPTS.commit.prepare_invoke();
+        self.shared_keys(&mut invocation);
         invocation
-            .key(&k.requests)
-            .key(&k.request_data)
-            .key(&k.inflight)
-            .key(&k.leases)
             .key(&k.dupefilter)
             .key(&k.sequence)
             .key(&k.items)
-            .key(&k.stats)
-            .key(&k.dead)
             .key(&k.failed)
             .arg(&self.worker)
             .arg(id)
@@ -345,7 +445,15 @@ impl Frontier {
             .arg(page.dead.as_deref().unwrap_or(""))
             .arg(page.failed.as_deref().unwrap_or(""))
             .arg(lease_next)
-            .arg(self.lease.as_millis() as u64);
+            .arg(self.lease.as_millis() as u64)
+            .arg(self.pacing.interval.as_millis() as u64)
+            .arg(u8::from(self.pacing.jitter))
+            .arg(retry_ms)
+            .arg(retry_json)
+            .arg(retry_priority)
+            .arg(outcome)
+            .arg(slow_ms)
+            .arg(self.pacing.backoff_max.as_millis() as u64);
         for (fp, priority, json) in &requests {
             invocation.arg(fp).arg(priority).arg(json);
         }
@@ -370,15 +478,12 @@ impl Frontier {
         if enqueued < 0 {
             return Ok((Committed::LeaseLost, Vec::new()));
         }
-        let pairs: Vec<String> = reply
-            .filter_map(|v| redis::from_redis_value::<String>(&v).ok())
-            .collect();
         Ok((
             Committed::Done {
                 enqueued: enqueued as u64,
                 filtered: filtered as u64,
             },
-            self.decode_leases(pairs),
+            self.decode_leases(reply),
         ))
     }
 
@@ -478,6 +583,7 @@ impl Frontier {
             .key(&k.failed)
             .key(&k.dupefilter)
             .key(&k.items)
+            .key(&k.delayed)
             .arg(self.kind.as_str())
             .invoke_async(&mut self.conn.clone())
             .await
@@ -491,6 +597,7 @@ impl Frontier {
             failed: at(4),
             dupefilter: at(5),
             items: at(6),
+            delayed: at(7),
         })
     }
 
@@ -516,6 +623,42 @@ impl Frontier {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("push start entries to", &self.keys.start))
+    }
+
+    /// Up to `n` entries of the failed list, oldest first.
+    pub async fn failed_entries(&self, n: usize) -> Result<Vec<String>> {
+        redis::cmd("LRANGE")
+            .arg(&self.keys.failed)
+            .arg(0)
+            .arg(n.max(1) - 1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.failed))
+    }
+
+    /// Moves failed entries back into the queue as `requests` (one per
+    /// entry, same order); returns how many moved.
+    pub async fn requeue_failed(&self, entries: &[(String, Request)]) -> Result<u64> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let k = &self.keys;
+        let mut inv = SCRIPTS.requeue_failed.prepare_invoke();
+        inv.key(&k.failed)
+            .key(&k.requests)
+            .key(&k.request_data)
+            .key(&k.dupefilter)
+            .key(&k.sequence)
+            .key(&k.stats)
+            .arg(&k.wake);
+        for (entry, request) in entries {
+            inv.arg(entry)
+                .arg(request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY))
+                .arg(encode(request).unwrap_or_default());
+        }
+        inv.invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("re-queue failed requests from", &k.failed))
     }
 
     /// Adds stats increments and sets `start_time` if no worker has yet.
@@ -552,6 +695,53 @@ impl Frontier {
             .query_async::<()>(&mut self.conn.clone())
             .await
             .map_err(err("unregister from", &self.keys.workers))
+    }
+
+    /// The cached robots.txt record of `host`, if any.
+    pub async fn robots_cached(&self, host: &str) -> Result<Option<String>> {
+        redis::cmd("HGET")
+            .arg(&self.keys.robots)
+            .arg(host)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read robots.txt cache", &self.keys.robots))
+    }
+
+    /// Stores `host`'s robots.txt record and its Crawl-delay (0: none), in
+    /// one step.
+    pub async fn robots_store(
+        &self,
+        host: &str,
+        record: &str,
+        crawl_delay: Duration,
+    ) -> Result<()> {
+        let mut pipe = redis::pipe();
+        pipe.atomic().hset(&self.keys.robots, host, record).ignore();
+        if crawl_delay.is_zero() {
+            pipe.hdel(&self.keys.host_delay, host).ignore();
+        } else {
+            pipe.hset(&self.keys.host_delay, host, crawl_delay.as_millis() as u64)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("store robots.txt in", &self.keys.robots))
+    }
+
+    /// Takes the cluster-wide right to fetch `host`'s robots.txt for `ttl`;
+    /// false when another worker holds it.
+    pub async fn robots_lock(&self, host: &str, ttl: Duration) -> Result<bool> {
+        let key = format!("{}:lock:{host}", self.keys.robots);
+        let got: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg(&self.worker)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis().max(1) as u64)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("lock robots.txt fetch", &key))?;
+        Ok(got.is_some())
     }
 
     /// A connection for commands that are not crawl state changes (the

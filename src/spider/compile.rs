@@ -506,10 +506,11 @@ impl Compiler<'_> {
             }
         };
         let kind = match f.kind.as_ref().map(|k| k.value.as_str()) {
-            None | Some("string") => Some(FieldType::String),
-            Some("int") => Some(FieldType::Int),
-            Some("float") => Some(FieldType::Float),
-            Some("bool") => Some(FieldType::Bool),
+            None => Some(None),
+            Some("string") => Some(Some(FieldType::String)),
+            Some("int") => Some(Some(FieldType::Int)),
+            Some("float") => Some(Some(FieldType::Float)),
+            Some("bool") => Some(Some(FieldType::Bool)),
             Some(other) => {
                 self.problem(
                     &f.kind.as_ref()?.loc,

@@ -129,7 +129,9 @@ pub struct Field {
     /// Keep what the regex captures (group 1, or the whole match).
     pub re: Option<Regex>,
     pub whitespace: Whitespace,
-    pub kind: FieldType,
+    /// Convert values to this type; none keeps them as found (text from
+    /// the page, numbers from `page = "status"`, constants as written).
+    pub kind: Option<FieldType>,
     pub default: Option<Value>,
     /// A page without this field drops the item (counted).
     pub required: bool,

@@ -15,8 +15,10 @@
 //! whose lease expired meanwhile is committed by nobody twice: the commit
 //! checks the lease).
 
+mod outcome;
 mod page;
 mod retry;
+mod robots;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,12 +68,23 @@ pub struct SpiderRun {
     pub spider: Arc<Spider>,
     pub settings: Arc<Settings>,
     frontier: Frontier,
-    client: reqwest::Client,
+    /// The spider's HTTP downloader (clients, proxies, cookie jar, guard).
+    client: crate::fetch::Downloader,
     redis: redis::Client,
     /// Ids of the requests this worker holds leases on.
     inflight: Arc<Mutex<HashSet<String>>>,
     pages: Arc<AtomicU64>,
+    /// Download slots (`concurrent_requests`); a request waiting for its
+    /// host's politeness slot holds none.
+    downloads: Arc<tokio::sync::Semaphore>,
+    /// Per-host download slots (`concurrent_requests_per_domain`).
+    hosts: Arc<Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>>,
+    robots: Arc<robots::RobotsGate>,
 }
+
+/// Requests leased per download slot at most (the others wait for their
+/// hosts' politeness slots).
+const LEASES_PER_SLOT: usize = 4;
 
 /// The unique id of this worker process, as it appears in `stats`.
 pub fn worker_id() -> String {
@@ -103,7 +116,7 @@ impl SpiderRun {
         let shown = redact(&settings.redis_url);
         let redis = redis::Client::open(settings.redis_url.as_str())
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
-        let client = crate::fetch::client(&settings)?;
+        let client = crate::fetch::Downloader::new(&settings)?;
         let mut backoff = retry::Backoff::new();
         let frontier = loop {
             match Frontier::connect(&redis, &spider, worker, settings.lease_timeout).await {
@@ -118,14 +131,27 @@ impl SpiderRun {
                 Err(e) => return Err(anyhow::anyhow!("cannot use Redis at {shown}: {e}")),
             }
         };
+        let frontier = frontier.with_pacing(crate::frontier::Pacing::from_settings(&settings));
+        let settings = Arc::new(settings);
+        let robots = Arc::new(robots::RobotsGate::new(
+            frontier.clone(),
+            client.clone(),
+            settings.clone(),
+        ));
+        let downloads = Arc::new(tokio::sync::Semaphore::new(
+            settings.concurrent_requests.max(1) as usize,
+        ));
         Ok(Some(SpiderRun {
             spider: Arc::new(spider),
-            settings: Arc::new(settings),
+            settings,
             frontier,
             client,
             redis,
             inflight: Arc::new(Mutex::new(HashSet::new())),
             pages: Arc::new(AtomicU64::new(0)),
+            downloads,
+            hosts: Arc::new(Mutex::new(std::collections::HashMap::new())),
+            robots,
         }))
     }
 
@@ -151,6 +177,7 @@ impl SpiderRun {
         let wake = Wake::subscribe(self.redis.clone(), self.frontier.keys.wake.clone());
         let upkeep = self.spawn_upkeep();
         let concurrency = self.settings.concurrent_requests.max(1) as usize;
+        let max_tasks = concurrency * LEASES_PER_SLOT;
         let batch = self.spider.start.batch_size;
         // Each page task returns the requests its commit leased to replace it.
         let mut tasks: JoinSet<Vec<Leased>> = JoinSet::new();
@@ -161,7 +188,11 @@ impl SpiderRun {
             if *shutdown.borrow() {
                 break StopReason::Shutdown;
             }
-            let room = concurrency.saturating_sub(tasks.len());
+            // Room: free download slots, within the bound on leases held.
+            let room = self
+                .downloads
+                .available_permits()
+                .min(max_tasks.saturating_sub(tasks.len()));
             let mut got = 0;
             if room > 0 {
                 let peek = batch.min(room);
@@ -215,7 +246,7 @@ impl SpiderRun {
                         self.spawn_pages(&mut tasks, next, &shutdown);
                     }
                 }
-                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < concurrency => {}
+                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < max_tasks && self.downloads.available_permits() > 0 => {}
                 _ = shutdown.changed() => {}
             }
         };
@@ -317,6 +348,9 @@ impl SpiderRun {
             settings: self.settings.clone(),
             frontier: self.frontier.clone(),
             client: self.client.clone(),
+            robots: self.robots.clone(),
+            downloads: self.downloads.clone(),
+            hosts: self.hosts.clone(),
             inflight: self.inflight.clone(),
             pages: self.pages.clone(),
         }
@@ -359,7 +393,7 @@ impl SpiderRun {
 }
 
 /// The first 200 characters of an entry, for logs.
-pub(crate) fn preview(s: &str) -> String {
+pub fn preview(s: &str) -> String {
     let mut p: String = s.chars().take(200).collect();
     if p.len() < s.len() {
         p.push('…');

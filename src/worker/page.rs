@@ -1,17 +1,22 @@
-//! One leased request, from download to commit: fetch it, extract the page,
-//! and commit the result in one atomic step. Whatever happens, the request
-//! ends committed (done, failed or set aside) or, if the worker dies, its
-//! lease expires and another worker takes it.
+//! One leased request, from download to commit: wait for its host's
+//! politeness slot (holding no download slot), check robots.txt, download,
+//! then decide — retry later, follow a redirect, give up, or extract — and
+//! commit the outcome in one atomic step. Whatever happens, the request ends
+//! committed (done, retried, failed or set aside) or, if the worker dies,
+//! its lease expires and another worker takes it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
+use tokio::sync::Semaphore;
 
+use super::outcome;
+use super::robots::{RobotsGate, Verdict};
 use crate::extract::{self, Response};
 use crate::fetch;
-use crate::frontier::{Committed, Frontier, Leased, PageResult};
+use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
 use crate::request::Request;
 use crate::settings::Settings;
 use crate::spider::Spider;
@@ -23,16 +28,44 @@ pub struct Context {
     pub spider: Arc<Spider>,
     pub settings: Arc<Settings>,
     pub frontier: Frontier,
-    pub client: reqwest::Client,
+    pub client: fetch::Downloader,
+    pub robots: Arc<RobotsGate>,
+    /// Download slots of this worker (`concurrent_requests`).
+    pub downloads: Arc<Semaphore>,
+    /// Per-host download slots of this worker (`concurrent_requests_per_domain`).
+    pub hosts: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
     pub inflight: Arc<Mutex<HashSet<String>>>,
     pub pages: Arc<AtomicU64>,
+}
+
+impl Context {
+    fn host_slots(&self, host: &str) -> Arc<Semaphore> {
+        let per_host = self.settings.concurrent_requests_per_domain.max(1) as usize;
+        match self.hosts.lock() {
+            Ok(mut map) => map
+                .entry(host.to_string())
+                .or_insert_with(|| Arc::new(Semaphore::new(per_host)))
+                .clone(),
+            Err(_) => Arc::new(Semaphore::new(per_host)),
+        }
+    }
 }
 
 /// Crawls one leased request; returns the requests its commit leased to
 /// replace it (already recorded as in flight).
 pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
     let result = match &leased.request {
-        Ok(request) => download_and_extract(&ctx, request).await,
+        Ok(request) => {
+            // The host's turn, for the whole cluster. Waiting holds no
+            // download slot; the lease is renewed meanwhile.
+            if !leased.wait.is_zero() {
+                tokio::time::sleep(leased.wait).await;
+            }
+            let host_slots = ctx.host_slots(&request.host_key());
+            let _host = host_slots.acquire().await;
+            let _slot = ctx.downloads.acquire().await;
+            process(&ctx, request).await
+        }
         Err(dead) => {
             tracing::warn!(key = %ctx.frontier.keys.requests, id = %leased.id, "malformed request set aside in the dead-letter key");
             PageResult {
@@ -42,10 +75,9 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
             }
         }
     };
-    // A commit is retried through Redis outages; it is safe to repeat: a
-    // second attempt after a first that went through finds the lease gone.
     // Not the worker's shutdown signal: a page being committed is finished
-    // through an outage, whatever happens meanwhile.
+    // through an outage, whatever happens meanwhile. A commit is safe to
+    // repeat: an attempt after one that went through finds the lease gone.
     let (_never, keep_trying) = tokio::sync::watch::channel(false);
     let lease_next = usize::from(!*ctx.shutdown.borrow());
     let committed = super::with_redis("commit a page", &keep_trying, || {
@@ -68,7 +100,21 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
     next
 }
 
-async fn download_and_extract(ctx: &Context, request: &Request) -> PageResult {
+/// Downloads and handles one request.
+async fn process(ctx: &Context, request: &Request) -> PageResult {
+    let settings = &ctx.settings;
+    if settings.robotstxt_obey {
+        match ctx.robots.check(request).await {
+            Verdict::Allowed => {}
+            Verdict::Forbidden => {
+                tracing::debug!(url = %request.url, "forbidden by robots.txt");
+                return PageResult {
+                    stats: vec![("robotstxt/forbidden".into(), 1)],
+                    ..PageResult::default()
+                };
+            }
+        }
+    }
     let mut stats: Vec<(String, i64)> = vec![
         ("downloader/request_count".into(), 1),
         (
@@ -76,27 +122,19 @@ async fn download_and_extract(ctx: &Context, request: &Request) -> PageResult {
             1,
         ),
     ];
-    let fetched = match fetch::fetch(&ctx.client, &ctx.settings, request).await {
+    let fetched = match ctx.client.fetch(request).await {
         Ok(f) => f,
         Err(e) => {
-            tracing::warn!(url = %request.url, error = %e, "download failed; recorded in the failed key");
             stats.push(("downloader/exception_count".into(), 1));
             stats.push((format!("downloader/exception_type_count/{}", e.kind()), 1));
-            return PageResult {
-                stats,
-                failed: Some(
-                    json!({
-                        "url": request.url,
-                        "reason": e.to_string(),
-                        "kind": e.kind(),
-                        "status": null,
-                        "time": crate::frontier::now_secs(),
-                        "request": request,
-                    })
-                    .to_string(),
-                ),
-                ..PageResult::default()
+            let failure = outcome::Failure {
+                reason: e.to_string(),
+                kind: e.kind().to_string(),
+                status: None,
+                retry_after: None,
+                retryable: outcome::retryable_error(&e),
             };
+            return outcome::retry_or_fail(settings, request, failure, stats, HostOutcome::None);
         }
     };
     stats.push(("downloader/response_count".into(), 1));
@@ -109,9 +147,57 @@ async fn download_and_extract(ctx: &Context, request: &Request) -> PageResult {
         fetched.body.len() as i64,
     ));
     stats.push(("response_received_count".into(), 1));
+    let status = fetched.status;
+    let header = |name: &str| {
+        fetched
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let retry_after = header("retry-after").and_then(outcome::parse_retry_after);
+    let host = if !settings.adaptive_backoff {
+        HostOutcome::None
+    } else if status == 429 || status == 503 {
+        HostOutcome::Slow {
+            wait: retry_after
+                .unwrap_or_default()
+                .min(settings.adaptive_backoff_max_delay),
+        }
+    } else if (200..400).contains(&status) {
+        HostOutcome::Ok
+    } else {
+        HostOutcome::None
+    };
+
+    if settings.redirect_enabled && matches!(status, 301 | 302 | 303 | 307 | 308) {
+        if let Some(location) = header("location") {
+            return outcome::redirect(
+                &ctx.spider,
+                settings,
+                request,
+                &fetched.url,
+                status,
+                location,
+                stats,
+                host,
+            );
+        }
+    }
+    if settings.retry_enabled && settings.retry_http_codes.contains(&status) {
+        let failure = outcome::Failure {
+            reason: format!("HTTP {status}"),
+            kind: status.to_string(),
+            status: Some(status),
+            retry_after,
+            retryable: true,
+        };
+        return outcome::retry_or_fail(settings, request, failure, stats, host);
+    }
+
     let response = Response {
         url: &fetched.url,
-        status: fetched.status,
+        status,
         headers: &fetched.headers,
         body: &fetched.body,
     };
@@ -157,7 +243,26 @@ async fn download_and_extract(ctx: &Context, request: &Request) -> PageResult {
             .collect(),
         requests: x.requests,
         stats,
-        dead: None,
-        failed: None,
+        host,
+        ..PageResult::default()
     }
+}
+
+/// The failed-key record of a request that failed for good.
+pub(super) fn failed_record(
+    request: &Request,
+    reason: &str,
+    kind: &str,
+    status: Option<u16>,
+) -> String {
+    json!({
+        "url": request.url,
+        "reason": reason,
+        "kind": kind,
+        "status": status,
+        "retry_times": request.retry_times,
+        "time": crate::frontier::now_secs(),
+        "request": request,
+    })
+    .to_string()
 }

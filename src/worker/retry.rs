@@ -80,7 +80,7 @@ where
                 } else {
                     Duration::from_secs(5)
                 };
-                if failures == 1 || failures % 20 == 0 {
+                if failures == 1 || failures.is_multiple_of(20) {
                     if e.is_outage() {
                         tracing::warn!(error = %e, "cannot {what}: Redis is unreachable; pausing and retrying (nothing is lost)");
                     } else {

@@ -1,42 +1,86 @@
 -- Commit one page: release its lease and, in the same atomic step, enqueue
 -- its new requests (deduplicated), push its items, record a failure or a
--- dead letter, and count its stats. Does nothing unless worker ARGV[1]
--- still holds the lease on request ARGV[2]: a page is committed once.
--- Then lease up to ARGV[10] requests to replace it, so a busy worker needs
--- one round trip per page.
+-- dead letter, schedule its retry, adjust its host's back-off, and count
+-- its stats. Does nothing unless worker ARGV[1] still holds the lease on
+-- request ARGV[2]: a page is committed once. Then lease up to ARGV[10]
+-- requests to replace it, so a busy worker needs one round trip per page.
 --
--- KEYS: 1 requests, 2 request data, 3 in-flight, 4 lease owners,
---       5 dupefilter, 6 sequence, 7 items, 8 stats, 9 dead letters,
---       10 failed
+-- KEYS: 1-11 as in lease.lua (requests, data, in-flight, owners, dead,
+--       stats, delayed, delayed scores, pace, host delays, back-off),
+--       12 dupefilter, 13 sequence, 14 items, 15 failed
 -- ARGV: 1 worker, 2 request id, 3 wake channel, 4 #requests, 5 #items,
 --       6 #stat pairs, 7 depth of the new requests, 8 dead-letter JSON or
 --       '', 9 failed JSON or '', 10 requests to lease next, 11 lease ms,
+--       12 politeness interval ms, 13 randomise it (1/0), 14 retry delay ms
+--       (-1: no retry), 15 the retried request's JSON, 16 its priority,
+--       17 host outcome ('slow' for 429/503, 'ok', or ''), 18 ms the server
+--       asked to wait (Retry-After), 19 longest back-off ms,
 --       then #requests triples (fingerprint, priority, JSON), #items JSON
 --       strings, #stat pairs (field, delta).
--- Returns {enqueued, filtered, id1, json1, ...} (the new leases), or
+-- Returns {enqueued, filtered, id1, json1, wait1, ...} (the new leases), or
 -- {-1, 0} when the lease was lost.
+local K = shared_keys()
+local dupefilter, seq_key, items_key, failed_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 local worker, id, channel = ARGV[1], ARGV[2], ARGV[3]
 local n_requests, n_items, n_stats = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local depth = tonumber(ARGV[7])
 
-if not owned_by(redis.call('HGET', KEYS[4], id), worker) then
+if not owned_by(redis.call('HGET', K.owners, id), worker) then
   return {-1, 0}
 end
-redis.call('ZREM', KEYS[3], id)
-redis.call('HDEL', KEYS[4], id)
-redis.call('HDEL', KEYS[2], id)
+local now = now_ms()
+local old_json = redis.call('HGET', K.data, id)
+redis.call('ZREM', K.inflight, id)
+redis.call('HDEL', K.owners, id)
+
+local retry_ms = tonumber(ARGV[14])
+if retry_ms >= 0 then
+  -- The same id waits in the delayed set, then returns to the queue.
+  redis.call('HSET', K.data, id, ARGV[15])
+  local seq = redis.call('INCR', seq_key)
+  redis.call('HSET', K.delayed_scores, id, queue_score(ARGV[16], seq))
+  redis.call('ZADD', K.delayed, now + retry_ms, id)
+else
+  redis.call('HDEL', K.data, id)
+end
 
 if ARGV[8] ~= '' then
-  redis.call('RPUSH', KEYS[9], ARGV[8])
+  redis.call('RPUSH', K.dead, ARGV[8])
 end
 if ARGV[9] ~= '' then
-  redis.call('RPUSH', KEYS[10], ARGV[9])
+  redis.call('RPUSH', failed_key, ARGV[9])
 end
 
-local at = 12
+-- Adaptive back-off, shared by the cluster: a 429/503 doubles the host's
+-- delay (at least 1 s, at least Retry-After, at most ARGV[19]) and keeps
+-- everyone away until Retry-After has passed; each good response takes a
+-- fifth off again.
+local host = old_json and host_of(old_json)
+if host and ARGV[17] ~= '' then
+  local old = tonumber(redis.call('HGET', K.backoff, host) or '0')
+  if ARGV[17] == 'slow' then
+    local wait = tonumber(ARGV[18])
+    local new = math.min(math.max(old * 2, 1000, wait), tonumber(ARGV[19]))
+    redis.call('HSET', K.backoff, host, new)
+    local next_free = tonumber(redis.call('HGET', K.pace, host) or '0')
+    if now + wait > next_free then
+      redis.call('HSET', K.pace, host, now + wait)
+    end
+    redis.call('HINCRBY', K.stats, 'backoff/slowed_count', 1)
+  elseif old > 0 then
+    local new = math.floor(old * 0.8)
+    if new < 50 then
+      redis.call('HDEL', K.backoff, host)
+    else
+      redis.call('HSET', K.backoff, host, new)
+    end
+  end
+end
+
+local at = 20
 local enqueued, filtered = 0, 0
 for _ = 1, n_requests do
-  if enqueue(KEYS[1], KEYS[2], KEYS[5], KEYS[6], ARGV[at], ARGV[at + 1], ARGV[at + 2]) == 1 then
+  if enqueue(K.requests, K.data, dupefilter, seq_key, ARGV[at], ARGV[at + 1], ARGV[at + 2]) == 1 then
     enqueued = enqueued + 1
   else
     filtered = filtered + 1
@@ -49,30 +93,25 @@ end
 local first = at
 while at < first + n_items do
   local last = math.min(at + 999, first + n_items - 1)
-  redis.call('RPUSH', KEYS[7], unpack(ARGV, at, last))
+  redis.call('RPUSH', items_key, unpack(ARGV, at, last))
   at = last + 1
 end
 
 for _ = 1, n_stats do
-  redis.call('HINCRBY', KEYS[8], ARGV[at], ARGV[at + 1])
+  redis.call('HINCRBY', K.stats, ARGV[at], ARGV[at + 1])
   at = at + 2
 end
 if enqueued > 0 then
-  redis.call('HINCRBY', KEYS[8], 'scheduler/enqueued/redis', enqueued)
-  local max_depth = tonumber(redis.call('HGET', KEYS[8], 'request_depth_max') or '0')
+  redis.call('HINCRBY', K.stats, 'scheduler/enqueued/redis', enqueued)
+  local max_depth = tonumber(redis.call('HGET', K.stats, 'request_depth_max') or '0')
   if depth > max_depth then
-    redis.call('HSET', KEYS[8], 'request_depth_max', depth)
+    redis.call('HSET', K.stats, 'request_depth_max', depth)
   end
   redis.call('PUBLISH', channel, enqueued)
 end
 if filtered > 0 then
-  redis.call('HINCRBY', KEYS[8], 'dupefilter/filtered', filtered)
+  redis.call('HINCRBY', K.stats, 'dupefilter/filtered', filtered)
 end
 local out = {enqueued, filtered}
-local lease_next = tonumber(ARGV[10])
-if lease_next > 0 then
-  local now = now_ms()
-  requeue_expired(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[8], now)
-  lease_requests(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[9], KEYS[8], ARGV[1], tonumber(ARGV[11]), lease_next, now, out)
-end
+lease_requests(K, worker, tonumber(ARGV[11]), tonumber(ARGV[10]), now, tonumber(ARGV[12]), ARGV[13] == '1', out)
 return out

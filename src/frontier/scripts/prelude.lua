@@ -56,28 +56,89 @@ local function requeue_expired(requests, data, inflight, owners, stats, now)
   end
 end
 
+-- The politeness key of a stored request: its URL's authority without user
+-- info, lower-cased. Request::host_key in Rust computes the same.
+local function host_of(json)
+  local url = string.match(json, '"url":"([^"]*)"')
+  if not url then
+    return nil
+  end
+  local rest = string.match(url, '^[%a][%w+.-]*://(.*)$') or url
+  local authority = string.match(rest, '^([^/?#]*)') or ''
+  authority = string.match(authority, '@([^@]*)$') or authority
+  return string.lower(authority)
+end
+
+-- Reserves the next politeness slot of `host` for the whole cluster and
+-- returns how many ms to wait for it. The interval is the largest of the
+-- spider's (`base_ms`, randomised 0.5x-1.5x when `jitter` is set), the
+-- host's Crawl-delay and its adaptive back-off. With no interval at all
+-- nothing is written.
+local function reserve_slot(pace, host_delay, backoff, host, base_ms, jitter, now, salt)
+  local interval = base_ms
+  if jitter and base_ms > 0 then
+    -- Redis scripts have no useful random source; the clock's microseconds
+    -- spread the factor well enough.
+    local t = redis.call('TIME')
+    local r = ((tonumber(t[2]) * 7919 + salt * 104729) % 1000) / 1000
+    interval = math.floor(base_ms * (0.5 + r))
+  end
+  interval = math.max(interval, tonumber(redis.call('HGET', host_delay, host) or '0'),
+    tonumber(redis.call('HGET', backoff, host) or '0'))
+  local next_free = tonumber(redis.call('HGET', pace, host) or '0')
+  if interval <= 0 and next_free <= now then
+    return 0
+  end
+  local slot = math.max(now, next_free)
+  redis.call('HSET', pace, host, slot + interval)
+  return slot - now
+end
+
+-- Moves retries that are due from the delayed set back to the queue, at
+-- the place their commit chose.
+local function requeue_due(delayed, delayed_scores, requests, data, now)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 512)
+  for _, id in ipairs(due) do
+    local score = tonumber(redis.call('HGET', delayed_scores, id) or '0')
+    redis.call('ZREM', delayed, id)
+    redis.call('HDEL', delayed_scores, id)
+    if redis.call('HEXISTS', data, id) == 1 then
+      redis.call('ZADD', requests, score, id)
+    end
+  end
+end
+
 -- Leases up to `max` requests to `worker` until now + lease_ms, appending
--- id, JSON pairs to `out`. A queue member with no request behind it
+-- id, JSON, politeness wait (ms) triples to `out`. K is the shared key
+-- table (see KEYS in lease.lua). A queue member with no request behind it
 -- (written by something other than crawlworker) is set aside rather than
 -- left to block the queue.
-local function lease_requests(requests, data, inflight, owners, dead, stats, worker, lease_ms, max, now, out)
+local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, out)
+  requeue_expired(K.requests, K.data, K.inflight, K.owners, K.stats, now)
+  requeue_due(K.delayed, K.delayed_scores, K.requests, K.data, now)
   if max <= 0 then
     return
   end
-  local popped = redis.call('ZPOPMIN', requests, max)
+  local popped = redis.call('ZPOPMIN', K.requests, max)
   local leased, set_aside = 0, 0
   for i = 1, #popped, 2 do
     local id, score = popped[i], popped[i + 1]
-    local json = redis.call('HGET', data, id)
+    local json = redis.call('HGET', K.data, id)
     if json then
-      redis.call('ZADD', inflight, now + lease_ms, id)
-      redis.call('HSET', owners, id, worker .. '|' .. score)
+      redis.call('ZADD', K.inflight, now + lease_ms, id)
+      redis.call('HSET', K.owners, id, worker .. '|' .. score)
+      local host = host_of(json)
+      local wait = 0
+      if host then
+        wait = reserve_slot(K.pace, K.host_delay, K.backoff, host, pace_ms, jitter, now, i)
+      end
       out[#out + 1] = id
       out[#out + 1] = json
+      out[#out + 1] = wait
       leased = leased + 1
     else
-      redis.call('RPUSH', dead, cjson.encode({
-        key = requests, entry = string.sub(id, 1, 1024), bytes = #id,
+      redis.call('RPUSH', K.dead, cjson.encode({
+        key = K.requests, entry = string.sub(id, 1, 1024), bytes = #id,
         reason = 'queue member has no request data (not written by crawlworker?)',
         time = now / 1000,
       }))
@@ -85,11 +146,20 @@ local function lease_requests(requests, data, inflight, owners, dead, stats, wor
     end
   end
   if leased > 0 then
-    redis.call('HINCRBY', stats, 'scheduler/dequeued/redis', leased)
+    redis.call('HINCRBY', K.stats, 'scheduler/dequeued/redis', leased)
   end
   if set_aside > 0 then
-    redis.call('HINCRBY', stats, 'deadletter/count', set_aside)
+    redis.call('HINCRBY', K.stats, 'deadletter/count', set_aside)
   end
+end
+
+-- The keys every leasing script receives first, in this order.
+local function shared_keys()
+  return {
+    requests = KEYS[1], data = KEYS[2], inflight = KEYS[3], owners = KEYS[4],
+    dead = KEYS[5], stats = KEYS[6], delayed = KEYS[7], delayed_scores = KEYS[8],
+    pace = KEYS[9], host_delay = KEYS[10], backoff = KEYS[11],
+  }
 end
 
 -- Up to `n` start entries, without removing them (claim_start does).
@@ -105,3 +175,4 @@ local function peek_start(key, kind, n)
     return redis.call('ZRANGE', key, 0, n - 1, 'REV')
   end
 end
+

@@ -1,11 +1,11 @@
 -- One consistent look at a crawl's queues, for `stats` and for
--- `--until-drained` (a crawl is finished only when all three of start
--- entries, queued and in-flight are zero at the same instant).
+-- `--until-drained` (a crawl is finished only when start entries, queued,
+-- in-flight and delayed retries are all zero at the same instant).
 --
 -- KEYS: 1 start key, 2 requests, 3 in-flight, 4 dead letters, 5 failed,
---       6 dupefilter, 7 items
+--       6 dupefilter, 7 items, 8 delayed retries
 -- ARGV: 1 start key type
--- Returns {start, queued, inflight, dead, failed, dupefilter, items}.
+-- Returns {start, queued, inflight, dead, failed, dupefilter, items, delayed}.
 local kind = ARGV[1]
 local start
 if kind == 'list' then
@@ -23,4 +23,5 @@ return {
   redis.call('LLEN', KEYS[5]),
   redis.call('SCARD', KEYS[6]),
   redis.call('LLEN', KEYS[7]),
+  redis.call('ZCARD', KEYS[8]),
 }

@@ -1,0 +1,574 @@
+//! The HTTP layer of the downloader: one [`Downloader`] per spider run turns
+//! a [`Request`] into a [`Fetched`] response or a [`FetchError`] that says
+//! what failed, on which URL, and is safe to log.
+//!
+//! It owns the HTTP clients and everything about one exchange: only http and
+//! https, the SSRF guard (`guard`), connect and whole-download timeouts,
+//! the size limits while streaming (`body`), decompression (gzip, deflate,
+//! brotli, zstd), HTTP/2 by ALPN, proxies (`proxy`) and the cookie jar.
+//!
+//! It does not follow redirects (a redirect is a response like any other;
+//! the worker turns a Location into a new request), retry, wait for
+//! politeness, read robots.txt, or parse what it downloads.
+//!
+//! # Proxies and the guard
+//!
+//! Proxies are configured by the operator (the spider's `proxies`, or
+//! `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` minus `NO_PROXY` when that list is
+//! empty) and trusted: the guard never refuses a proxy's own address. The
+//! target is still checked: its IP literal before sending, and its name by
+//! resolving it here before the request leaves whenever a proxy may carry
+//! it (the proxy resolves it again; a name that flips between the two
+//! lookups is beyond our reach). Without a proxy the check happens in the
+//! resolver, on the addresses the connection then uses.
+
+mod body;
+mod guard;
+mod proxy;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+pub use guard::{refusal as address_refusal, LookupFailed, Refused};
+pub use proxy::{redact as redact_proxy, BadProxy, ProxyMode, ProxyUrl};
+
+use crate::request::Request;
+use crate::settings::Settings;
+
+/// A downloaded response.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub url: String,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Why a download failed (or a downloader could not be built). Every
+/// message names what failed and where, and never shows proxy credentials.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FetchError {
+    #[error("invalid setting `{setting}`: {problem}")]
+    Setting {
+        setting: &'static str,
+        problem: String,
+    },
+    #[error("invalid setting `proxies`: {0}")]
+    Proxy(#[from] BadProxy),
+    #[error("cannot build the HTTP client: {detail}")]
+    Client { detail: String },
+    #[error("cannot fetch `{url}`: {problem}")]
+    InvalidUrl { url: String, problem: String },
+    #[error("cannot fetch {url}: only http and https URLs are fetched, not `{scheme}`")]
+    Scheme { url: String, scheme: String },
+    #[error("cannot fetch {url}: `{method}` is not a valid HTTP method")]
+    Method { url: String, method: String },
+    #[error("refused to fetch {url}: {refused}; set allow_private_networks = true to crawl private networks")]
+    ForbiddenAddress { url: String, refused: Refused },
+    #[error("cannot fetch {url}: {lookup}")]
+    Dns { url: String, lookup: LookupFailed },
+    #[error("{what} {url}{via} timed out after {} ({setting})", humantime::format_duration(*.after))]
+    Timeout {
+        url: String,
+        via: Via,
+        what: &'static str,
+        setting: &'static str,
+        after: Duration,
+    },
+    #[error("cannot connect for {url}{via}: {detail}")]
+    Connect {
+        url: String,
+        via: Via,
+        refused: bool,
+        detail: String,
+    },
+    #[error("request to {url}{via} is invalid: {detail}")]
+    InvalidRequest {
+        url: String,
+        via: Via,
+        detail: String,
+    },
+    #[error("request to {url}{via} failed: {detail}")]
+    Http {
+        url: String,
+        via: Via,
+        detail: String,
+    },
+    #[error("response from {url} is larger than download_maxsize ({limit} bytes): {}", if *.announced { format!("Content-Length is {size}") } else { format!("cut off after {size} bytes") })]
+    TooLarge {
+        url: String,
+        limit: u64,
+        size: u64,
+        announced: bool,
+    },
+}
+
+/// The proxy a request went through, shown redacted (` via proxy …`), or
+/// nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Via(Option<String>);
+
+impl fmt::Display for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(proxy) => write!(f, " via proxy {proxy}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl FetchError {
+    /// A short name for stats (`downloader/exception_type_count/<kind>`),
+    /// Scrapy's where Scrapy has one.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FetchError::Setting { .. } | FetchError::Proxy(_) | FetchError::Client { .. } => {
+                "ClientError"
+            }
+            FetchError::InvalidUrl { .. } => "InvalidURL",
+            FetchError::Scheme { .. } => "UnsupportedScheme",
+            FetchError::Method { .. } => "InvalidMethod",
+            FetchError::ForbiddenAddress { .. } => "ForbiddenAddress",
+            FetchError::Dns { .. } => "DNSLookupError",
+            FetchError::Timeout { .. } => "TimeoutError",
+            FetchError::Connect { refused: true, .. } => "ConnectionRefusedError",
+            FetchError::Connect { .. } => "ConnectError",
+            FetchError::InvalidRequest { .. } => "InvalidRequest",
+            FetchError::Http { .. } => "ResponseFailed",
+            FetchError::TooLarge { .. } => "ResponseTooLarge",
+        }
+    }
+
+    /// Whether trying the same request again may succeed (network trouble),
+    /// as opposed to a refusal that will repeat (bad URL, forbidden address,
+    /// too large).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            FetchError::Dns { .. }
+                | FetchError::Timeout { .. }
+                | FetchError::Connect { .. }
+                | FetchError::Http { .. }
+        )
+    }
+}
+
+/// One route out: a client and the proxy it goes through, if any.
+struct Route {
+    client: reqwest::Client,
+    proxy: Option<ProxyUrl>,
+}
+
+/// The HTTP downloader of one spider run. Cheap to clone (clones share the
+/// connection pools, the proxy rotation and the cookie jar).
+#[derive(Clone)]
+pub struct Downloader {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// One route per configured proxy, or a single one (direct, or through
+    /// the environment's proxies).
+    routes: Vec<Route>,
+    rotation: proxy::Rotation,
+    policy: Policy,
+    cookies: bool,
+    http2: bool,
+}
+
+/// What every exchange obeys, whatever client carries it.
+struct Policy {
+    /// The SSRF guard is on (`allow_private_networks` is false).
+    guard: bool,
+    /// A proxy may carry requests, so target names are resolved and checked
+    /// before sending.
+    check_names: bool,
+    download_timeout: Duration,
+    connect_timeout: Duration,
+    limits: body::Limits,
+    scrub: proxy::Scrubber,
+}
+
+impl fmt::Debug for Downloader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        let proxies: Vec<String> = i
+            .routes
+            .iter()
+            .filter_map(|r| r.proxy.as_ref().map(ToString::to_string))
+            .collect();
+        f.debug_struct("Downloader")
+            .field("proxies", &proxies)
+            .field("proxy_mode", &i.rotation.mode())
+            .field("guard", &i.policy.guard)
+            .field("check_names", &i.policy.check_names)
+            .field("download_timeout", &i.policy.download_timeout)
+            .field("connect_timeout", &i.policy.connect_timeout)
+            .field("limits", &i.policy.limits)
+            .field("cookies", &i.cookies)
+            .field("http2", &i.http2)
+            .finish()
+    }
+}
+
+/// The spider's proxies and the environment's, read and validated.
+struct Proxies {
+    listed: Vec<ProxyUrl>,
+    env: proxy::EnvProxies,
+}
+
+impl Proxies {
+    fn read(
+        settings: &Settings,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Proxies, FetchError> {
+        let listed = settings
+            .proxies
+            .iter()
+            .map(|raw| ProxyUrl::parse(raw))
+            .collect::<Result<Vec<_>, _>>()?;
+        // With a proxy list the environment's proxies are not used.
+        let env = if listed.is_empty() {
+            proxy::EnvProxies::read(env)
+        } else {
+            proxy::EnvProxies::default()
+        };
+        Ok(Proxies { listed, env })
+    }
+}
+
+impl Policy {
+    fn new(settings: &Settings, proxies: &Proxies) -> Policy {
+        let guard = !settings.allow_private_networks;
+        Policy {
+            guard,
+            check_names: guard && (!proxies.listed.is_empty() || proxies.env.any()),
+            download_timeout: settings.download_timeout,
+            connect_timeout: settings.connect_timeout,
+            limits: body::Limits {
+                max: settings.download_maxsize.0,
+                warn: settings.download_warnsize.0,
+            },
+            scrub: proxy::Scrubber::new(&proxies.listed, &proxies.env),
+        }
+    }
+}
+
+impl Downloader {
+    /// Builds the downloader for a spider's settings, validating what they
+    /// say about HTTP (headers, user agent, proxies, proxy mode).
+    pub fn new(settings: &Settings) -> Result<Downloader, FetchError> {
+        Downloader::with_env(settings, |var| std::env::var(var).ok())
+    }
+
+    /// [`Downloader::new`] with the environment read through `env`.
+    fn with_env(
+        settings: &Settings,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Downloader, FetchError> {
+        let proxies = Proxies::read(settings, env)?;
+        let mode = settings
+            .proxy_mode
+            .parse::<ProxyMode>()
+            .map_err(|problem| FetchError::Setting {
+                setting: "proxy_mode",
+                problem,
+            })?;
+        let policy = Policy::new(settings, &proxies);
+        let trusted = proxies
+            .listed
+            .iter()
+            .map(|p| p.host().to_string())
+            .chain(proxies.env.hosts.iter().cloned());
+        let resolver = Arc::new(guard::GuardedResolver::new(policy.guard, trusted));
+        let headers = default_headers(settings)?;
+        let jar = settings
+            .cookies_enabled
+            .then(|| Arc::new(reqwest::cookie::Jar::default()));
+        let build = |proxy: Option<&ProxyUrl>| -> Result<reqwest::Client, FetchError> {
+            let mut b = reqwest::Client::builder()
+                .user_agent(settings.user_agent.as_str())
+                .default_headers(headers.clone())
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(settings.connect_timeout)
+                .dns_resolver(resolver.clone())
+                .gzip(true)
+                .deflate(true)
+                .brotli(true)
+                .zstd(true);
+            if !settings.http2 {
+                b = b.http1_only();
+            }
+            if let Some(jar) = &jar {
+                b = b.cookie_provider(jar.clone());
+            }
+            if let Some(p) = proxy {
+                let bad = |e: reqwest::Error| proxy::BadProxy {
+                    proxy: p.to_string(),
+                    problem: policy.scrub.scrub(chain(&e)),
+                };
+                b = b.proxy(reqwest::Proxy::all(p.secret_url()).map_err(bad)?);
+            }
+            b.build().map_err(|e| FetchError::Client {
+                detail: policy.scrub.scrub(chain(&e)),
+            })
+        };
+        let routes = if proxies.listed.is_empty() {
+            vec![Route {
+                client: build(None)?,
+                proxy: None,
+            }]
+        } else {
+            let mut routes = Vec::new();
+            for p in &proxies.listed {
+                routes.push(Route {
+                    client: build(Some(p))?,
+                    proxy: Some(p.clone()),
+                });
+            }
+            routes
+        };
+        Ok(Downloader {
+            inner: Arc::new(Inner {
+                routes,
+                rotation: proxy::Rotation::new(mode),
+                policy,
+                cookies: settings.cookies_enabled,
+                http2: settings.http2,
+            }),
+        })
+    }
+
+    /// Downloads `request`: at most `download_timeout` in all, at most
+    /// `download_maxsize` bytes of (decoded) body.
+    pub async fn fetch(&self, request: &Request) -> Result<Fetched, FetchError> {
+        let i = &self.inner;
+        i.policy
+            .fetch(request, |host| {
+                let route = &i.routes[i.rotation.pick(host, i.routes.len())];
+                (&route.client, route.proxy.as_ref())
+            })
+            .await
+    }
+}
+
+impl Policy {
+    /// One exchange: checks, then the route `choose` picks for the host.
+    async fn fetch<'a>(
+        &self,
+        request: &Request,
+        choose: impl FnOnce(&str) -> (&'a reqwest::Client, Option<&'a ProxyUrl>),
+    ) -> Result<Fetched, FetchError> {
+        let raw = &request.url;
+        let url = url::Url::parse(raw).map_err(|e| FetchError::InvalidUrl {
+            url: raw.clone(),
+            problem: e.to_string(),
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(FetchError::Scheme {
+                url: raw.clone(),
+                scheme: url.scheme().to_string(),
+            });
+        }
+        let method = reqwest::Method::from_bytes(request.method.as_bytes()).map_err(|_| {
+            FetchError::Method {
+                url: raw.clone(),
+                method: request.method.clone(),
+            }
+        })?;
+        let Some(host) = url.host() else {
+            return Err(FetchError::InvalidUrl {
+                url: raw.clone(),
+                problem: "it has no host".into(),
+            });
+        };
+        if self.guard {
+            guard::check_literal(&host).map_err(|refused| FetchError::ForbiddenAddress {
+                url: raw.clone(),
+                refused,
+            })?;
+        }
+        let (client, proxy) = choose(url.host_str().unwrap_or_default());
+        let via = Via(proxy.map(ToString::to_string));
+        let exchange = self.exchange(client, method, url, request, &via);
+        match tokio::time::timeout(self.download_timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(FetchError::Timeout {
+                url: raw.clone(),
+                via,
+                what: "download of",
+                setting: "download_timeout",
+                after: self.download_timeout,
+            }),
+        }
+    }
+
+    /// Checks the target name if needed, sends, and reads the body.
+    async fn exchange(
+        &self,
+        client: &reqwest::Client,
+        method: reqwest::Method,
+        url: url::Url,
+        request: &Request,
+        via: &Via,
+    ) -> Result<Fetched, FetchError> {
+        let raw = &request.url;
+        if let (true, Some(url::Host::Domain(name))) = (self.check_names, url.host()) {
+            guard::check_name(name)
+                .await
+                .map_err(|blocked| match blocked {
+                    guard::Blocked::Refused(refused) => FetchError::ForbiddenAddress {
+                        url: raw.clone(),
+                        refused,
+                    },
+                    guard::Blocked::Lookup(lookup) => FetchError::Dns {
+                        url: raw.clone(),
+                        lookup,
+                    },
+                })?;
+        }
+        let mut builder = client.request(method, url);
+        for (k, v) in &request.headers {
+            builder = builder.header(k, v);
+        }
+        if !request.body.is_empty() {
+            builder = builder.body(request.body.clone());
+        }
+        let mut response = builder
+            .send()
+            .await
+            .map_err(|e| self.failure(e, raw, via))?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let final_url = response.url().to_string();
+        let body = body::read(&mut response, raw, self.limits)
+            .await
+            .map_err(|e| match e {
+                body::ReadError::TooLarge {
+                    limit,
+                    size,
+                    announced,
+                } => FetchError::TooLarge {
+                    url: raw.clone(),
+                    limit,
+                    size,
+                    announced,
+                },
+                body::ReadError::Failed(e) => self.failure(e, raw, via),
+            })?;
+        Ok(Fetched {
+            url: final_url,
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// Turns an error of the HTTP stack into a [`FetchError`], finding the
+    /// guard's refusal or a failed lookup among its causes.
+    fn failure(&self, e: reqwest::Error, url: &str, via: &Via) -> FetchError {
+        let url = url.to_string();
+        let via = via.clone();
+        let mut refused_io = false;
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cause {
+            if let Some(refused) = c.downcast_ref::<Refused>() {
+                return FetchError::ForbiddenAddress {
+                    url,
+                    refused: refused.clone(),
+                };
+            }
+            if let Some(lookup) = c.downcast_ref::<guard::LookupFailed>() {
+                return FetchError::Dns {
+                    url,
+                    lookup: lookup.clone(),
+                };
+            }
+            refused_io |= c
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+            cause = c.source();
+        }
+        let e = e.without_url();
+        let detail = self.scrub.scrub(chain(&e));
+        if e.is_timeout() && e.is_connect() {
+            FetchError::Timeout {
+                url,
+                via,
+                what: "connecting for",
+                setting: "connect_timeout",
+                after: self.connect_timeout,
+            }
+        } else if e.is_timeout() {
+            FetchError::Timeout {
+                url,
+                via,
+                what: "download of",
+                setting: "download_timeout",
+                after: self.download_timeout,
+            }
+        } else if e.is_connect() {
+            FetchError::Connect {
+                url,
+                via,
+                refused: refused_io,
+                detail,
+            }
+        } else if e.is_builder() {
+            FetchError::InvalidRequest { url, via, detail }
+        } else {
+            FetchError::Http { url, via, detail }
+        }
+    }
+}
+
+/// The settings' `default_request_headers`, validated.
+fn default_headers(settings: &Settings) -> Result<HeaderMap, FetchError> {
+    let mut headers = HeaderMap::new();
+    for (k, v) in &settings.default_request_headers {
+        let bad = |problem: String| FetchError::Setting {
+            setting: "default_request_headers",
+            problem,
+        };
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| bad(format!("`{k}` is not a valid header name")))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|_| bad(format!("the value of `{k}` is not a valid header value")))?;
+        headers.insert(name, value);
+    }
+    if HeaderValue::from_str(&settings.user_agent).is_err() {
+        return Err(FetchError::Setting {
+            setting: "user_agent",
+            problem: "it is not a valid header value (control characters?)".into(),
+        });
+    }
+    Ok(headers)
+}
+
+/// An error and its causes, `: `-separated, each message once.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = c.source();
+    }
+    parts.join(": ")
+}

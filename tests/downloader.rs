@@ -1,0 +1,460 @@
+//! The downloader against the demo server's fault routes (`/fault/…`,
+//! see `src/demo/faults.rs`), with real workers and a real Redis:
+//! retries that land (and survive a worker crash while they wait), the
+//! failed key and `push-urls --from-failed`, redirects as new requests with
+//! chain limits and loop detection, size and time limits, robots.txt for
+//! the whole cluster, the SSRF guard, and politeness measured at the server.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use serde_json::Value;
+
+use crawlworker::demo::{faults::Robots, DemoServer, Site};
+
+use crate::util::{crawlworker_with_redis, stderr, RedisServer, Worker};
+
+/// A spider that scrapes one item from every fault page it is given.
+fn spider_text(extra_settings: &str) -> String {
+    format!(
+        r#"
+name = "faults"
+allowed_domains = ["127.0.0.1"]
+
+[settings]
+allow_private_networks = true
+retry_backoff_base = 0.05
+retry_backoff_max = "5s"
+download_timeout = "2s"
+{extra_settings}
+
+[items.page]
+url = {{ page = "url" }}
+status = {{ page = "status" }}
+
+[[rules]]
+name = "page"
+match = '/fault/'
+
+  [[rules.extract]]
+  item = "page"
+"#
+    )
+}
+
+struct Env {
+    redis: RedisServer,
+    server: DemoServer,
+    spider: PathBuf,
+}
+
+impl Env {
+    async fn new(extra_settings: &str) -> Env {
+        let redis = RedisServer::start();
+        let server = DemoServer::start(Site::demo()).await.unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "crawlworker-dl-{}-{}",
+            std::process::id(),
+            server.addr().port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let spider = dir.join("faults.toml");
+        std::fs::write(&spider, spider_text(extra_settings)).unwrap();
+        Env {
+            redis,
+            server,
+            spider,
+        }
+    }
+
+    fn push(&self, paths: &[&str]) {
+        let urls: Vec<String> = paths.iter().map(|p| self.server.url(p)).collect();
+        let mut args = vec!["push-urls", self.spider.to_str().unwrap()];
+        args.extend(urls.iter().map(String::as_str));
+        let out = crawlworker_with_redis(&self.redis.url(), &args);
+        assert!(out.status.success(), "push-urls: {}", stderr(&out));
+    }
+
+    fn worker(&self, args: &[&str]) -> Worker {
+        Worker::spawn(
+            &self.spider,
+            &self.redis.url(),
+            args,
+            &[
+                ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
+                ("CRAWLWORKER_LEASE_TIMEOUT", "2s"),
+            ],
+        )
+    }
+
+    fn drain(&self, workers: usize) -> String {
+        let ws: Vec<Worker> = (0..workers)
+            .map(|_| self.worker(&["--until-drained"]))
+            .collect();
+        let mut logs = String::new();
+        for w in ws {
+            let (status, log) = w.wait(Duration::from_secs(60));
+            assert!(status.success(), "worker failed:\n{log}");
+            logs.push_str(&log);
+        }
+        logs
+    }
+
+    fn stats(&self) -> BTreeMap<String, String> {
+        self.redis.conn().hgetall("faults:stats").unwrap()
+    }
+
+    fn stat(&self, name: &str) -> i64 {
+        self.stats()
+            .get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn items(&self) -> Vec<Value> {
+        let raw: Vec<String> = self.redis.conn().lrange("faults:items", 0, -1).unwrap();
+        raw.iter()
+            .map(|s| serde_json::from_str(s).unwrap())
+            .collect()
+    }
+
+    fn failed(&self) -> Vec<Value> {
+        let raw: Vec<String> = self.redis.conn().lrange("faults:failed", 0, -1).unwrap();
+        raw.iter()
+            .map(|s| serde_json::from_str(s).unwrap())
+            .collect()
+    }
+
+    async fn finish(self) {
+        let _ = std::fs::remove_dir_all(self.spider.parent().unwrap());
+        self.server.stop().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_then_success_are_retried_until_they_land() {
+    let env = Env::new("").await;
+    let flaky = "/fault/status/503?times=2&key=a";
+    let timeout_then_ok = "/fault/status/408?times=1&key=b";
+    env.push(&[flaky, timeout_then_ok]);
+    env.drain(2);
+    assert_eq!(env.server.hits(flaky), 3, "two failures, then success");
+    assert_eq!(env.server.hits(timeout_then_ok), 2);
+    let items = env.items();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(items.iter().all(|i| i["status"] == 200));
+    assert_eq!(env.stat("retry/count"), 3);
+    assert_eq!(env.stat("retry/reason_count/503"), 2);
+    assert_eq!(env.stat("retry/reason_count/408"), 1);
+    assert!(env.failed().is_empty());
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_retries_are_recorded_and_can_be_requeued() {
+    let env = Env::new("").await;
+    let broken = "/fault/status/500?times=5&key=c";
+    env.push(&[broken]);
+    env.drain(1);
+    assert_eq!(
+        env.server.hits(broken),
+        3,
+        "first try and retry_times = 2 retries"
+    );
+    assert!(env.items().is_empty());
+    let failed = env.failed();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["url"], env.server.url(broken));
+    assert_eq!(failed[0]["status"], 500);
+    assert!(
+        failed[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("gave up after 2 retries"),
+        "{failed:?}"
+    );
+    assert_eq!(env.stat("retry/max_reached"), 1);
+    let out = crawlworker_with_redis(
+        &env.redis.url(),
+        &["stats", env.spider.to_str().unwrap(), "--json"],
+    );
+    let stats: Value = serde_json::from_str(&crate::util::stdout(&out)).unwrap();
+    assert_eq!(stats["queues"]["failed"], 1);
+
+    // scrapy-redis would never try this URL again; here it is re-queued.
+    let out = crawlworker_with_redis(
+        &env.redis.url(),
+        &["push-urls", env.spider.to_str().unwrap(), "--from-failed"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("re-queued 1 failed request"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(env.failed().is_empty());
+    env.drain(1);
+    // Attempts 4 and 5 fail, the 6th gets the 200.
+    assert_eq!(env.server.hits(broken), 6);
+    assert_eq!(env.items().len(), 1);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_honoured_and_a_waiting_retry_survives_a_crash() {
+    let env = Env::new("").await;
+    let limited = "/fault/retry-after/2?times=1&key=d";
+    env.push(&[limited]);
+    let w = env.worker(&[]);
+    let started = Instant::now();
+    while env.server.hits(limited) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "{}", w.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The retry now waits in Redis, not in the worker: kill the worker.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.kill();
+    let delayed: u64 = env.redis.conn().zcard("faults:delayed").unwrap();
+    assert_eq!(delayed, 1, "the retry should be waiting in the delayed set");
+    env.drain(1);
+    let arrivals = env.server.arrivals("/fault/retry-after/");
+    assert_eq!(arrivals.len(), 2);
+    let gap = arrivals[1] - arrivals[0];
+    assert!(
+        gap >= Duration::from_millis(1900),
+        "retried after {gap:?}, before Retry-After"
+    );
+    assert_eq!(env.items().len(), 1);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_become_new_requests_with_limits_and_loop_detection() {
+    let env = Env::new("redirect_max_times = 4").await;
+    env.push(&[
+        "/fault/redirect/3",
+        "/fault/redirect/9",
+        "/fault/loop/a",
+        "/fault/redirect-to?url=http%3A%2F%2Fads.demo.invalid%2F",
+    ]);
+    env.drain(2);
+    for hop in [
+        "/fault/redirect/3",
+        "/fault/redirect/2",
+        "/fault/redirect/1",
+        "/fault/redirect/0",
+    ] {
+        assert_eq!(env.server.hits(hop), 1, "{hop} fetched once");
+    }
+    let items = env.items();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["url"], env.server.url("/fault/redirect/0"));
+    let failed = env.failed();
+    let reasons: Vec<&str> = failed
+        .iter()
+        .map(|f| f["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed.len(), 2, "{reasons:?}");
+    assert!(
+        reasons.iter().any(|r| r.contains("redirect loop")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("redirect chain longer than redirect_max_times (4)")),
+        "{reasons:?}"
+    );
+    assert_eq!(env.server.hits("/fault/loop/a"), 1);
+    assert_eq!(env.server.hits("/fault/loop/b"), 1);
+    // The off-site hop is dropped, never fetched (the .invalid host cannot be).
+    assert_eq!(env.stat("offsite/filtered"), 1);
+    assert_eq!(env.stat("redirect/count"), 3 + 4 + 1);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_endless_slow_and_silent_responses_end_in_counted_failures() {
+    let env = Env::new("download_maxsize = \"1 MiB\"\nretry_times = 0").await;
+    env.push(&[
+        "/fault/huge/20000000",
+        "/fault/huge-chunked/20000000",
+        "/fault/endless",
+        "/fault/trickle?bytes_per_sec=20",
+        "/fault/hang",
+        "/fault/huge/1000",
+    ]);
+    let started = Instant::now();
+    env.drain(1);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "a bad response held the worker"
+    );
+    let items = env.items();
+    assert_eq!(
+        items.len(),
+        1,
+        "only the small page gives an item: {items:?}"
+    );
+    let failed = env.failed();
+    let kinds: Vec<&str> = failed.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    assert_eq!(failed.len(), 5, "{failed:#?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "ResponseTooLarge").count(),
+        3,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "TimeoutError").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(env.stat("downloader/exception_count"), 5);
+    // The server is not left streaming to anyone.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(env.server.faults_in_progress(), 0);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robots_txt_is_fetched_once_for_the_cluster_and_obeyed() {
+    let env = Env::new("robotstxt_obey = true").await;
+    env.server.set_robots(Robots::Body(
+        "User-agent: *\nDisallow: /fault/status/403\n".into(),
+    ));
+    env.push(&[
+        "/fault/status/200?key=1",
+        "/fault/status/200?key=2",
+        "/fault/status/403?key=3",
+        "/fault/status/200?key=4",
+    ]);
+    env.drain(3);
+    assert_eq!(
+        env.server.hits("/robots.txt"),
+        1,
+        "robots.txt is fetched once for the whole cluster"
+    );
+    assert_eq!(env.server.hits("/fault/status/403?key=3"), 0);
+    assert_eq!(env.items().len(), 3);
+    assert_eq!(env.stat("robotstxt/forbidden"), 1);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_robots_txt_disallows_for_now() {
+    let env = Env::new("robotstxt_obey = true").await;
+    env.server.set_robots(Robots::Status(503));
+    env.push(&["/fault/status/200?key=1"]);
+    env.drain(1);
+    assert_eq!(env.server.hits("/fault/status/200?key=1"), 0);
+    assert_eq!(env.stat("robotstxt/forbidden"), 1);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_addresses_are_refused_unless_allowed() {
+    let env = Env::new("").await;
+    let text = std::fs::read_to_string(&env.spider).unwrap().replace(
+        "allow_private_networks = true",
+        "allow_private_networks = false",
+    );
+    std::fs::write(&env.spider, text).unwrap();
+    env.push(&["/fault/status/200?key=ssrf"]);
+    env.drain(1);
+    assert_eq!(
+        env.server.total_hits(),
+        0,
+        "nothing may reach a loopback address"
+    );
+    let failed = env.failed();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["kind"], "ForbiddenAddress", "{failed:?}");
+    env.finish().await;
+}
+
+/// The most requests the server saw in any window of `window`.
+fn peak(arrivals: &[Instant], window: Duration) -> usize {
+    (0..arrivals.len())
+        .map(|i| {
+            arrivals[i..]
+                .iter()
+                .take_while(|t| **t - arrivals[i] < window)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+async fn measured_rate(workers: usize) -> (f64, usize) {
+    let env = Env::new("max_requests_per_second = 5\nconcurrent_requests = 8").await;
+    let paths: Vec<String> = (0..16)
+        .map(|i| format!("/fault/status/200?key=rate{i}"))
+        .collect();
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    env.push(&refs);
+    env.drain(workers);
+    let arrivals = env.server.arrivals("/fault/status/");
+    assert_eq!(arrivals.len(), 16);
+    let span = (*arrivals.last().unwrap() - arrivals[0]).as_secs_f64();
+    let rate = (arrivals.len() - 1) as f64 / span;
+    let p = peak(&arrivals, Duration::from_secs(1));
+    eprintln!("{workers} worker(s): {rate:.2} requests/s over {span:.2} s, at most {p} in any 1 s window (limit 5/s)");
+    env.finish().await;
+    (rate, p)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_rate_limit_holds_for_the_whole_cluster() {
+    for workers in [1, 4] {
+        let (rate, peak) = measured_rate(workers).await;
+        assert!(
+            rate <= 5.25,
+            "{workers} workers: {rate:.2} requests/s over a 5/s limit"
+        );
+        assert!(
+            peak <= 6,
+            "{workers} workers: {peak} requests in one second"
+        );
+        assert!(
+            rate >= 3.5,
+            "{workers} workers: {rate:.2} requests/s is far below the limit"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_slows_the_host_down_for_every_worker() {
+    let env = Env::new("concurrent_requests = 4").await;
+    let mut paths = vec!["/fault/retry-after/1?times=1&key=slow".to_string()];
+    paths.extend((0..6).map(|i| format!("/fault/status/200?key=after{i}")));
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    // The 429 goes first; the others are queued behind it.
+    env.push(&refs[..1]);
+    let first = env.worker(&[]);
+    let started = Instant::now();
+    while env.server.hits(&paths[0]) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    env.push(&refs[1..]);
+    let t429 = env.server.arrivals("/fault/retry-after/")[0];
+    let (status, log) = {
+        let second = env.worker(&["--until-drained"]);
+        let r = second.wait(Duration::from_secs(30));
+        drop(first);
+        r
+    };
+    assert!(status.success(), "{log}");
+    let after = env.server.arrivals("/fault/status/");
+    assert_eq!(after.len(), 6);
+    let earliest = after.iter().map(|t| *t - t429).min().unwrap();
+    assert!(
+        earliest >= Duration::from_millis(900),
+        "a request reached the host {earliest:?} after its 429 (Retry-After: 1)"
+    );
+    assert_eq!(env.stat("backoff/slowed_count"), 1);
+    env.finish().await;
+}
