@@ -415,9 +415,9 @@ settings! {
     download_timeout: Duration = Duration::from_secs(180);
     /// Longest a connection may take to open.
     connect_timeout: Duration = Duration::from_secs(10);
-    /// Responses larger than this are cut off and fail.
+    /// Responses larger than this are cut off and fail (0: no limit).
     download_maxsize: Bytes = Bytes(1 << 30);
-    /// Responses larger than this are logged as a warning.
+    /// Responses larger than this are logged as a warning (0: no warning).
     download_warnsize: Bytes = Bytes(32 << 20);
     /// Follow redirects (each hop is a new request through the dupefilter and domain checks).
     redirect_enabled: bool = true;

@@ -51,6 +51,7 @@ struct Scripts {
     status: Script,
     push_start: Script,
     requeue_failed: Script,
+    pace: Script,
 }
 
 fn script(body: &str) -> Script {
@@ -66,6 +67,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     status: script(include_str!("scripts/status.lua")),
     push_start: script(include_str!("scripts/push_start.lua")),
     requeue_failed: script(include_str!("scripts/requeue_failed.lua")),
+    pace: script(include_str!("scripts/pace.lua")),
 });
 
 /// A Redis operation that failed.
@@ -114,6 +116,9 @@ pub struct Leased {
     pub request: std::result::Result<Request, String>,
     pub raw_len: usize,
     pub wait: Duration,
+    /// The spacing its slot was reserved with (to know whether a Crawl-delay
+    /// learnt later was applied).
+    pub paced_with: Duration,
 }
 
 /// A retry to schedule: the request (its `retry_times` already counted)
@@ -361,17 +366,20 @@ impl Frontier {
         Ok((self.decode_leases(leases.into_iter()), start))
     }
 
-    /// Parses `id, JSON, wait` triples; a request whose JSON is unusable
+    /// Parses `id, JSON, wait, interval` groups; a request whose JSON is unusable
     /// becomes a dead letter to commit.
     fn decode_leases(&self, mut values: impl Iterator<Item = redis::Value>) -> Vec<Leased> {
         let mut out = Vec::new();
         let text = |v: redis::Value| redis::from_redis_value::<String>(&v).ok();
-        while let (Some(id), Some(json), Some(wait)) = (values.next(), values.next(), values.next())
+        let ms = |v: redis::Value| {
+            Duration::from_millis(redis::from_redis_value::<u64>(&v).unwrap_or(0))
+        };
+        while let (Some(id), Some(json), Some(wait), Some(interval)) =
+            (values.next(), values.next(), values.next(), values.next())
         {
             let (Some(id), Some(json)) = (text(id), text(json)) else {
                 continue;
             };
-            let wait = redis::from_redis_value::<u64>(&wait).unwrap_or(0);
             let request = if json.len() > MAX_REQUEST_BYTES {
                 Err(format!(
                     "request is {} bytes, over the {MAX_REQUEST_BYTES}-byte limit",
@@ -387,7 +395,8 @@ impl Frontier {
                 id,
                 raw_len: json.len(),
                 request,
-                wait: Duration::from_millis(wait),
+                wait: ms(wait),
+                paced_with: ms(interval),
             });
         }
         out
@@ -695,6 +704,23 @@ impl Frontier {
             .query_async::<()>(&mut self.conn.clone())
             .await
             .map_err(err("unregister from", &self.keys.workers))
+    }
+
+    /// Reserves another politeness slot for `host` (a request leased before
+    /// the host's Crawl-delay was known); returns how long to wait for it.
+    pub async fn reserve_slot(&self, host: &str) -> Result<Duration> {
+        let ms: u64 = SCRIPTS
+            .pace
+            .key(&self.keys.pace)
+            .key(&self.keys.host_delay)
+            .key(&self.keys.backoff)
+            .arg(host)
+            .arg(self.pacing.interval.as_millis() as u64)
+            .arg(u8::from(self.pacing.jitter))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("reserve a politeness slot in", &self.keys.pace))?;
+        Ok(Duration::from_millis(ms))
     }
 
     /// The cached robots.txt record of `host`, if any.

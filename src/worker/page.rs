@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::Semaphore;
@@ -61,10 +62,7 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
             if !leased.wait.is_zero() {
                 tokio::time::sleep(leased.wait).await;
             }
-            let host_slots = ctx.host_slots(&request.host_key());
-            let _host = host_slots.acquire().await;
-            let _slot = ctx.downloads.acquire().await;
-            process(&ctx, request).await
+            process(&ctx, request, leased.paced_with).await
         }
         Err(dead) => {
             tracing::warn!(key = %ctx.frontier.keys.requests, id = %leased.id, "malformed request set aside in the dead-letter key");
@@ -100,12 +98,27 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
     next
 }
 
-/// Downloads and handles one request.
-async fn process(ctx: &Context, request: &Request) -> PageResult {
+/// Checks robots.txt, downloads and handles one request.
+async fn process(ctx: &Context, request: &Request, paced_with: Duration) -> PageResult {
     let settings = &ctx.settings;
+    let host = request.host_key();
     if settings.robotstxt_obey {
         match ctx.robots.check(request).await {
-            Verdict::Allowed => {}
+            Verdict::Allowed { crawl_delay } => {
+                // Leased before this worker knew the host's Crawl-delay:
+                // take a slot that respects it.
+                if crawl_delay > paced_with {
+                    let (_never, keep_trying) = tokio::sync::watch::channel(false);
+                    if let Some(wait) =
+                        super::with_redis("reserve a politeness slot", &keep_trying, || {
+                            ctx.frontier.reserve_slot(&host)
+                        })
+                        .await
+                    {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+            }
             Verdict::Forbidden => {
                 tracing::debug!(url = %request.url, "forbidden by robots.txt");
                 return PageResult {
@@ -115,6 +128,9 @@ async fn process(ctx: &Context, request: &Request) -> PageResult {
             }
         }
     }
+    let host_slots = ctx.host_slots(&host);
+    let _host_slot = host_slots.acquire().await;
+    let _download_slot = ctx.downloads.acquire().await;
     let mut stats: Vec<(String, i64)> = vec![
         ("downloader/request_count".into(), 1),
         (
@@ -156,7 +172,7 @@ async fn process(ctx: &Context, request: &Request) -> PageResult {
             .map(|(_, v)| v.as_str())
     };
     let retry_after = header("retry-after").and_then(outcome::parse_retry_after);
-    let host = if !settings.adaptive_backoff {
+    let host_outcome = if !settings.adaptive_backoff {
         HostOutcome::None
     } else if status == 429 || status == 503 {
         HostOutcome::Slow {
@@ -180,7 +196,7 @@ async fn process(ctx: &Context, request: &Request) -> PageResult {
                 status,
                 location,
                 stats,
-                host,
+                host_outcome,
             );
         }
     }
@@ -192,7 +208,7 @@ async fn process(ctx: &Context, request: &Request) -> PageResult {
             retry_after,
             retryable: true,
         };
-        return outcome::retry_or_fail(settings, request, failure, stats, host);
+        return outcome::retry_or_fail(settings, request, failure, stats, host_outcome);
     }
 
     let response = Response {
@@ -243,7 +259,7 @@ async fn process(ctx: &Context, request: &Request) -> PageResult {
             .collect(),
         requests: x.requests,
         stats,
-        host,
+        host: host_outcome,
         ..PageResult::default()
     }
 }

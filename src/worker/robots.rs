@@ -30,7 +30,10 @@ const MAX_REDIRECTS: usize = 5;
 /// May the request go out?
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    Allowed,
+    /// Yes, no sooner than the host's Crawl-delay after the previous one.
+    Allowed {
+        crawl_delay: Duration,
+    },
     Forbidden,
 }
 
@@ -83,15 +86,21 @@ impl RobotsGate {
 
     /// Whether `request` may be fetched.
     pub async fn check(&self, request: &Request) -> Verdict {
+        let allowed = Verdict::Allowed {
+            crawl_delay: Duration::ZERO,
+        };
         let Ok(url) = url::Url::parse(&request.url) else {
-            return Verdict::Allowed;
+            return allowed;
         };
         if url.path() == "/robots.txt" {
-            return Verdict::Allowed;
+            return allowed;
         }
         let robots = self.policy(&url, &request.host_key()).await;
-        if robots.allows(&self.settings.user_agent, &request.url) {
-            Verdict::Allowed
+        let ua = &self.settings.user_agent;
+        if robots.allows(ua, &request.url) {
+            Verdict::Allowed {
+                crawl_delay: robots.crawl_delay(ua).unwrap_or_default(),
+            }
         } else {
             Verdict::Forbidden
         }

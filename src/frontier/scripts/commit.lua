@@ -17,7 +17,8 @@
 --       asked to wait (Retry-After), 19 longest back-off ms,
 --       then #requests triples (fingerprint, priority, JSON), #items JSON
 --       strings, #stat pairs (field, delta).
--- Returns {enqueued, filtered, id1, json1, wait1, ...} (the new leases), or
+-- Returns {enqueued, filtered, id1, json1, wait1, interval1, ...} (the new
+-- leases), or
 -- {-1, 0} when the lease was lost.
 local K = shared_keys()
 local dupefilter, seq_key, items_key, failed_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15]

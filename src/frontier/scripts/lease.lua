@@ -13,14 +13,14 @@
 --       12 start key
 -- ARGV: 1 worker, 2 lease ms, 3 max, 4 start key type, 5 start peek count,
 --       6 politeness interval ms, 7 randomise it (1/0)
--- Returns {{id1, json1, wait1, ...}, {start entries}}.
+-- Returns {{id1, json1, wait1, interval1, ...}, {start entries}}.
 local K = shared_keys()
 local max = tonumber(ARGV[3])
 local now = now_ms()
 local out = {}
 lease_requests(K, ARGV[1], tonumber(ARGV[2]), max, now, tonumber(ARGV[6]), ARGV[7] == '1', out)
 local start = {}
-if #out / 3 < max or max == 0 then
+if #out / 4 < max or max == 0 then
   start = peek_start(KEYS[12], ARGV[4], tonumber(ARGV[5]))
 end
 return {out, start}

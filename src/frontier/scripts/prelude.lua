@@ -70,7 +70,7 @@ local function host_of(json)
 end
 
 -- Reserves the next politeness slot of `host` for the whole cluster and
--- returns how many ms to wait for it. The interval is the largest of the
+-- returns how many ms to wait for it, and the interval applied. The interval is the largest of the
 -- spider's (`base_ms`, randomised 0.5x-1.5x when `jitter` is set), the
 -- host's Crawl-delay and its adaptive back-off. With no interval at all
 -- nothing is written.
@@ -87,11 +87,11 @@ local function reserve_slot(pace, host_delay, backoff, host, base_ms, jitter, no
     tonumber(redis.call('HGET', backoff, host) or '0'))
   local next_free = tonumber(redis.call('HGET', pace, host) or '0')
   if interval <= 0 and next_free <= now then
-    return 0
+    return 0, 0
   end
   local slot = math.max(now, next_free)
   redis.call('HSET', pace, host, slot + interval)
-  return slot - now
+  return slot - now, interval
 end
 
 -- Moves retries that are due from the delayed set back to the queue, at
@@ -109,7 +109,7 @@ local function requeue_due(delayed, delayed_scores, requests, data, now)
 end
 
 -- Leases up to `max` requests to `worker` until now + lease_ms, appending
--- id, JSON, politeness wait (ms) triples to `out`. K is the shared key
+-- id, JSON, politeness wait (ms), interval applied (ms) to `out`. K is the shared key
 -- table (see KEYS in lease.lua). A queue member with no request behind it
 -- (written by something other than crawlworker) is set aside rather than
 -- left to block the queue.
@@ -128,13 +128,14 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ou
       redis.call('ZADD', K.inflight, now + lease_ms, id)
       redis.call('HSET', K.owners, id, worker .. '|' .. score)
       local host = host_of(json)
-      local wait = 0
+      local wait, interval = 0, 0
       if host then
-        wait = reserve_slot(K.pace, K.host_delay, K.backoff, host, pace_ms, jitter, now, i)
+        wait, interval = reserve_slot(K.pace, K.host_delay, K.backoff, host, pace_ms, jitter, now, i)
       end
       out[#out + 1] = id
       out[#out + 1] = json
       out[#out + 1] = wait
+      out[#out + 1] = interval
       leased = leased + 1
     else
       redis.call('RPUSH', K.dead, cjson.encode({
