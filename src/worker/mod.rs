@@ -80,6 +80,9 @@ pub struct SpiderRun {
     /// Per-host download slots (`concurrent_requests_per_domain`).
     hosts: Arc<Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>>,
     robots: Arc<robots::RobotsGate>,
+    /// Page tasks still waiting for their host's politeness slot: they do
+    /// not count against `concurrent_requests`.
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Requests leased per download slot at most (the others wait for their
@@ -152,6 +155,7 @@ impl SpiderRun {
             downloads,
             hosts: Arc::new(Mutex::new(std::collections::HashMap::new())),
             robots,
+            waiting: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         }))
     }
 
@@ -246,7 +250,7 @@ impl SpiderRun {
                         self.spawn_pages(&mut tasks, next, &shutdown);
                     }
                 }
-                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < max_tasks && self.downloads.available_permits() > 0 => {}
+                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < max_tasks && tasks.len().saturating_sub(self.waiting.load(Ordering::Relaxed)) < concurrency => {}
                 _ = shutdown.changed() => {}
             }
         };
@@ -274,6 +278,9 @@ impl SpiderRun {
         for l in leased {
             if let Ok(mut set) = self.inflight.lock() {
                 set.insert(l.id.clone());
+            }
+            if !l.wait.is_zero() {
+                self.waiting.fetch_add(1, Ordering::Relaxed);
             }
             tasks.spawn(page::crawl(self.page_context(shutdown), l));
         }
@@ -351,6 +358,7 @@ impl SpiderRun {
             robots: self.robots.clone(),
             downloads: self.downloads.clone(),
             hosts: self.hosts.clone(),
+            waiting: self.waiting.clone(),
             inflight: self.inflight.clone(),
             pages: self.pages.clone(),
         }

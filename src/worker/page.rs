@@ -35,6 +35,8 @@ pub struct Context {
     pub downloads: Arc<Semaphore>,
     /// Per-host download slots of this worker (`concurrent_requests_per_domain`).
     pub hosts: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    /// Pages waiting for their politeness slot (counted by the spawner).
+    pub waiting: Arc<std::sync::atomic::AtomicUsize>,
     pub inflight: Arc<Mutex<HashSet<String>>>,
     pub pages: Arc<AtomicU64>,
 }
@@ -61,6 +63,7 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
             // download slot; the lease is renewed meanwhile.
             if !leased.wait.is_zero() {
                 tokio::time::sleep(leased.wait).await;
+                ctx.waiting.fetch_sub(1, Ordering::Relaxed);
             }
             process(&ctx, request, leased.paced_with).await
         }
