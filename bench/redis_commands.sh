@@ -34,7 +34,6 @@ for i in 1 2 3; do CRAWLWORKER_LOG=error "$bin" run "$work/bbs.toml" --until-dra
 wait -n; wait -n; wait -n 2>/dev/null || true
 sleep 0.3
 kill "$mon" 2>/dev/null || true
-cp "$work/monitor.log" /tmp/monitor.log 2>/dev/null || true
 pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
 sent=$(grep -c '^[0-9]' "$work/monitor.log" | tr -d ' ')
 inlua=$(grep -c ' \[[0-9]* lua\] ' "$work/monitor.log" | tr -d ' ' || true)
