@@ -97,9 +97,15 @@ struct Crawl {
 
 impl Crawl {
     async fn new(redis: RedisServer, latency: Duration) -> Crawl {
-        let server = DemoServer::start_with(Site::demo(), ServeOptions { latency })
-            .await
-            .unwrap();
+        let server = DemoServer::start_with(
+            Site::demo(),
+            ServeOptions {
+                latency,
+                ..ServeOptions::default()
+            },
+        )
+        .await
+        .unwrap();
         let dir = std::env::temp_dir().join(format!(
             "crawlworker-cluster-{}-{}",
             std::process::id(),

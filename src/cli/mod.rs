@@ -177,6 +177,10 @@ pub enum DemoCommand {
         /// Delay every response by this long, e.g. "20ms", to watch a crawl progress.
         #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
         latency: std::time::Duration,
+        /// Also serve the misbehaving `/fault/…` routes (errors, 429s,
+        /// redirect loops, endless bodies…) for trying the downloader.
+        #[arg(long)]
+        faults: bool,
         #[command(flatten)]
         size: DemoSize,
     },
@@ -320,8 +324,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             DemoCommand::Serve {
                 listen,
                 latency,
+                faults,
                 size,
-            } => serve_demo(listen, latency, size.site()).await,
+            } => serve_demo(listen, demo::ServeOptions { latency, faults }, size.site()).await,
             DemoCommand::Tasks { size } => {
                 for task in size.tasks() {
                     println!("{task}");
@@ -495,7 +500,7 @@ async fn parse(
 
 async fn serve_demo(
     listen: SocketAddr,
-    latency: std::time::Duration,
+    options: demo::ServeOptions,
     site: demo::Site,
 ) -> anyhow::Result<ExitCode> {
     if !listen.ip().is_loopback() {
@@ -509,7 +514,6 @@ async fn serve_demo(
         .with_context(|| format!("cannot listen on {listen}"))?;
     eprintln!("crawlworker: demo site (forum and news) on http://{listen}/ (Ctrl-C stops it)");
     let site = Arc::new(site);
-    let options = demo::ServeOptions { latency };
     demo::serve_with(listener, site, demo::Hits::default(), options, async {
         let _ = tokio::signal::ctrl_c().await;
     })

@@ -132,7 +132,7 @@ impl Hits {
 /// open connections finish the response in progress (idle ones, and those
 /// with a fault response in progress, close at once), cuts whatever is
 /// left after a few seconds, and returns. The `/fault/` routes of
-/// [`super::faults`] are served too.
+/// [`super::faults`] are served when [`ServeOptions::faults`] says so.
 ///
 /// Errors on single connections or accepts are logged and do not stop the
 /// server.
@@ -228,6 +228,9 @@ pub struct ServeOptions {
     /// Added before every response, so a crawl lasts long enough for tests
     /// to kill workers mid-crawl (and the quick start to show progress).
     pub latency: Duration,
+    /// Serve the misbehaving `/fault/` routes of [`super::faults`] (off
+    /// unless asked for: `crawlworker demo serve --faults`).
+    pub faults: bool,
 }
 
 /// Serves one connection until the client closes it or shutdown is
@@ -291,8 +294,10 @@ fn respond(app: &App, faults: &ConnectionFaults, request: &Request<Incoming>) ->
     app.hits.record(target);
 
     // Routes that misbehave on purpose, under `/fault/`, for any method.
-    if let Some(reply) = faults::route(faults, uri) {
-        return reply;
+    if app.options.faults {
+        if let Some(reply) = faults::route(faults, uri) {
+            return reply;
+        }
     }
 
     if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -347,7 +352,11 @@ impl DemoServer {
     /// Binds 127.0.0.1 on a free port and starts serving `site`. Must be
     /// called inside a Tokio runtime.
     pub async fn start(site: impl Into<Arc<Site>>) -> io::Result<DemoServer> {
-        DemoServer::start_with(site, ServeOptions::default()).await
+        let options = ServeOptions {
+            faults: true,
+            ..ServeOptions::default()
+        };
+        DemoServer::start_with(site, options).await
     }
 
     /// [`DemoServer::start`] with [`ServeOptions`].
