@@ -461,13 +461,15 @@ async fn a_429_slows_the_host_down_for_every_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crawl_delay_paces_its_host_and_a_waiting_host_blocks_no_other() {
-    // One download slot: if requests waiting for the slow host held it, the
-    // other host's pages would wait behind them.
+    // One download slot: if requests waiting for the slow host held it (or
+    // filled the worker's leases), the other host's pages would wait
+    // behind them.
     let env = Env::new("robotstxt_obey = true\nconcurrent_requests = 1").await;
     env.server
-        .set_robots(Robots::Body("User-agent: *\nCrawl-delay: 0.8\n".into()));
+        .set_robots(Robots::Body("User-agent: *\nCrawl-delay: 0.5\n".into()));
     let other = DemoServer::start(Site::demo()).await.unwrap();
-    let slow: Vec<String> = (0..3)
+    // Queued first: eight requests for the slow host (3.5 s of Crawl-delay).
+    let slow: Vec<String> = (0..8)
         .map(|i| format!("/fault/status/200?key=slow{i}"))
         .collect();
     let refs: Vec<&str> = slow.iter().map(String::as_str).collect();
@@ -483,21 +485,23 @@ async fn crawl_delay_paces_its_host_and_a_waiting_host_blocks_no_other() {
     let started = Instant::now();
     env.drain(1);
     let slow_times = env.server.arrivals("/fault/status/");
-    assert_eq!(slow_times.len(), 3);
+    assert_eq!(slow_times.len(), 8);
     for pair in slow_times.windows(2) {
         let gap = pair[1] - pair[0];
         assert!(
-            gap >= Duration::from_millis(700),
-            "Crawl-delay 0.8 s not honoured: {gap:?}"
+            gap >= Duration::from_millis(430),
+            "Crawl-delay 0.5 s not honoured: {gap:?}"
         );
     }
     let fast_times = other.arrivals("/fault/status/");
     assert_eq!(fast_times.len(), 4);
+    // The other host's pages went out while the slow host's waited, not
+    // after them: before the slow host's fourth request.
     let fast_done = *fast_times.last().unwrap() - started;
-    let slow_done = *slow_times.last().unwrap() - started;
+    let slow_fourth = slow_times[3] - started;
     assert!(
-        fast_done < slow_done,
-        "the other host waited behind the slow one ({fast_done:?} vs {slow_done:?})"
+        fast_done < slow_fourth,
+        "the other host waited behind the slow one ({fast_done:?} vs {slow_fourth:?})"
     );
     other.stop().await.unwrap();
     env.finish().await;

@@ -325,6 +325,13 @@ impl Frontier {
         self
     }
 
+    /// The longest politeness wait worth taking a lease for: half a lease,
+    /// so a waiting request never needs more than a couple of renewals and
+    /// a slow host's requests stay queued for whoever's turn comes.
+    fn max_wait_ms(&self) -> u64 {
+        (self.lease.as_millis() as u64 / 2).max(1000)
+    }
+
     /// The keys every leasing script takes first (see `scripts/lease.lua`).
     fn shared_keys<'a>(&'a self, inv: &mut redis::ScriptInvocation<'a>) {
         let k = &self.keys;
@@ -358,7 +365,8 @@ impl Frontier {
             .arg(self.kind.as_str())
             .arg(peek)
             .arg(self.pacing.interval.as_millis() as u64)
-            .arg(u8::from(self.pacing.jitter));
+            .arg(u8::from(self.pacing.jitter))
+            .arg(self.max_wait_ms());
         let (leases, start): (Vec<redis::Value>, Vec<String>) = inv
             .invoke_async(&mut self.conn.clone())
             .await
@@ -462,7 +470,8 @@ impl Frontier {
             .arg(retry_priority)
             .arg(outcome)
             .arg(slow_ms)
-            .arg(self.pacing.backoff_max.as_millis() as u64);
+            .arg(self.pacing.backoff_max.as_millis() as u64)
+            .arg(self.max_wait_ms());
         for (fp, priority, json) in &requests {
             invocation.arg(fp).arg(priority).arg(json);
         }

@@ -14,7 +14,8 @@
 --       12 politeness interval ms, 13 randomise it (1/0), 14 retry delay ms
 --       (-1: no retry), 15 the retried request's JSON, 16 its priority,
 --       17 host outcome ('slow' for 429/503, 'ok', or ''), 18 ms the server
---       asked to wait (Retry-After), 19 longest back-off ms,
+--       asked to wait (Retry-After), 19 longest back-off ms, 20 longest
+--       politeness wait worth leasing for (ms),
 --       then #requests triples (fingerprint, priority, JSON), #items JSON
 --       strings, #stat pairs (field, delta).
 -- Returns {enqueued, filtered, id1, json1, wait1, interval1, ...} (the new
@@ -78,7 +79,7 @@ if host and ARGV[17] ~= '' then
   end
 end
 
-local at = 20
+local at = 21
 local enqueued, filtered = 0, 0
 for _ = 1, n_requests do
   if enqueue(K.requests, K.data, dupefilter, seq_key, ARGV[at], ARGV[at + 1], ARGV[at + 2]) == 1 then
@@ -114,5 +115,5 @@ if filtered > 0 then
   redis.call('HINCRBY', K.stats, 'dupefilter/filtered', filtered)
 end
 local out = {enqueued, filtered}
-lease_requests(K, worker, tonumber(ARGV[11]), tonumber(ARGV[10]), now, tonumber(ARGV[12]), ARGV[13] == '1', out)
+lease_requests(K, worker, tonumber(ARGV[11]), tonumber(ARGV[10]), now, tonumber(ARGV[12]), ARGV[13] == '1', tonumber(ARGV[20]), out)
 return out

@@ -12,13 +12,14 @@
 --       10 host crawl delays (hash), 11 adaptive back-off (hash),
 --       12 start key
 -- ARGV: 1 worker, 2 lease ms, 3 max, 4 start key type, 5 start peek count,
---       6 politeness interval ms, 7 randomise it (1/0)
+--       6 politeness interval ms, 7 randomise it (1/0), 8 longest
+--       politeness wait worth leasing for (ms)
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}}.
 local K = shared_keys()
 local max = tonumber(ARGV[3])
 local now = now_ms()
 local out = {}
-lease_requests(K, ARGV[1], tonumber(ARGV[2]), max, now, tonumber(ARGV[6]), ARGV[7] == '1', out)
+lease_requests(K, ARGV[1], tonumber(ARGV[2]), max, now, tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8]), out)
 local start = {}
 if #out / 4 < max or max == 0 then
   start = peek_start(KEYS[12], ARGV[4], tonumber(ARGV[5]))

@@ -109,41 +109,55 @@ local function requeue_due(delayed, delayed_scores, requests, data, now)
 end
 
 -- Leases up to `max` requests to `worker` until now + lease_ms, appending
--- id, JSON, politeness wait (ms), interval applied (ms) to `out`. K is the shared key
--- table (see KEYS in lease.lua). A queue member with no request behind it
--- (written by something other than crawlworker) is set aside rather than
--- left to block the queue.
-local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, out)
+-- id, JSON, politeness wait (ms), interval applied (ms) to `out`. K is the
+-- shared key table (see KEYS in lease.lua).
+--
+-- Requests are taken in queue order, but one whose host's next slot is
+-- more than `max_wait` ms away is left queued for later: a worker never
+-- fills its leases with requests for one slow (or backed-off) host while
+-- other hosts' requests wait behind them. The scan looks at most 4 x `max`
+-- queue entries deep. A queue member with no request behind it (written by
+-- something other than crawlworker) is set aside rather than left to block
+-- the queue.
+local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, out)
   requeue_expired(K.requests, K.data, K.inflight, K.owners, K.stats, now)
   requeue_due(K.delayed, K.delayed_scores, K.requests, K.data, now)
   if max <= 0 then
     return
   end
-  local popped = redis.call('ZPOPMIN', K.requests, max)
+  local candidates = redis.call('ZRANGE', K.requests, 0, max * 4 - 1, 'WITHSCORES')
   local leased, set_aside = 0, 0
-  for i = 1, #popped, 2 do
-    local id, score = popped[i], popped[i + 1]
+  for i = 1, #candidates, 2 do
+    if leased >= max then
+      break
+    end
+    local id, score = candidates[i], candidates[i + 1]
     local json = redis.call('HGET', K.data, id)
-    if json then
-      redis.call('ZADD', K.inflight, now + lease_ms, id)
-      redis.call('HSET', K.owners, id, worker .. '|' .. score)
-      local host = host_of(json)
-      local wait, interval = 0, 0
-      if host then
-        wait, interval = reserve_slot(K.pace, K.host_delay, K.backoff, host, pace_ms, jitter, now, i)
-      end
-      out[#out + 1] = id
-      out[#out + 1] = json
-      out[#out + 1] = wait
-      out[#out + 1] = interval
-      leased = leased + 1
-    else
+    if not json then
+      redis.call('ZREM', K.requests, id)
       redis.call('RPUSH', K.dead, cjson.encode({
         key = K.requests, entry = string.sub(id, 1, 1024), bytes = #id,
         reason = 'queue member has no request data (not written by crawlworker?)',
         time = now / 1000,
       }))
       set_aside = set_aside + 1
+    else
+      local host = host_of(json)
+      local next_free = host and tonumber(redis.call('HGET', K.pace, host) or '0') or 0
+      if next_free - now <= max_wait then
+        redis.call('ZREM', K.requests, id)
+        redis.call('ZADD', K.inflight, now + lease_ms, id)
+        redis.call('HSET', K.owners, id, worker .. '|' .. score)
+        local wait, interval = 0, 0
+        if host then
+          wait, interval = reserve_slot(K.pace, K.host_delay, K.backoff, host, pace_ms, jitter, now, i)
+        end
+        out[#out + 1] = id
+        out[#out + 1] = json
+        out[#out + 1] = wait
+        out[#out + 1] = interval
+        leased = leased + 1
+      end
     end
   end
   if leased > 0 then
