@@ -104,33 +104,47 @@ impl SettingValue for String {
     }
 }
 
+/// Reads a value written either as a number or as a string, through
+/// `parse` (`None`: neither shape), reporting what is wrong with `hint`.
+fn read_parsed<T: SettingValue>(
+    t: &TableReader<'_>,
+    key: &'static str,
+    hint: &str,
+    parse: impl FnOnce(crate::spider::reader::Node<'_>) -> Option<Result<T, String>>,
+) -> Option<T> {
+    let (node, loc) = t.node(key)?;
+    let parsed = parse(node).unwrap_or_else(|| {
+        Err(format!(
+            "expected {}, found {}",
+            T::EXPECTED,
+            node.type_name()
+        ))
+    });
+    parsed
+        .map_err(|e| t.reader().problem(&loc, e, Some(hint.to_string())))
+        .ok()
+}
+
 /// A duration: a number of seconds (as Scrapy writes them) or a string such
 /// as `"250ms"` or `"3m"`.
 impl SettingValue for Duration {
     const EXPECTED: &'static str = "seconds as a number, or a duration such as \"250ms\"";
     fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
-        let (node, loc) = t.node(key)?;
-        let parsed = match (node.as_float(), node.as_integer(), node.as_str()) {
-            (Some(f), _, _) => Duration::try_from_secs_f64(f).map_err(|e| e.to_string()),
-            (_, Some(i), _) => u64::try_from(i)
-                .map(Duration::from_secs)
-                .map_err(|_| "a duration cannot be negative".to_string()),
-            (_, _, Some(s)) => Self::parse_str(s),
-            _ => Err(format!(
-                "expected {}, found {}",
-                Self::EXPECTED,
-                node.type_name()
-            )),
-        };
-        parsed
-            .map_err(|e| {
-                t.reader().problem(
-                    &loc,
-                    e,
-                    Some("write seconds (1.5) or a duration (\"1500ms\", \"2m\")".into()),
-                )
-            })
-            .ok()
+        read_parsed(
+            t,
+            key,
+            "write seconds (1.5) or a duration (\"1500ms\", \"2m\")",
+            |node| match (node.as_float(), node.as_integer(), node.as_str()) {
+                (Some(f), _, _) => Some(Duration::try_from_secs_f64(f).map_err(|e| e.to_string())),
+                (_, Some(i), _) => Some(
+                    u64::try_from(i)
+                        .map(Duration::from_secs)
+                        .map_err(|_| "a duration cannot be negative".to_string()),
+                ),
+                (_, _, Some(s)) => Some(Self::parse_str(s)),
+                _ => None,
+            },
+        )
     }
     fn parse_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
@@ -155,27 +169,20 @@ pub struct Bytes(pub u64);
 impl SettingValue for Bytes {
     const EXPECTED: &'static str = "bytes as a whole number, or a size such as \"32 MiB\"";
     fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
-        let (node, loc) = t.node(key)?;
-        let parsed = match (node.as_integer(), node.as_str()) {
-            (Some(i), _) => u64::try_from(i)
-                .map(Bytes)
-                .map_err(|_| "a size cannot be negative".to_string()),
-            (_, Some(s)) => Self::parse_str(s),
-            _ => Err(format!(
-                "expected {}, found {}",
-                Self::EXPECTED,
-                node.type_name()
-            )),
-        };
-        parsed
-            .map_err(|e| {
-                t.reader().problem(
-                    &loc,
-                    e,
-                    Some("write bytes (1048576) or a size (\"1 MiB\", \"500KB\")".into()),
-                )
-            })
-            .ok()
+        read_parsed(
+            t,
+            key,
+            "write bytes (1048576) or a size (\"1 MiB\", \"500KB\")",
+            |node| match (node.as_integer(), node.as_str()) {
+                (Some(i), _) => Some(
+                    u64::try_from(i)
+                        .map(Bytes)
+                        .map_err(|_| "a size cannot be negative".to_string()),
+                ),
+                (_, Some(s)) => Some(Self::parse_str(s)),
+                _ => None,
+            },
+        )
     }
     fn parse_str(s: &str) -> Result<Self, String> {
         s.trim()
