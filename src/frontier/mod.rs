@@ -114,7 +114,6 @@ fn err<'a>(op: &'static str, key: &'a str) -> impl FnOnce(redis::RedisError) -> 
 pub struct Leased {
     pub id: String,
     pub request: std::result::Result<Request, String>,
-    pub raw_len: usize,
     pub wait: Duration,
     /// The spacing its slot was reserved with (to know whether a Crawl-delay
     /// learnt later was applied).
@@ -401,7 +400,6 @@ impl Frontier {
                 request.map_err(|reason| dead_letter(&self.keys.requests, &json, &reason));
             out.push(Leased {
                 id,
-                raw_len: json.len(),
                 request,
                 wait: ms(wait),
                 paced_with: ms(interval),
@@ -777,16 +775,6 @@ impl Frontier {
             .await
             .map_err(err("lock robots.txt fetch", &key))?;
         Ok(got.is_some())
-    }
-
-    /// A connection for commands that are not crawl state changes (the
-    /// tools: `push-urls`, `flush`, `stats`).
-    pub fn connection(&self) -> ConnectionManager {
-        self.conn.clone()
-    }
-
-    pub fn start_kind(&self) -> StartKind {
-        self.kind
     }
 
     /// How many entries `key` holds, whatever its type (0 when absent).
