@@ -192,10 +192,12 @@ impl SpiderRun {
             if *shutdown.borrow() {
                 break StopReason::Shutdown;
             }
-            // Room: free download slots, within the bound on leases held.
-            let room = self
-                .downloads
-                .available_permits()
+            // Room: pages not waiting for their host's turn take a download
+            // slot; the leases held stay within a bound. (Free semaphore
+            // permits would overcount: a replacement page just spawned has
+            // not taken its permit yet.)
+            let room = concurrency
+                .saturating_sub(self.busy(&tasks))
                 .min(max_tasks.saturating_sub(tasks.len()));
             let mut got = 0;
             if room > 0 {
@@ -250,7 +252,7 @@ impl SpiderRun {
                         self.spawn_pages(&mut tasks, next, &shutdown);
                     }
                 }
-                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < max_tasks && tasks.len().saturating_sub(self.waiting.load(Ordering::Relaxed)) < concurrency => {}
+                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < max_tasks && self.busy(&tasks) < concurrency => {}
                 _ = shutdown.changed() => {}
             }
         };
@@ -267,6 +269,13 @@ impl SpiderRun {
             pages,
             reason,
         })
+    }
+
+    /// Pages in flight that hold (or are about to take) a download slot.
+    fn busy(&self, tasks: &JoinSet<Vec<Leased>>) -> usize {
+        tasks
+            .len()
+            .saturating_sub(self.waiting.load(Ordering::Relaxed))
     }
 
     fn spawn_pages(

@@ -7,7 +7,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::page::failed_record;
+use serde_json::json;
+
 use crate::extract::links::absolute_url;
 use crate::fetch::FetchError;
 use crate::frontier::{HostOutcome, PageResult, Retry};
@@ -220,6 +221,20 @@ pub fn redirect(
         host,
         ..PageResult::default()
     }
+}
+
+/// The failed-key record of a request that failed for good.
+fn failed_record(request: &Request, reason: &str, kind: &str, status: Option<u16>) -> String {
+    json!({
+        "url": request.url,
+        "reason": reason,
+        "kind": kind,
+        "status": status,
+        "retry_times": request.retry_times,
+        "time": crate::frontier::now_secs(),
+        "request": request,
+    })
+    .to_string()
 }
 
 #[cfg(test)]

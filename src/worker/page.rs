@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::outcome;
+use super::retry::until_done;
 use super::robots::{RobotsGate, Verdict};
 use crate::extract::{self, Response};
 use crate::fetch;
@@ -76,22 +76,19 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
             }
         }
     };
-    // Not the worker's shutdown signal: a page being committed is finished
-    // through an outage, whatever happens meanwhile. A commit is safe to
-    // repeat: an attempt after one that went through finds the lease gone.
-    let (_never, keep_trying) = tokio::sync::watch::channel(false);
+    // A page being committed is finished through an outage, whatever the
+    // worker's shutdown says meanwhile.
     let lease_next = usize::from(!*ctx.shutdown.borrow());
-    let committed = super::with_redis("commit a page", &keep_trying, || {
+    let committed = until_done("commit a page", || {
         ctx.frontier.commit(&leased.id, &result, lease_next)
     })
     .await;
     let next = match committed {
-        Some((Committed::LeaseLost, _)) => {
+        (Committed::LeaseLost, _) => {
             tracing::warn!(id = %leased.id, "lease was lost before commit (another worker has the page); results discarded");
             Vec::new()
         }
-        Some((Committed::Done { .. }, next)) => next,
-        None => Vec::new(),
+        (Committed::Done { .. }, next) => next,
     };
     if let Ok(mut set) = ctx.inflight.lock() {
         set.remove(&leased.id);
@@ -111,15 +108,11 @@ async fn process(ctx: &Context, request: &Request, paced_with: Duration) -> Page
                 // Leased before this worker knew the host's Crawl-delay:
                 // take a slot that respects it.
                 if crawl_delay > paced_with {
-                    let (_never, keep_trying) = tokio::sync::watch::channel(false);
-                    if let Some(wait) =
-                        super::with_redis("reserve a politeness slot", &keep_trying, || {
-                            ctx.frontier.reserve_slot(&host)
-                        })
-                        .await
-                    {
-                        tokio::time::sleep(wait).await;
-                    }
+                    let wait = until_done("reserve a politeness slot", || {
+                        ctx.frontier.reserve_slot(&host)
+                    })
+                    .await;
+                    tokio::time::sleep(wait).await;
                 }
             }
             Verdict::Forbidden => {
@@ -265,23 +258,4 @@ async fn process(ctx: &Context, request: &Request, paced_with: Duration) -> Page
         host: host_outcome,
         ..PageResult::default()
     }
-}
-
-/// The failed-key record of a request that failed for good.
-pub(super) fn failed_record(
-    request: &Request,
-    reason: &str,
-    kind: &str,
-    status: Option<u16>,
-) -> String {
-    json!({
-        "url": request.url,
-        "reason": reason,
-        "kind": kind,
-        "status": status,
-        "retry_times": request.retry_times,
-        "time": crate::frontier::now_secs(),
-        "request": request,
-    })
-    .to_string()
 }

@@ -94,3 +94,20 @@ where
         }
     }
 }
+
+/// Runs `op` until it succeeds, whatever the worker's shutdown says: for
+/// steps that must finish once started (a page's commit). Safe because
+/// those steps are idempotent: a repeat after one that went through finds
+/// the lease gone and writes nothing.
+pub async fn until_done<T, F, Fut>(what: &str, op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, FrontierError>>,
+{
+    // The sender must live: a closed channel would read as "shut down".
+    let (_keep, never) = watch::channel(false);
+    match with_redis(what, &never, op).await {
+        Some(v) => v,
+        None => unreachable!("the shutdown channel of until_done never fires"),
+    }
+}
