@@ -430,6 +430,17 @@ impl Frontier {
             })
             .collect();
         let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
+        // Requests over the size bound are not queued; say so and count them.
+        let oversized = page.requests.len() - requests.len();
+        let extra: Option<(String, i64)> =
+            (oversized > 0).then(|| ("scheduler/request_too_large".to_string(), oversized as i64));
+        if oversized > 0 {
+            tracing::warn!(
+                id,
+                count = oversized,
+                "follow-up requests over {MAX_REQUEST_BYTES} bytes were not queued"
+            );
+        }
         let (retry_ms, retry_json, retry_priority) = match &page.retry {
             Some(r) => (
                 r.delay.as_millis() as i64,
@@ -455,7 +466,7 @@ impl Frontier {
             .arg(&k.wake)
             .arg(requests.len())
             .arg(page.items.len())
-            .arg(page.stats.len())
+            .arg(page.stats.len() + usize::from(extra.is_some()))
             .arg(depth)
             .arg(page.dead.as_deref().unwrap_or(""))
             .arg(page.failed.as_deref().unwrap_or(""))
@@ -476,7 +487,7 @@ impl Frontier {
         for item in &page.items {
             invocation.arg(item);
         }
-        for (field, delta) in &page.stats {
+        for (field, delta) in page.stats.iter().chain(&extra) {
             invocation.arg(field).arg(delta);
         }
         let reply: Vec<redis::Value> = invocation
