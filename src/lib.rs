@@ -11,8 +11,6 @@
 //! - [`spider`]: the spider file as written (`SpiderFile`, with source spans)
 //!   and as compiled and validated (`Spider`).
 //! - [`request`]: the request that travels between stages (JSON on the wire).
-//! - [`fingerprint`]: scrapy-redis compatible request fingerprints (w3lib's
-//!   `safe_url_string` and `canonicalize_url`).
 //! - [`frontier`]: the shared crawl in Redis: start entries, the request
 //!   queue with leases, the dupefilter, items and stats, each change one
 //!   atomic script.
@@ -29,7 +27,6 @@ pub mod config;
 pub mod demo;
 pub mod extract;
 pub mod fetch;
-pub mod fingerprint;
 pub mod frontier;
 pub mod request;
 pub mod robots;

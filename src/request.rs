@@ -5,8 +5,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::fingerprint;
-
 /// One request to crawl.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
@@ -69,7 +67,7 @@ fn is_false(b: &bool) -> bool {
 impl Request {
     /// A GET request for `url` (brought into safe form) with no context.
     pub fn get(url: &str) -> Request {
-        Request::new(fingerprint::safe_url_string(url, encoding_rs::UTF_8))
+        Request::new(scrapy_url::safe_url_string(url, encoding_rs::UTF_8))
     }
 
     /// A GET request for a URL already in safe form, with no context.
@@ -99,6 +97,6 @@ impl Request {
 
     /// The scrapy-redis compatible dupefilter fingerprint.
     pub fn fingerprint(&self) -> String {
-        fingerprint::request_fingerprint(&self.method, &self.url, self.body.as_bytes())
+        scrapy_url::request_fingerprint(&self.method, &self.url, self.body.as_bytes())
     }
 }

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 
 use crate::config::Config;
 use crate::extract::{self, Response};
-use crate::fingerprint;
+
 use crate::request::Request;
 use crate::settings::{self, Overrides};
 use crate::spider::{LoadError, Spider};
@@ -306,14 +306,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => parse(&config, &spider, &target, url, rule, meta, depth).await,
         Command::Fingerprint { url, method, body } => {
             let method = method.to_ascii_uppercase();
-            let safe = fingerprint::safe_url_string(&url, encoding_rs::UTF_8);
+            let safe = scrapy_url::safe_url_string(&url, encoding_rs::UTF_8);
             println!(
                 "fingerprint {}",
-                fingerprint::request_fingerprint(&method, &safe, body.as_bytes())
+                scrapy_url::request_fingerprint(&method, &safe, body.as_bytes())
             );
             println!("method      {method}");
             println!("url         {safe}");
-            println!("canonical   {}", fingerprint::canonicalize_url(&safe));
+            println!("canonical   {}", scrapy_url::canonicalize_url(&safe));
             Ok(ExitCode::SUCCESS)
         }
         Command::Settings { markdown } => {

@@ -14,10 +14,10 @@ use serde_json::Map;
 
 use super::fields::Page;
 use super::Filtered;
-use crate::fingerprint::safe_url_string;
 use crate::request::Request;
 use crate::spider::selector::Selected;
 use crate::spider::{Follow, IntSource, LinkSource, MetaCarry, Spider};
+use scrapy_url::safe_url_string;
 
 /// The page's base URL: `<base href>` resolved against the response URL,
 /// else the response URL.

@@ -7,8 +7,8 @@
 use serde_json::{Map, Value};
 
 use super::{IntSource, Spider, Template};
-use crate::fingerprint::safe_url_string;
 use crate::request::Request;
+use scrapy_url::safe_url_string;
 
 /// Why a start entry cannot become a request. The entry is set aside, never
 /// retried as is.

@@ -1,5 +1,5 @@
 //! Checks the Rust port against vectors produced by the real Python code
-//! (`tests/data/fingerprint/gen_vectors.py`), plus named behaviours worth
+//! (`crates/scrapy-url/gen/gen_vectors.py`), plus named behaviours worth
 //! pinning on their own. Every mismatch is collected so one run shows them
 //! all.
 
@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::*;
 
-const VECTORS: &str = include_str!("../../tests/data/fingerprint/vectors.json");
+const VECTORS: &str = include_str!("../data/vectors.json");
 
 /// How many mismatches a failure message spells out.
 const SHOWN_MISMATCHES: usize = 20;
@@ -170,7 +170,7 @@ fn check_vectors(json: &str, source: &str) -> usize {
 
 #[test]
 fn all_python_vectors_match() {
-    let count = check_vectors(VECTORS, "tests/data/fingerprint/vectors.json");
+    let count = check_vectors(VECTORS, "crates/scrapy-url/data/vectors.json");
     assert!(
         count > 500,
         "only {count} vectors: was vectors.json truncated?"

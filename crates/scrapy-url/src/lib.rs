@@ -1,6 +1,7 @@
-//! Request fingerprints byte-identical to scrapy-redis 0.9.1 (with w3lib
+//! scrapy-url: Scrapy's URL handling and scrapy-redis's request
+//! fingerprints in Rust, byte-identical to scrapy-redis 0.9.1 (with w3lib
 //! 2.5.0 and Python 3.11), so a dupefilter set filled by a scrapy-redis
-//! cluster stays valid when crawlworker takes over (DESIGN.md §4).
+//! cluster stays valid when a Rust crawler (crawlworker) takes over.
 //!
 //! Public API, in the order a URL meets it:
 //!
@@ -21,11 +22,13 @@
 //! `codec` encodes queries as Python's codecs do (with the generated
 //! `codec_tables`), `idna` turns hosts into ASCII as Python's IDNA 2003
 //! codec does (with `unicode` for NFKC and the generated `tables`), and
-//! `ipaddr` and `pycase` mirror Python's `ipaddress` and `str.lower`. This
-//! module owns no Redis keys and no request type.
+//! `ipaddr` and `pycase` mirror Python's `ipaddress` and `str.lower`. The
+//! crate knows no Redis, no HTTP and no request type.
 //!
-//! The test vectors in `tests/data/fingerprint/` come from the real Python
-//! packages; `tests.rs` checks every one of them.
+//! The test vectors in `data/vectors.json` come from the real Python
+//! packages (`gen/gen_vectors.py`); `tests.rs` checks every one of them
+//! (`cargo test -p scrapy-url`). The README says how to regenerate them and
+//! the generated tables.
 
 mod canonicalize;
 mod codec;

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate tests/data/fingerprint/vectors.json with the real Python code:
+"""Generate crates/scrapy-url/data/vectors.json with the real Python code:
 w3lib's safe_url_string and canonicalize_url, scrapy.Request, and
 scrapy-redis's RFPDupeFilter.request_fingerprint.
 
-    python3 tests/data/fingerprint/gen_vectors.py > tests/data/fingerprint/vectors.json
+    python3 crates/scrapy-url/gen/gen_vectors.py > crates/scrapy-url/data/vectors.json
 
 With `--random N --seed S` it emits N extra random cases instead of the
 committed set, for differential testing against the Rust port (see
@@ -659,7 +659,7 @@ def main():
 
     refused = sum("expect_error" in c for c in cases)
     doc = {
-        "generator": "tests/data/fingerprint/gen_vectors.py",
+        "generator": "crates/scrapy-url/gen/gen_vectors.py",
         "versions": {
             "python": platform.python_version(),
             "w3lib": version("w3lib"),

@@ -2,7 +2,7 @@
 """Dump how the Python codec Scrapy uses for a page charset encodes every
 code point, for the ignored Rust test `python_codec_dump_matches`.
 
-    python3 tests/data/fingerprint/dump_codec.py gbk > /tmp/gbk.dump
+    python3 crates/scrapy-url/gen/dump_codec.py gbk > /tmp/gbk.dump
     FINGERPRINT_CODEC_DUMP=/tmp/gbk.dump cargo test --lib python_codec_dump_matches -- --ignored
 
 The first line is the label (looked up with encoding_rs on the Rust side);

@@ -1,7 +1,7 @@
 //! Writes how encoding_rs encodes every non-ASCII code point, one
 //! `<name>.dump` file per encoding, for
-//! `tests/data/fingerprint/gen_codec_tables.py` (which compares them with
-//! the Python codecs Scrapy uses and generates `src/fingerprint/codec_tables.rs`).
+//! `crates/scrapy-url/gen/gen_codec_tables.py` (which compares them with
+//! the Python codecs Scrapy uses and generates `crates/scrapy-url/src/codec_tables.rs`).
 //!
 //!     cargo run --example encoding_rs_dump -- OUTPUT_DIR
 

@@ -13,7 +13,7 @@
 //! ISO-8859-8-I, x-user-defined and replacement, for which Scrapy has no
 //! codec at all. The ignored test `python_codec_dump_matches`
 //! compares every code point with a dump made by
-//! `tests/data/fingerprint/dump_codec.py`.
+//! `crates/scrapy-url/gen/dump_codec.py`.
 
 use std::borrow::Cow;
 
