@@ -14,18 +14,19 @@ work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
-cargo build --release --quiet
+cargo build --release --quiet -p crawlworker -p crawlworker-demo
 bin=target/release/crawlworker
+demo_bin=target/release/crawlworker-demo
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
 pids+=($!)
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 # SIZE="--forums 6 --pages 20" crawls a generated forum instead of the demo.
 size=${SIZE:-}
-"$bin" demo serve --listen "127.0.0.1:$demo" $size 2>/dev/null &
+"$demo_bin" serve --listen "127.0.0.1:$demo" $size 2>/dev/null &
 pids+=($!)
 sed "s#127.0.0.1:8700#127.0.0.1:$demo#g" spiders/bbs.toml >"$work/bbs.toml"
 export REDIS_URL="redis://127.0.0.1:$port"
-"$bin" demo tasks $size | "$bin" push-urls "$work/bbs.toml" 2>/dev/null
+"$demo_bin" tasks $size | "$bin" push-urls "$work/bbs.toml" 2>/dev/null
 redis-cli -p "$port" config resetstat >/dev/null
 redis-cli -p "$port" monitor >"$work/monitor.log" &
 mon=$!

@@ -9,10 +9,10 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Map, Value};
 
-use crawlworker::demo::{self, Site};
 use crawlworker::extract::{extract, Response};
 use crawlworker::request::Request;
 use crawlworker::spider::Spider;
+use crawlworker_demo::{self as demo, Site};
 
 struct Page {
     request: Request,

@@ -5,24 +5,24 @@
 //!
 //!     cargo bench --bench pickup        # needs redis-server
 
-#[path = "../tests/util/mod.rs"]
-mod util;
-
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 
-use crawlworker::demo::{DemoServer, Site};
 use crawlworker::frontier::Frontier;
 use crawlworker::spider::Spider;
+use crawlworker_demo::Site;
+use crawlworker_testkit::FixtureServer;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let redis = util::RedisServer::start();
-    let server = DemoServer::start(Site::demo()).await.expect("demo server");
+    let redis = crawlworker_testkit::RedisServer::start();
+    let server = FixtureServer::start(Site::demo())
+        .await
+        .expect("demo server");
     let dir = std::env::temp_dir().join(format!("crawlworker-pickup-bench-{}", std::process::id()));
-    let spider_path = util::spider_for("bbs", &server.base_url(), &dir);
-    let worker = util::Worker::spawn(
+    let spider_path = crawlworker_testkit::spider_for("bbs", &server.base_url(), &dir);
+    let worker = crawlworker_testkit::Worker::spawn(
         &spider_path,
         &redis.url(),
         &[],

@@ -19,12 +19,9 @@
 //!   charset decoding.
 //! - [`worker`]: the loop that leases, downloads, extracts and commits,
 //!   per spider, with shutdown and Redis-outage handling.
-//! - [`demo`]: the bundled demo forum (site model, pages, HTTP server) used by
-//!   the quick start, the tests and the benchmarks.
 
 pub mod cli;
 pub mod config;
-pub mod demo;
 pub mod extract;
 pub mod fetch;
 pub mod frontier;

@@ -1,7 +1,7 @@
 //! `crawlworker check`: the shipped spiders pass; every broken fixture
 //! spider fails with exactly the text in its `.expected` file.
 
-use crate::util::{crawlworker, files, root, stderr, stdout};
+use crawlworker_testkit::{crawlworker, files, root, stderr, stdout};
 
 #[test]
 fn shipped_spiders_are_valid() {

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use serde_json::Value;
 
-use crawlworker::demo::{self, DemoServer, ServeOptions, Site};
+use crawlworker_demo::{self as demo, Site};
+use crawlworker_testkit::FixtureServer;
 
-use crate::util::{crawlworker_with_redis, spider_for, stderr, RedisServer, Worker};
+use crawlworker_testkit::{crawlworker_with_redis, spider_for, stderr, RedisServer, Worker};
 
 /// A value with object keys sorted, as text: equal items compare equal
 /// whatever the key order.
@@ -90,22 +91,16 @@ fn assert_exact(got: &[String], want: &[String]) {
 
 struct Crawl {
     redis: RedisServer,
-    server: DemoServer,
+    server: FixtureServer,
     spider: PathBuf,
     dir: PathBuf,
 }
 
 impl Crawl {
     async fn new(redis: RedisServer, latency: Duration) -> Crawl {
-        let server = DemoServer::start_with(
-            Site::demo(),
-            ServeOptions {
-                latency,
-                ..ServeOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        let server = FixtureServer::start_with_latency(Site::demo(), latency)
+            .await
+            .unwrap();
         let dir = std::env::temp_dir().join(format!(
             "crawlworker-cluster-{}-{}",
             std::process::id(),

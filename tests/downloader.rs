@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use serde_json::Value;
 
-use crawlworker::demo::{faults::Robots, DemoServer, Site};
+use crawlworker_demo::Site;
+use crawlworker_testkit::{FixtureServer, Robots};
 
-use crate::util::{crawlworker_with_redis, stderr, RedisServer, Worker};
+use crawlworker_testkit::{crawlworker_with_redis, stderr, RedisServer, Worker};
 
 /// A spider that scrapes one item from every fault page it is given.
 fn spider_text(extra_settings: &str) -> String {
@@ -46,14 +47,14 @@ match = '/fault/'
 
 struct Env {
     redis: RedisServer,
-    server: DemoServer,
+    server: FixtureServer,
     spider: PathBuf,
 }
 
 impl Env {
     async fn new(extra_settings: &str) -> Env {
         let redis = RedisServer::start();
-        let server = DemoServer::start(Site::demo()).await.unwrap();
+        let server = FixtureServer::start(Site::demo()).await.unwrap();
         let dir = std::env::temp_dir().join(format!(
             "crawlworker-dl-{}-{}",
             std::process::id(),
@@ -180,7 +181,7 @@ async fn exhausted_retries_are_recorded_and_can_be_requeued() {
         &env.redis.url(),
         &["stats", env.spider.to_str().unwrap(), "--json"],
     );
-    let stats: Value = serde_json::from_str(&crate::util::stdout(&out)).unwrap();
+    let stats: Value = serde_json::from_str(&crawlworker_testkit::stdout(&out)).unwrap();
     assert_eq!(stats["queues"]["failed"], 1);
 
     // scrapy-redis would never try this URL again; here it is re-queued.
@@ -467,7 +468,7 @@ async fn crawl_delay_paces_its_host_and_a_waiting_host_blocks_no_other() {
     let env = Env::new("robotstxt_obey = true\nconcurrent_requests = 1").await;
     env.server
         .set_robots(Robots::Body("User-agent: *\nCrawl-delay: 0.5\n".into()));
-    let other = DemoServer::start(Site::demo()).await.unwrap();
+    let other = FixtureServer::start(Site::demo()).await.unwrap();
     // Queued first: eight requests for the slow host (3.5 s of Crawl-delay).
     let slow: Vec<String> = (0..8)
         .map(|i| format!("/fault/status/200?key=slow{i}"))

@@ -1,6 +1,6 @@
 //! `crawlworker fingerprint` prints what the dupefilter stores for a URL.
 
-use crate::util::{crawlworker, stdout};
+use crawlworker_testkit::{crawlworker, stdout};
 
 #[test]
 fn prints_fingerprint_and_canonical_form() {

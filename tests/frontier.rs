@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 
-use crawlworker::demo::{DemoServer, Site};
 use crawlworker::frontier::{Committed, Frontier, PageResult, StartClaim};
 use crawlworker::spider::Spider;
+use crawlworker_demo::Site;
+use crawlworker_testkit::FixtureServer;
 
-use crate::util::{spider_for, RedisServer, Worker};
+use crawlworker_testkit::{spider_for, RedisServer, Worker};
 
 const SPIDER: &str = r#"
 name = "q"
@@ -162,7 +163,7 @@ async fn the_dupefilter_filters_unless_dont_filter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_pushed_to_an_idle_worker_is_fetched_within_100ms() {
     let redis = RedisServer::start();
-    let server = DemoServer::start(Site::demo()).await.unwrap();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
     let dir = std::env::temp_dir().join(format!("crawlworker-pickup-{}", std::process::id()));
     let spider_path = spider_for("bbs", &server.base_url(), &dir);
     // A long recheck interval: only the wake-up can explain a fast pickup.

@@ -7,13 +7,14 @@ use std::collections::{BTreeSet, HashSet, VecDeque};
 
 use serde_json::{json, Map, Value};
 
-use crawlworker::demo::{self, Article, DemoServer, News, Site, ARTICLES_PER_FRONT_PAGE};
 use crawlworker::extract::{self, Extraction, Filtered, Response};
 use crawlworker::request::Request;
 use crawlworker::spider::start::StartEntryError;
 use crawlworker::spider::{Spider, StartKind};
+use crawlworker_demo::{self as demo, Article, News, Site, ARTICLES_PER_FRONT_PAGE};
+use crawlworker_testkit::FixtureServer;
 
-use crate::util::{crawlworker, root, stderr, stdout};
+use crawlworker_testkit::{crawlworker, root, stderr, stdout};
 
 /// The demo server's default address, for pages rendered without a server.
 const ORIGIN: &str = "http://127.0.0.1:8700";
@@ -115,7 +116,7 @@ fn front_requests(news: &News, number: usize, origin: &str, depth: u32) -> Vec<V
 
 #[tokio::test(flavor = "multi_thread")]
 async fn parse_front_pages_over_http() {
-    let server = DemoServer::start(Site::demo()).await.unwrap();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
     let news = News::demo();
     let origin = server.base_url();
 
@@ -209,7 +210,7 @@ async fn parse_front_pages_over_http() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn parse_article_pages_over_http() {
-    let server = DemoServer::start(Site::demo()).await.unwrap();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
     let news = News::demo();
     let origin = server.base_url();
 

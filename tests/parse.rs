@@ -3,9 +3,10 @@
 
 use serde_json::Value;
 
-use crawlworker::demo::{self, DemoServer, Site};
+use crawlworker_demo::{self as demo, Site};
+use crawlworker_testkit::FixtureServer;
 
-use crate::util::{crawlworker, stderr, stdout};
+use crawlworker_testkit::{crawlworker, stderr, stdout};
 
 fn json(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "parse failed: {}", stderr(out));
@@ -23,7 +24,7 @@ fn strs<'a>(v: &'a Value, key: &str) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn parses_each_kind_of_demo_page_over_http() {
-    let server = DemoServer::start(Site::demo()).await.unwrap();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
     let site = Site::demo();
     let meta = r#"{"forum_id": "00001", "max_page": 5}"#;
     let out = json(&crawlworker(&[
@@ -168,7 +169,7 @@ fn errors_say_what_to_fix() {
 
 #[test]
 fn readme_documents_every_setting() {
-    let readme = std::fs::read_to_string(crate::util::root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(crawlworker_testkit::root().join("README.md")).unwrap();
     let table = crawlworker::cli::settings_table(true);
     assert!(
         readme.contains(&table),

@@ -1,7 +1,5 @@
-//! All integration tests, in one binary (as ripgrep does): `util` starts
-//! the real servers they need; each module covers one command or promise.
-
-mod util;
+//! All integration tests, in one binary (as ripgrep does): the test kit
+//! (`crates/testkit`) starts the real servers they need; each module covers one command or promise.
 
 mod check;
 mod cluster;

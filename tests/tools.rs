@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use redis::Commands;
 use serde_json::Value;
 
-use crate::util::{crawlworker_with_redis, root, stderr, stdout, RedisServer};
+use crawlworker_testkit::{crawlworker_with_redis, root, stderr, stdout, RedisServer};
 
 fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("crawlworker-tools-{}", std::process::id()));

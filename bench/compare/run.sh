@@ -69,8 +69,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 echo "== building crawlworker (release)"
-cargo build --release --quiet
+cargo build --release --quiet -p crawlworker -p crawlworker-demo
 bin=$root/target/release/crawlworker
+demo_bin=$root/target/release/crawlworker-demo
 
 echo "== redis-server on 127.0.0.1:$REDIS_PORT (no persistence)"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
@@ -82,12 +83,12 @@ rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 redis_url="redis://127.0.0.1:$REDIS_PORT"
 
 echo "== demo forum on 127.0.0.1:$DEMO_PORT (--forums $FORUMS --pages $PAGES)"
-"$bin" demo serve --listen "127.0.0.1:$DEMO_PORT" --forums "$FORUMS" --pages "$PAGES" 2>"$work/demo.log" &
+"$demo_bin" serve --listen "127.0.0.1:$DEMO_PORT" --forums "$FORUMS" --pages "$PAGES" 2>"$work/demo.log" &
 demo_pid=$!
 pids+=($demo_pid)
 for _ in $(seq 100); do port_free "$DEMO_PORT" || break; sleep 0.1; done
 port_free "$DEMO_PORT" && die "demo server did not start"
-"$bin" demo tasks --forums "$FORUMS" --pages "$PAGES" >"$work/tasks.txt"
+"$demo_bin" tasks --forums "$FORUMS" --pages "$PAGES" >"$work/tasks.txt"
 mapfile -t tasks <"$work/tasks.txt"
 
 # crawlworker's spider: spiders/bbs.toml with the URLs moved to the demo port.

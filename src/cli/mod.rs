@@ -9,10 +9,8 @@ mod run;
 mod tools;
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -21,10 +19,10 @@ use serde_json::{json, Map, Value};
 use crate::config::Config;
 use crate::extract::{self, Response};
 
+use crate::fetch;
 use crate::request::Request;
 use crate::settings::{self, Overrides};
 use crate::spider::{LoadError, Spider};
-use crate::{demo, fetch};
 
 /// A crawler worker: spiders are TOML files, Redis holds the shared crawl.
 #[derive(Debug, Parser)]
@@ -161,66 +159,6 @@ pub enum Command {
         #[arg(long)]
         markdown: bool,
     },
-    /// The bundled demo forum.
-    Demo {
-        #[command(subcommand)]
-        command: DemoCommand,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum DemoCommand {
-    /// Serve the demo forum on a loopback address until interrupted.
-    Serve {
-        #[arg(long, default_value = "127.0.0.1:8700")]
-        listen: SocketAddr,
-        /// Delay every response by this long, e.g. "20ms", to watch a crawl progress.
-        #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
-        latency: std::time::Duration,
-        /// Also serve the misbehaving `/fault/…` routes (errors, 429s,
-        /// redirect loops, endless bodies…) for trying the downloader.
-        #[arg(long)]
-        faults: bool,
-        #[command(flatten)]
-        size: DemoSize,
-    },
-    /// Print the demo crawl's start tasks, one JSON object per line.
-    Tasks {
-        #[command(flatten)]
-        size: DemoSize,
-    },
-}
-
-/// The bundled demo forum, or a larger generated one (for benchmarks).
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub struct DemoSize {
-    /// Serve a generated forum with this many forums instead of the demo.
-    #[arg(long, requires = "pages")]
-    forums: Option<usize>,
-    /// List pages per generated forum.
-    #[arg(long, requires = "forums")]
-    pages: Option<usize>,
-}
-
-impl DemoSize {
-    fn site(&self) -> demo::Site {
-        match (self.forums, self.pages) {
-            (Some(f), Some(p)) => demo::Site::generate(f, p, 42),
-            _ => demo::Site::demo(),
-        }
-    }
-
-    fn tasks(&self) -> Vec<String> {
-        match (self.forums, self.pages) {
-            (Some(_), Some(p)) => self
-                .site()
-                .forums
-                .iter()
-                .map(|f| serde_json::json!({"forum_id": f.id, "max_page": p}).to_string())
-                .collect(),
-            _ => demo::demo_tasks(),
-        }
-    }
 }
 
 /// Runs a parsed command line.
@@ -320,20 +258,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", settings_table(markdown));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo { command } => match command {
-            DemoCommand::Serve {
-                listen,
-                latency,
-                faults,
-                size,
-            } => serve_demo(listen, demo::ServeOptions { latency, faults }, size.site()).await,
-            DemoCommand::Tasks { size } => {
-                for task in size.tasks() {
-                    println!("{task}");
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-        },
     }
 }
 
@@ -495,29 +419,5 @@ async fn parse(
     let mut stdout = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut stdout, &out)?;
     writeln!(stdout)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn serve_demo(
-    listen: SocketAddr,
-    options: demo::ServeOptions,
-    site: demo::Site,
-) -> anyhow::Result<ExitCode> {
-    if !listen.ip().is_loopback() {
-        bail!(
-            "the demo forum only listens on loopback addresses (127.0.0.0/8 or ::1), not {}",
-            listen.ip()
-        );
-    }
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    eprintln!("crawlworker: demo site (forum and news) on http://{listen}/ (Ctrl-C stops it)");
-    let site = Arc::new(site);
-    demo::serve_with(listener, site, demo::Hits::default(), options, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
-    .context("demo forum server failed")?;
     Ok(ExitCode::SUCCESS)
 }

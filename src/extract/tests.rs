@@ -4,9 +4,9 @@
 use serde_json::{json, Map, Value};
 
 use super::{extract, Extraction, Response};
-use crate::demo::{self, Site};
 use crate::request::Request;
 use crate::spider::Spider;
+use crawlworker_demo::{self as demo, Site};
 
 const HOST: &str = "http://127.0.0.1:8700";
 

@@ -219,7 +219,7 @@ async fn private_networks_are_fetched_when_allowed() {
         let url = format!("http://{host}:{}/ok", server.addr.port());
         assert_eq!(d.fetch(&Request::new(url)).await.unwrap().status, 200);
     }
-    let demo = crate::demo::DemoServer::start(crate::demo::Site::demo())
+    let demo = crawlworker_demo::DemoServer::start(crawlworker_demo::Site::demo())
         .await
         .unwrap();
     let fetched = d.fetch(&Request::new(demo.base_url())).await.unwrap();

@@ -2,24 +2,26 @@
 //!
 //! [`serve`] runs on a listener the caller binds and stops when the caller's
 //! shutdown future resolves (the mini-redis shape), so tests start it on
-//! port 0. [`DemoServer`] wraps that for tests: it binds 127.0.0.1:0, counts
-//! requests per target, and stops on [`DemoServer::stop`] or when dropped.
+//! port 0. [`DemoServer`] wraps that for tests and benchmarks: it binds
+//! 127.0.0.1:0, counts requests per target, and stops on
+//! [`DemoServer::stop`] or when dropped.
 //!
 //! This module owns sockets and connections only; every page comes from
-//! [`render`], which is pure, and every misbehaving route under `/fault/`
-//! (errors, delays, 429, huge or endless bodies, redirect loops) and the
-//! configurable `/robots.txt` from [`super::faults`], which `respond` asks
-//! first.
+//! [`render`], which is pure. A caller may add [`Routes`] that are asked
+//! first (the test kit's misbehaving `/fault/` routes plug in there; the
+//! demo binary adds none), with [`Reply`] for answers that come late or
+//! never, and [`Connection`] to mark them in progress so that stopping the
+//! server cuts such connections instead of waiting for them.
 //!
-//! Hits are recorded for every request, fault routes and `/robots.txt`
-//! included; a [`DemoServer`] also records when each request arrived
-//! ([`DemoServer::arrivals`]), so a test can measure the request rate the
-//! server saw.
+//! Hits are recorded for every request; a [`DemoServer`] also records when
+//! each request arrived ([`DemoServer::arrivals`]), so a test can measure
+//! the request rate the server saw.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -35,7 +37,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::faults::{self, ConnectionFaults, FaultState, Reply, Robots};
 use super::pages::{render, Page};
 use super::site::Site;
 
@@ -47,10 +48,129 @@ const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 /// does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// The body type of every response. Boxed so that fault-injection routes
-/// can stream (slow, endless or broken bodies) without changing the
-/// service's type.
+/// The body type of every response. Boxed so that added routes can stream
+/// (slow, endless or broken bodies) without changing the service's type.
 pub type ResponseBody = BoxBody<Bytes, io::Error>;
+
+/// Routes answered before the site's pages, for any method.
+pub trait Routes: Send + Sync + 'static {
+    /// The reply for `request`, or `None` to let the site answer it.
+    fn route(&self, conn: &Connection, request: &Request<Incoming>) -> Option<Reply>;
+}
+
+/// What an added route knows of the connection it answers on.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// Responses in progress on this connection: if any when the server
+    /// stops, the connection is cut instead of drained.
+    open: Arc<AtomicUsize>,
+    /// Becomes true when the server stops.
+    stop: watch::Receiver<bool>,
+}
+
+impl Connection {
+    fn new(stop: watch::Receiver<bool>) -> Connection {
+        Connection {
+            open: Arc::new(AtomicUsize::new(0)),
+            stop,
+        }
+    }
+
+    /// Becomes true when the server stops, so that slow answers end at once.
+    pub fn stop(&self) -> watch::Receiver<bool> {
+        self.stop.clone()
+    }
+
+    /// Counts one response as in progress on this connection, and in
+    /// `also` (e.g. a server-wide counter), until the token is dropped.
+    pub fn in_progress(&self, also: &Arc<AtomicUsize>) -> InProgress {
+        InProgress::new([Arc::clone(&self.open), Arc::clone(also)])
+    }
+
+    fn any_open(&self) -> bool {
+        self.open.load(Ordering::SeqCst) > 0
+    }
+}
+
+/// One response counted as in progress (see [`Connection::in_progress`]),
+/// until dropped.
+#[derive(Debug)]
+pub struct InProgress([Arc<AtomicUsize>; 2]);
+
+impl InProgress {
+    fn new(counters: [Arc<AtomicUsize>; 2]) -> InProgress {
+        for counter in &counters {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+        InProgress(counters)
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        for counter in &self.0 {
+            counter.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// How the server answers one request.
+pub enum Reply {
+    /// Answer now.
+    Now(Response<ResponseBody>),
+    /// Answer after a pause; if the server stops first, close the
+    /// connection without answering.
+    After {
+        delay: Duration,
+        response: Response<ResponseBody>,
+        in_progress: InProgress,
+        stop: watch::Receiver<bool>,
+    },
+    /// Never answer; close the connection without answering when the
+    /// server stops.
+    Never {
+        in_progress: InProgress,
+        stop: watch::Receiver<bool>,
+    },
+}
+
+impl Reply {
+    /// The response, or an error (which makes hyper close the connection
+    /// without answering) when the server stops first.
+    async fn resolve(self) -> io::Result<Response<ResponseBody>> {
+        match self {
+            Reply::Now(response) => Ok(response),
+            Reply::After {
+                delay,
+                response,
+                in_progress,
+                mut stop,
+            } => {
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {
+                        drop(in_progress);
+                        Ok(response)
+                    }
+                    // Err: the server is gone; stop as well.
+                    _ = stop.wait_for(|stop| *stop) => Err(stopping()),
+                }
+            }
+            Reply::Never {
+                in_progress,
+                mut stop,
+            } => {
+                let _in_progress = in_progress;
+                // Err: the server is gone; stop as well.
+                let _ = stop.wait_for(|stop| *stop).await;
+                Err(stopping())
+            }
+        }
+    }
+}
+
+fn stopping() -> io::Error {
+    io::Error::other("demo server stopping")
+}
 
 /// Request counts per request target (path and query as received) and,
 /// if made with [`Hits::with_arrivals`], the arrival time of every request.
@@ -128,34 +248,15 @@ impl Hits {
 }
 
 /// Serves `site` on `listener` until `shutdown` resolves: one task per
-/// connection, HTTP/1.1 keep-alive. On shutdown it stops accepting, lets
-/// open connections finish the response in progress (idle ones, and those
-/// with a fault response in progress, close at once), cuts whatever is
-/// left after a few seconds, and returns. The `/fault/` routes of
-/// [`super::faults`] are served when [`ServeOptions::faults`] says so.
+/// connection, HTTP/1.1 keep-alive, every request recorded in `hits`. On
+/// shutdown it stops accepting, lets open connections finish the response
+/// in progress (idle ones, and those with a slow answer of an added route
+/// in progress, close at once), cuts whatever is left after a few seconds,
+/// and returns.
 ///
 /// Errors on single connections or accepts are logged and do not stop the
 /// server.
 pub async fn serve(
-    listener: TcpListener,
-    site: Arc<Site>,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
-    serve_counting(listener, site, Hits::default(), shutdown).await
-}
-
-/// [`serve`], recording every request in `hits`.
-pub async fn serve_counting(
-    listener: TcpListener,
-    site: Arc<Site>,
-    hits: Hits,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
-    serve_with(listener, site, hits, ServeOptions::default(), shutdown).await
-}
-
-/// [`serve_counting`] with [`ServeOptions`].
-pub async fn serve_with(
     listener: TcpListener,
     site: Arc<Site>,
     hits: Hits,
@@ -166,7 +267,6 @@ pub async fn serve_with(
         site,
         hits,
         options,
-        faults: Arc::default(),
     };
     serve_app(listener, Arc::new(app), shutdown).await
 }
@@ -217,20 +317,16 @@ struct App {
     site: Arc<Site>,
     hits: Hits,
     options: ServeOptions,
-    /// Fault-route counters and the robots.txt setting, shared with the
-    /// [`DemoServer`] handle so tests can change them while it runs.
-    faults: Arc<FaultState>,
 }
 
 /// How the server behaves beyond serving the pages.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Clone, Default)]
 pub struct ServeOptions {
     /// Added before every response, so a crawl lasts long enough for tests
     /// to kill workers mid-crawl (and the quick start to show progress).
     pub latency: Duration,
-    /// Serve the misbehaving `/fault/` routes of [`super::faults`] (off
-    /// unless asked for: `crawlworker demo serve --faults`).
-    pub faults: bool,
+    /// Asked before the site's pages (none for the demo binary).
+    pub routes: Option<Arc<dyn Routes>>,
 }
 
 /// Serves one connection until the client closes it or shutdown is
@@ -241,18 +337,18 @@ async fn connection(
     app: Arc<App>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let faults = Arc::new(ConnectionFaults::new(Arc::clone(&app.faults), stop.clone()));
+    let conn_state = Connection::new(stop.clone());
     let service = service_fn({
-        let faults = Arc::clone(&faults);
+        let conn_state = conn_state.clone();
         move |request: Request<Incoming>| {
-            let reply = respond(&app, &faults, &request);
+            let reply = respond(&app, &conn_state, &request);
             let latency = app.options.latency;
             async move {
                 if !latency.is_zero() {
                     tokio::time::sleep(latency).await;
                 }
-                // Err (a fault cut short by shutdown) makes hyper close the
-                // connection without an answer.
+                // Err (a slow answer cut short by shutdown) makes hyper
+                // close the connection without an answer.
                 reply.resolve().await
             }
         }
@@ -272,10 +368,10 @@ async fn connection(
             }
             // Err means the server is gone: stop as well.
             _ = stop.wait_for(|stop| *stop), if !stopping => {
-                if faults.any_open() {
+                if conn_state.any_open() {
                     // A hanging, delayed or endless response would hold the
                     // drain until its deadline: cut the connection instead.
-                    tracing::debug!(%peer, "demo server: cutting a connection with a fault in progress");
+                    tracing::debug!(%peer, "demo server: cutting a connection with a slow answer in progress");
                     return;
                 }
                 stopping = true;
@@ -286,16 +382,15 @@ async fn connection(
 }
 
 /// Answers one request. The request body is never read.
-fn respond(app: &App, faults: &ConnectionFaults, request: &Request<Incoming>) -> Reply {
+fn respond(app: &App, conn: &Connection, request: &Request<Incoming>) -> Reply {
     let uri = request.uri();
     let target = uri
         .path_and_query()
         .map_or_else(|| uri.path(), |pq| pq.as_str());
     app.hits.record(target);
 
-    // Routes that misbehave on purpose, under `/fault/`, for any method.
-    if app.options.faults {
-        if let Some(reply) = faults::route(faults, uri) {
+    if let Some(routes) = &app.options.routes {
+        if let Some(reply) = routes.route(conn, request) {
             return reply;
         }
     }
@@ -307,11 +402,6 @@ fn respond(app: &App, faults: &ConnectionFaults, request: &Request<Incoming>) ->
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return Reply::Now(response);
-    }
-    if uri.path() == "/robots.txt" {
-        if let Some(response) = app.faults.robots_response() {
-            return Reply::Now(response);
-        }
     }
     Reply::Now(page_response(render(&app.site, target)))
 }
@@ -326,7 +416,8 @@ fn page_response(page: Page) -> Response<ResponseBody> {
     response
 }
 
-pub(super) fn full(bytes: Bytes) -> ResponseBody {
+/// A whole body at once.
+pub fn full(bytes: Bytes) -> ResponseBody {
     Full::new(bytes).map_err(|never| match never {}).boxed()
 }
 
@@ -340,8 +431,6 @@ pub struct DemoServer {
     /// Requests received per target, so tests can check nothing was fetched
     /// twice, and their arrival times, so tests can measure the rate.
     hits: Hits,
-    /// Fault-route state: robots.txt setting, faults in progress.
-    faults: Arc<FaultState>,
     /// Sending (or dropping) it starts the shutdown.
     shutdown: Option<oneshot::Sender<()>>,
     /// The task running the server (`serve_app`).
@@ -352,11 +441,7 @@ impl DemoServer {
     /// Binds 127.0.0.1 on a free port and starts serving `site`. Must be
     /// called inside a Tokio runtime.
     pub async fn start(site: impl Into<Arc<Site>>) -> io::Result<DemoServer> {
-        let options = ServeOptions {
-            faults: true,
-            ..ServeOptions::default()
-        };
-        DemoServer::start_with(site, options).await
+        DemoServer::start_with(site, ServeOptions::default()).await
     }
 
     /// [`DemoServer::start`] with [`ServeOptions`].
@@ -367,12 +452,10 @@ impl DemoServer {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
         let hits = Hits::with_arrivals();
-        let faults = Arc::new(FaultState::default());
         let app = App {
             site: site.into(),
             hits: hits.clone(),
             options,
-            faults: Arc::clone(&faults),
         };
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_app(listener, Arc::new(app), async move {
@@ -383,7 +466,6 @@ impl DemoServer {
         Ok(DemoServer {
             addr,
             hits,
-            faults,
             shutdown: Some(shutdown_tx),
             task: Some(task),
         })
@@ -427,22 +509,9 @@ impl DemoServer {
         self.hits.times(prefix)
     }
 
-    /// Sets what `/robots.txt` answers from now on (at first
-    /// [`Robots::Missing`], the site's 404 page).
-    pub fn set_robots(&self, robots: Robots) {
-        self.faults.set_robots(robots);
-    }
-
-    /// Fault responses in progress: hanging or delayed requests and
-    /// huge, endless or trickling bodies still being sent. Falls back to 0
-    /// shortly after their clients give up.
-    pub fn faults_in_progress(&self) -> usize {
-        self.faults.in_progress()
-    }
-
-    /// Stops accepting, lets open connections finish (those with a fault
-    /// response in progress, such as `/fault/hang` or `/fault/endless`, are
-    /// cut at once), and waits for the server to end.
+    /// Stops accepting, lets open connections finish (those with a slow
+    /// answer of an added route in progress are cut at once), and waits for
+    /// the server to end.
     pub async fn stop(mut self) -> io::Result<()> {
         if let Some(shutdown) = self.shutdown.take() {
             // Err: the server already ended; the join below reports how.
@@ -634,9 +703,15 @@ mod tests {
             .await
             .expect("bind");
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, Arc::new(Site::demo()), async move {
-            let _ = rx.await;
-        }));
+        let task = tokio::spawn(serve(
+            listener,
+            Arc::new(Site::demo()),
+            Hits::default(),
+            ServeOptions::default(),
+            async move {
+                let _ = rx.await;
+            },
+        ));
         tx.send(()).expect("server running");
         let result = tokio::time::timeout(Duration::from_secs(2), task).await;
         assert!(matches!(result, Ok(Ok(Ok(())))));

@@ -640,7 +640,7 @@ mod tests {
     use url::Url;
 
     use super::*;
-    use crate::demo::{render, Site};
+    use crate::{render, Site};
 
     const ORIGIN: &str = "http://127.0.0.1:8700";
 

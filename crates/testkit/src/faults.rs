@@ -2,11 +2,12 @@
 //! misbehave on purpose, so the downloader's tests (retries, backoff,
 //! Retry-After, timeouts, redirect limits, size limits, robots.txt) run
 //! against a real HTTP server on 127.0.0.1. Everything is deterministic.
+//! They are test support only: the demo binary does not serve them.
 //!
 //! This module owns what those routes answer and the server-side state they
 //! need (per-key counters, the robots.txt setting, the count of fault
-//! responses in progress). It owns no sockets: [`super::server`] asks it
-//! first for every request and runs the reply it gets.
+//! responses in progress). It owns no sockets: [`Faults`] plugs into the
+//! demo server as its [`Routes`], which it asks first for every request.
 //!
 //! # Routes
 //!
@@ -39,12 +40,12 @@
 //! | `/fault/links?to=P1,P2,…` | 200 with one `<a href="Pi">` per comma-separated value (escaped), so a spider can be led into fault routes. |
 //!
 //! `/robots.txt` is not a fault route but is configured here: see
-//! [`Robots`] and [`super::DemoServer::set_robots`]. Its default is the
+//! [`Robots`] and [`crate::FixtureServer::set_robots`]. Its default is the
 //! site's ordinary 404 page, as before.
 //!
 //! Responses that do not finish on their own (hang, delay, and the
 //! streaming bodies of huge, endless and trickle) are counted while in
-//! progress ([`super::DemoServer::faults_in_progress`]), so a test can check
+//! progress ([`crate::FixtureServer::faults_in_progress`]), so a test can check
 //! that a client gave up on them. When the server stops, connections with
 //! such a response in progress are closed at once instead of being drained,
 //! so stopping is prompt even while a client holds an endless body without
@@ -69,8 +70,7 @@ use hyper::{Response, StatusCode, Uri};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use super::pages::escape;
-use super::server::{full, ResponseBody};
+use crawlworker_demo::{escape, full, Connection, InProgress, Reply, ResponseBody, Routes};
 
 /// The path prefix of every fault route.
 const PREFIX: &str = "/fault/";
@@ -126,7 +126,7 @@ pub enum Robots {
 
 /// Fault state shared by all connections of one server.
 #[derive(Debug, Default)]
-pub(super) struct FaultState {
+pub(crate) struct FaultState {
     /// Requests seen per (path, key), for the routes that fail the first N
     /// times.
     counters: Mutex<HashMap<(String, String), u64>>,
@@ -137,11 +137,11 @@ pub(super) struct FaultState {
 }
 
 impl FaultState {
-    pub(super) fn set_robots(&self, robots: Robots) {
+    pub(crate) fn set_robots(&self, robots: Robots) {
         *self.robots.lock().unwrap_or_else(PoisonError::into_inner) = robots;
     }
 
-    pub(super) fn in_progress(&self) -> usize {
+    pub(crate) fn in_progress(&self) -> usize {
         self.in_progress.load(Ordering::SeqCst)
     }
 
@@ -157,7 +157,7 @@ impl FaultState {
     }
 
     /// The `/robots.txt` response, or `None` for the site's 404 page.
-    pub(super) fn robots_response(&self) -> Option<Response<ResponseBody>> {
+    fn robots_response(&self) -> Option<Response<ResponseBody>> {
         let robots = self
             .robots
             .lock()
@@ -180,117 +180,54 @@ impl FaultState {
 
 /// Fault state of one connection.
 #[derive(Debug)]
-pub(super) struct ConnectionFaults {
+struct ConnectionFaults {
     server: Arc<FaultState>,
-    /// Fault responses in progress on this connection: if any when the
-    /// server stops, the connection is cut instead of drained.
-    open: Arc<AtomicUsize>,
-    /// Becomes true when the server stops, so faults that start after that
-    /// end at once.
-    stop: watch::Receiver<bool>,
+    conn: Connection,
 }
 
 impl ConnectionFaults {
-    pub(super) fn new(server: Arc<FaultState>, stop: watch::Receiver<bool>) -> ConnectionFaults {
-        ConnectionFaults {
-            server,
-            open: Arc::new(AtomicUsize::new(0)),
-            stop,
-        }
-    }
-
-    /// Whether a fault response is in progress on this connection.
-    pub(super) fn any_open(&self) -> bool {
-        self.open.load(Ordering::SeqCst) > 0
-    }
-
+    /// Counts a fault response as in progress, on its connection and the
+    /// server, until dropped.
     fn in_progress(&self) -> InProgress {
-        InProgress::new([Arc::clone(&self.open), Arc::clone(&self.server.in_progress)])
+        self.conn.in_progress(&self.server.in_progress)
+    }
+
+    fn stop(&self) -> watch::Receiver<bool> {
+        self.conn.stop()
     }
 }
 
-/// Counts one fault response as in progress, in the connection's and the
-/// server's counters, until dropped.
-#[derive(Debug)]
-pub(super) struct InProgress([Arc<AtomicUsize>; 2]);
+/// The fault routes and `/robots.txt`, as the demo server's [`Routes`].
+#[derive(Debug, Default)]
+pub struct Faults {
+    pub(crate) state: Arc<FaultState>,
+}
 
-impl InProgress {
-    fn new(counters: [Arc<AtomicUsize>; 2]) -> InProgress {
-        for counter in &counters {
-            counter.fetch_add(1, Ordering::SeqCst);
+impl Routes for Faults {
+    fn route(
+        &self,
+        conn: &Connection,
+        request: &hyper::Request<hyper::body::Incoming>,
+    ) -> Option<Reply> {
+        let uri = request.uri();
+        if uri.path() == "/robots.txt" {
+            return self.state.robots_response().map(Reply::Now);
         }
-        InProgress(counters)
+        let faults = ConnectionFaults {
+            server: Arc::clone(&self.state),
+            conn: conn.clone(),
+        };
+        route(&faults, uri)
     }
 }
 
-impl Drop for InProgress {
-    fn drop(&mut self) {
-        for counter in &self.0 {
-            counter.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-/// How the server answers one request.
-pub(super) enum Reply {
-    /// Answer now.
-    Now(Response<ResponseBody>),
-    /// Answer after a pause; if the server stops first, close the
-    /// connection without answering.
-    After {
-        delay: Duration,
-        response: Response<ResponseBody>,
-        in_progress: InProgress,
-        stop: watch::Receiver<bool>,
-    },
-    /// Never answer; close the connection without answering when the
-    /// server stops.
-    Never {
-        in_progress: InProgress,
-        stop: watch::Receiver<bool>,
-    },
-}
-
-impl Reply {
-    /// The response, or an error (which makes hyper close the connection
-    /// without answering) when the server stops first.
-    pub(super) async fn resolve(self) -> io::Result<Response<ResponseBody>> {
-        match self {
-            Reply::Now(response) => Ok(response),
-            Reply::After {
-                delay,
-                response,
-                in_progress,
-                mut stop,
-            } => {
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {
-                        drop(in_progress);
-                        Ok(response)
-                    }
-                    // Err: the server is gone; stop as well.
-                    _ = stop.wait_for(|stop| *stop) => Err(stopping()),
-                }
-            }
-            Reply::Never {
-                in_progress,
-                mut stop,
-            } => {
-                let _in_progress = in_progress;
-                // Err: the server is gone; stop as well.
-                let _ = stop.wait_for(|stop| *stop).await;
-                Err(stopping())
-            }
-        }
-    }
-}
-
+/// Why a streaming fault body ends early: the server is stopping.
 fn stopping() -> io::Error {
-    io::Error::other("demo server stopping")
+    io::Error::other("fixture server stopping")
 }
 
 /// The reply for a `/fault/…` request, or `None` for any other path.
-pub(super) fn route(conn: &ConnectionFaults, uri: &Uri) -> Option<Reply> {
+fn route(conn: &ConnectionFaults, uri: &Uri) -> Option<Reply> {
     let path = uri.path();
     let rest = path.strip_prefix(PREFIX)?;
     let query = Query::parse(uri.query().unwrap_or(""));
@@ -369,12 +306,12 @@ fn dispatch(
                     &format!("<p>Answered after {ms} ms.</p>"),
                 ),
                 in_progress: conn.in_progress(),
-                stop: conn.stop.clone(),
+                stop: conn.stop(),
             }
         }
         ["hang"] => Reply::Never {
             in_progress: conn.in_progress(),
-            stop: conn.stop.clone(),
+            stop: conn.stop(),
         },
         ["redirect", n] => {
             let n = number::<u64>("redirect count", n)?;
@@ -671,7 +608,7 @@ impl FaultBody {
     fn new(conn: &ConnectionFaults, source: Source) -> FaultBody {
         FaultBody {
             source,
-            stop: conn.stop.clone(),
+            stop: conn.stop(),
             _in_progress: conn.in_progress(),
         }
     }
@@ -829,7 +766,8 @@ mod tests {
     use tokio::net::TcpStream;
 
     use super::*;
-    use crate::demo::{render, DemoServer, Site};
+    use crate::FixtureServer;
+    use crawlworker_demo::{render, Site};
 
     /// Long enough for anything here on a loaded machine, short enough
     /// that a bug fails fast.
@@ -845,11 +783,11 @@ mod tests {
             .expect("client")
     }
 
-    async fn start() -> DemoServer {
-        DemoServer::start(Site::demo()).await.expect("start")
+    async fn start() -> FixtureServer {
+        FixtureServer::start(Site::demo()).await.expect("start")
     }
 
-    async fn get(server: &DemoServer, path: &str) -> reqwest::Response {
+    async fn get(server: &FixtureServer, path: &str) -> reqwest::Response {
         client()
             .get(server.url(path))
             .send()
@@ -865,7 +803,7 @@ mod tests {
     }
 
     /// Statuses of `n` requests for `path`, in order.
-    async fn statuses(server: &DemoServer, path: &str, n: usize) -> Vec<u16> {
+    async fn statuses(server: &FixtureServer, path: &str, n: usize) -> Vec<u16> {
         let mut out = Vec::new();
         for _ in 0..n {
             out.push(get(server, path).await.status().as_u16());
@@ -874,7 +812,7 @@ mod tests {
     }
 
     /// Waits until `server` has exactly `n` fault responses in progress.
-    async fn faults_in_progress(server: &DemoServer, n: usize) {
+    async fn faults_in_progress(server: &FixtureServer, n: usize) {
         tokio::time::timeout(PATIENCE, async {
             while server.faults_in_progress() != n {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -891,12 +829,12 @@ mod tests {
 
     /// Waits until no fault response is in progress on `server`: they end
     /// once their clients are gone.
-    async fn settled(server: &DemoServer) {
+    async fn settled(server: &FixtureServer) {
         faults_in_progress(server, 0).await;
     }
 
     /// Stops `server`, failing if that is not prompt.
-    async fn stop_promptly(server: DemoServer) {
+    async fn stop_promptly(server: FixtureServer) {
         let started = StdInstant::now();
         tokio::time::timeout(Duration::from_secs(2), server.stop())
             .await
@@ -1391,7 +1329,7 @@ mod tests {
     async fn robots_txt_is_configurable_and_counted() {
         let site = Site::demo();
         let missing = render(&site, "/robots.txt");
-        let server = DemoServer::start(site).await.expect("start");
+        let server = FixtureServer::start(site).await.expect("start");
         let response = get(&server, "/robots.txt").await;
         assert_eq!(response.status(), 404);
         assert_eq!(

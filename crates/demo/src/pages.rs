@@ -367,7 +367,7 @@ fn human_time(iso: &str, charset: Charset) -> String {
 }
 
 /// Escapes text for HTML text and double-quoted attribute values.
-pub(super) fn escape(text: &str) -> Cow<'_, str> {
+pub fn escape(text: &str) -> Cow<'_, str> {
     if !text.contains(['&', '<', '>', '"', '\'']) {
         return Cow::Borrowed(text);
     }
@@ -393,7 +393,7 @@ mod tests {
     use url::Url;
 
     use super::*;
-    use crate::demo::site::{demo_forum_tasks, PostId, COMMENTS_PER_PAGE, POSTS_PER_LIST_PAGE};
+    use crate::site::{demo_forum_tasks, PostId, COMMENTS_PER_PAGE, POSTS_PER_LIST_PAGE};
 
     const ORIGIN: &str = "http://127.0.0.1:8000/";
 

@@ -1,0 +1,126 @@
+//! `crawlworker-demo`: serves the demo site on a loopback address, or
+//! prints the demo crawl's start tasks. The quick start and the benchmark
+//! scripts use it; it is not part of the crawler.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use crawlworker_demo::{serve, Hits, ServeOptions, Site};
+
+/// The demo forum and news site crawlworker's examples crawl.
+#[derive(Debug, Parser)]
+#[command(name = "crawlworker-demo", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the demo site on a loopback address until interrupted.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8700")]
+        listen: SocketAddr,
+        /// Delay every response by this long, e.g. "20ms", to watch a crawl progress.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+        latency: Duration,
+        #[command(flatten)]
+        size: Size,
+    },
+    /// Print the demo crawl's start tasks, one JSON object per line.
+    Tasks {
+        #[command(flatten)]
+        size: Size,
+    },
+}
+
+/// The demo forum, or a larger generated one (for benchmarks).
+#[derive(Debug, Clone, Copy, Args)]
+struct Size {
+    /// Serve a generated forum with this many forums instead of the demo.
+    #[arg(long, requires = "pages")]
+    forums: Option<usize>,
+    /// List pages per generated forum.
+    #[arg(long, requires = "forums")]
+    pages: Option<usize>,
+}
+
+impl Size {
+    fn site(&self) -> Site {
+        match (self.forums, self.pages) {
+            (Some(f), Some(p)) => Site::generate(f, p, 42),
+            _ => Site::demo(),
+        }
+    }
+
+    fn tasks(&self) -> Vec<String> {
+        match (self.forums, self.pages) {
+            (Some(_), Some(p)) => self
+                .site()
+                .forums
+                .iter()
+                .map(|f| serde_json::json!({"forum_id": f.id, "max_page": p}).to_string())
+                .collect(),
+            _ => crawlworker_demo::demo_tasks(),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Serve {
+            listen,
+            latency,
+            size,
+        } => {
+            if !listen.ip().is_loopback() {
+                eprintln!(
+                    "crawlworker-demo: the demo site only listens on loopback addresses (127.0.0.0/8 or ::1), not {}",
+                    listen.ip()
+                );
+                return ExitCode::from(2);
+            }
+            let listener = match tokio::net::TcpListener::bind(listen).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("crawlworker-demo: cannot listen on {listen}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            eprintln!(
+                "crawlworker-demo: demo site (forum and news) on http://{listen}/ (Ctrl-C stops it)"
+            );
+            let options = ServeOptions {
+                latency,
+                routes: None,
+            };
+            let stopped = serve(
+                listener,
+                Arc::new(size.site()),
+                Hits::default(),
+                options,
+                async {
+                    let _ = tokio::signal::ctrl_c().await;
+                },
+            )
+            .await;
+            match stopped {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("crawlworker-demo: the server failed: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Tasks { size } => {
+            for task in size.tasks() {
+                println!("{task}");
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}

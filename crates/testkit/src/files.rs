@@ -1,0 +1,47 @@
+//! Files tests need: the repository root (tests run from it), copies of the
+//! shipped spiders pointed at a fixture server, and temporary directories
+//! that are removed when dropped.
+
+use std::path::{Path, PathBuf};
+
+/// The repository root: the workspace holding this crate.
+pub fn root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| manifest.to_path_buf())
+}
+
+/// A temporary directory named after `label`, removed when dropped.
+pub fn temp_dir(label: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("crawlworker-{label}-"))
+        .tempdir()
+        .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"))
+}
+
+/// Every file with extension `ext` in `dir`, sorted.
+pub fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    out.sort();
+    out
+}
+
+/// A copy of a shipped spider in `dir`, its URLs pointing at `base`
+/// instead of the demo's default 127.0.0.1:8700.
+pub fn spider_for(name: &str, base: &str, dir: &Path) -> PathBuf {
+    let source = root().join("spiders").join(format!("{name}.toml"));
+    let text = std::fs::read_to_string(&source)
+        .unwrap_or_else(|e| panic!("cannot read spider {}: {e}", source.display()));
+    let text = text.replace("http://127.0.0.1:8700", base);
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    path
+}

@@ -1,0 +1,71 @@
+//! The HTTP server tests crawl: the demo site on 127.0.0.1:0 with the
+//! fault routes of [`crate::faults`] and a `/robots.txt` a test sets.
+
+use std::io;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crawlworker_demo::{DemoServer, ServeOptions, Site};
+
+use crate::faults::{FaultState, Faults, Robots};
+
+/// The demo server with fault routes; it derefs to the [`DemoServer`] for
+/// its address and hit counts.
+#[derive(Debug)]
+pub struct FixtureServer {
+    server: DemoServer,
+    faults: Arc<FaultState>,
+}
+
+impl FixtureServer {
+    /// Serves `site` with fault routes on a free loopback port.
+    pub async fn start(site: impl Into<Arc<Site>>) -> io::Result<FixtureServer> {
+        FixtureServer::start_with_latency(site, Duration::ZERO).await
+    }
+
+    /// [`FixtureServer::start`], adding `latency` before every response
+    /// (so a crawl lasts long enough to kill workers in the middle of it).
+    pub async fn start_with_latency(
+        site: impl Into<Arc<Site>>,
+        latency: Duration,
+    ) -> io::Result<FixtureServer> {
+        let faults = Faults::default();
+        let state = Arc::clone(&faults.state);
+        let options = ServeOptions {
+            latency,
+            routes: Some(Arc::new(faults)),
+        };
+        Ok(FixtureServer {
+            server: DemoServer::start_with(site, options).await?,
+            faults: state,
+        })
+    }
+
+    /// Sets what `/robots.txt` answers from now on (at first
+    /// [`Robots::Missing`], the site's 404 page).
+    pub fn set_robots(&self, robots: Robots) {
+        self.faults.set_robots(robots);
+    }
+
+    /// Fault responses in progress: hanging or delayed requests and huge,
+    /// endless or trickling bodies still being sent. Falls back to 0
+    /// shortly after their clients give up.
+    pub fn faults_in_progress(&self) -> usize {
+        self.faults.in_progress()
+    }
+
+    /// Stops the server (fault responses in progress are cut at once) and
+    /// waits for it to end.
+    pub async fn stop(self) -> io::Result<()> {
+        self.server.stop().await
+    }
+}
+
+impl Deref for FixtureServer {
+    type Target = DemoServer;
+
+    fn deref(&self) -> &DemoServer {
+        &self.server
+    }
+}

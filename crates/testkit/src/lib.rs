@@ -1,0 +1,28 @@
+//! Test support for crawlworker's tests and benchmarks: the real servers
+//! they run against and the processes they start. Nothing here is mocked.
+//!
+//! - [`redis`]: [`RedisServer`], a real `redis-server` on a free loopback
+//!   port with its own directory, stopped (and its directory removed) when
+//!   dropped; a machine without `redis-server` fails loudly.
+//! - [`fixture`]: [`FixtureServer`], the demo site on 127.0.0.1:0 with the
+//!   misbehaving routes of [`faults`] and a configurable `/robots.txt`.
+//! - [`process`]: the `crawlworker` binary: one-shot commands and
+//!   [`Worker`] processes (for the tests where SIGKILL or SIGTERM is the
+//!   point), each logging to a file.
+//! - [`files`]: the repository root, copies of the shipped spiders pointed
+//!   at a fixture server, and temporary directories that remove themselves.
+//! - [`wait`]: poll-until-true with a deadline, instead of sleep-then-assert.
+
+pub mod faults;
+pub mod files;
+pub mod fixture;
+pub mod process;
+pub mod redis;
+pub mod wait;
+
+pub use faults::Robots;
+pub use files::{files, root, spider_for, temp_dir};
+pub use fixture::FixtureServer;
+pub use process::{crawlworker, crawlworker_with_redis, stderr, stdout, Worker};
+pub use redis::RedisServer;
+pub use wait::{eventually, eventually_async};

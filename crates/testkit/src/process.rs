@@ -1,0 +1,156 @@
+//! The `crawlworker` binary, run as a user would: one-shot commands with
+//! their output, and [`Worker`] processes for the tests where a signal
+//! (SIGKILL, SIGTERM) is the point. Each worker logs to a temporary file (a
+//! pipe nobody reads could fill up and block it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::root;
+
+/// The `crawlworker` binary cargo built for the running tests or
+/// benchmarks: `CRAWLWORKER_BIN` if set, else beside the running test
+/// executable's directory (`target/<profile>/crawlworker`, as tests run
+/// from `target/<profile>/deps/`).
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CRAWLWORKER_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe()
+        .unwrap_or_else(|e| panic!("cannot tell where the running test is: {e}"));
+    let profile_dir = exe
+        .parent()
+        .filter(|d| d.ends_with("deps"))
+        .and_then(Path::parent)
+        .or_else(|| exe.parent())
+        .unwrap_or_else(|| panic!("{} has no directory", exe.display()));
+    let bin = profile_dir.join(format!("crawlworker{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "no crawlworker binary at {} (cargo builds it for the root package's tests and benches; or set CRAWLWORKER_BIN)",
+        bin.display()
+    );
+    bin
+}
+
+fn command() -> Command {
+    let mut cmd = Command::new(binary());
+    cmd.current_dir(root())
+        .env_remove("RUST_LOG")
+        .env_remove("REDIS_URL")
+        .env_remove("CRAWLWORKER_REDIS_URL");
+    cmd
+}
+
+/// Runs `crawlworker ARGS…` from the repository root.
+pub fn crawlworker(args: &[&str]) -> Output {
+    command()
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the crawlworker binary: {e}"))
+}
+
+/// Runs `crawlworker ARGS…` with `REDIS_URL` set to `redis`.
+pub fn crawlworker_with_redis(redis: &str, args: &[&str]) -> Output {
+    command()
+        .args(args)
+        .env("REDIS_URL", redis)
+        .env("CRAWLWORKER_LOG", "warn")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the crawlworker binary: {e}"))
+}
+
+/// A command's standard output, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A command's standard error, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A `crawlworker run` process.
+pub struct Worker {
+    pub child: std::process::Child,
+    /// Its standard error, removed when the worker is dropped.
+    log: tempfile::NamedTempFile,
+}
+
+impl Worker {
+    /// Starts `crawlworker run SPIDER --redis URL ARGS…` with `env`.
+    pub fn spawn(spider: &Path, redis: &str, args: &[&str], env: &[(&str, &str)]) -> Worker {
+        let log = tempfile::Builder::new()
+            .prefix("crawlworker-worker-")
+            .suffix(".log")
+            .tempfile()
+            .unwrap_or_else(|e| panic!("cannot create a worker log: {e}"));
+        let file = log
+            .reopen()
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log.path().display()));
+        let mut cmd = command();
+        cmd.arg("run")
+            .arg(spider)
+            .args(["--redis", redis])
+            .args(args)
+            .env("CRAWLWORKER_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(file);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Worker {
+            child: cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start a worker: {e}")),
+            log,
+        }
+    }
+
+    /// SIGKILL: the worker dies at once, wherever it is.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM (a graceful stop).
+    pub fn terminate(&self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+    }
+
+    /// Waits up to `limit` for the worker to exit; its exit status and
+    /// what it logged.
+    pub fn wait(mut self, limit: Duration) -> (ExitStatus, String) {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return (status, self.log());
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "worker did not exit within {limit:?}; its log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the worker logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

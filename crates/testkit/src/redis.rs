@@ -1,0 +1,137 @@
+//! A real `redis-server` for a test: a free loopback port, its own
+//! temporary directory, stopped and removed when dropped. A machine
+//! without `redis-server` fails the test loudly (`.ci/run` installs it).
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+/// A running `redis-server` on 127.0.0.1.
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    /// Its working directory (AOF, RDB, log), removed when dropped.
+    dir: tempfile::TempDir,
+    /// Extra arguments, kept to restart it the same way.
+    args: Vec<String>,
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("cannot find a free loopback port: {e}"))
+}
+
+impl RedisServer {
+    /// Starts a server without persistence.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&["--save", "", "--appendonly", "no"])
+    }
+
+    /// Starts a server with extra `redis-server` arguments (e.g. AOF on).
+    pub fn start_with(args: &[&str]) -> RedisServer {
+        let dir = crate::temp_dir("redis");
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        // A port found free can be taken before the server binds it: try a
+        // few.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = spawn_redis(port, dir.path(), &args);
+            if wait_ready(&mut child, port) {
+                return RedisServer {
+                    child,
+                    port,
+                    dir,
+                    args,
+                };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!(
+            "redis-server did not start; see {}/redis.log",
+            dir.path().display()
+        );
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn connection(&self) -> Option<redis::Connection> {
+        connect(self.port)
+    }
+
+    /// A synchronous connection for assertions.
+    pub fn conn(&self) -> redis::Connection {
+        self.connection()
+            .unwrap_or_else(|| panic!("cannot connect to {}", self.url()))
+    }
+
+    /// Every key in the server, sorted.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut self.conn())
+            .unwrap_or_else(|e| panic!("KEYS failed on {}: {e}", self.url()));
+        keys.sort();
+        keys
+    }
+
+    /// Stops the server as an operator would (SHUTDOWN, which writes the
+    /// AOF), waits `down`, and starts it again on the same port and data.
+    pub fn restart(&mut self, down: Duration) {
+        let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.conn());
+        let _ = self.child.wait();
+        std::thread::sleep(down);
+        self.child = spawn_redis(self.port, self.dir.path(), &self.args);
+        assert!(
+            wait_ready(&mut self.child, self.port),
+            "redis-server did not come back on port {}",
+            self.port
+        );
+    }
+}
+
+fn connect(port: u16) -> Option<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let mut conn = client.get_connection().ok()?;
+    redis::cmd("PING").query::<String>(&mut conn).ok()?;
+    Some(conn)
+}
+
+/// Waits for the server to answer PING; false if it exits or never does.
+fn wait_ready(child: &mut Child, port: u16) -> bool {
+    for _ in 0..100 {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if connect(port).is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn spawn_redis(port: u16, dir: &Path, args: &[String]) -> Child {
+    Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+        .arg(dir)
+        .args(["--logfile", "redis.log", "--protected-mode", "yes"])
+        .args(args)
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start redis-server ({e}); install it (apt-get install redis-server): the tests need a real Redis")
+        })
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
