@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::reader::diagnostic::{syntax_error, LoadError};
+use crate::reader::Reader;
 use crate::settings::Overrides;
-use crate::spider::diagnostic::{syntax_error, LoadError};
-use crate::spider::reader::Reader;
 
 /// Where the configuration is looked for when no path is given.
 pub const DEFAULT_PATH: &str = "config/crawlworker.toml";

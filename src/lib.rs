@@ -25,6 +25,7 @@ pub mod config;
 pub mod extract;
 pub mod fetch;
 pub mod frontier;
+pub mod reader;
 pub mod request;
 pub mod robots;
 pub mod settings;

@@ -2,6 +2,8 @@
 //! what to fetch, how urgently, how deep it is and the context (`meta`) it
 //! carries. It is JSON on the wire, never a code-executing format.
 
+use encoding_rs::Encoding;
+use scrapy_url::safe_url_string;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -67,7 +69,7 @@ fn is_false(b: &bool) -> bool {
 impl Request {
     /// A GET request for `url` (brought into safe form) with no context.
     pub fn get(url: &str) -> Request {
-        Request::new(scrapy_url::safe_url_string(url, encoding_rs::UTF_8))
+        Request::new(safe_url_string(url, encoding_rs::UTF_8))
     }
 
     /// A GET request for a URL already in safe form, with no context.
@@ -98,5 +100,45 @@ impl Request {
     /// The scrapy-redis compatible dupefilter fingerprint.
     pub fn fingerprint(&self) -> String {
         scrapy_url::request_fingerprint(&self.method, &self.url, self.body.as_bytes())
+    }
+}
+
+/// Why a link is not a URL to request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotALink {
+    /// Empty, or only a fragment of the same page (`#top`).
+    Fragment,
+    /// Not http(s) (`mailto:`, `javascript:`, …), or not a URL at all.
+    Scheme,
+}
+
+/// Resolves `href` as a browser does: against `base`, with the query
+/// percent-encoded in the page's `encoding`, then brought into w3lib's safe
+/// form. The fragment is kept only when `keep_fragment` is set.
+pub fn absolute_url(
+    base: Option<&url::Url>,
+    href: &str,
+    encoding: &'static Encoding,
+    keep_fragment: bool,
+) -> Result<String, NotALink> {
+    // HTML strips ASCII whitespace around attribute URLs.
+    let href = href.trim_matches(|c: char| c.is_ascii_whitespace());
+    if href.is_empty() || href.starts_with('#') {
+        return Err(NotALink::Fragment);
+    }
+    let encoding = encoding.output_encoding();
+    let encode: &dyn Fn(&str) -> std::borrow::Cow<'_, [u8]> = &|s| encoding.encode(s).0;
+    let joined = url::Url::options()
+        .base_url(base)
+        .encoding_override(Some(encode))
+        .parse(href);
+    match joined {
+        Ok(mut u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+            if !keep_fragment {
+                u.set_fragment(None);
+            }
+            Ok(safe_url_string(u.as_str(), encoding_rs::UTF_8))
+        }
+        _ => Err(NotALink::Scheme),
     }
 }

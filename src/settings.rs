@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::spider::reader::TableReader;
+use crate::reader::TableReader;
 
 /// A value type a setting can have: how it is read from TOML and from an
 /// environment variable, and how its default is shown in docs.
@@ -110,7 +110,7 @@ fn read_parsed<T: SettingValue>(
     t: &TableReader<'_>,
     key: &'static str,
     hint: &str,
-    parse: impl FnOnce(crate::spider::reader::Node<'_>) -> Option<Result<T, String>>,
+    parse: impl FnOnce(crate::reader::Node<'_>) -> Option<Result<T, String>>,
 ) -> Option<T> {
     let (node, loc) = t.node(key)?;
     let parsed = parse(node).unwrap_or_else(|| {

@@ -5,20 +5,9 @@
 use scraper::ElementRef;
 use serde_json::{Map, Number, Value};
 
-use super::links::absolute_url;
-use super::Response;
-use crate::request::Request;
+use super::page::Page;
+use crate::request::absolute_url;
 use crate::spider::{Field, FieldSource, FieldType, ItemDef, PageValue, Whitespace};
-
-/// The page being extracted, for fields that read it.
-pub struct Page<'a> {
-    pub response: &'a Response<'a>,
-    pub request: &'a Request,
-    /// The base URL links and URL fields are resolved against.
-    pub base: Option<url::Url>,
-    /// The page's character set, which link queries are encoded in.
-    pub encoding: &'static encoding_rs::Encoding,
-}
 
 /// The fields of one item, or why it was dropped.
 pub fn item(

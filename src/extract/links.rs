@@ -6,72 +6,15 @@
 //! priority, depth and context.
 
 use std::collections::HashSet;
-use std::sync::LazyLock;
 
-use encoding_rs::Encoding;
 use scraper::{ElementRef, Html};
 use serde_json::Map;
 
-use super::fields::Page;
+use super::page::Page;
 use super::Filtered;
-use crate::request::Request;
+use crate::request::{absolute_url, NotALink, Request};
 use crate::spider::selector::Selected;
 use crate::spider::{Follow, IntSource, LinkSource, MetaCarry, Spider};
-use scrapy_url::safe_url_string;
-
-/// The page's base URL: `<base href>` resolved against the response URL,
-/// else the response URL.
-pub fn base_url(doc: &Html, page_url: &str) -> Option<url::Url> {
-    static BASE: LazyLock<Option<scraper::Selector>> =
-        LazyLock::new(|| scraper::Selector::parse("base[href]").ok());
-    let page = url::Url::parse(page_url).ok()?;
-    let base = BASE
-        .as_ref()
-        .and_then(|sel| doc.select(sel).next())
-        .and_then(|b| b.value().attr("href"))
-        .and_then(|href| page.join(href.trim()).ok());
-    Some(base.unwrap_or(page))
-}
-
-/// Why a link is not a URL to request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotALink {
-    /// Empty, or only a fragment of the same page (`#top`).
-    Fragment,
-    /// Not http(s) (`mailto:`, `javascript:`, …), or not a URL at all.
-    Scheme,
-}
-
-/// Resolves `href` as a browser does: against `base`, with the query
-/// percent-encoded in the page's `encoding`, then brought into w3lib's safe
-/// form. The fragment is kept only when `keep_fragment` is set.
-pub fn absolute_url(
-    base: Option<&url::Url>,
-    href: &str,
-    encoding: &'static Encoding,
-    keep_fragment: bool,
-) -> Result<String, NotALink> {
-    // HTML strips ASCII whitespace around attribute URLs.
-    let href = href.trim_matches(|c: char| c.is_ascii_whitespace());
-    if href.is_empty() || href.starts_with('#') {
-        return Err(NotALink::Fragment);
-    }
-    let encoding = encoding.output_encoding();
-    let encode: &dyn Fn(&str) -> std::borrow::Cow<'_, [u8]> = &|s| encoding.encode(s).0;
-    let joined = url::Url::options()
-        .base_url(base)
-        .encoding_override(Some(encode))
-        .parse(href);
-    match joined {
-        Ok(mut u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
-            if !keep_fragment {
-                u.set_fragment(None);
-            }
-            Ok(safe_url_string(u.as_str(), encoding_rs::UTF_8))
-        }
-        _ => Err(NotALink::Scheme),
-    }
-}
 
 /// The `href` of a link element, and of the links inside it (Scrapy's
 /// LinkExtractor `restrict_css`).

@@ -10,6 +10,7 @@
 pub mod charset;
 pub mod fields;
 pub mod links;
+pub mod page;
 
 use scraper::Html;
 use serde::Serialize;
@@ -116,10 +117,10 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
     };
     out.rule = Some(rule.name.clone());
     let doc = Html::parse_document(&decoded.text);
-    let page = fields::Page {
+    let page = page::Page {
         response,
         request,
-        base: links::base_url(&doc, response.url),
+        base: page::base_url(&doc, response.url),
         encoding: decoded.encoding,
     };
     for ex in &rule.extract {

@@ -9,18 +9,18 @@ use std::path::Path;
 
 use regex::Regex;
 
-use super::diagnostic::{did_you_mean, syntax_error, LoadError};
 use super::file::{
     read_spider, FieldFile, FollowFile, IntOrTemplate, ItemFile, KeysFile, RuleFile, SpiderFile,
     StartFile,
 };
-use super::reader::{At, Loc, Reader};
 use super::{
     Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, KeyMode, KeySpec,
     LinkSource, MetaCarry, PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template,
     Whitespace,
 };
 use crate::frontier::keys::KEY_KINDS;
+use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
+use crate::reader::{At, Loc, Reader};
 use crate::settings;
 
 /// Parses and validates spider text; `path` names it in messages.

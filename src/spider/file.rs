@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::reader::{At, Loc, Node, TableReader};
+use crate::reader::{At, Loc, Node, TableReader};
 use crate::settings::Overrides;
 
 /// A whole spider file.

@@ -7,9 +7,7 @@
 //! extracts ([`ItemDef`]) and the links it follows ([`Follow`]).
 
 pub mod compile;
-pub mod diagnostic;
 pub mod file;
-pub mod reader;
 pub mod selector;
 pub mod start;
 pub mod template;
@@ -19,7 +17,7 @@ use std::path::{Path, PathBuf};
 use regex::Regex;
 use serde_json::Value;
 
-pub use diagnostic::{Diagnostic, LoadError};
+pub use crate::reader::diagnostic::{Diagnostic, LoadError};
 pub use selector::Selector;
 pub use template::Template;
 

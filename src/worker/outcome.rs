@@ -9,10 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use crate::extract::links::absolute_url;
 use crate::fetch::FetchError;
 use crate::frontier::{HostOutcome, PageResult, Retry};
-use crate::request::Request;
+use crate::request::{absolute_url, Request};
 use crate::settings::Settings;
 use crate::spider::Spider;
 

@@ -5,6 +5,14 @@
 //!
 //! The keys a table accepts are exactly the keys its reader asks for, so the
 //! list of known keys lives in one place: the code that reads them.
+//!
+//! Shared by every TOML file crawlworker reads: spider files
+//! ([`crate::spider`]) and the worker configuration ([`crate::config`]),
+//! whose `[settings]` tables [`crate::settings`] reads through it.
+//! [`diagnostic`] turns what it records into messages with file,
+//! line:column, field and a fix.
+
+pub mod diagnostic;
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -12,7 +20,7 @@ use std::path::Path;
 
 use toml_edit::{Item, TableLike, Value};
 
-use super::diagnostic::{did_you_mean, Diagnostic, SourceMap};
+use diagnostic::{did_you_mean, Diagnostic, SourceMap};
 
 /// Where a value was written: its byte span and field path.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
