@@ -20,14 +20,15 @@
 //! - [`worker`]: the loop that leases, downloads, extracts and commits,
 //!   per spider, with shutdown and Redis-outage handling.
 
+pub mod backoff;
 pub mod cli;
 pub mod config;
+pub mod downloader;
 pub mod extract;
-pub mod fetch;
 pub mod frontier;
 pub mod reader;
 pub mod request;
-pub mod robots;
 pub mod settings;
 pub mod spider;
+pub mod stats;
 pub mod worker;

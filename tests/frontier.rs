@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 
-use crawlworker::frontier::{Committed, Frontier, PageResult, StartClaim};
+use crawlworker::frontier::{Committed, Frontier, Options, PageResult, StartClaim};
 use crawlworker::spider::Spider;
 use crawlworker_demo::Site;
 use crawlworker_testkit::FixtureServer;
@@ -30,9 +30,11 @@ match = '/list/'
 async fn frontier(redis: &RedisServer, worker: &str, lease: Duration) -> (Spider, Frontier) {
     let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
     let client = redis::Client::open(redis.url()).unwrap();
-    let f = Frontier::connect(&client, &spider, worker, lease)
-        .await
-        .unwrap();
+    let options = Options {
+        lease,
+        ..spider.frontier_options(worker)
+    };
+    let f = Frontier::connect(&client, options).await.unwrap();
     (spider, f)
 }
 
@@ -105,7 +107,7 @@ async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(
     // Worker a "died": b's next lease returns the expired one, at its place.
     assert_eq!(order(&b.lease(10, 0).await.unwrap().0), vec![1, 2]);
     let page = PageResult {
-        items: vec![r#"{"n": 1}"#.to_string()],
+        items: vec![serde_json::from_str(r#"{"n": 1}"#).unwrap()],
         ..PageResult::default()
     };
     assert_eq!(
@@ -186,7 +188,7 @@ async fn a_url_pushed_to_an_idle_worker_is_fetched_within_100ms() {
     tokio::time::sleep(Duration::from_millis(300)).await; // now idle, waiting
     let spider = Spider::load(&spider_path).unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
-    let producer = Frontier::connect(&client, &spider, "producer", Duration::from_secs(60))
+    let producer = Frontier::connect(&client, spider.frontier_options("producer"))
         .await
         .unwrap();
     let target = "/list/00001/1";

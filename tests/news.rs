@@ -435,7 +435,7 @@ fn extractor_leaves_tag_pages_alone_and_drops_headless_articles() {
 fn start_entries_are_plain_urls_in_a_set() {
     let spider = news_spider();
     assert_eq!(spider.name, "news");
-    assert_eq!(spider.start.key, "news:start_urls");
+    assert_eq!(spider.keys.start_urls, "news:start_urls");
     assert_eq!(spider.start.kind, StartKind::Set);
     assert!(spider.start.url.is_none());
     assert_eq!(spider.start.rule, None);

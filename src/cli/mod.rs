@@ -19,7 +19,8 @@ use serde_json::{json, Map, Value};
 use crate::config::Config;
 use crate::extract::{self, Response};
 
-use crate::fetch;
+use crate::downloader::{Fetched, HttpClient};
+use crate::frontier::KeyGroup;
 use crate::request::Request;
 use crate::settings::{self, Overrides};
 use crate::spider::{LoadError, Spider};
@@ -87,7 +88,7 @@ pub enum Command {
     /// Delete a spider's crawl state in Redis (asks first on a terminal).
     Flush {
         spider: PathBuf,
-        /// The request queue and in-flight leases.
+        /// The request queue, in-flight leases and retries waiting.
         #[arg(long)]
         requests: bool,
         #[arg(long)]
@@ -101,7 +102,11 @@ pub enum Command {
         /// Dead letters and failed requests.
         #[arg(long)]
         dead: bool,
-        /// Everything above, and the worker list.
+        /// Per-host politeness state: next slots, Crawl-delays, back-off,
+        /// the robots.txt cache.
+        #[arg(long)]
+        politeness: bool,
+        /// Every key of the spider.
         #[arg(long)]
         all: bool,
         /// Remove one URL's fingerprint from the dupefilter (so it is crawled again).
@@ -163,13 +168,7 @@ pub enum Command {
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let config = match Config::load(cli.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let config = Config::load(cli.config.as_deref()).map_err(InvalidInput::from)?;
     match cli.command {
         Command::Run {
             spiders,
@@ -212,21 +211,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             stats,
             start_urls,
             dead,
+            politeness,
             all,
             fingerprint,
             yes,
             redis,
         } => {
-            let what = tools::FlushWhat {
-                requests: requests || all,
-                dupefilter: dupefilter || all,
-                items: items || all,
-                stats: stats || all,
-                start_urls: start_urls || all,
-                dead: dead || all,
-                workers: all,
-            };
-            tools::flush(&config, &spider, &redis, what, fingerprint, yes).await
+            let groups: Vec<KeyGroup> = [
+                (start_urls, KeyGroup::StartUrls),
+                (requests, KeyGroup::Requests),
+                (politeness, KeyGroup::Politeness),
+                (dupefilter, KeyGroup::Dupefilter),
+                (items, KeyGroup::Items),
+                (stats, KeyGroup::Stats),
+                (dead, KeyGroup::Dead),
+                (false, KeyGroup::Workers),
+            ]
+            .into_iter()
+            .filter(|(asked, _)| *asked || all)
+            .map(|(_, group)| group)
+            .collect();
+            tools::flush(&config, &spider, &redis, &groups, fingerprint, yes).await
         }
         Command::Stats {
             spider,
@@ -282,24 +287,30 @@ pub fn settings_table(markdown: bool) -> String {
     out
 }
 
+/// Input a person must fix (a broken spider or configuration file, a bad
+/// entry): reported as it is, without the program's name, and the command
+/// exits with code 2 instead of 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidInput(pub String);
+
+impl From<LoadError> for InvalidInput {
+    fn from(e: LoadError) -> Self {
+        InvalidInput(e.to_string())
+    }
+}
+
 /// Loads a spider and layers its settings: built-in < config file < spider
 /// < environment < `cli`.
-pub fn load_spider(
-    config: &Config,
-    path: &Path,
-    cli: &Overrides,
-) -> anyhow::Result<Result<Spider, LoadError>> {
-    let mut spider = match Spider::load(path) {
-        Ok(s) => s,
-        Err(e) => return Ok(Err(e)),
-    };
-    let mut env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+pub fn load_spider(config: &Config, path: &Path, cli: &Overrides) -> anyhow::Result<Spider> {
+    let mut spider = Spider::load(path).map_err(InvalidInput::from)?;
+    let mut env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(InvalidInput)?;
     // scrapy-redis reads REDIS_URL; so do we, below our own variable.
     if env.redis_url.is_none() {
         env.redis_url = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty());
     }
     spider.settings = settings::layered(&[&config.settings, &spider.overrides, &env, cli]);
-    Ok(Ok(spider))
+    Ok(spider)
 }
 
 fn check(paths: &[PathBuf]) -> ExitCode {
@@ -335,13 +346,7 @@ async fn parse(
     meta: Option<String>,
     depth: u32,
 ) -> anyhow::Result<ExitCode> {
-    let spider = match load_spider(config, spider_path, &Overrides::default())? {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let spider = load_spider(config, spider_path, &Overrides::default())?;
     if let Some(r) = &rule {
         if spider.rule_index(r).is_none() {
             let names: Vec<&str> = spider.rules.iter().map(|r| r.name.as_str()).collect();
@@ -379,12 +384,12 @@ async fn parse(
         ..Request::get(&page_url)
     };
     let fetched = if is_url {
-        let downloader = fetch::Downloader::new(&spider.settings)?;
-        downloader.fetch(&request).await?
+        let client = HttpClient::new(&spider.settings)?;
+        client.fetch(&request).await?
     } else {
         let body =
             std::fs::read(target).with_context(|| format!("cannot read page file {target}"))?;
-        fetch::Fetched {
+        Fetched {
             url: request.url.clone(),
             status: 200,
             headers: Vec::new(),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use tokio::sync::watch;
 
-use super::load_spider;
+use super::{load_spider, InvalidInput};
 use crate::config::Config;
 use crate::settings::Overrides;
 use crate::worker::{worker_id, SpiderRun, StopRules};
@@ -18,19 +18,17 @@ pub async fn run(
     cli: &Overrides,
     rules: StopRules,
 ) -> anyhow::Result<ExitCode> {
+    // Every broken spider is reported, not only the first.
     let mut spiders = Vec::new();
-    let mut invalid = false;
+    let mut invalid = Vec::new();
     for path in paths {
-        match load_spider(config, path, cli)? {
+        match load_spider(config, path, cli) {
             Ok(s) => spiders.push(s),
-            Err(e) => {
-                eprintln!("{e}");
-                invalid = true;
-            }
+            Err(e) => invalid.push(e.to_string()),
         }
     }
-    if invalid {
-        return Ok(ExitCode::from(2));
+    if !invalid.is_empty() {
+        return Err(InvalidInput(invalid.join("\n")).into());
     }
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(signals(stop));

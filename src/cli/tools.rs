@@ -10,34 +10,30 @@ use serde_json::{json, Value};
 use super::{load_spider, RedisArgs};
 use crate::config::Config;
 use crate::frontier::redis_url::redact;
-use crate::frontier::{now_secs, Frontier};
+use crate::frontier::{now_secs, Frontier, KeyGroup};
+use crate::request::Request;
 use crate::settings::Overrides;
 use crate::spider::Spider;
 
-/// Loads the spider (exit code 2 when invalid) and connects to its Redis.
+/// Loads the spider and connects to its Redis.
 async fn open(
     config: &Config,
     path: &Path,
     redis: &RedisArgs,
-) -> anyhow::Result<Result<(Spider, Frontier), ExitCode>> {
+) -> anyhow::Result<(Spider, Frontier)> {
     let cli = Overrides {
         redis_url: redis.redis.clone(),
         ..Overrides::default()
     };
-    let spider = match load_spider(config, path, &cli)? {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return Ok(Err(ExitCode::from(2)));
-        }
-    };
+    let spider = load_spider(config, path, &cli)?;
     let url = &spider.settings.redis_url;
     let client = redis::Client::open(url.as_str())
         .map_err(|e| anyhow::anyhow!("invalid Redis address {}: {e}", redact(url)))?;
-    let frontier = Frontier::connect(&client, &spider, "tool", spider.settings.lease_timeout)
+    let options = spider.frontier_options("tool");
+    let frontier = Frontier::connect(&client, options)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot reach Redis at {}: {}", redact(url), e.source))?;
-    Ok(Ok((spider, frontier)))
+        .map_err(|e| anyhow::anyhow!("cannot reach Redis at {}: {}", redact(url), e.cause))?;
+    Ok((spider, frontier))
 }
 
 pub async fn push_urls(
@@ -71,10 +67,7 @@ pub async fn push_urls(
         }
         out
     };
-    let (spider, frontier) = match open(config, path, redis).await? {
-        Ok(x) => x,
-        Err(code) => return Ok(code),
-    };
+    let (spider, frontier) = open(config, path, redis).await?;
     let source = file
         .as_ref()
         .map_or("argument".to_string(), |f| f.display().to_string());
@@ -101,7 +94,7 @@ pub async fn push_urls(
     eprintln!(
         "pushed {pushed} entr{} to {} ({}){}{}",
         if pushed == 1 { "y" } else { "ies" },
-        frontier.keys.start,
+        frontier.keys.start_urls,
         spider.start.kind.as_str(),
         if left.is_empty() {
             String::new()
@@ -137,47 +130,39 @@ pub async fn requeue_failed(
     path: &Path,
     redis: &RedisArgs,
 ) -> anyhow::Result<ExitCode> {
-    let (_, frontier) = match open(config, path, redis).await? {
-        Ok(x) => x,
-        Err(code) => return Ok(code),
-    };
-    let err = |e: crate::frontier::FrontierError| anyhow::anyhow!("{e}");
-    let (mut moved, mut unreadable) = (0u64, 0u64);
+    let (_, frontier) = open(config, path, redis).await?;
+    let (mut moved, mut unreadable) = (0u64, 0usize);
     loop {
-        let entries = frontier.failed_entries(500).await.map_err(err)?;
+        // Unreadable entries stay at the head of the list; read past them.
+        let entries = frontier.failed_entries(unreadable, 500).await?;
         if entries.is_empty() {
             break;
         }
         let mut batch = Vec::new();
-        let mut skipped = 0;
-        for entry in entries.iter().skip(unreadable as usize) {
-            let request = serde_json::from_str::<Value>(entry).ok().and_then(|v| {
-                serde_json::from_value::<crate::request::Request>(v.get("request")?.clone()).ok()
-            });
-            match request {
-                Some(r) => batch.push((
-                    entry.clone(),
-                    crate::request::Request {
+        for entry in entries {
+            match entry.record {
+                Some(record) => batch.push((
+                    entry.raw,
+                    Request {
                         retry_times: 0,
                         redirect_urls: Vec::new(),
                         dont_filter: true,
-                        ..r
+                        ..record.request
                     },
                 )),
                 None => {
-                    skipped += 1;
+                    unreadable += 1;
                     eprintln!(
-                        "not re-queued (no request in it): {}",
-                        crate::worker::preview(entry)
+                        "not re-queued (not a failed-request record): {}",
+                        crate::worker::preview(&entry.raw)
                     );
                 }
             }
         }
-        unreadable += skipped;
         if batch.is_empty() {
-            break;
+            continue;
         }
-        let n = frontier.requeue_failed(&batch).await.map_err(err)?;
+        let n = frontier.requeue_failed(&batch).await?;
         moved += n;
         if n == 0 {
             break;
@@ -196,62 +181,19 @@ pub async fn requeue_failed(
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `flush` deletes.
-#[derive(Debug, Clone, Copy)]
-pub struct FlushWhat {
-    pub requests: bool,
-    pub dupefilter: bool,
-    pub items: bool,
-    pub stats: bool,
-    pub start_urls: bool,
-    pub dead: bool,
-    pub workers: bool,
-}
-
 pub async fn flush(
     config: &Config,
     path: &Path,
     redis: &RedisArgs,
-    what: FlushWhat,
+    groups: &[KeyGroup],
     fingerprint: Option<String>,
     yes: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = match open(config, path, redis).await? {
-        Ok(x) => x,
-        Err(code) => return Ok(code),
-    };
-    let k = &frontier.keys;
-    let mut keys: Vec<&str> = Vec::new();
-    if what.requests {
-        keys.extend([
-            k.requests.as_str(),
-            &k.request_data,
-            &k.inflight,
-            &k.leases,
-            &k.sequence,
-        ]);
+    if groups.is_empty() && fingerprint.is_none() {
+        bail!("say what to delete: --requests, --dupefilter, --items, --stats, --start-urls, --dead, --politeness, --all, or --fingerprint URL");
     }
-    if what.dupefilter {
-        keys.push(&k.dupefilter);
-    }
-    if what.items {
-        keys.push(&k.items);
-    }
-    if what.stats {
-        keys.push(&k.stats);
-    }
-    if what.start_urls {
-        keys.push(&k.start);
-    }
-    if what.dead {
-        keys.extend([k.dead.as_str(), &k.failed]);
-    }
-    if what.workers {
-        keys.push(&k.workers);
-    }
-    if keys.is_empty() && fingerprint.is_none() {
-        bail!("say what to delete: --requests, --dupefilter, --items, --stats, --start-urls, --dead, --all, or --fingerprint URL");
-    }
+    let (spider, frontier) = open(config, path, redis).await?;
+    let keys = frontier.keys.in_groups(groups);
     if !yes && !keys.is_empty() {
         if !std::io::stdin().is_terminal() {
             bail!("flush deletes crawl state; pass --yes to confirm when not on a terminal");
@@ -270,18 +212,16 @@ pub async fn flush(
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let err = |e: crate::frontier::FrontierError| anyhow::anyhow!("{e}");
-    for key in &keys {
-        let n = frontier.size_of(key).await.map_err(err)?;
-        frontier.delete(&[key]).await.map_err(err)?;
+    for (key, n) in frontier.flush(groups).await? {
         println!("deleted {key} ({n} entries)");
     }
     if let Some(url) = fingerprint {
-        let fp = crate::request::Request::get(&url).fingerprint();
-        if frontier.forget_fingerprint(&fp).await.map_err(err)? {
-            println!("removed fingerprint {fp} of {url} from {}", k.dupefilter);
+        let fp = Request::get(&url).fingerprint();
+        let dupefilter = &frontier.keys.dupefilter;
+        if frontier.forget_fingerprint(&fp).await? {
+            println!("removed fingerprint {fp} of {url} from {dupefilter}");
         } else {
-            println!("fingerprint {fp} of {url} was not in {}", k.dupefilter);
+            println!("fingerprint {fp} of {url} was not in {dupefilter}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -293,25 +233,20 @@ pub async fn stats(
     redis: &RedisArgs,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = match open(config, path, redis).await? {
-        Ok(x) => x,
-        Err(code) => return Ok(code),
-    };
-    let err = |e: crate::frontier::FrontierError| anyhow::anyhow!("{e}");
-    let status = frontier.status().await.map_err(err)?;
-    let mut stats = frontier.stats().await.map_err(err)?;
+    let (spider, frontier) = open(config, path, redis).await?;
+    let status = frontier.status().await?;
+    let mut stats = frontier.stats().await?;
     stats.sort();
     let now = now_secs();
     // A worker is live while its heartbeat is fresher than a lease.
     let live_within = spider.settings.lease_timeout.as_secs_f64().max(15.0);
     let workers: Vec<Value> = frontier
         .workers()
-        .await
-        .map_err(err)?
+        .await?
         .into_iter()
-        .filter_map(|(id, info)| {
-            let mut v: Value = serde_json::from_str(&info).ok()?;
-            let age = now - v["heartbeat"].as_f64()?;
+        .filter_map(|(id, beat)| {
+            let age = now - beat.heartbeat;
+            let mut v = serde_json::to_value(&beat).ok()?;
             (age <= live_within).then(|| {
                 v["id"] = Value::String(id);
                 v["seen_seconds_ago"] = json!((age * 10.0).round() / 10.0);
@@ -335,7 +270,7 @@ pub async fn stats(
             "spider": spider.name,
             "redis": redact(&spider.settings.redis_url),
             "queues": status,
-            "keys": k.all().into_iter().map(|(kind, key)| (kind.to_string(), Value::String(key.to_string()))).collect::<serde_json::Map<_, _>>(),
+            "keys": k.all().map(|(kind, key)| (kind.name().to_string(), Value::String(key.to_string()))).collect::<serde_json::Map<_, _>>(),
             "workers": workers,
             "stats": stats,
         });
@@ -349,7 +284,7 @@ pub async fn stats(
         redact(&spider.settings.redis_url)
     );
     for (label, n, key) in [
-        ("start entries", status.start, k.start.as_str()),
+        ("start entries", status.start, k.start_urls.as_str()),
         ("queued", status.queued, &k.requests),
         ("in flight", status.inflight, &k.inflight),
         ("dead letters", status.dead, &k.dead),

@@ -1,189 +1,263 @@
-//! Every Redis key name of a spider, in one place. Defaults are
+//! Every Redis key of a spider, in one place: its kind, default name, type,
+//! what it holds and which `flush` group it belongs to. Defaults are
 //! scrapy-redis's (`<name>:requests`, `<name>:dupefilter`, `<name>:items`,
 //! `<name>:stats`, `<name>:start_urls`) plus crawlworker's own; each can be
-//! renamed in the spider's `[keys]` table with a `{name}` template. In
-//! cluster mode every key carries the hash tag `{<name>}` so all keys of a
-//! spider share one Redis Cluster slot and multi-key scripts work.
+//! renamed in the spider's `[keys]` table with a `{name}` template (the
+//! start key in `[start] key`). In cluster mode every key carries the hash
+//! tag `{<name>}` so all keys of a spider share one Redis Cluster slot and
+//! multi-key scripts work.
+//!
+//! The spider compiler resolves a spider's [`Keys`] here when it loads the
+//! file; the rest of the crate asks the frontier for keys by kind and never
+//! spells a key name itself.
 
-use crate::spider::{KeyMode, Spider};
+/// How a spider's keys are named.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeyMode {
+    /// `<name>:requests`, …
+    #[default]
+    Plain,
+    /// `{<name>}:requests`, …: the spider's name is the hash tag.
+    Cluster,
+}
 
-/// The key kinds, their default templates and what each holds.
-pub const KEY_KINDS: &[(&str, &str, &str)] = &[
-    (
-        "requests",
-        "{name}:requests",
-        "sorted set of queued request ids, by priority then FIFO",
-    ),
-    (
-        "request_data",
-        "{name}:requests:data",
-        "hash: request id -> request JSON",
-    ),
-    (
-        "inflight",
-        "{name}:inflight",
-        "sorted set: leased request id -> lease deadline (ms)",
-    ),
-    (
-        "leases",
-        "{name}:inflight:owners",
-        "hash: leased request id -> worker and queue score",
-    ),
-    (
-        "sequence",
-        "{name}:requests:seq",
-        "counter giving FIFO order and request ids",
-    ),
-    (
-        "delayed",
-        "{name}:delayed",
-        "sorted set: request id waiting to be retried -> due time (ms)",
-    ),
-    (
-        "delayed_scores",
-        "{name}:delayed:scores",
-        "hash: delayed request id -> its queue score",
-    ),
-    (
-        "pace",
-        "{name}:pace",
-        "hash: host -> next free politeness slot (ms)",
-    ),
-    (
-        "host_delay",
-        "{name}:pace:delay",
-        "hash: host -> Crawl-delay from its robots.txt (ms)",
-    ),
-    (
-        "backoff",
-        "{name}:pace:backoff",
-        "hash: host -> adaptive back-off delay (ms) after 429/503",
-    ),
-    (
-        "robots",
-        "{name}:robots",
-        "hash: host -> cached robots.txt (JSON: status, body, fetch time)",
-    ),
-    (
-        "dupefilter",
-        "{name}:dupefilter",
-        "set of request fingerprints (scrapy-redis compatible)",
-    ),
-    ("items", "{name}:items", "list of scraped items as JSON"),
-    ("stats", "{name}:stats", "hash of Scrapy-named counters"),
-    (
-        "dead",
-        "{name}:dead",
-        "list of malformed entries set aside, as JSON",
-    ),
-    (
-        "failed",
-        "{name}:failed",
-        "list of requests that failed for good, as JSON",
-    ),
-    (
-        "workers",
-        "{name}:workers",
-        "hash: worker id -> heartbeat JSON",
-    ),
-    (
-        "wake",
-        "{name}:wake",
-        "pub/sub channel announcing new work to idle workers",
-    ),
-];
+/// The Redis type of the start key, as written in `[start] type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartKind {
+    List,
+    Set,
+    Zset,
+}
 
-/// The key names of one spider.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Keys {
-    pub start: String,
-    pub requests: String,
-    pub request_data: String,
-    pub inflight: String,
-    pub leases: String,
-    pub sequence: String,
-    pub delayed: String,
-    pub delayed_scores: String,
-    pub pace: String,
-    pub host_delay: String,
-    pub backoff: String,
-    pub robots: String,
-    pub dupefilter: String,
-    pub items: String,
-    pub stats: String,
-    pub dead: String,
-    pub failed: String,
-    pub workers: String,
-    pub wake: String,
+impl StartKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartKind::List => "list",
+            StartKind::Set => "set",
+            StartKind::Zset => "zset",
+        }
+    }
+}
+
+/// What `flush` deletes together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyGroup {
+    /// The start key.
+    StartUrls,
+    /// The queue, leases, waiting retries and the sequence.
+    Requests,
+    /// Per-host politeness: next slots, Crawl-delays, back-off, robots.txt.
+    Politeness,
+    Dupefilter,
+    Items,
+    Stats,
+    /// Dead letters and failed requests.
+    Dead,
+    /// Worker heartbeats.
+    Workers,
+    /// Not a key: a pub/sub channel, nothing to delete.
+    Channel,
+}
+
+macro_rules! key_kinds {
+    ($( $(#[doc = $doc:literal])+ $variant:ident, $field:ident = $template:literal, $ty:literal, $group:ident; )+) => {
+        /// A kind of key every spider has.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum KeyKind {
+            $( $(#[doc = $doc])+ $variant, )+
+        }
+
+        impl KeyKind {
+            /// Every kind, in the order `stats` and the README list them.
+            pub const ALL: &'static [KeyKind] = &[$(KeyKind::$variant),+];
+
+            /// The kind's name in `[keys]` and in `stats --json`.
+            pub fn name(self) -> &'static str {
+                match self { $(KeyKind::$variant => stringify!($field)),+ }
+            }
+
+            /// The default name template (`{name}` is the spider's name).
+            pub fn template(self) -> &'static str {
+                match self { $(KeyKind::$variant => $template),+ }
+            }
+
+            /// The Redis type of the key.
+            pub fn redis_type(self) -> &'static str {
+                match self { $(KeyKind::$variant => $ty),+ }
+            }
+
+            /// What the key holds.
+            pub fn doc(self) -> &'static str {
+                match self { $(KeyKind::$variant => concat!($($doc),+).trim_ascii()),+ }
+            }
+
+            pub fn group(self) -> KeyGroup {
+                match self { $(KeyKind::$variant => KeyGroup::$group),+ }
+            }
+
+            /// The kind named `name` in `[keys]`.
+            pub fn parse(name: &str) -> Option<KeyKind> {
+                KeyKind::ALL.iter().copied().find(|k| k.name() == name)
+            }
+        }
+
+        /// The resolved key names of one spider.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Keys {
+            $( $(#[doc = $doc])+ pub $field: String, )+
+        }
+
+        impl Keys {
+            /// The key of `kind`.
+            pub fn get(&self, kind: KeyKind) -> &str {
+                match kind { $(KeyKind::$variant => &self.$field),+ }
+            }
+
+            fn build(name: impl Fn(KeyKind) -> String) -> Keys {
+                Keys { $( $field: name(KeyKind::$variant), )+ }
+            }
+        }
+    };
+}
+
+key_kinds! {
+    /// Start entries: URLs or JSON tasks (`[start] key` and `type`).
+    Start, start_urls = "{name}:start_urls", "list, set or zset", StartUrls;
+    /// Queued request ids, scored by priority then FIFO.
+    Requests, requests = "{name}:requests", "zset", Requests;
+    /// Request id → request JSON.
+    RequestData, request_data = "{name}:requests:data", "hash", Requests;
+    /// Counter giving request ids and FIFO order.
+    Sequence, sequence = "{name}:requests:seq", "string", Requests;
+    /// Leased request id → lease deadline (ms, Redis clock).
+    Inflight, inflight = "{name}:inflight", "zset", Requests;
+    /// Leased request id → worker and queue score.
+    Leases, leases = "{name}:inflight:owners", "hash", Requests;
+    /// Request id waiting to be retried → due time (ms).
+    Delayed, delayed = "{name}:delayed", "zset", Requests;
+    /// Waiting retry id → its queue score.
+    DelayedScores, delayed_scores = "{name}:delayed:scores", "hash", Requests;
+    /// Host → next free politeness slot (ms), for the whole cluster.
+    Pace, pace = "{name}:pace", "hash", Politeness;
+    /// Host → Crawl-delay from its robots.txt (ms).
+    HostDelay, host_delay = "{name}:pace:delay", "hash", Politeness;
+    /// Host → adaptive back-off delay (ms) after 429/503.
+    Backoff, backoff = "{name}:pace:backoff", "hash", Politeness;
+    /// Host → cached robots.txt record (JSON: status, body, fetch time).
+    Robots, robots = "{name}:robots", "hash", Politeness;
+    /// Host → until when (ms) one worker holds the right to fetch its robots.txt.
+    RobotsLocks, robots_locks = "{name}:robots:locks", "zset", Politeness;
+    /// Request fingerprints (scrapy-redis compatible).
+    Dupefilter, dupefilter = "{name}:dupefilter", "set", Dupefilter;
+    /// Scraped items as JSON objects (RPUSH, as scrapy-redis's RedisPipeline).
+    Items, items = "{name}:items", "list", Items;
+    /// Counters with Scrapy's names.
+    Stats, stats = "{name}:stats", "hash", Stats;
+    /// Malformed entries set aside, as JSON: key, entry, reason, time.
+    Dead, dead = "{name}:dead", "list", Dead;
+    /// Requests that failed for good, as JSON: URL, reason, status, time, request.
+    Failed, failed = "{name}:failed", "list", Dead;
+    /// Worker id → heartbeat JSON (host, pid, started, pages).
+    Workers, workers = "{name}:workers", "hash", Workers;
+    /// Announces new work to idle workers.
+    Wake, wake = "{name}:wake", "pub/sub channel", Channel;
 }
 
 impl Keys {
-    /// The keys of `spider`: its `[keys]` templates, else the defaults.
-    pub fn of(spider: &Spider) -> Keys {
-        let name = match spider.keys.mode {
-            KeyMode::Plain => spider.name.clone(),
-            KeyMode::Cluster => format!("{{{}}}", spider.name),
-        };
-        let key = |kind: &str| {
-            let template = spider
-                .keys
-                .templates
+    /// The keys of spider `name`: `templates` where the spider renames a
+    /// kind, `start` for its start key if it names one, else the defaults.
+    pub fn resolve(
+        name: &str,
+        mode: KeyMode,
+        templates: &[(KeyKind, String)],
+        start: Option<&str>,
+    ) -> Keys {
+        let tagged = Keys::tagged_name(name, mode);
+        Keys::build(|kind| {
+            if let (KeyKind::Start, Some(start)) = (kind, start) {
+                return start.to_string();
+            }
+            let template = templates
                 .iter()
-                .find(|(k, _)| k == kind)
-                .map(|(_, t)| t.as_str())
-                .or_else(|| {
-                    KEY_KINDS
-                        .iter()
-                        .find(|(k, _, _)| *k == kind)
-                        .map(|(_, t, _)| *t)
-                })
-                .unwrap_or("{name}:unknown");
-            template.replace("{name}", &name)
-        };
-        Keys {
-            start: spider.start.key.clone(),
-            requests: key("requests"),
-            request_data: key("request_data"),
-            inflight: key("inflight"),
-            leases: key("leases"),
-            sequence: key("sequence"),
-            delayed: key("delayed"),
-            delayed_scores: key("delayed_scores"),
-            pace: key("pace"),
-            host_delay: key("host_delay"),
-            backoff: key("backoff"),
-            robots: key("robots"),
-            dupefilter: key("dupefilter"),
-            items: key("items"),
-            stats: key("stats"),
-            dead: key("dead"),
-            failed: key("failed"),
-            workers: key("workers"),
-            wake: key("wake"),
+                .find(|(k, _)| *k == kind)
+                .map_or(kind.template(), |(_, t)| t.as_str());
+            template.replace("{name}", &tagged)
+        })
+    }
+
+    /// The name keys are built from: the spider's, with the hash tag in
+    /// cluster mode.
+    pub fn tagged_name(name: &str, mode: KeyMode) -> String {
+        match mode {
+            KeyMode::Plain => name.to_string(),
+            KeyMode::Cluster => format!("{{{name}}}"),
         }
     }
 
-    /// Every key holding crawl state, with its kind, for `flush` and `stats`.
-    pub fn all(&self) -> Vec<(&'static str, &str)> {
-        vec![
-            ("start_urls", &self.start),
-            ("requests", &self.requests),
-            ("request_data", &self.request_data),
-            ("inflight", &self.inflight),
-            ("leases", &self.leases),
-            ("sequence", &self.sequence),
-            ("delayed", &self.delayed),
-            ("delayed_scores", &self.delayed_scores),
-            ("pace", &self.pace),
-            ("host_delay", &self.host_delay),
-            ("backoff", &self.backoff),
-            ("robots", &self.robots),
-            ("dupefilter", &self.dupefilter),
-            ("items", &self.items),
-            ("stats", &self.stats),
-            ("dead", &self.dead),
-            ("failed", &self.failed),
-            ("workers", &self.workers),
-        ]
+    /// Every key (channels excluded) with its kind.
+    pub fn all(&self) -> impl Iterator<Item = (KeyKind, &str)> + '_ {
+        KeyKind::ALL
+            .iter()
+            .filter(|k| k.group() != KeyGroup::Channel)
+            .map(move |&k| (k, self.get(k)))
+    }
+
+    /// The keys in `groups`, each once.
+    pub fn in_groups(&self, groups: &[KeyGroup]) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for (kind, key) in self.all() {
+            if groups.contains(&kind.group()) && !out.contains(&key) {
+                out.push(key);
+            }
+        }
+        out
+    }
+}
+
+/// The README's table of keys (kept in sync by a test).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| key | kind in `[keys]` | type | holds |\n|---|---|---|---|\n");
+    for kind in KeyKind::ALL {
+        out.push_str(&format!(
+            "| `{}` | `{}` | {} | {} |\n",
+            kind.template().replace("{name}", "<name>"),
+            kind.name(),
+            kind.redis_type(),
+            kind.doc()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_scrapy_redis_names_and_cluster_mode_tags_them() {
+        let plain = Keys::resolve("bbs", KeyMode::Plain, &[], None);
+        assert_eq!(plain.requests, "bbs:requests");
+        assert_eq!(plain.dupefilter, "bbs:dupefilter");
+        assert_eq!(plain.start_urls, "bbs:start_urls");
+        let cluster = Keys::resolve(
+            "bbs",
+            KeyMode::Cluster,
+            &[(KeyKind::Items, "{name}:scraped".into())],
+            Some("{bbs}:tasks"),
+        );
+        assert_eq!(cluster.items, "{bbs}:scraped");
+        assert_eq!(cluster.stats, "{bbs}:stats");
+        assert_eq!(cluster.start_urls, "{bbs}:tasks");
+    }
+
+    #[test]
+    fn every_kind_has_a_distinct_default_and_a_name_it_parses_back_from() {
+        let keys = Keys::resolve("x", KeyMode::Plain, &[], None);
+        let mut seen = std::collections::HashSet::new();
+        for &kind in KeyKind::ALL {
+            assert_eq!(KeyKind::parse(kind.name()), Some(kind));
+            assert!(seen.insert(keys.get(kind).to_string()), "{kind:?}");
+            assert!(!kind.doc().is_empty());
+        }
     }
 }

@@ -14,23 +14,31 @@
 //! - [`Frontier::renew`] and [`Frontier::release`] extend leases and hand
 //!   them back.
 //!
-//! Scripts live in `scripts/*.lua`, each prefixed with `prelude.lua`.
+//! Around the crawl: [`hosts`] keeps per-host state for the cluster
+//! (politeness slots, robots.txt), [`admin`] serves the operator's commands
+//! (`push-urls`, `flush`, `stats`). [`keys`] names every key, [`records`]
+//! defines every JSON record besides requests and items, and [`scripts`]
+//! loads the Lua scripts of `scripts/*.lua`.
 
+pub mod admin;
+pub mod hosts;
 pub mod keys;
+pub mod records;
 pub mod redis_url;
+mod scripts;
 pub mod wake;
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use redis::Script;
-use serde_json::json;
+use serde_json::{Map, Value};
 
-pub use keys::Keys;
+pub use keys::{KeyGroup, KeyKind, KeyMode, Keys, StartKind};
+pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
 
 use crate::request::Request;
-use crate::spider::{Spider, StartKind};
+use crate::stats::{self, Tally};
+use scripts::SCRIPTS;
 
 /// The largest request JSON the queue holds; larger ones are refused where
 /// they are made and set aside where they are found.
@@ -39,52 +47,21 @@ pub const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// Priorities are clamped to this range so the queue score stays exact.
 pub const MAX_PRIORITY: i64 = 4095;
 
-/// Everything a dead-letter entry shows of the entry it sets aside.
-const PREVIEW_BYTES: usize = 1024;
-
-struct Scripts {
-    lease: Script,
-    commit: Script,
-    claim_start: Script,
-    renew: Script,
-    release: Script,
-    status: Script,
-    push_start: Script,
-    requeue_failed: Script,
-    pace: Script,
-}
-
-fn script(body: &str) -> Script {
-    Script::new(&format!("{}\n{body}", include_str!("scripts/prelude.lua")))
-}
-
-static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    lease: script(include_str!("scripts/lease.lua")),
-    commit: script(include_str!("scripts/commit.lua")),
-    claim_start: script(include_str!("scripts/claim_start.lua")),
-    renew: script(include_str!("scripts/renew.lua")),
-    release: script(include_str!("scripts/release.lua")),
-    status: script(include_str!("scripts/status.lua")),
-    push_start: script(include_str!("scripts/push_start.lua")),
-    requeue_failed: script(include_str!("scripts/requeue_failed.lua")),
-    pace: script(include_str!("scripts/pace.lua")),
-});
-
-/// A Redis operation that failed.
+/// A Redis operation that failed: what was done, on which key, and what
+/// Redis said (part of the message, so one line tells it all).
 #[derive(Debug, thiserror::Error)]
-#[error("Redis {op} on `{key}` failed: {source}")]
+#[error("Redis {op} on `{key}` failed: {cause}")]
 pub struct FrontierError {
     pub op: &'static str,
     pub key: String,
-    #[source]
-    pub source: redis::RedisError,
+    pub cause: redis::RedisError,
 }
 
 impl FrontierError {
     /// Whether the error is Redis being unreachable (retry later) rather
     /// than a mistake (report it).
     pub fn is_outage(&self) -> bool {
-        let e = &self.source;
+        let e = &self.cause;
         e.is_io_error()
             || e.is_connection_refusal()
             || e.is_connection_dropped()
@@ -101,19 +78,20 @@ impl FrontierError {
 type Result<T> = std::result::Result<T, FrontierError>;
 
 fn err<'a>(op: &'static str, key: &'a str) -> impl FnOnce(redis::RedisError) -> FrontierError + 'a {
-    move |source| FrontierError {
+    move |cause| FrontierError {
         op,
         key: key.to_string(),
-        source,
+        cause,
     }
 }
 
-/// One leased request: its id, the request (or why its JSON was unusable)
-/// and how long to wait for its host's politeness slot.
+/// One leased request: its id, the request (or, when its JSON was
+/// unusable, the dead letter to commit instead) and how long to wait for
+/// its host's politeness slot.
 #[derive(Debug, Clone)]
 pub struct Leased {
     pub id: String,
-    pub request: std::result::Result<Request, String>,
+    pub request: std::result::Result<Request, DeadLetter>,
     pub wait: Duration,
     /// The spacing its slot was reserved with (to know whether a Crawl-delay
     /// learnt later was applied).
@@ -179,14 +157,13 @@ impl Pacing {
 #[derive(Debug, Clone, Default)]
 pub struct PageResult {
     pub requests: Vec<Request>,
-    /// Items as JSON objects.
-    pub items: Vec<String>,
-    /// Stats increments (Scrapy names).
-    pub stats: Vec<(String, i64)>,
-    /// Set aside as malformed (dead-letter JSON).
-    pub dead: Option<String>,
-    /// Failed for good (failed-key JSON).
-    pub failed: Option<String>,
+    pub items: Vec<Map<String, Value>>,
+    /// Stats increments.
+    pub stats: Tally,
+    /// Set aside as malformed.
+    pub dead: Option<DeadLetter>,
+    /// Failed for good.
+    pub failed: Option<FailedRecord>,
     /// Try the request again later.
     pub retry: Option<Retry>,
     /// Adaptive back-off news about the request's host.
@@ -205,7 +182,7 @@ pub enum Committed {
     LeaseLost,
 }
 
-/// A start entry as read, and what it becomes.
+/// A start entry as read, and what it becomes (or why it cannot).
 #[derive(Debug, Clone)]
 pub struct StartClaim {
     pub entry: String,
@@ -242,27 +219,16 @@ impl QueueStatus {
     }
 }
 
-/// A dead-letter entry: what was set aside, from where, and why.
-pub fn dead_letter(key: &str, entry: &str, reason: &str) -> String {
-    let mut end = entry.len().min(PREVIEW_BYTES);
-    while !entry.is_char_boundary(end) {
-        end -= 1;
-    }
-    json!({
-        "key": key,
-        "entry": &entry[..end],
-        "bytes": entry.len(),
-        "reason": reason,
-        "time": now_secs(),
-    })
-    .to_string()
-}
-
-/// Seconds since the epoch, for records a person reads.
-pub fn now_secs() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+/// What a frontier needs to know of its spider and its worker.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub keys: Keys,
+    pub start_kind: StartKind,
+    /// This worker's id; lease ownership is checked against it.
+    pub worker: String,
+    /// How long a lease lasts unless renewed.
+    pub lease: Duration,
+    pub pacing: Pacing,
 }
 
 /// One spider's view of the shared crawl.
@@ -283,6 +249,11 @@ fn encode(request: &Request) -> Option<String> {
     (json.len() <= MAX_REQUEST_BYTES).then_some(json)
 }
 
+/// A record as JSON (records are plain data: encoding cannot fail).
+fn to_json(record: &impl serde::Serialize) -> String {
+    serde_json::to_string(record).unwrap_or_default()
+}
+
 fn fingerprint_arg(request: &Request) -> String {
     if request.dont_filter {
         String::new()
@@ -292,36 +263,24 @@ fn fingerprint_arg(request: &Request) -> String {
 }
 
 impl Frontier {
-    /// Connects to Redis for `spider` as worker `worker`.
-    pub async fn connect(
-        client: &redis::Client,
-        spider: &Spider,
-        worker: &str,
-        lease: Duration,
-    ) -> Result<Frontier> {
+    /// Connects to Redis for one spider.
+    pub async fn connect(client: &redis::Client, options: Options) -> Result<Frontier> {
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Duration::from_secs(5))
             .set_response_timeout(Duration::from_secs(30))
             .set_number_of_retries(2)
             .set_max_delay(2000);
-        let keys = Keys::of(spider);
         let conn = ConnectionManager::new_with_config(client.clone(), config)
             .await
-            .map_err(err("connect", &keys.requests))?;
+            .map_err(err("connect", &options.keys.requests))?;
         Ok(Frontier {
             conn,
-            keys,
-            kind: spider.start.kind,
-            worker: worker.to_string(),
-            lease,
-            pacing: Pacing::default(),
+            keys: options.keys,
+            kind: options.start_kind,
+            worker: options.worker,
+            lease: options.lease,
+            pacing: options.pacing,
         })
-    }
-
-    /// Applies the spider's politeness to every request this frontier leases.
-    pub fn with_pacing(mut self, pacing: Pacing) -> Frontier {
-        self.pacing = pacing;
-        self
     }
 
     /// The longest politeness wait worth taking a lease for: half a lease,
@@ -357,7 +316,7 @@ impl Frontier {
         let k = &self.keys;
         let mut inv = SCRIPTS.lease.prepare_invoke();
         self.shared_keys(&mut inv);
-        inv.key(&k.start)
+        inv.key(&k.start_urls)
             .arg(&self.worker)
             .arg(self.lease.as_millis() as u64)
             .arg(max)
@@ -397,7 +356,7 @@ impl Frontier {
                     .map_err(|e| format!("request is not valid JSON: {e}"))
             };
             let request =
-                request.map_err(|reason| dead_letter(&self.keys.requests, &json, &reason));
+                request.map_err(|reason| DeadLetter::new(&self.keys.requests, &json, &reason));
             out.push(Leased {
                 id,
                 request,
@@ -432,8 +391,8 @@ impl Frontier {
         let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
         // Requests over the size bound are not queued; say so and count them.
         let oversized = page.requests.len() - requests.len();
-        let extra: Option<(String, i64)> =
-            (oversized > 0).then(|| ("scheduler/request_too_large".to_string(), oversized as i64));
+        let mut extra = Tally::default();
+        extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
         if oversized > 0 {
             tracing::warn!(
                 id,
@@ -466,10 +425,10 @@ impl Frontier {
             .arg(&k.wake)
             .arg(requests.len())
             .arg(page.items.len())
-            .arg(page.stats.len() + usize::from(extra.is_some()))
+            .arg(page.stats.len() + extra.len())
             .arg(depth)
-            .arg(page.dead.as_deref().unwrap_or(""))
-            .arg(page.failed.as_deref().unwrap_or(""))
+            .arg(page.dead.as_ref().map(to_json).unwrap_or_default())
+            .arg(page.failed.as_ref().map(to_json).unwrap_or_default())
             .arg(lease_next)
             .arg(self.lease.as_millis() as u64)
             .arg(self.pacing.interval.as_millis() as u64)
@@ -485,9 +444,9 @@ impl Frontier {
             invocation.arg(fp).arg(priority).arg(json);
         }
         for item in &page.items {
-            invocation.arg(item);
+            invocation.arg(to_json(item));
         }
-        for (field, delta) in page.stats.iter().chain(&extra) {
+        for (field, delta) in page.stats.iter().chain(extra.iter()) {
             invocation.arg(field).arg(delta);
         }
         let reply: Vec<redis::Value> = invocation
@@ -556,7 +515,7 @@ impl Frontier {
         let k = &self.keys;
         let mut invocation = SCRIPTS.claim_start.prepare_invoke();
         invocation
-            .key(&k.start)
+            .key(&k.start_urls)
             .key(&k.requests)
             .key(&k.request_data)
             .key(&k.dupefilter)
@@ -583,13 +542,13 @@ impl Frontier {
                     .arg("dead")
                     .arg("")
                     .arg(0)
-                    .arg(dead_letter(&k.start, &c.entry, &reason)),
+                    .arg(to_json(&DeadLetter::new(&k.start_urls, &c.entry, &reason))),
             };
         }
         let (claimed, enqueued, filtered, dead): (u64, u64, u64, u64) = invocation
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(err("claim start entries from", &k.start))?;
+            .map_err(err("claim start entries from", &k.start_urls))?;
         Ok(Claimed {
             claimed,
             enqueued,
@@ -603,7 +562,7 @@ impl Frontier {
         let k = &self.keys;
         let v: Vec<u64> = SCRIPTS
             .status
-            .key(&k.start)
+            .key(&k.start_urls)
             .key(&k.requests)
             .key(&k.inflight)
             .key(&k.dead)
@@ -626,226 +585,5 @@ impl Frontier {
             items: at(6),
             delayed: at(7),
         })
-    }
-
-    /// Pushes start entries (a zset scores them `score`), stopping once the
-    /// start key holds `limit` entries; returns how many were pushed.
-    pub async fn push_start(
-        &self,
-        entries: &[String],
-        score: f64,
-        limit: Option<u64>,
-    ) -> Result<u64> {
-        if entries.is_empty() {
-            return Ok(0);
-        }
-        SCRIPTS
-            .push_start
-            .key(&self.keys.start)
-            .arg(self.kind.as_str())
-            .arg(limit.map_or(-1, |l| l as i64))
-            .arg(score)
-            .arg(&self.keys.wake)
-            .arg(entries)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err("push start entries to", &self.keys.start))
-    }
-
-    /// Up to `n` entries of the failed list, oldest first.
-    pub async fn failed_entries(&self, n: usize) -> Result<Vec<String>> {
-        redis::cmd("LRANGE")
-            .arg(&self.keys.failed)
-            .arg(0)
-            .arg(n.max(1) - 1)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err("read", &self.keys.failed))
-    }
-
-    /// Moves failed entries back into the queue as `requests` (one per
-    /// entry, same order); returns how many moved.
-    pub async fn requeue_failed(&self, entries: &[(String, Request)]) -> Result<u64> {
-        if entries.is_empty() {
-            return Ok(0);
-        }
-        let k = &self.keys;
-        let mut inv = SCRIPTS.requeue_failed.prepare_invoke();
-        inv.key(&k.failed)
-            .key(&k.requests)
-            .key(&k.request_data)
-            .key(&k.dupefilter)
-            .key(&k.sequence)
-            .key(&k.stats)
-            .arg(&k.wake);
-        for (entry, request) in entries {
-            inv.arg(entry)
-                .arg(request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY))
-                .arg(encode(request).unwrap_or_default());
-        }
-        inv.invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err("re-queue failed requests from", &k.failed))
-    }
-
-    /// Adds stats increments and sets `start_time` if no worker has yet.
-    pub async fn add_stats(&self, stats: &[(String, i64)], start_time: Option<&str>) -> Result<()> {
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for (field, delta) in stats {
-            pipe.hincr(&self.keys.stats, field, *delta).ignore();
-        }
-        if let Some(t) = start_time {
-            pipe.hset_nx(&self.keys.stats, "start_time", t).ignore();
-        }
-        pipe.query_async::<()>(&mut self.conn.clone())
-            .await
-            .map_err(err("update stats in", &self.keys.stats))
-    }
-
-    /// Records this worker's heartbeat.
-    pub async fn heartbeat(&self, info: &str) -> Result<()> {
-        redis::cmd("HSET")
-            .arg(&self.keys.workers)
-            .arg(&self.worker)
-            .arg(info)
-            .query_async::<()>(&mut self.conn.clone())
-            .await
-            .map_err(err("record heartbeat in", &self.keys.workers))
-    }
-
-    /// Removes this worker from the live list.
-    pub async fn unregister(&self) -> Result<()> {
-        redis::cmd("HDEL")
-            .arg(&self.keys.workers)
-            .arg(&self.worker)
-            .query_async::<()>(&mut self.conn.clone())
-            .await
-            .map_err(err("unregister from", &self.keys.workers))
-    }
-
-    /// Reserves another politeness slot for `host` (a request leased before
-    /// the host's Crawl-delay was known); returns how long to wait for it.
-    pub async fn reserve_slot(&self, host: &str) -> Result<Duration> {
-        let ms: u64 = SCRIPTS
-            .pace
-            .key(&self.keys.pace)
-            .key(&self.keys.host_delay)
-            .key(&self.keys.backoff)
-            .arg(host)
-            .arg(self.pacing.interval.as_millis() as u64)
-            .arg(u8::from(self.pacing.jitter))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err("reserve a politeness slot in", &self.keys.pace))?;
-        Ok(Duration::from_millis(ms))
-    }
-
-    /// The cached robots.txt record of `host`, if any.
-    pub async fn robots_cached(&self, host: &str) -> Result<Option<String>> {
-        redis::cmd("HGET")
-            .arg(&self.keys.robots)
-            .arg(host)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err("read robots.txt cache", &self.keys.robots))
-    }
-
-    /// Stores `host`'s robots.txt record and its Crawl-delay (0: none), in
-    /// one step.
-    pub async fn robots_store(
-        &self,
-        host: &str,
-        record: &str,
-        crawl_delay: Duration,
-    ) -> Result<()> {
-        let mut pipe = redis::pipe();
-        pipe.atomic().hset(&self.keys.robots, host, record).ignore();
-        if crawl_delay.is_zero() {
-            pipe.hdel(&self.keys.host_delay, host).ignore();
-        } else {
-            pipe.hset(&self.keys.host_delay, host, crawl_delay.as_millis() as u64)
-                .ignore();
-        }
-        pipe.query_async::<()>(&mut self.conn.clone())
-            .await
-            .map_err(err("store robots.txt in", &self.keys.robots))
-    }
-
-    /// Takes the cluster-wide right to fetch `host`'s robots.txt for `ttl`;
-    /// false when another worker holds it.
-    pub async fn robots_lock(&self, host: &str, ttl: Duration) -> Result<bool> {
-        let key = format!("{}:lock:{host}", self.keys.robots);
-        let got: Option<String> = redis::cmd("SET")
-            .arg(&key)
-            .arg(&self.worker)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl.as_millis().max(1) as u64)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err("lock robots.txt fetch", &key))?;
-        Ok(got.is_some())
-    }
-
-    /// How many entries `key` holds, whatever its type (0 when absent).
-    pub async fn size_of(&self, key: &str) -> Result<u64> {
-        let mut conn = self.conn.clone();
-        let kind: String = redis::cmd("TYPE")
-            .arg(key)
-            .query_async(&mut conn)
-            .await
-            .map_err(err("read the type of", key))?;
-        let cmd = match kind.as_str() {
-            "list" => "LLEN",
-            "set" => "SCARD",
-            "zset" => "ZCARD",
-            "hash" => "HLEN",
-            "string" => return Ok(1),
-            _ => return Ok(0),
-        };
-        redis::cmd(cmd)
-            .arg(key)
-            .query_async(&mut conn)
-            .await
-            .map_err(err("count the entries of", key))
-    }
-
-    /// Deletes `keys`; returns how many existed.
-    pub async fn delete(&self, keys: &[&str]) -> Result<u64> {
-        redis::cmd("DEL")
-            .arg(keys)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err("delete", keys.first().copied().unwrap_or("")))
-    }
-
-    /// Removes one fingerprint from the dupefilter; true if it was there.
-    pub async fn forget_fingerprint(&self, fingerprint: &str) -> Result<bool> {
-        let n: u64 = redis::cmd("SREM")
-            .arg(&self.keys.dupefilter)
-            .arg(fingerprint)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err("remove a fingerprint from", &self.keys.dupefilter))?;
-        Ok(n > 0)
-    }
-
-    /// The stats hash.
-    pub async fn stats(&self) -> Result<Vec<(String, String)>> {
-        redis::cmd("HGETALL")
-            .arg(&self.keys.stats)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err("read", &self.keys.stats))
-    }
-
-    /// The workers' heartbeats (worker id, JSON).
-    pub async fn workers(&self) -> Result<Vec<(String, String)>> {
-        redis::cmd("HGETALL")
-            .arg(&self.keys.workers)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err("read", &self.keys.workers))
     }
 }

@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use super::redis_url::redact;
+use crate::backoff::Backoff;
 
 /// Wakes the waiters whenever work is announced.
 pub struct Wake {
@@ -23,12 +24,12 @@ impl Wake {
         let notify = Arc::new(Notify::new());
         let n = notify.clone();
         let task = tokio::spawn(async move {
-            let mut backoff = Duration::from_millis(100);
+            let mut backoff = Backoff::REDIS.attempts();
             loop {
                 match client.get_async_pubsub().await {
                     Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
                         Ok(()) => {
-                            backoff = Duration::from_millis(100);
+                            backoff.reset();
                             // Something may have been announced while we
                             // were not listening.
                             n.notify_waiters();
@@ -50,8 +51,7 @@ impl Wake {
                         "wake-up subscription cannot connect; retrying"
                     ),
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
+                tokio::time::sleep(backoff.next_delay()).await;
             }
         });
         Wake { notify, task }

@@ -14,11 +14,10 @@ use super::file::{
     StartFile,
 };
 use super::{
-    Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, KeyMode, KeySpec,
-    LinkSource, MetaCarry, PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template,
-    Whitespace,
+    Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, LinkSource, MetaCarry,
+    PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template, Whitespace,
 };
-use crate::frontier::keys::KEY_KINDS;
+use crate::frontier::keys::{KeyKind, KeyMode, Keys};
 use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
 use crate::reader::{At, Loc, Reader};
 use crate::settings;
@@ -144,22 +143,8 @@ impl Compiler<'_> {
             );
         }
         let spider_name = name.map(|n| n.value.clone()).unwrap_or_default();
-        let keys = self.keys(&file.keys);
-        let tagged = match keys.mode {
-            KeyMode::Plain => spider_name.clone(),
-            KeyMode::Cluster => format!("{{{spider_name}}}"),
-        };
-        let start = self.start(&file.start, &tagged, &rule_names);
-        if let (KeyMode::Cluster, Some(k)) = (keys.mode, &file.start.key) {
-            if !k.value.contains(&tagged) {
-                self.problem(
-                    &k.loc,
-                    format!("in cluster mode the start key must contain the hash tag `{tagged}`"),
-                    format!("write e.g. key = \"{tagged}:start_urls\", so every key of the spider is in one slot"),
-                );
-            }
-        }
-
+        let start = self.start(&file.start, &rule_names);
+        let keys = self.keys(&file.keys, &file.start, &spider_name);
         let graph = Graph::new(file, &rule_names, start.as_ref());
         self.check_reachable(file, &graph);
         self.check_context(file, &graph);
@@ -175,13 +160,14 @@ impl Compiler<'_> {
             settings: settings::layered(&[&overrides]),
             overrides,
             start: start?,
-            keys,
+            keys: keys?,
             items,
             rules,
         })
     }
 
-    fn keys(&self, k: &KeysFile) -> KeySpec {
+    /// Resolves the spider's key names from `[keys]` and `[start] key`.
+    fn keys(&self, k: &KeysFile, start: &StartFile, spider: &str) -> Option<Keys> {
         let mode = match k.mode.as_ref().map(|m| m.value.as_str()) {
             None | Some("plain") => KeyMode::Plain,
             Some("cluster") => KeyMode::Cluster,
@@ -194,30 +180,94 @@ impl Compiler<'_> {
                 KeyMode::Plain
             }
         };
-        let kinds: Vec<&str> = KEY_KINDS.iter().map(|(k, _, _)| *k).collect();
+        let kinds: Vec<&str> = KeyKind::ALL
+            .iter()
+            .filter(|k| **k != KeyKind::Start)
+            .map(|k| k.name())
+            .collect();
         let mut templates = Vec::new();
+        // Where each kind was renamed, to point at a clash.
+        let mut written: Vec<(KeyKind, &Loc)> = Vec::new();
+        let mut ok = true;
         for (kind, template) in &k.templates {
-            if !kinds.contains(&kind.value.as_str()) {
-                let hint = match did_you_mean(&kind.value, kinds.iter().copied()) {
-                    Some(near) => format!("did you mean `{near}`?"),
-                    None => format!("key kinds: mode, {}", kinds.join(", ")),
-                };
-                self.problem(
-                    &kind.loc,
-                    format!("unknown key kind `{}`", kind.value),
-                    hint,
-                );
-            } else if mode == KeyMode::Cluster && !template.value.contains("{name}") {
-                self.problem(
-                    &template.loc,
-                    "in cluster mode a key template must contain `{name}` (it becomes the hash tag)",
-                    "write e.g. \"{name}:requests\"",
-                );
-            } else {
-                templates.push((kind.value.clone(), template.value.clone()));
+            match KeyKind::parse(&kind.value) {
+                Some(KeyKind::Start) => {
+                    ok = false;
+                    self.problem(
+                        &kind.loc,
+                        "the start key is not named in `[keys]`",
+                        "name it in the `[start]` table: key = \"…\"",
+                    );
+                }
+                None => {
+                    ok = false;
+                    let hint = match did_you_mean(&kind.value, kinds.iter().copied()) {
+                        Some(near) => format!("did you mean `{near}`?"),
+                        None => format!("key kinds: mode, {}", kinds.join(", ")),
+                    };
+                    self.problem(
+                        &kind.loc,
+                        format!("unknown key kind `{}`", kind.value),
+                        hint,
+                    );
+                }
+                Some(_) if mode == KeyMode::Cluster && !template.value.contains("{name}") => {
+                    ok = false;
+                    self.problem(
+                        &template.loc,
+                        "in cluster mode a key template must contain `{name}` (it becomes the hash tag)",
+                        "write e.g. \"{name}:requests\"",
+                    );
+                }
+                Some(parsed) => {
+                    templates.push((parsed, template.value.clone()));
+                    written.push((parsed, &template.loc));
+                }
             }
         }
-        KeySpec { mode, templates }
+        let tagged = Keys::tagged_name(spider, mode);
+        if let (KeyMode::Cluster, Some(key)) = (mode, &start.key) {
+            if !key.value.contains(&tagged) {
+                ok = false;
+                self.problem(
+                    &key.loc,
+                    format!("in cluster mode the start key must contain the hash tag `{tagged}`"),
+                    format!("write e.g. key = \"{tagged}:start_urls\", so every key of the spider is in one slot"),
+                );
+            }
+        }
+        if let Some(key) = &start.key {
+            written.push((KeyKind::Start, &key.loc));
+        }
+        let keys = Keys::resolve(
+            spider,
+            mode,
+            &templates,
+            start.key.as_ref().map(|k| k.value.as_str()),
+        );
+        // Two kinds sharing a key would mix what they hold (and `flush`
+        // of one would delete the other).
+        let all: Vec<(KeyKind, &str)> = keys.all().collect();
+        for (i, (kind, key)) in all.iter().enumerate() {
+            if let Some((other, _)) = all[..i].iter().find(|(_, k)| k == key) {
+                ok = false;
+                let loc = written
+                    .iter()
+                    .find(|(k, _)| k == kind || k == other)
+                    .map(|(_, l)| (*l).clone())
+                    .unwrap_or_else(|| k.mode.as_ref().map(|m| m.loc.clone()).unwrap_or_default());
+                self.problem(
+                    &loc,
+                    format!(
+                        "the `{}` and `{}` keys would both be `{key}`",
+                        other.name(),
+                        kind.name()
+                    ),
+                    "give every kind its own key name",
+                );
+            }
+        }
+        ok.then_some(keys)
     }
 
     fn domain(&self, at: &At<String>) -> Option<String> {
@@ -270,7 +320,7 @@ impl Compiler<'_> {
         names
     }
 
-    fn start(&self, s: &StartFile, spider: &str, rules: &[&str]) -> Option<Start> {
+    fn start(&self, s: &StartFile, rules: &[&str]) -> Option<Start> {
         let mut ok = true;
         let kind = match s.kind.as_ref().map(|k| k.value.as_str()) {
             None | Some("list") => StartKind::List,
@@ -353,10 +403,6 @@ impl Compiler<'_> {
         };
         (ok && templates_ok).then_some(())?;
         Some(Start {
-            key: s
-                .key
-                .as_ref()
-                .map_or_else(|| format!("{spider}:start_urls"), |k| k.value.clone()),
             kind,
             batch_size,
             url,

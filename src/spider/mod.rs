@@ -21,6 +21,7 @@ pub use crate::reader::diagnostic::{Diagnostic, LoadError};
 pub use selector::Selector;
 pub use template::Template;
 
+pub use crate::frontier::keys::{KeyMode, Keys, StartKind};
 use crate::settings::{Overrides, Settings};
 
 /// A validated spider, ready to crawl.
@@ -38,51 +39,16 @@ pub struct Spider {
     /// Built-in defaults with the spider's layer applied.
     pub settings: Settings,
     pub start: Start,
-    /// Redis key names (see `frontier::keys`).
-    pub keys: KeySpec,
+    /// Its Redis key names, resolved from `[keys]` and `[start] key`.
+    pub keys: Keys,
     pub items: Vec<ItemDef>,
     pub rules: Vec<Rule>,
-}
-
-/// `[keys]`: how the spider's Redis keys are named.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeySpec {
-    pub mode: KeyMode,
-    /// Key kind -> template with `{name}`, for the kinds the file renames.
-    pub templates: Vec<(String, String)>,
-}
-
-/// Plain names, or Redis Cluster names with the spider's hash tag.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum KeyMode {
-    #[default]
-    Plain,
-    Cluster,
-}
-
-/// How the start key is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartKind {
-    List,
-    Set,
-    Zset,
-}
-
-impl StartKind {
-    /// The Redis type name, as written in `[start] type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StartKind::List => "list",
-            StartKind::Set => "set",
-            StartKind::Zset => "zset",
-        }
-    }
 }
 
 /// `[start]`: the start key and how an entry becomes a request.
 #[derive(Debug, Clone)]
 pub struct Start {
-    pub key: String,
+    /// The Redis type of the start key (its name is in [`Spider::keys`]).
     pub kind: StartKind,
     /// Entries claimed in one step.
     pub batch_size: usize,
@@ -264,6 +230,17 @@ impl Spider {
         self.rules
             .iter()
             .find(|r| r.matches.iter().any(|m| m.is_match(url)))
+    }
+
+    /// What this spider's frontier needs, for worker `worker`.
+    pub fn frontier_options(&self, worker: &str) -> crate::frontier::Options {
+        crate::frontier::Options {
+            keys: self.keys.clone(),
+            start_kind: self.start.kind,
+            worker: worker.to_string(),
+            lease: self.settings.lease_timeout,
+            pacing: crate::frontier::Pacing::from_settings(&self.settings),
+        }
     }
 
     /// Whether `host` is one of the allowed domains or below one.

@@ -15,10 +15,8 @@
 //! whose lease expired meanwhile is committed by nobody twice: the commit
 //! checks the lease).
 
-mod outcome;
 mod page;
-mod retry;
-mod robots;
+pub mod redis_outage;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,13 +26,15 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::downloader::Downloader;
 use crate::frontier::redis_url::redact;
 use crate::frontier::wake::Wake;
-use crate::frontier::{Frontier, Leased, StartClaim};
+use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, StartClaim};
 use crate::settings::Settings;
 use crate::spider::Spider;
+use crate::stats::Tally;
 
-pub use retry::with_redis;
+pub use redis_outage::with_redis;
 
 /// How a worker decides to stop on its own.
 #[derive(Debug, Clone, Copy, Default)]
@@ -68,21 +68,13 @@ pub struct SpiderRun {
     pub spider: Arc<Spider>,
     pub settings: Arc<Settings>,
     frontier: Frontier,
-    /// The spider's HTTP downloader (clients, proxies, cookie jar, guard).
-    client: crate::fetch::Downloader,
+    /// The spider's downloader stage (HTTP client, politeness, robots.txt).
+    downloader: Arc<Downloader>,
     redis: redis::Client,
     /// Ids of the requests this worker holds leases on.
     inflight: Arc<Mutex<HashSet<String>>>,
+    /// Pages this worker committed.
     pages: Arc<AtomicU64>,
-    /// Download slots (`concurrent_requests`); a request waiting for its
-    /// host's politeness slot holds none.
-    downloads: Arc<tokio::sync::Semaphore>,
-    /// Per-host download slots (`concurrent_requests_per_domain`).
-    hosts: Arc<Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>>,
-    robots: Arc<robots::RobotsGate>,
-    /// Page tasks still waiting for their host's politeness slot: they do
-    /// not count against `concurrent_requests`.
-    waiting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Requests leased per download slot at most (the others wait for their
@@ -119,43 +111,31 @@ impl SpiderRun {
         let shown = redact(&settings.redis_url);
         let redis = redis::Client::open(settings.redis_url.as_str())
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
-        let client = crate::fetch::Downloader::new(&settings)?;
-        let mut backoff = retry::Backoff::new();
+        let mut backoff = crate::backoff::Backoff::REDIS.attempts();
         let frontier = loop {
-            match Frontier::connect(&redis, &spider, worker, settings.lease_timeout).await {
+            match Frontier::connect(&redis, spider.frontier_options(worker)).await {
                 Ok(f) => break f,
                 Err(e) if e.is_outage() => {
-                    let wait = backoff.next();
-                    tracing::warn!(redis = %shown, error = %e.source, "Redis is unreachable; retrying in {wait:?}");
-                    if retry::sleep_or_shutdown(wait, shutdown).await {
+                    let wait = backoff.next_delay();
+                    tracing::warn!(redis = %shown, error = %e.cause, "Redis is unreachable; retrying in {wait:?}");
+                    if redis_outage::sleep_or_shutdown(wait, shutdown).await {
                         return Ok(None);
                     }
                 }
                 Err(e) => return Err(anyhow::anyhow!("cannot use Redis at {shown}: {e}")),
             }
         };
-        let frontier = frontier.with_pacing(crate::frontier::Pacing::from_settings(&settings));
         let settings = Arc::new(settings);
-        let robots = Arc::new(robots::RobotsGate::new(
-            frontier.clone(),
-            client.clone(),
-            settings.clone(),
-        ));
-        let downloads = Arc::new(tokio::sync::Semaphore::new(
-            settings.concurrent_requests.max(1) as usize,
-        ));
+        let spider = Arc::new(spider);
+        let downloader = Downloader::new(spider.clone(), settings.clone(), frontier.clone())?;
         Ok(Some(SpiderRun {
-            spider: Arc::new(spider),
+            spider,
             settings,
             frontier,
-            client,
+            downloader: Arc::new(downloader),
             redis,
             inflight: Arc::new(Mutex::new(HashSet::new())),
             pages: Arc::new(AtomicU64::new(0)),
-            downloads,
-            hosts: Arc::new(Mutex::new(std::collections::HashMap::new())),
-            robots,
-            waiting: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         }))
     }
 
@@ -174,8 +154,9 @@ impl SpiderRun {
     ) -> anyhow::Result<RunSummary> {
         let name = self.spider.name.clone();
         let started = now_rfc3339();
+        let nothing = Tally::default();
         with_redis("record start time", &shutdown, || {
-            self.frontier.add_stats(&[], Some(&started))
+            self.frontier.add_stats(&nothing, Some(&started))
         })
         .await;
         let wake = Wake::subscribe(self.redis.clone(), self.frontier.keys.wake.clone());
@@ -275,7 +256,7 @@ impl SpiderRun {
     fn busy(&self, tasks: &JoinSet<Vec<Leased>>) -> usize {
         tasks
             .len()
-            .saturating_sub(self.waiting.load(Ordering::Relaxed))
+            .saturating_sub(self.downloader.politeness().waiting())
     }
 
     fn spawn_pages(
@@ -288,8 +269,10 @@ impl SpiderRun {
             if let Ok(mut set) = self.inflight.lock() {
                 set.insert(l.id.clone());
             }
-            if !l.wait.is_zero() {
-                self.waiting.fetch_add(1, Ordering::Relaxed);
+            // Only a request that will wait for its slot (a dead letter
+            // does not) is counted as waiting.
+            if l.request.is_ok() && !l.wait.is_zero() {
+                self.downloader.politeness().will_wait();
             }
             tasks.spawn(page::crawl(self.page_context(shutdown), l));
         }
@@ -332,7 +315,7 @@ impl SpiderRun {
             .map(|entry| {
                 let outcome = self.spider.start_request(&entry).map_err(|e| e.to_string());
                 if let Err(reason) = &outcome {
-                    tracing::warn!(key = %self.frontier.keys.start, entry = %preview(&entry), %reason, "start entry set aside in the dead-letter key");
+                    tracing::warn!(key = %self.frontier.keys.start_urls, entry = %preview(&entry), %reason, "start entry set aside in the dead-letter key");
                 }
                 StartClaim { entry, outcome }
             })
@@ -361,13 +344,8 @@ impl SpiderRun {
         page::Context {
             shutdown: shutdown.clone(),
             spider: self.spider.clone(),
-            settings: self.settings.clone(),
             frontier: self.frontier.clone(),
-            client: self.client.clone(),
-            robots: self.robots.clone(),
-            downloads: self.downloads.clone(),
-            hosts: self.hosts.clone(),
-            waiting: self.waiting.clone(),
+            downloader: self.downloader.clone(),
             inflight: self.inflight.clone(),
             pages: self.pages.clone(),
         }
@@ -395,15 +373,15 @@ impl SpiderRun {
                     Ok(_) => {}
                     Err(e) => tracing::debug!(error = %e, "lease renewal failed; retrying"),
                 }
-                let info = serde_json::json!({
-                    "host": host,
-                    "pid": std::process::id(),
-                    "started": started,
-                    "pages": pages.load(Ordering::Relaxed),
-                    "heartbeat": crate::frontier::now_secs(),
-                    "version": env!("CARGO_PKG_VERSION"),
-                });
-                let _ = frontier.heartbeat(&info.to_string()).await;
+                let beat = Heartbeat {
+                    host: host.clone(),
+                    pid: std::process::id(),
+                    started: started.clone(),
+                    pages: pages.load(Ordering::Relaxed),
+                    heartbeat: now_secs(),
+                    version: env!("CARGO_PKG_VERSION").to_string(),
+                };
+                let _ = frontier.heartbeat(&beat).await;
             }
         })
     }

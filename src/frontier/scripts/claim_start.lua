@@ -33,16 +33,16 @@ for i = 3, #ARGV, 5 do
   end
 end
 if enqueued > 0 then
-  redis.call('HINCRBY', KEYS[7], 'scheduler/enqueued/redis', enqueued)
+  redis.call('HINCRBY', KEYS[7], STAT.SCHEDULER_ENQUEUED, enqueued)
   redis.call('PUBLISH', ARGV[2], enqueued)
 end
 if filtered > 0 then
-  redis.call('HINCRBY', KEYS[7], 'dupefilter/filtered', filtered)
+  redis.call('HINCRBY', KEYS[7], STAT.DUPEFILTER_FILTERED, filtered)
 end
 if dead > 0 then
-  redis.call('HINCRBY', KEYS[7], 'deadletter/count', dead)
+  redis.call('HINCRBY', KEYS[7], STAT.DEADLETTER_COUNT, dead)
 end
 if claimed > 0 then
-  redis.call('HINCRBY', KEYS[7], 'start_urls/claimed_count', claimed)
+  redis.call('HINCRBY', KEYS[7], STAT.START_URLS_CLAIMED, claimed)
 end
 return {claimed, enqueued, filtered, dead}

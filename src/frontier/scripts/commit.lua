@@ -68,7 +68,7 @@ if host and ARGV[17] ~= '' then
     if now + wait > next_free then
       redis.call('HSET', K.pace, host, now + wait)
     end
-    redis.call('HINCRBY', K.stats, 'backoff/slowed_count', 1)
+    redis.call('HINCRBY', K.stats, STAT.BACKOFF_SLOWED, 1)
   elseif old > 0 then
     local new = math.floor(old * 0.8)
     if new < 50 then
@@ -104,15 +104,15 @@ for _ = 1, n_stats do
   at = at + 2
 end
 if enqueued > 0 then
-  redis.call('HINCRBY', K.stats, 'scheduler/enqueued/redis', enqueued)
-  local max_depth = tonumber(redis.call('HGET', K.stats, 'request_depth_max') or '0')
+  redis.call('HINCRBY', K.stats, STAT.SCHEDULER_ENQUEUED, enqueued)
+  local max_depth = tonumber(redis.call('HGET', K.stats, STAT.REQUEST_DEPTH_MAX) or '0')
   if depth > max_depth then
-    redis.call('HSET', K.stats, 'request_depth_max', depth)
+    redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, depth)
   end
   redis.call('PUBLISH', channel, enqueued)
 end
 if filtered > 0 then
-  redis.call('HINCRBY', K.stats, 'dupefilter/filtered', filtered)
+  redis.call('HINCRBY', K.stats, STAT.DUPEFILTER_FILTERED, filtered)
 end
 local out = {enqueued, filtered}
 lease_requests(K, worker, tonumber(ARGV[11]), tonumber(ARGV[10]), now, tonumber(ARGV[12]), ARGV[13] == '1', tonumber(ARGV[20]), out)

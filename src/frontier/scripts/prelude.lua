@@ -1,4 +1,5 @@
--- Shared by the frontier scripts (prepended to each one).
+-- Shared by the frontier scripts (prepended to each one, after the STAT
+-- table of stat names that `src/stats.rs` generates).
 --
 -- Queue order: higher priority first, FIFO among equal priorities. A sorted
 -- set orders by score, so the score is -priority * 2^40 + sequence: the
@@ -52,7 +53,7 @@ local function requeue_expired(requests, data, inflight, owners, stats, now)
     end
   end
   if #expired > 0 then
-    redis.call('HINCRBY', stats, 'lease/expired_count', #expired)
+    redis.call('HINCRBY', stats, STAT.LEASE_EXPIRED, #expired)
   end
 end
 
@@ -161,10 +162,10 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     end
   end
   if leased > 0 then
-    redis.call('HINCRBY', K.stats, 'scheduler/dequeued/redis', leased)
+    redis.call('HINCRBY', K.stats, STAT.SCHEDULER_DEQUEUED, leased)
   end
   if set_aside > 0 then
-    redis.call('HINCRBY', K.stats, 'deadletter/count', set_aside)
+    redis.call('HINCRBY', K.stats, STAT.DEADLETTER_COUNT, set_aside)
   end
 end
 

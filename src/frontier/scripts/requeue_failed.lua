@@ -16,7 +16,7 @@ for i = 2, #ARGV, 3 do
   end
 end
 if n > 0 then
-  redis.call('HINCRBY', KEYS[6], 'failed/requeued_count', n)
+  redis.call('HINCRBY', KEYS[6], STAT.FAILED_REQUEUED_COUNT, n)
   redis.call('PUBLISH', ARGV[1], n)
 end
 return n

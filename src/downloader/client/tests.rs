@@ -1,4 +1,4 @@
-//! Downloader tests against real HTTP servers on 127.0.0.1: small servers
+//! HTTP client tests against real HTTP servers on 127.0.0.1: small servers
 //! written here for the special responses (echoes, endless or trickling
 //! bodies, silence, fake proxies) and the demo forum. Nothing here contacts
 //! an address off this machine: the guard tests use addresses the guard
@@ -97,8 +97,8 @@ fn open() -> Settings {
     }
 }
 
-fn downloader(settings: &Settings) -> Downloader {
-    Downloader::with_env(settings, |_| None).unwrap()
+fn downloader(settings: &Settings) -> HttpClient {
+    HttpClient::with_env(settings, |_| None).unwrap()
 }
 
 fn header_line<'a>(head: &'a str, name: &str) -> Option<&'a str> {
@@ -481,7 +481,7 @@ async fn fake_proxy(name: &'static str) -> TestServer {
 }
 
 /// The proxy name, request line and proxy authorization of a response.
-async fn via(d: &Downloader, url: &str) -> (String, String, String) {
+async fn via(d: &HttpClient, url: &str) -> (String, String, String) {
     let body = d.fetch(&Request::new(url.to_string())).await.unwrap().body;
     let text = String::from_utf8(body).unwrap();
     let mut parts = text.splitn(3, '\n').map(str::to_string);
@@ -596,7 +596,7 @@ async fn proxy_failures_name_the_proxy_without_its_password() {
 
 #[test]
 fn bad_settings_are_refused_at_construction() {
-    let err = |s: Settings| Downloader::with_env(&s, |_| None).unwrap_err();
+    let err = |s: Settings| HttpClient::with_env(&s, |_| None).unwrap_err();
     let e = err(Settings {
         proxies: vec!["ftp://alice:hunter2@proxy.test".into()],
         ..Settings::default()
@@ -628,7 +628,7 @@ fn bad_settings_are_refused_at_construction() {
 #[test]
 fn environment_proxies_turn_on_the_target_check() {
     let with = |env: Option<&'static str>| {
-        Downloader::with_env(&Settings::default(), move |k| {
+        HttpClient::with_env(&Settings::default(), move |k| {
             (k == "HTTPS_PROXY")
                 .then(|| env.map(String::from))
                 .flatten()
@@ -642,7 +642,7 @@ fn environment_proxies_turn_on_the_target_check() {
             .check_names
     );
     assert!(!with(None).inner.policy.check_names);
-    let open = Downloader::with_env(&open(), |_| Some("http://proxy.test:1".into())).unwrap();
+    let open = HttpClient::with_env(&open(), |_| Some("http://proxy.test:1".into())).unwrap();
     assert!(!open.inner.policy.check_names);
 }
 

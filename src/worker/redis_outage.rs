@@ -1,4 +1,5 @@
-//! Riding out Redis outages: an operation that fails because Redis is
+//! Riding out Redis outages (not to be confused with retrying a download,
+//! which is the downloader's): an operation that fails because Redis is
 //! unreachable is retried with exponential backoff (capped, with jitter),
 //! logged once per outage, until it succeeds or the worker shuts down.
 //! Errors that are not outages (a wrong key type, a script error) are
@@ -10,34 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::backoff::Backoff;
 use crate::frontier::FrontierError;
-
-/// Exponential backoff from 100 ms to 5 s with ±25 % jitter.
-pub struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    pub fn new() -> Self {
-        Backoff {
-            next: Duration::from_millis(100),
-        }
-    }
-
-    pub fn next(&mut self) -> Duration {
-        let base = self.next;
-        self.next = (self.next * 2).min(Duration::from_secs(5));
-        let jitter =
-            0.75 + 0.5 * (f64::from(std::process::id() ^ base.subsec_nanos()) % 1000.0) / 1000.0;
-        base.mul_f64(jitter)
-    }
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// Sleeps for `d`; returns true if the worker is shutting down.
 pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) -> bool {
@@ -61,7 +36,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FrontierError>>,
 {
-    let mut backoff = Backoff::new();
+    let mut backoff = Backoff::REDIS.attempts();
     let mut failures = 0u32;
     loop {
         match op().await {
@@ -76,7 +51,7 @@ where
             Err(e) => {
                 failures += 1;
                 let wait = if e.is_outage() {
-                    backoff.next()
+                    backoff.next_delay()
                 } else {
                     Duration::from_secs(5)
                 };

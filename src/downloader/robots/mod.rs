@@ -4,19 +4,20 @@
 //! expires. A failed fetch (5xx, network) disallows the host and is retried
 //! after a minute; its Crawl-delay, when larger than the spider's delay,
 //! paces the host for the whole cluster. The policy itself (matching,
-//! semantics) is [`crate::robots`].
+//! semantics) is [`policy`]; the record cached in Redis is the frontier's
+//! [`RobotsRecord`].
+
+pub mod policy;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-use crate::fetch;
-use crate::frontier::{now_secs, Frontier};
+use super::client::HttpClient;
+use crate::frontier::{now_secs, Frontier, RobotsRecord};
 use crate::request::Request;
-use crate::robots::{Fetched, Robots};
 use crate::settings::Settings;
+use policy::{Fetched, Robots};
 
 /// How long a failed robots.txt fetch disallows the host before the next try.
 const FAILURE_TTL: Duration = Duration::from_secs(60);
@@ -37,31 +38,21 @@ pub enum Verdict {
     Forbidden,
 }
 
-/// The record cached in `<spider>:robots` (one hash field per host).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Record {
-    /// HTTP status, or none when the fetch failed on the network.
-    status: Option<u16>,
-    body: String,
-    fetched_at: f64,
-}
-
-impl Record {
-    fn fetched(&self) -> Fetched {
-        match self.status {
-            Some(status) => Fetched::Status {
-                status,
-                body: self.body.as_bytes().to_vec(),
-            },
-            None => Fetched::NetworkError,
-        }
+/// The policy a fetch's record gives.
+fn fetched(record: &RobotsRecord) -> Fetched {
+    match record.status {
+        Some(status) => Fetched::Status {
+            status,
+            body: record.body.as_bytes().to_vec(),
+        },
+        None => Fetched::NetworkError,
     }
 }
 
 /// One worker's view of the cluster's robots.txt files.
 pub struct RobotsGate {
     frontier: Frontier,
-    downloader: fetch::Downloader,
+    client: HttpClient,
     settings: Arc<Settings>,
     /// host -> (policy, when it expires here).
     local: Mutex<HashMap<String, (Arc<Robots>, Instant)>>,
@@ -70,14 +61,10 @@ pub struct RobotsGate {
 }
 
 impl RobotsGate {
-    pub fn new(
-        frontier: Frontier,
-        downloader: fetch::Downloader,
-        settings: Arc<Settings>,
-    ) -> RobotsGate {
+    pub fn new(frontier: Frontier, client: HttpClient, settings: Arc<Settings>) -> RobotsGate {
         RobotsGate {
             frontier,
-            downloader,
+            client,
             settings,
             local: Mutex::new(HashMap::new()),
             fetching: Mutex::new(HashMap::new()),
@@ -112,7 +99,7 @@ impl RobotsGate {
         (Instant::now() < *expires).then(|| robots.clone())
     }
 
-    fn keep_here(&self, host: &str, robots: Arc<Robots>, record: &Record) -> Arc<Robots> {
+    fn keep_here(&self, host: &str, robots: Arc<Robots>, record: &RobotsRecord) -> Arc<Robots> {
         let ttl = if robots.is_failure() {
             FAILURE_TTL
         } else {
@@ -144,7 +131,7 @@ impl RobotsGate {
         let started = Instant::now();
         loop {
             if let Some(record) = self.cached_in_redis(host).await {
-                let robots = Arc::new(Robots::from_fetch(&record.fetched()));
+                let robots = Arc::new(Robots::from_fetch(&fetched(&record)));
                 return self.keep_here(host, robots, &record);
             }
             let mine = self
@@ -154,14 +141,12 @@ impl RobotsGate {
                 .unwrap_or(true);
             if mine || started.elapsed() > WAIT_FOR_OTHERS {
                 let record = self.download(url).await;
-                let robots = Arc::new(Robots::from_fetch(&record.fetched()));
+                let robots = Arc::new(Robots::from_fetch(&fetched(&record)));
                 let delay = robots
                     .crawl_delay(&self.settings.user_agent)
                     .unwrap_or_default();
-                if let Ok(json) = serde_json::to_string(&record) {
-                    if let Err(e) = self.frontier.robots_store(host, &json, delay).await {
-                        tracing::warn!(%host, error = %e, "cannot cache robots.txt in Redis; other workers will fetch it too");
-                    }
+                if let Err(e) = self.frontier.robots_store(host, &record, delay).await {
+                    tracing::warn!(%host, error = %e, "cannot cache robots.txt in Redis; other workers will fetch it too");
                 }
                 return self.keep_here(host, robots, &record);
             }
@@ -170,9 +155,8 @@ impl RobotsGate {
     }
 
     /// The cached record, if it is still fresh.
-    async fn cached_in_redis(&self, host: &str) -> Option<Record> {
-        let json = self.frontier.robots_cached(host).await.ok()??;
-        let record: Record = serde_json::from_str(&json).ok()?;
+    async fn cached_in_redis(&self, host: &str) -> Option<RobotsRecord> {
+        let record = self.frontier.robots_cached(host).await.ok()??;
         let ttl = if record.status.is_none_or(|s| s >= 500) {
             FAILURE_TTL
         } else {
@@ -182,11 +166,11 @@ impl RobotsGate {
     }
 
     /// Fetches `<origin>/robots.txt`, following a few redirects.
-    async fn download(&self, url: &url::Url) -> Record {
+    async fn download(&self, url: &url::Url) -> RobotsRecord {
         let mut target = match url.join("/robots.txt") {
             Ok(u) => u.to_string(),
             Err(_) => {
-                return Record {
+                return RobotsRecord {
                     status: None,
                     body: String::new(),
                     fetched_at: now_secs(),
@@ -194,7 +178,7 @@ impl RobotsGate {
             }
         };
         for _ in 0..=MAX_REDIRECTS {
-            match self.downloader.fetch(&Request::get(&target)).await {
+            match self.client.fetch(&Request::get(&target)).await {
                 Ok(r) if (300..400).contains(&r.status) => {
                     let location = r
                         .headers
@@ -204,7 +188,7 @@ impl RobotsGate {
                     match location.and_then(|l| url::Url::parse(&r.url).ok()?.join(&l).ok()) {
                         Some(next) => target = next.to_string(),
                         None => {
-                            return Record {
+                            return RobotsRecord {
                                 status: Some(r.status),
                                 body: String::new(),
                                 fetched_at: now_secs(),
@@ -214,7 +198,7 @@ impl RobotsGate {
                 }
                 Ok(r) => {
                     tracing::debug!(url = %target, status = r.status, "robots.txt fetched");
-                    return Record {
+                    return RobotsRecord {
                         status: Some(r.status),
                         body: String::from_utf8_lossy(&r.body).into_owned(),
                         fetched_at: now_secs(),
@@ -222,7 +206,7 @@ impl RobotsGate {
                 }
                 Err(e) => {
                     tracing::warn!(url = %target, error = %e, "robots.txt fetch failed; the host is disallowed until a retry in {FAILURE_TTL:?}");
-                    return Record {
+                    return RobotsRecord {
                         status: None,
                         body: String::new(),
                         fetched_at: now_secs(),
@@ -231,7 +215,7 @@ impl RobotsGate {
             }
         }
         // Too many redirects: treated like a missing file.
-        Record {
+        RobotsRecord {
             status: Some(404),
             body: String::new(),
             fetched_at: now_secs(),

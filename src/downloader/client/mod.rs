@@ -1,4 +1,4 @@
-//! The HTTP layer of the downloader: one [`Downloader`] per spider run turns
+//! The HTTP client of the downloader: one [`HttpClient`] per spider run turns
 //! a [`Request`] into a [`Fetched`] response or a [`FetchError`] that says
 //! what failed, on which URL, and is safe to log.
 //!
@@ -8,7 +8,7 @@
 //! brotli, zstd), HTTP/2 by ALPN, proxies (`proxy`) and the cookie jar.
 //!
 //! It does not follow redirects (a redirect is a response like any other;
-//! the worker turns a Location into a new request), retry, wait for
+//! [`super::redirect`] turns a Location into a new request), retry, wait for
 //! politeness, read robots.txt, or parse what it downloads.
 //!
 //! # Proxies and the guard
@@ -47,6 +47,16 @@ pub struct Fetched {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl Fetched {
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// Why a download failed (or a downloader could not be built). Every
@@ -167,7 +177,7 @@ struct Route {
 /// The HTTP downloader of one spider run. Cheap to clone (clones share the
 /// connection pools, the proxy rotation and the cookie jar).
 #[derive(Clone)]
-pub struct Downloader {
+pub struct HttpClient {
     inner: Arc<Inner>,
 }
 
@@ -194,7 +204,7 @@ struct Policy {
     scrub: proxy::Scrubber,
 }
 
-impl fmt::Debug for Downloader {
+impl fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &self.inner;
         let proxies: Vec<String> = i
@@ -202,7 +212,7 @@ impl fmt::Debug for Downloader {
             .iter()
             .filter_map(|r| r.proxy.as_ref().map(ToString::to_string))
             .collect();
-        f.debug_struct("Downloader")
+        f.debug_struct("HttpClient")
             .field("proxies", &proxies)
             .field("proxy_mode", &i.rotation.mode())
             .field("guard", &i.policy.guard)
@@ -259,18 +269,18 @@ impl Policy {
     }
 }
 
-impl Downloader {
+impl HttpClient {
     /// Builds the downloader for a spider's settings, validating what they
     /// say about HTTP (headers, user agent, proxies, proxy mode).
-    pub fn new(settings: &Settings) -> Result<Downloader, FetchError> {
-        Downloader::with_env(settings, |var| std::env::var(var).ok())
+    pub fn new(settings: &Settings) -> Result<HttpClient, FetchError> {
+        HttpClient::with_env(settings, |var| std::env::var(var).ok())
     }
 
-    /// [`Downloader::new`] with the environment read through `env`.
+    /// [`HttpClient::new`] with the environment read through `env`.
     fn with_env(
         settings: &Settings,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Downloader, FetchError> {
+    ) -> Result<HttpClient, FetchError> {
         let proxies = Proxies::read(settings, env)?;
         let mode = settings
             .proxy_mode
@@ -333,7 +343,7 @@ impl Downloader {
             }
             routes
         };
-        Ok(Downloader {
+        Ok(HttpClient {
             inner: Arc::new(Inner {
                 routes,
                 rotation: proxy::Rotation::new(mode),

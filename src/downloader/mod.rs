@@ -1,0 +1,180 @@
+//! The downloader stage: from a leased request to a response the extractor
+//! can read, or to an outcome decided here. In order:
+//!
+//! 1. [`politeness`]: wait for the host's cluster-wide slot (holding no
+//!    download slot), then take a download slot and one of the host's;
+//! 2. [`robots`]: obey robots.txt, fetched once for the cluster and cached
+//!    in Redis (a Crawl-delay learnt now takes a fresh slot);
+//! 3. [`client`]: the HTTP exchange itself (SSRF guard, timeouts, size
+//!    limits, decompression, proxies, cookies);
+//! 4. [`redirect`] turns a 3xx into a new request, and [`retry`] schedules
+//!    a retry (or records a failure) for network errors and retried
+//!    statuses.
+//!
+//! What it returns ([`Downloaded`]) is either a response to extract or the
+//! page's commit, already decided; the stats of the download are counted
+//! into the caller's tally either way. It never parses a page.
+
+pub mod client;
+pub mod politeness;
+pub mod redirect;
+pub mod retry;
+pub mod robots;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use client::{FetchError, Fetched, HttpClient};
+use politeness::Politeness;
+use retry::Failure;
+use robots::{RobotsGate, Verdict};
+
+use crate::frontier::{Frontier, HostOutcome, PageResult};
+use crate::request::Request;
+use crate::settings::Settings;
+use crate::spider::Spider;
+use crate::stats::{self, Tally};
+use crate::worker::redis_outage::until_done;
+
+/// What a download gave.
+#[derive(Debug)]
+pub enum Downloaded {
+    /// A response for the extractor, and what it says about its host.
+    Response { fetched: Fetched, host: HostOutcome },
+    /// Nothing to extract: a retry, a failure, a redirect, or robots.txt
+    /// said no. The page's commit, without its stats (in the tally).
+    Decided(Box<PageResult>),
+}
+
+/// One spider's downloader in this worker; cheap to share behind an `Arc`.
+pub struct Downloader {
+    spider: Arc<Spider>,
+    settings: Arc<Settings>,
+    frontier: Frontier,
+    client: HttpClient,
+    robots: RobotsGate,
+    politeness: Politeness,
+}
+
+impl Downloader {
+    pub fn new(
+        spider: Arc<Spider>,
+        settings: Arc<Settings>,
+        frontier: Frontier,
+    ) -> Result<Downloader, FetchError> {
+        let client = HttpClient::new(&settings)?;
+        Ok(Downloader {
+            robots: RobotsGate::new(frontier.clone(), client.clone(), settings.clone()),
+            politeness: Politeness::new(&settings),
+            spider,
+            settings,
+            frontier,
+            client,
+        })
+    }
+
+    /// The worker's download slots, and the requests waiting for their turn.
+    pub fn politeness(&self) -> &Politeness {
+        &self.politeness
+    }
+
+    /// Downloads `request` after waiting `wait` for its host's slot (it was
+    /// reserved with spacing `paced_with`), counting stats into `stats`.
+    pub async fn download(
+        &self,
+        request: &Request,
+        wait: Duration,
+        paced_with: Duration,
+        stats: &mut Tally,
+    ) -> Downloaded {
+        if !wait.is_zero() {
+            self.politeness.wait_turn(wait).await;
+        }
+        let settings = &self.settings;
+        let host = request.host_key();
+        if settings.robotstxt_obey {
+            match self.robots.check(request).await {
+                Verdict::Allowed { crawl_delay } => {
+                    // Leased before this worker knew the host's Crawl-delay:
+                    // take a slot that respects it.
+                    if crawl_delay > paced_with {
+                        let wait = until_done("reserve a politeness slot", || {
+                            self.frontier.reserve_slot(&host)
+                        })
+                        .await;
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+                Verdict::Forbidden => {
+                    tracing::debug!(url = %request.url, "forbidden by robots.txt");
+                    stats.add(stats::ROBOTSTXT_FORBIDDEN, 1);
+                    return Downloaded::Decided(Box::default());
+                }
+            }
+        }
+        let _slots = self.politeness.slots(&host).await;
+        stats.add(stats::DOWNLOADER_REQUEST_COUNT, 1);
+        stats.add_in(stats::DOWNLOADER_REQUEST_METHOD, &request.method, 1);
+        let fetched = match self.client.fetch(request).await {
+            Ok(f) => f,
+            Err(e) => {
+                stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
+                stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
+                let failure = Failure::error(&e);
+                return Downloaded::Decided(Box::new(retry::retry_or_fail(
+                    settings,
+                    request,
+                    failure,
+                    stats,
+                    HostOutcome::None,
+                )));
+            }
+        };
+        stats.add(stats::DOWNLOADER_RESPONSE_COUNT, 1);
+        stats.add_in(stats::DOWNLOADER_RESPONSE_STATUS, fetched.status, 1);
+        stats.add(stats::DOWNLOADER_RESPONSE_BYTES, fetched.body.len() as i64);
+        stats.add(stats::RESPONSE_RECEIVED_COUNT, 1);
+        let status = fetched.status;
+        let retry_after = fetched
+            .header("retry-after")
+            .and_then(retry::parse_retry_after);
+        let host = if !settings.adaptive_backoff {
+            HostOutcome::None
+        } else if status == 429 || status == 503 {
+            HostOutcome::Slow {
+                wait: retry_after
+                    .unwrap_or_default()
+                    .min(settings.adaptive_backoff_max_delay),
+            }
+        } else if (200..400).contains(&status) {
+            HostOutcome::Ok
+        } else {
+            HostOutcome::None
+        };
+
+        if settings.redirect_enabled && matches!(status, 301 | 302 | 303 | 307 | 308) {
+            if let Some(location) = fetched.header("location") {
+                let target = redirect::Redirect {
+                    response_url: &fetched.url,
+                    status,
+                    location,
+                };
+                return Downloaded::Decided(Box::new(redirect::follow(
+                    &self.spider,
+                    settings,
+                    request,
+                    target,
+                    stats,
+                    host,
+                )));
+            }
+        }
+        if settings.retry_enabled && settings.retry_http_codes.contains(&status) {
+            let failure = Failure::status(status, retry_after);
+            return Downloaded::Decided(Box::new(retry::retry_or_fail(
+                settings, request, failure, stats, host,
+            )));
+        }
+        Downloaded::Response { fetched, host }
+    }
+}

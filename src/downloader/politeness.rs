@@ -1,0 +1,79 @@
+//! Politeness inside one worker. The cluster-wide part, each host's next
+//! free slot, is reserved by the frontier's lease scripts, which hand every
+//! leased request its wait; here the request waits for that slot holding no
+//! download slot, then takes one of the worker's download slots
+//! (`concurrent_requests`) and one of its host's (`concurrent_requests_per_domain`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::settings::Settings;
+
+/// The worker's download slots, per host and in all.
+#[derive(Debug)]
+pub struct Politeness {
+    downloads: Arc<Semaphore>,
+    per_host: usize,
+    /// Host → its download slots in this worker.
+    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Requests waiting for their host's slot: they hold no download slot,
+    /// so the worker does not count them as busy.
+    waiting: AtomicUsize,
+}
+
+/// The slots a download holds while it runs.
+#[derive(Debug)]
+pub struct Slots {
+    _host: Option<OwnedSemaphorePermit>,
+    _download: Option<OwnedSemaphorePermit>,
+}
+
+impl Politeness {
+    pub fn new(settings: &Settings) -> Politeness {
+        Politeness {
+            downloads: Arc::new(Semaphore::new(settings.concurrent_requests.max(1) as usize)),
+            per_host: settings.concurrent_requests_per_domain.max(1) as usize,
+            hosts: Mutex::new(HashMap::new()),
+            waiting: AtomicUsize::new(0),
+        }
+    }
+
+    /// Counts a request that will wait for its host's slot, as soon as it
+    /// is leased (so the worker's room is right before it starts).
+    pub fn will_wait(&self) {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests waiting for their host's slot.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Waits for the host's turn (a request counted by [`Self::will_wait`]).
+    pub async fn wait_turn(&self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Takes a slot of `host` and a download slot, waiting for them.
+    pub async fn slots(&self, host: &str) -> Slots {
+        let host_slots = self
+            .hosts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(host.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_host)))
+            .clone();
+        // The semaphores are never closed, so acquiring cannot fail.
+        let host = host_slots.acquire_owned().await.ok();
+        let download = self.downloads.clone().acquire_owned().await.ok();
+        Slots {
+            _host: host,
+            _download: download,
+        }
+    }
+}

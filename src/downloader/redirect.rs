@@ -1,0 +1,124 @@
+//! A 3xx response becomes the request for its Location, which passes the
+//! dupefilter, allowed-domains and deny checks again as a new request, as
+//! Scrapy's RedirectMiddleware does; a redirect that cannot be followed
+//! (another scheme, a loop, too long a chain) is recorded as failed.
+
+use crate::frontier::{FailedRecord, HostOutcome, PageResult};
+use crate::request::{absolute_url, Request};
+use crate::settings::Settings;
+use crate::spider::Spider;
+use crate::stats::{self, Tally};
+
+/// A redirect response, as the downloader saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct Redirect<'a> {
+    /// The URL that answered (after the client's own handling).
+    pub response_url: &'a str,
+    pub status: u16,
+    pub location: &'a str,
+}
+
+/// Turns a 3xx response into the request for its Location.
+pub fn follow(
+    spider: &Spider,
+    settings: &Settings,
+    request: &Request,
+    redirect: Redirect<'_>,
+    stats: &mut Tally,
+    host: HostOutcome,
+) -> PageResult {
+    let Redirect {
+        response_url,
+        status,
+        location,
+    } = redirect;
+    let mut fail = |reason: String, kind: &str| {
+        tracing::warn!(url = %request.url, %reason, "redirect not followed; recorded in the failed key");
+        stats.add_in(stats::REDIRECT_FAILED, kind, 1);
+        PageResult {
+            failed: Some(FailedRecord::new(request, &reason, kind, Some(status))),
+            host,
+            ..PageResult::default()
+        }
+    };
+    let base = url::Url::parse(response_url).ok();
+    let Ok(target) = absolute_url(base.as_ref(), location, encoding_rs::UTF_8, false) else {
+        return fail(
+            format!("HTTP {status} to `{location}`, not an http(s) URL"),
+            "scheme",
+        );
+    };
+    let mut chain = request.redirect_urls.clone();
+    chain.push(request.url.clone());
+    if chain.contains(&target) {
+        return fail(
+            format!("redirect loop: {} leads back to {target}", request.url),
+            "loop",
+        );
+    }
+    if chain.len() > settings.redirect_max_times as usize {
+        return fail(
+            format!(
+                "redirect chain longer than redirect_max_times ({})",
+                settings.redirect_max_times
+            ),
+            "max_reached",
+        );
+    }
+    let target_host = url::Url::parse(&target)
+        .ok()
+        .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
+        .unwrap_or_default();
+    if !spider.allows_host(&target_host) {
+        tracing::debug!(url = %request.url, %target, "redirect to a host outside allowed_domains dropped");
+        stats.add(stats::OFFSITE_FILTERED, 1);
+        return PageResult {
+            host,
+            ..PageResult::default()
+        };
+    }
+    if spider.deny.iter().any(|d| d.is_match(&target)) {
+        stats.add(stats::FOLLOW_FILTERED_DENIED, 1);
+        return PageResult {
+            host,
+            ..PageResult::default()
+        };
+    }
+    // 301/302/303 turn a POST into a GET without a body (as browsers and
+    // Scrapy do); 307/308 keep the method and body.
+    let becomes_get = matches!(status, 301..=303) && request.method != "HEAD";
+    let (method, body, headers) = if becomes_get {
+        let headers = request
+            .headers
+            .iter()
+            .filter(|(k, _)| {
+                !k.eq_ignore_ascii_case("content-type") && !k.eq_ignore_ascii_case("content-length")
+            })
+            .cloned()
+            .collect();
+        ("GET".to_string(), String::new(), headers)
+    } else {
+        (
+            request.method.clone(),
+            request.body.clone(),
+            request.headers.clone(),
+        )
+    };
+    stats.add(stats::REDIRECT_COUNT, 1);
+    let next = Request {
+        url: target,
+        method,
+        body,
+        headers,
+        // Scrapy's REDIRECT_PRIORITY_ADJUST.
+        priority: request.priority + 2,
+        redirect_urls: chain,
+        retry_times: 0,
+        ..request.clone()
+    };
+    PageResult {
+        requests: vec![next],
+        host,
+        ..PageResult::default()
+    }
+}

@@ -1,0 +1,182 @@
+//! The operator's side of the frontier: pushing start entries, re-queueing
+//! failed requests, flushing a spider's keys, and reading its stats and live
+//! workers. `push-urls`, `flush` and `stats` come through here and never
+//! name a key themselves.
+
+use super::scripts::SCRIPTS;
+use super::{
+    encode, err, to_json, FailedRecord, Frontier, Heartbeat, KeyGroup, Result, MAX_PRIORITY,
+};
+use crate::request::Request;
+use crate::stats::{self, Tally};
+
+/// A failed-key entry as read: the raw entry (to remove exactly it) and its
+/// record, if it is one.
+#[derive(Debug, Clone)]
+pub struct FailedEntry {
+    pub raw: String,
+    pub record: Option<FailedRecord>,
+}
+
+impl Frontier {
+    /// Pushes start entries (a zset scores them `score`), stopping once the
+    /// start key holds `limit` entries; returns how many were pushed.
+    pub async fn push_start(
+        &self,
+        entries: &[String],
+        score: f64,
+        limit: Option<u64>,
+    ) -> Result<u64> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        SCRIPTS
+            .push_start
+            .key(&self.keys.start_urls)
+            .arg(self.kind.as_str())
+            .arg(limit.map_or(-1, |l| l as i64))
+            .arg(score)
+            .arg(&self.keys.wake)
+            .arg(entries)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("push start entries to", &self.keys.start_urls))
+    }
+
+    /// Up to `n` entries of the failed list from position `from`, oldest
+    /// first.
+    pub async fn failed_entries(&self, from: usize, n: usize) -> Result<Vec<FailedEntry>> {
+        let raw: Vec<String> = redis::cmd("LRANGE")
+            .arg(&self.keys.failed)
+            .arg(from)
+            .arg(from + n.max(1) - 1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.failed))?;
+        Ok(raw
+            .into_iter()
+            .map(|raw| FailedEntry {
+                record: serde_json::from_str(&raw).ok(),
+                raw,
+            })
+            .collect())
+    }
+
+    /// Moves failed entries back into the queue as `requests` (one per
+    /// entry, same order); returns how many moved.
+    pub async fn requeue_failed(&self, entries: &[(String, Request)]) -> Result<u64> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let k = &self.keys;
+        let mut inv = SCRIPTS.requeue_failed.prepare_invoke();
+        inv.key(&k.failed)
+            .key(&k.requests)
+            .key(&k.request_data)
+            .key(&k.dupefilter)
+            .key(&k.sequence)
+            .key(&k.stats)
+            .arg(&k.wake);
+        for (entry, request) in entries {
+            inv.arg(entry)
+                .arg(request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY))
+                .arg(encode(request).unwrap_or_default());
+        }
+        inv.invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("re-queue failed requests from", &k.failed))
+    }
+
+    /// Deletes the keys of `groups` in one step; returns each key deleted
+    /// with the entries it held (0 for keys that did not exist).
+    pub async fn flush(&self, groups: &[KeyGroup]) -> Result<Vec<(String, u64)>> {
+        let keys = self.keys.in_groups(groups);
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut inv = SCRIPTS.flush.prepare_invoke();
+        for key in &keys {
+            inv.key(*key);
+        }
+        let counts: Vec<u64> = inv
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("flush", keys[0]))?;
+        Ok(keys
+            .into_iter()
+            .map(str::to_string)
+            .zip(counts.into_iter().chain(std::iter::repeat(0)))
+            .collect())
+    }
+
+    /// Removes one fingerprint from the dupefilter; true if it was there.
+    pub async fn forget_fingerprint(&self, fingerprint: &str) -> Result<bool> {
+        let n: u64 = redis::cmd("SREM")
+            .arg(&self.keys.dupefilter)
+            .arg(fingerprint)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("remove a fingerprint from", &self.keys.dupefilter))?;
+        Ok(n > 0)
+    }
+
+    /// Adds stats increments and sets `start_time` if no worker has yet.
+    pub async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()> {
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for (field, delta) in tally.iter() {
+            pipe.hincr(&self.keys.stats, field, delta).ignore();
+        }
+        if let Some(t) = start_time {
+            pipe.hset_nx(&self.keys.stats, stats::START_TIME.name, t)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("update stats in", &self.keys.stats))
+    }
+
+    /// The stats hash.
+    pub async fn stats(&self) -> Result<Vec<(String, String)>> {
+        redis::cmd("HGETALL")
+            .arg(&self.keys.stats)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.stats))
+    }
+
+    /// Records this worker's heartbeat.
+    pub async fn heartbeat(&self, beat: &Heartbeat) -> Result<()> {
+        redis::cmd("HSET")
+            .arg(&self.keys.workers)
+            .arg(&self.worker)
+            .arg(to_json(beat))
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("record heartbeat in", &self.keys.workers))
+    }
+
+    /// Removes this worker from the list of workers.
+    pub async fn unregister(&self) -> Result<()> {
+        redis::cmd("HDEL")
+            .arg(&self.keys.workers)
+            .arg(&self.worker)
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("unregister from", &self.keys.workers))
+    }
+
+    /// Every worker's last heartbeat, by worker id (unreadable entries are
+    /// left out).
+    pub async fn workers(&self) -> Result<Vec<(String, Heartbeat)>> {
+        let raw: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(&self.keys.workers)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.workers))?;
+        Ok(raw
+            .into_iter()
+            .filter_map(|(id, json)| Some((id, serde_json::from_str(&json).ok()?)))
+            .collect())
+    }
+}

@@ -1,0 +1,123 @@
+//! The JSON records the crawl keeps in Redis besides requests and items,
+//! each defined once and used by whoever writes it and whoever reads it:
+//!
+//! - [`DeadLetter`]: a malformed entry set aside in `<name>:dead` (written
+//!   by the worker, and by the lease script for a queue member without a
+//!   request; a test checks the script's record parses as this one);
+//! - [`FailedRecord`]: a request that failed for good, in `<name>:failed`
+//!   (read back by `push-urls --from-failed`);
+//! - [`Heartbeat`]: a live worker, in `<name>:workers` (read by `stats`);
+//! - [`RobotsRecord`]: a host's robots.txt fetch, in `<name>:robots`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::request::Request;
+
+/// Everything a dead letter shows of the entry it sets aside.
+pub const PREVIEW_BYTES: usize = 1024;
+
+/// Seconds since the epoch, for records a person reads.
+pub fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A malformed entry set aside: what, from where, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// The key it was found in.
+    pub key: String,
+    /// The entry, cut to [`PREVIEW_BYTES`].
+    pub entry: String,
+    /// The entry's whole length.
+    pub bytes: usize,
+    pub reason: String,
+    /// When it was set aside (seconds since the epoch).
+    pub time: f64,
+}
+
+impl DeadLetter {
+    pub fn new(key: &str, entry: &str, reason: &str) -> DeadLetter {
+        let mut end = entry.len().min(PREVIEW_BYTES);
+        while !entry.is_char_boundary(end) {
+            end -= 1;
+        }
+        DeadLetter {
+            key: key.to_string(),
+            entry: entry[..end].to_string(),
+            bytes: entry.len(),
+            reason: reason.to_string(),
+            time: now_secs(),
+        }
+    }
+}
+
+/// A request that failed for good.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedRecord {
+    pub url: String,
+    /// For people: what happened.
+    pub reason: String,
+    /// For machines: the status, the error kind or the redirect problem.
+    pub kind: String,
+    pub status: Option<u16>,
+    pub retry_times: u32,
+    /// When it failed (seconds since the epoch).
+    pub time: f64,
+    /// The request, to queue it again.
+    pub request: Request,
+}
+
+impl FailedRecord {
+    pub fn new(request: &Request, reason: &str, kind: &str, status: Option<u16>) -> FailedRecord {
+        FailedRecord {
+            url: request.url.clone(),
+            reason: reason.to_string(),
+            kind: kind.to_string(),
+            status,
+            retry_times: request.retry_times,
+            time: now_secs(),
+            request: request.clone(),
+        }
+    }
+}
+
+/// A worker's heartbeat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub host: String,
+    pub pid: u32,
+    /// When the worker started (RFC 3339).
+    pub started: String,
+    /// Pages this worker committed.
+    pub pages: u64,
+    /// When it last beat (seconds since the epoch).
+    pub heartbeat: f64,
+    /// The crawlworker version it runs (older workers did not say).
+    #[serde(default)]
+    pub version: String,
+}
+
+/// What one fetch of a host's robots.txt gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RobotsRecord {
+    /// HTTP status, or none when the fetch failed on the network.
+    pub status: Option<u16>,
+    pub body: String,
+    /// When it was fetched (seconds since the epoch).
+    pub fetched_at: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_letter_keeps_a_bounded_preview_on_a_char_boundary() {
+        let entry = "é".repeat(PREVIEW_BYTES);
+        let d = DeadLetter::new("k", &entry, "why");
+        assert!(d.entry.len() <= PREVIEW_BYTES);
+        assert_eq!(d.bytes, entry.len());
+    }
+}
