@@ -14,7 +14,12 @@ use serde_json::Value;
 use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::FixtureServer;
 
-use crawlworker_testkit::{crawlworker_with_redis, spider_for, stderr, RedisServer, Worker};
+use crawlworker::worker::StopRules;
+use crawlworker_testkit::{
+    crawlworker_with_redis, spider_for, stderr, temp_dir, RedisServer, TempDir, Worker,
+};
+
+use crate::in_process::InProcess;
 
 /// A value with object keys sorted, as text: equal items compare equal
 /// whatever the key order.
@@ -93,7 +98,8 @@ struct Crawl {
     redis: RedisServer,
     server: FixtureServer,
     spider: PathBuf,
-    dir: PathBuf,
+    /// Holds the spider copy; removed when the test ends.
+    _dir: TempDir,
 }
 
 impl Crawl {
@@ -101,17 +107,13 @@ impl Crawl {
         let server = FixtureServer::start_with_latency(Site::demo(), latency)
             .await
             .unwrap();
-        let dir = std::env::temp_dir().join(format!(
-            "crawlworker-cluster-{}-{}",
-            std::process::id(),
-            server.addr().port()
-        ));
-        let spider = spider_for("bbs", &server.base_url(), &dir);
+        let dir = temp_dir("cluster");
+        let spider = spider_for("bbs", &server.base_url(), dir.path());
         Crawl {
             redis,
             server,
             spider,
-            dir,
+            _dir: dir,
         }
     }
 
@@ -133,9 +135,8 @@ impl Crawl {
 }
 
 impl Crawl {
-    /// Stops the demo server and removes the spider copy.
+    /// Stops the fixture server.
     async fn finish(self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
         self.server.stop().await.unwrap();
     }
 }
@@ -150,12 +151,18 @@ const FAST: &[(&str, &str)] = &[
 async fn three_workers_crawl_the_demo_forum_exactly() {
     let crawl = Crawl::new(RedisServer::start(), Duration::ZERO).await;
     crawl.push_demo_tasks();
-    let workers: Vec<Worker> = (0..3)
-        .map(|_| crawl.worker(&["--until-drained"], FAST))
-        .collect();
+    // Three workers in this process, each with its own frontier, client and
+    // leases, sharing the crawl only through Redis as processes would.
+    let rules = StopRules {
+        until_drained: true,
+        ..StopRules::default()
+    };
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(InProcess::start(&crawl.spider, &crawl.redis.url(), FAST, rules).await);
+    }
     for w in workers {
-        let (status, log) = w.wait(Duration::from_secs(60));
-        assert!(status.success(), "worker failed:\n{log}");
+        w.wait(Duration::from_secs(60)).await;
     }
     assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
     // Nothing was fetched twice: every post and comment page exactly once.

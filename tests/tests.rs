@@ -1,6 +1,8 @@
 //! All integration tests, in one binary (as ripgrep does): the test kit
 //! (`crates/testkit`) starts the real servers they need; each module covers one command or promise.
 
+mod in_process;
+
 mod check;
 mod cluster;
 mod downloader;
@@ -8,4 +10,5 @@ mod fingerprint_cli;
 mod frontier;
 mod news;
 mod parse;
+mod regression;
 mod tools;

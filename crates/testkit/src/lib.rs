@@ -25,4 +25,5 @@ pub use files::{files, root, spider_for, temp_dir};
 pub use fixture::FixtureServer;
 pub use process::{crawlworker, crawlworker_with_redis, stderr, stdout, Worker};
 pub use redis::RedisServer;
+pub use tempfile::TempDir;
 pub use wait::{eventually, eventually_async};

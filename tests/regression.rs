@@ -1,0 +1,167 @@
+//! Pinned bugs, each test named after the issue that found it.
+
+use std::time::Duration;
+
+use redis::Commands;
+
+use crawlworker::frontier::{Frontier, Heartbeat, KeyGroup, KeyKind, StartClaim};
+use crawlworker::spider::Spider;
+use crawlworker::worker::StopRules;
+use crawlworker_demo::Site;
+use crawlworker_testkit::{
+    crawlworker_with_redis, eventually, stderr, temp_dir, FixtureServer, RedisServer, Robots,
+};
+
+use crate::in_process::InProcess;
+
+/// How long a condition may take before a test gives up on it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Issue 7: `flush --all --yes` left `<name>:delayed`, the politeness,
+/// back-off and robots keys behind (retries then still showed as waiting
+/// after a "full" flush). Every kind of key is made to exist first, so a
+/// kind added later without a flush group fails here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_7_flush_all_leaves_no_key_of_the_spider() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.set_robots(Robots::Body("User-agent: *\nCrawl-delay: 0.01\n".into()));
+    let dir = temp_dir("regression");
+    let path = dir.path().join("every.toml");
+    std::fs::write(
+        &path,
+        r#"
+name = "every"
+
+[settings]
+allow_private_networks = true
+robotstxt_obey = true
+download_delay = 0.01
+retry_backoff_max = "1h"
+
+[items.page]
+url = { page = "url" }
+
+[[rules]]
+name = "links"
+match = '/fault/links'
+  [[rules.follow]]
+  css = "a::attr(href)"
+  rule = "page"
+
+[[rules]]
+name = "page"
+match = '/fault/'
+  [[rules.extract]]
+  item = "page"
+"#,
+    )
+    .unwrap();
+    let push = |paths: &[&str]| {
+        let urls: Vec<String> = paths.iter().map(|p| server.url(p)).collect();
+        let mut args = vec!["push-urls", path.to_str().unwrap()];
+        args.extend(urls.iter().map(String::as_str));
+        crawlworker_with_redis(&redis.url(), &args)
+    };
+    // A page (items, stats), a link (dupefilter), a loop (failed), a
+    // 429 whose retry waits an hour (delayed, back-off); robots.txt with a
+    // Crawl-delay (robots, its lock, host delay) and a download delay (pace).
+    // The 429 is for another host name of the server, so that its hour of
+    // back-off holds up none of the others.
+    let out = push(&[
+        "/fault/status/200?key=page",
+        "/fault/links?to=/fault/status/200%3Fkey%3Dlinked",
+        "/fault/loop/a",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let port = server.addr().port();
+    let later = format!("http://localhost:{port}/fault/retry-after/3600?times=1&key=later");
+    let out = crawlworker_with_redis(&redis.url(), &["push-urls", path.to_str().unwrap(), &later]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let worker = InProcess::start(
+        &path,
+        &redis.url(),
+        &[("CRAWLWORKER_IDLE_RECHECK", "100ms")],
+        StopRules::default(),
+    )
+    .await;
+    let mut conn = redis.conn();
+    eventually("the crawl reaches its waiting retry", PATIENCE, || {
+        let delayed: u64 = conn.zcard("every:delayed").unwrap();
+        let failed: u64 = conn.llen("every:failed").unwrap();
+        let items: u64 = conn.llen("every:items").unwrap();
+        (delayed == 1 && failed == 1 && items >= 2).then_some(())
+    });
+    worker.stop().await;
+
+    // What is left to make: a dead letter, queued and leased requests,
+    // start entries, a live worker.
+    let bad = crawlworker_with_redis(
+        &redis.url(),
+        &["push-urls", path.to_str().unwrap(), "not a url"],
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    let _: () = conn.rpush("every:start_urls", "not a url either").unwrap();
+    let spider = Spider::load(&path).unwrap();
+    let client = redis::Client::open(redis.url()).unwrap();
+    let f = Frontier::connect(&client, spider.frontier_options("regression"))
+        .await
+        .unwrap();
+    let (_, entries) = f.lease(0, 10).await.unwrap();
+    let claims: Vec<StartClaim> = entries
+        .into_iter()
+        .map(|entry| StartClaim {
+            outcome: spider.start_request(&entry).map_err(|e| e.to_string()),
+            entry,
+        })
+        .collect();
+    f.claim_start(&claims).await.unwrap();
+    // A host nothing waits for (these are leased, never fetched).
+    let other = format!("http://127.0.0.2:{port}");
+    let more: Vec<String> = ["/fault/status/200?key=q1", "/fault/status/200?key=q2"]
+        .iter()
+        .map(|p| format!("{other}{p}"))
+        .collect();
+    f.push_start(&more, 0.0, None).await.unwrap();
+    let (_, entries) = f.lease(0, 10).await.unwrap();
+    let claims: Vec<StartClaim> = entries
+        .into_iter()
+        .map(|entry| StartClaim {
+            outcome: spider.start_request(&entry).map_err(|e| e.to_string()),
+            entry,
+        })
+        .collect();
+    f.claim_start(&claims).await.unwrap();
+    let (leased, _) = f.lease(1, 0).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    f.push_start(&[server.url("/fault/status/200?key=start")], 0.0, None)
+        .await
+        .unwrap();
+    f.heartbeat(&Heartbeat {
+        host: "h".into(),
+        pid: 1,
+        started: "2026-11-23T00:00:00Z".into(),
+        pages: 0,
+        heartbeat: 0.0,
+        version: String::new(),
+    })
+    .await
+    .unwrap();
+
+    let keys = &spider.keys;
+    let missing: Vec<&str> = KeyKind::ALL
+        .iter()
+        .filter(|k| k.group() != KeyGroup::Channel)
+        .map(|k| keys.get(*k))
+        .filter(|key| !conn.exists::<_, bool>(*key).unwrap())
+        .collect();
+    assert!(missing.is_empty(), "the test did not make {missing:?}");
+
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["flush", path.to_str().unwrap(), "--all", "--yes"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(redis.keys(), Vec::<String>::new(), "flush --all left keys");
+    server.stop().await.unwrap();
+}
