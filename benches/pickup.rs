@@ -20,8 +20,8 @@ async fn main() {
     let server = FixtureServer::start(Site::demo())
         .await
         .expect("demo server");
-    let dir = std::env::temp_dir().join(format!("crawlworker-pickup-bench-{}", std::process::id()));
-    let spider_path = crawlworker_testkit::spider_for("bbs", &server.base_url(), &dir);
+    let dir = crawlworker_testkit::temp_dir("pickup-bench");
+    let spider_path = crawlworker_testkit::spider_for("bbs", &server.base_url(), dir.path());
     let worker = crawlworker_testkit::Worker::spawn(
         &spider_path,
         &redis.url(),
@@ -69,6 +69,5 @@ async fn main() {
         samples[samples.len() - 1].as_secs_f64() * 1e3
     );
     drop(worker);
-    let _ = std::fs::remove_dir_all(&dir);
     let _ = server.stop().await;
 }
