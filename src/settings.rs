@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use crate::frontier::redis_url::RedisUrl;
 use crate::reader::TableReader;
 
 /// A value type a setting can have: how it is read from TOML and from an
@@ -20,6 +21,10 @@ pub(crate) trait SettingValue: Sized + Clone {
     fn read(table: &TableReader<'_>, key: &'static str) -> Option<Self>;
     fn parse_str(s: &str) -> Result<Self, String>;
     fn show(&self) -> String;
+    /// A raw value as an error message may show it.
+    fn shown_raw(raw: &str) -> String {
+        format!("{raw:?}")
+    }
 }
 
 impl SettingValue for u32 {
@@ -255,31 +260,189 @@ impl SettingValue for Vec<String> {
     }
 }
 
-/// Header name → value.
-impl SettingValue for BTreeMap<String, String> {
+/// Reads a setting written as a string, through `parse`.
+fn read_text<T: SettingValue>(
+    t: &TableReader<'_>,
+    key: &'static str,
+    hint: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Option<T> {
+    read_parsed(t, key, hint, |node| node.as_str().map(parse))
+}
+
+/// A header value (the User-Agent): text an HTTP header can carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderText(String);
+
+impl HeaderText {
+    pub fn parse(s: &str) -> Result<HeaderText, String> {
+        match reqwest::header::HeaderValue::from_str(s) {
+            Ok(_) => Ok(HeaderText(s.to_string())),
+            Err(_) => Err(format!(
+                "{s:?} cannot be sent in an HTTP header (control characters?)"
+            )),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for HeaderText {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl SettingValue for HeaderText {
+    const EXPECTED: &'static str = "a string an HTTP header can carry";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        read_text(
+            t,
+            key,
+            "use printable text without line breaks",
+            Self::parse,
+        )
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        Self::parse(s)
+    }
+    fn show(&self) -> String {
+        format!("{:?}", self.0)
+    }
+}
+
+/// Headers sent with every request: names and values checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Headers(BTreeMap<String, String>);
+
+impl Headers {
+    /// Checks one header.
+    fn check(name: &str, value: &str) -> Result<(), String> {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(format!("`{name}` is not a valid header name"));
+        }
+        if reqwest::header::HeaderValue::from_str(value).is_err() {
+            return Err(format!("the value of `{name}` is not a valid header value"));
+        }
+        Ok(())
+    }
+
+    /// Checks every header of `map`.
+    pub fn new(map: BTreeMap<String, String>) -> Result<Headers, String> {
+        for (name, value) in &map {
+            Headers::check(name, value)?;
+        }
+        Ok(Headers(map))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+impl SettingValue for Headers {
     const EXPECTED: &'static str = "a table of header names to string values";
     fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
         let table = t.table(key)?;
         let mut out = BTreeMap::new();
+        let mut ok = true;
         for (name, node, loc) in table.entries() {
-            match node.as_str() {
-                Some(v) => {
-                    out.insert(name.value, v.to_string());
-                }
-                None => table.reader().problem(
+            let problem = match node.as_str() {
+                Some(v) => Headers::check(&name.value, v)
+                    .map(|()| {
+                        out.insert(name.value.clone(), v.to_string());
+                    })
+                    .err(),
+                None => Some(format!(
+                    "expected a string header value, found {}",
+                    node.type_name()
+                )),
+            };
+            if let Some(problem) = problem {
+                ok = false;
+                table.reader().problem(
                     &loc,
-                    format!("expected a string header value, found {}", node.type_name()),
-                    None,
-                ),
+                    problem,
+                    Some("write e.g. `Accept-Language = \"en\"`".into()),
+                );
             }
         }
-        Some(out)
+        ok.then_some(Headers(out))
     }
     fn parse_str(s: &str) -> Result<Self, String> {
-        serde_json::from_str(s).map_err(|e| format!("expected a JSON object of strings: {e}"))
+        let map: BTreeMap<String, String> = serde_json::from_str(s)
+            .map_err(|e| format!("expected a JSON object of strings: {e}"))?;
+        Headers::new(map)
     }
     fn show(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        serde_json::to_string(&self.0).unwrap_or_default()
+    }
+}
+
+/// How requests are spread over a spider's proxies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProxyMode {
+    /// Each request takes the next proxy.
+    #[default]
+    RoundRobin,
+    /// Each host always goes through the same proxy (a stable hash of the
+    /// host, the same in every worker of the cluster).
+    Sticky,
+}
+
+impl std::str::FromStr for ProxyMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ProxyMode, String> {
+        match s.trim() {
+            "round_robin" => Ok(ProxyMode::RoundRobin),
+            "sticky" => Ok(ProxyMode::Sticky),
+            other => Err(format!(
+                "`{other}` is not a proxy mode; use \"round_robin\" or \"sticky\""
+            )),
+        }
+    }
+}
+
+impl SettingValue for ProxyMode {
+    const EXPECTED: &'static str = "\"round_robin\" or \"sticky\"";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        read_text(t, key, "use \"round_robin\" or \"sticky\"", str::parse)
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        s.parse()
+    }
+    fn show(&self) -> String {
+        match self {
+            ProxyMode::RoundRobin => "\"round_robin\"",
+            ProxyMode::Sticky => "\"sticky\"",
+        }
+        .to_string()
+    }
+}
+
+impl SettingValue for RedisUrl {
+    const EXPECTED: &'static str = "a Redis URL (redis:// or rediss://)";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        read_text(
+            t,
+            key,
+            "write e.g. \"redis://127.0.0.1:6379\"",
+            RedisUrl::parse,
+        )
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        RedisUrl::parse(s)
+    }
+    fn show(&self) -> String {
+        format!("{:?}", self.to_string())
+    }
+    fn shown_raw(raw: &str) -> String {
+        format!("{:?}", crate::frontier::redis_url::redact(raw))
     }
 }
 
@@ -329,7 +492,7 @@ macro_rules! settings {
                     let var = concat!("CRAWLWORKER_", stringify!($name)).to_ascii_uppercase();
                     if let Some(raw) = lookup(&var) {
                         o.$name = Some(<$ty as SettingValue>::parse_str(&raw)
-                            .map_err(|e| format!("{var}={raw:?}: {e}; expected {}", <$ty as SettingValue>::EXPECTED))?);
+                            .map_err(|e| format!("{var}={}: {e}; expected {}", <$ty as SettingValue>::shown_raw(&raw), <$ty as SettingValue>::EXPECTED))?);
                     }
                 )+
                 Ok(o)
@@ -366,14 +529,14 @@ pub struct SettingDoc {
 }
 
 /// Scrapy's `DEFAULT_REQUEST_HEADERS`.
-fn default_headers() -> BTreeMap<String, String> {
-    BTreeMap::from([
+fn default_headers() -> Headers {
+    Headers(BTreeMap::from([
         (
             "Accept".to_string(),
             "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8".to_string(),
         ),
         ("Accept-Language".to_string(), "en".to_string()),
-    ])
+    ]))
 }
 
 /// The User-Agent sent unless a spider sets its own.
@@ -407,9 +570,9 @@ settings! {
     /// Non-2xx statuses whose pages are still extracted (Scrapy's HTTPERROR_ALLOWED_CODES).
     httperror_allowed_codes: Vec<u16> = Vec::new();
     /// The User-Agent header.
-    user_agent: String = DEFAULT_USER_AGENT.to_string();
+    user_agent: HeaderText = HeaderText(DEFAULT_USER_AGENT.to_string());
     /// Headers sent with every request unless the request sets them.
-    default_request_headers: BTreeMap<String, String> = default_headers();
+    default_request_headers: Headers = default_headers();
     /// Fetch and obey each host's robots.txt.
     robotstxt_obey: bool = false;
     /// How long a host's robots.txt is trusted before it is fetched again (once for the whole cluster).
@@ -435,13 +598,13 @@ settings! {
     /// Proxy URLs for this spider (`http://user:pass@host:port`, `socks5://…`); empty uses HTTP(S)_PROXY from the environment, if set. Credentials are never logged.
     proxies: Vec<String> = Vec::new();
     /// How requests are spread over `proxies`: "round_robin", or "sticky" (one proxy per host).
-    proxy_mode: String = "round_robin".to_string();
+    proxy_mode: ProxyMode = ProxyMode::RoundRobin;
     /// Offer HTTP/2 to https servers (ALPN); servers without it get HTTP/1.1.
     http2: bool = true;
     /// Allow requests to loopback, private and link-local addresses (the demo forum needs it).
     allow_private_networks: bool = false;
     /// The Redis holding the crawl (`redis://`, or `rediss://` for TLS; `REDIS_URL` is read too). Its password is never logged.
-    redis_url: String = "redis://127.0.0.1:6379".to_string();
+    redis_url: RedisUrl = RedisUrl::local();
     /// How long a leased request stays with a worker that stops renewing it (a dead worker's requests return to the queue after this).
     lease_timeout: Duration = Duration::from_secs(60);
     /// How often an idle worker looks at the start key for entries pushed without a wake-up (by producers other than crawlworker).
@@ -476,6 +639,32 @@ mod tests {
         let err = Overrides::from_env(|k| (k == "CRAWLWORKER_RETRY_TIMES").then(|| "many".into()))
             .unwrap_err();
         assert!(err.contains("CRAWLWORKER_RETRY_TIMES"), "{err}");
+    }
+
+    #[test]
+    fn values_are_checked_when_the_settings_are_built() {
+        let refused = |var: &str, value: &str| {
+            Overrides::from_env(|k| (k == var).then(|| value.to_string())).unwrap_err()
+        };
+        let e = refused("CRAWLWORKER_PROXY_MODE", "random");
+        assert!(
+            e.contains("CRAWLWORKER_PROXY_MODE") && e.contains("round_robin"),
+            "{e}"
+        );
+        let e = refused(
+            "CRAWLWORKER_DEFAULT_REQUEST_HEADERS",
+            r#"{"Bad Header": "x"}"#,
+        );
+        assert!(e.contains("`Bad Header` is not a valid header name"), "{e}");
+        let e = refused("CRAWLWORKER_USER_AGENT", "bad\nagent");
+        assert!(e.contains("cannot be sent in an HTTP header"), "{e}");
+        let e = refused("CRAWLWORKER_REDIS_URL", "http://:hunter2@127.0.0.1:6379");
+        assert!(
+            e.contains("not a Redis address") && !e.contains("hunter2"),
+            "{e}"
+        );
+        let ok = Overrides::from_env(|k| (k == "CRAWLWORKER_PROXY_MODE").then(|| "sticky".into()));
+        assert_eq!(ok.unwrap().proxy_mode, Some(ProxyMode::Sticky));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crawlworker::cli::load_spider;
 use crawlworker::config::Config;
-use crawlworker::settings::Overrides;
+use crawlworker::settings::{Overrides, RedisUrl};
 use crawlworker::worker::{RunSummary, SpiderRun, StopRules};
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -41,7 +41,7 @@ impl InProcess {
                 .map(|(_, v)| v.to_string())
         })
         .unwrap_or_else(|e| panic!("bad test settings: {e}"));
-        cli.redis_url = Some(redis.to_string());
+        cli.redis_url = Some(RedisUrl::parse(redis).unwrap_or_else(|e| panic!("{e}")));
         let spider =
             load_spider(&Config::default(), spider, &cli).unwrap_or_else(|e| panic!("{e}"));
         let settings = spider.settings.clone();

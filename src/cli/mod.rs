@@ -22,7 +22,7 @@ use crate::extract::{self, Response};
 use crate::downloader::{Fetched, HttpClient};
 use crate::frontier::KeyGroup;
 use crate::request::Request;
-use crate::settings::{self, Overrides};
+use crate::settings::{self, Overrides, RedisUrl};
 use crate::spider::{LoadError, Spider};
 
 /// A crawler worker: spiders are TOML files, Redis holds the shared crawl.
@@ -40,8 +40,8 @@ pub struct Cli {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RedisArgs {
     /// Redis URL (redis:// or rediss://) [default: REDIS_URL, the config file, or redis://127.0.0.1:6379]
-    #[arg(long)]
-    pub redis: Option<String>,
+    #[arg(long, value_parser = RedisUrl::parse)]
+    pub redis: Option<RedisUrl>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -307,7 +307,10 @@ pub fn load_spider(config: &Config, path: &Path, cli: &Overrides) -> anyhow::Res
     let mut env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(InvalidInput)?;
     // scrapy-redis reads REDIS_URL; so do we, below our own variable.
     if env.redis_url.is_none() {
-        env.redis_url = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty());
+        if let Some(url) = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()) {
+            env.redis_url =
+                Some(RedisUrl::parse(&url).map_err(|e| InvalidInput(format!("REDIS_URL: {e}")))?);
+        }
     }
     spider.settings = settings::layered(&[&config.settings, &spider.overrides, &env, cli]);
     Ok(spider)

@@ -9,7 +9,6 @@ use serde_json::{json, Value};
 
 use super::{load_spider, RedisArgs};
 use crate::config::Config;
-use crate::frontier::redis_url::redact;
 use crate::frontier::{now_secs, Frontier, KeyGroup};
 use crate::request::Request;
 use crate::settings::Overrides;
@@ -27,12 +26,13 @@ async fn open(
     };
     let spider = load_spider(config, path, &cli)?;
     let url = &spider.settings.redis_url;
-    let client = redis::Client::open(url.as_str())
-        .map_err(|e| anyhow::anyhow!("invalid Redis address {}: {e}", redact(url)))?;
+    let client = url
+        .client()
+        .map_err(|e| anyhow::anyhow!("invalid Redis address {url}: {e}"))?;
     let options = spider.frontier_options("tool");
     let frontier = Frontier::connect(&client, options)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot reach Redis at {}: {}", redact(url), e.cause))?;
+        .map_err(|e| anyhow::anyhow!("cannot reach Redis at {url}: {}", e.cause))?;
     Ok((spider, frontier))
 }
 
@@ -202,7 +202,7 @@ pub async fn flush(
             "Delete {} of spider `{}` in {}? [y/N] ",
             keys.join(", "),
             spider.name,
-            redact(&spider.settings.redis_url)
+            spider.settings.redis_url
         );
         std::io::stderr().flush()?;
         let mut answer = String::new();
@@ -268,7 +268,7 @@ pub async fn stats(
             .collect();
         let out = json!({
             "spider": spider.name,
-            "redis": redact(&spider.settings.redis_url),
+            "redis": spider.settings.redis_url.to_string(),
             "queues": status,
             "keys": k.all().map(|(kind, key)| (kind.name().to_string(), Value::String(key.to_string()))).collect::<serde_json::Map<_, _>>(),
             "workers": workers,
@@ -281,7 +281,7 @@ pub async fn stats(
     o += &format!(
         "spider {} at {}\n\nqueues\n",
         spider.name,
-        redact(&spider.settings.redis_url)
+        spider.settings.redis_url
     );
     for (label, n, key) in [
         ("start entries", status.start, k.start_urls.as_str()),

@@ -1,5 +1,55 @@
-//! Redis addresses as people see them: the password replaced, so it never
-//! reaches a log line or an error message.
+//! Redis addresses: checked when the settings are built ([`RedisUrl`]), and
+//! shown as people see them, the password replaced, so it never reaches a
+//! log line or an error message.
+
+use std::fmt;
+
+/// A Redis address that Redis's client accepts (`redis://`, `rediss://`,
+/// `unix://`). Its `Display` hides the password; [`RedisUrl::as_str`] is
+/// for connecting only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisUrl(String);
+
+impl RedisUrl {
+    /// Checks `url`; the error never shows the password.
+    pub fn parse(url: &str) -> Result<RedisUrl, String> {
+        let url = url.trim();
+        match redis::IntoConnectionInfo::into_connection_info(url) {
+            Ok(_) => Ok(RedisUrl(url.to_string())),
+            Err(e) => Err(format!(
+                "`{}` is not a Redis address ({e}); write e.g. redis://127.0.0.1:6379 or rediss://:PASSWORD@HOST:6380",
+                redact(url)
+            )),
+        }
+    }
+
+    /// `redis://127.0.0.1:6379`, the default.
+    pub fn local() -> RedisUrl {
+        RedisUrl("redis://127.0.0.1:6379".to_string())
+    }
+
+    /// The address with its password, to connect with.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// A client for it.
+    pub fn client(&self) -> redis::RedisResult<redis::Client> {
+        redis::Client::open(self.0.as_str())
+    }
+}
+
+impl fmt::Display for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact(&self.0))
+    }
+}
+
+impl fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RedisUrl({})", redact(&self.0))
+    }
+}
 
 /// `url` with any password replaced by `***`.
 pub fn redact(url: &str) -> String {
@@ -20,7 +70,7 @@ pub fn redact(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::*;
 
     #[test]
     fn passwords_never_show() {
@@ -34,5 +84,17 @@ mod tests {
         );
         assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert!(!redact("redis://:pw@[bad").contains("pw"));
+        let url = RedisUrl::parse("redis://:s3cret@127.0.0.1:6379").unwrap();
+        assert_eq!(url.to_string(), "redis://:***@127.0.0.1:6379");
+        assert!(!format!("{url:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn bad_addresses_are_refused_without_their_password() {
+        let e = RedisUrl::parse("http://:s3cret@127.0.0.1:6379").unwrap_err();
+        assert!(
+            e.contains("not a Redis address") && !e.contains("s3cret"),
+            "{e}"
+        );
     }
 }

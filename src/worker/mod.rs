@@ -27,7 +27,6 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::downloader::Downloader;
-use crate::frontier::redis_url::redact;
 use crate::frontier::wake::Wake;
 use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, StartClaim};
 use crate::settings::Settings;
@@ -108,8 +107,10 @@ impl SpiderRun {
         worker: &str,
         shutdown: &watch::Receiver<bool>,
     ) -> anyhow::Result<Option<SpiderRun>> {
-        let shown = redact(&settings.redis_url);
-        let redis = redis::Client::open(settings.redis_url.as_str())
+        let shown = settings.redis_url.to_string();
+        let redis = settings
+            .redis_url
+            .client()
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
         let mut backoff = crate::backoff::Backoff::REDIS.attempts();
         let frontier = loop {
@@ -167,7 +168,7 @@ impl SpiderRun {
         // Each page task returns the requests its commit leased to replace it.
         let mut tasks: JoinSet<Vec<Leased>> = JoinSet::new();
         let mut idle_since = Instant::now();
-        tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %redact(&self.settings.redis_url), concurrency, "worker started");
+        tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %self.settings.redis_url, concurrency, "worker started");
 
         let reason = loop {
             if *shutdown.borrow() {

@@ -63,11 +63,6 @@ impl Fetched {
 /// message names what failed and where, and never shows proxy credentials.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum FetchError {
-    #[error("invalid setting `{setting}`: {problem}")]
-    Setting {
-        setting: &'static str,
-        problem: String,
-    },
     #[error("invalid setting `proxies`: {0}")]
     Proxy(#[from] BadProxy),
     #[error("cannot build the HTTP client: {detail}")]
@@ -137,9 +132,7 @@ impl FetchError {
     /// Scrapy's where Scrapy has one.
     pub fn kind(&self) -> &'static str {
         match self {
-            FetchError::Setting { .. } | FetchError::Proxy(_) | FetchError::Client { .. } => {
-                "ClientError"
-            }
+            FetchError::Proxy(_) | FetchError::Client { .. } => "ClientError",
             FetchError::InvalidUrl { .. } => "InvalidURL",
             FetchError::Scheme { .. } => "UnsupportedScheme",
             FetchError::Method { .. } => "InvalidMethod",
@@ -282,13 +275,7 @@ impl HttpClient {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<HttpClient, FetchError> {
         let proxies = Proxies::read(settings, env)?;
-        let mode = settings
-            .proxy_mode
-            .parse::<ProxyMode>()
-            .map_err(|problem| FetchError::Setting {
-                setting: "proxy_mode",
-                problem,
-            })?;
+        let mode = settings.proxy_mode;
         let policy = Policy::new(settings, &proxies);
         let trusted = proxies
             .listed
@@ -296,7 +283,7 @@ impl HttpClient {
             .map(|p| p.host().to_string())
             .chain(proxies.env.hosts.iter().cloned());
         let resolver = Arc::new(guard::GuardedResolver::new(policy.guard, trusted));
-        let headers = default_headers(settings)?;
+        let headers = default_headers(settings);
         let jar = settings
             .cookies_enabled
             .then(|| Arc::new(reqwest::cookie::Jar::default()));
@@ -546,27 +533,19 @@ impl Policy {
     }
 }
 
-/// The settings' `default_request_headers`, validated.
-fn default_headers(settings: &Settings) -> Result<HeaderMap, FetchError> {
-    let mut headers = HeaderMap::new();
-    for (k, v) in &settings.default_request_headers {
-        let bad = |problem: String| FetchError::Setting {
-            setting: "default_request_headers",
-            problem,
-        };
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| bad(format!("`{k}` is not a valid header name")))?;
-        let value = HeaderValue::from_str(v)
-            .map_err(|_| bad(format!("the value of `{k}` is not a valid header value")))?;
-        headers.insert(name, value);
-    }
-    if HeaderValue::from_str(&settings.user_agent).is_err() {
-        return Err(FetchError::Setting {
-            setting: "user_agent",
-            problem: "it is not a valid header value (control characters?)".into(),
-        });
-    }
-    Ok(headers)
+/// The settings' `default_request_headers` (checked when the settings
+/// were built, so none is dropped here).
+fn default_headers(settings: &Settings) -> HeaderMap {
+    settings
+        .default_request_headers
+        .iter()
+        .filter_map(|(k, v)| {
+            Some((
+                HeaderName::from_bytes(k.as_bytes()).ok()?,
+                HeaderValue::from_str(v).ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// An error and its causes, `: `-separated, each message once.

@@ -6,8 +6,9 @@
 //! proxy and asks [`Rotation`] which one a request uses.
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub use crate::settings::ProxyMode;
 
 /// Proxy schemes the HTTP client speaks.
 const SCHEMES: &[&str] = &["http", "https", "socks4", "socks4a", "socks5", "socks5h"];
@@ -145,30 +146,6 @@ pub fn redact(raw: &str) -> String {
     match user {
         Some(user) => format!("{scheme}{user}:***@{host}"),
         None => format!("{scheme}***@{host}"),
-    }
-}
-
-/// How requests are spread over a spider's proxies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProxyMode {
-    /// Each request takes the next proxy.
-    RoundRobin,
-    /// Each host always goes through the same proxy (a stable hash of the
-    /// host, the same in every worker of the cluster).
-    Sticky,
-}
-
-impl FromStr for ProxyMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<ProxyMode, String> {
-        match s.trim() {
-            "round_robin" => Ok(ProxyMode::RoundRobin),
-            "sticky" => Ok(ProxyMode::Sticky),
-            other => Err(format!(
-                "`{other}` is not a proxy mode; use \"round_robin\" or \"sticky\""
-            )),
-        }
     }
 }
 
