@@ -52,22 +52,22 @@ impl Config {
 mod tests {
     use super::*;
 
-    fn write(name: &str, text: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("crawlworker-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(name);
+    /// A file holding `text`, in a directory removed with the returned guard.
+    fn write(name: &str, text: &str) -> (PathBuf, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
         std::fs::write(&p, text).unwrap();
-        p
+        (p, dir)
     }
 
     #[test]
     fn reads_settings_and_reports_problems_with_positions() {
-        let ok = write("ok.toml", "[settings]\nretry_times = 5\n");
+        let (ok, _d1) = write("ok.toml", "[settings]\nretry_times = 5\n");
         assert_eq!(
             Config::load(Some(&ok)).unwrap().settings.retry_times,
             Some(5)
         );
-        let bad = write("bad.toml", "[settings]\nretry_time = 5\n[redis]\n");
+        let (bad, _d2) = write("bad.toml", "[settings]\nretry_time = 5\n[redis]\n");
         let err = Config::load(Some(&bad)).unwrap_err().to_string();
         assert!(
             err.contains("bad.toml:2:1: settings.retry_time: unknown key `retry_time`"),
@@ -80,7 +80,7 @@ mod tests {
     #[test]
     fn the_shipped_config_is_valid() {
         let text = include_str!("../config/crawlworker.toml");
-        let p = write("shipped.toml", text);
+        let (p, _d) = write("shipped.toml", text);
         assert!(Config::load(Some(&p)).is_ok());
     }
 }

@@ -98,9 +98,8 @@ async fn parses_each_kind_of_demo_page_over_http() {
 fn parses_a_saved_gbk_page_with_its_address() {
     let site = Site::demo();
     let page = demo::render(&site, "/list/00002/1");
-    let dir = std::env::temp_dir().join(format!("crawlworker-parse-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("list.html");
+    let dir = crawlworker_testkit::temp_dir("parse");
+    let file = dir.path().join("list.html");
     std::fs::write(&file, &page.body).unwrap();
     let out = json(&crawlworker(&[
         "parse",
@@ -120,7 +119,6 @@ fn parses_a_saved_gbk_page_with_its_address() {
         reqs.last().copied(),
         Some("http://127.0.0.1:8700/list/00002/2?order=%D7%EE%D0%C2")
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -7,20 +7,22 @@ use std::process::{Command, Stdio};
 use redis::Commands;
 use serde_json::Value;
 
-use crawlworker_testkit::{crawlworker_with_redis, root, stderr, stdout, RedisServer};
+use crawlworker_testkit::{
+    crawlworker_with_redis, root, stderr, stdout, temp_dir, RedisServer, TempDir,
+};
 
-fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("crawlworker-tools-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+/// A file holding `text`, in a directory removed with the returned guard.
+fn temp_file(name: &str, text: &str) -> (std::path::PathBuf, TempDir) {
+    let dir = temp_dir("tools");
+    let p = dir.path().join(name);
     std::fs::write(&p, text).unwrap();
-    p
+    (p, dir)
 }
 
 #[test]
 fn push_urls_validates_each_entry_and_names_bad_lines() {
     let redis = RedisServer::start();
-    let file = temp_file(
+    let (file, _dir) = temp_file(
         "tasks.txt",
         "{\"forum_id\": \"00001\", \"max_page\": 5}\n# a comment\n\n{\"forum_id\": \"00002\"\nnot a url\n{\"max_page\": 1}\n{\"forum_id\": \"00003\", \"max_page\": 2}\n",
     );

@@ -1,15 +1,17 @@
 //! The Redis tools around a crawl: `push-urls`, `flush` and `stats`.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{load_spider, RedisArgs};
 use crate::config::Config;
-use crate::frontier::{now_secs, Frontier, KeyGroup};
+use crate::frontier::{now_secs, Frontier, Heartbeat, KeyGroup, QueueStatus};
 use crate::request::Request;
 use crate::settings::Overrides;
 use crate::spider::Spider;
@@ -227,6 +229,28 @@ pub async fn flush(
     Ok(ExitCode::SUCCESS)
 }
 
+/// A live worker as `stats` shows it.
+#[derive(Debug, Serialize)]
+struct LiveWorker {
+    id: String,
+    #[serde(flatten)]
+    beat: Heartbeat,
+    seen_seconds_ago: f64,
+}
+
+/// What `stats --json` prints.
+#[derive(Debug, Serialize)]
+struct StatsReport<'a> {
+    spider: &'a str,
+    redis: String,
+    queues: QueueStatus,
+    /// Key kind → key name.
+    keys: BTreeMap<&'static str, &'a str>,
+    workers: Vec<LiveWorker>,
+    /// The stats hash, numbers as numbers.
+    stats: serde_json::Map<String, Value>,
+}
+
 pub async fn stats(
     config: &Config,
     path: &Path,
@@ -240,48 +264,42 @@ pub async fn stats(
     let now = now_secs();
     // A worker is live while its heartbeat is fresher than a lease.
     let live_within = spider.settings.lease_timeout.as_secs_f64().max(15.0);
-    let workers: Vec<Value> = frontier
+    let workers: Vec<LiveWorker> = frontier
         .workers()
         .await?
         .into_iter()
         .filter_map(|(id, beat)| {
             let age = now - beat.heartbeat;
-            let mut v = serde_json::to_value(&beat).ok()?;
-            (age <= live_within).then(|| {
-                v["id"] = Value::String(id);
-                v["seen_seconds_ago"] = json!((age * 10.0).round() / 10.0);
-                v
+            (age <= live_within).then(|| LiveWorker {
+                id,
+                beat,
+                seen_seconds_ago: (age * 10.0).round() / 10.0,
             })
         })
         .collect();
     let k = &frontier.keys;
     if as_json {
-        let stats: serde_json::Map<String, Value> = stats
-            .into_iter()
-            .map(|(f, v)| {
-                (
-                    f,
-                    v.parse::<i64>()
-                        .map_or(Value::String(v.clone()), Value::from),
-                )
-            })
-            .collect();
-        let out = json!({
-            "spider": spider.name,
-            "redis": spider.settings.redis_url.to_string(),
-            "queues": status,
-            "keys": k.all().map(|(kind, key)| (kind.name().to_string(), Value::String(key.to_string()))).collect::<serde_json::Map<_, _>>(),
-            "workers": workers,
-            "stats": stats,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        let report = StatsReport {
+            spider: &spider.name,
+            redis: spider.settings.redis_url.to_string(),
+            queues: status,
+            keys: k.all().map(|(kind, key)| (kind.name(), key)).collect(),
+            workers,
+            stats: stats
+                .into_iter()
+                .map(|(f, v)| {
+                    let value = v.parse::<i64>().map_or(Value::String(v), Value::from);
+                    (f, value)
+                })
+                .collect(),
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut o = String::new();
     o += &format!(
         "spider {} at {}\n\nqueues\n",
-        spider.name,
-        spider.settings.redis_url
+        spider.name, spider.settings.redis_url
     );
     for (label, n, key) in [
         ("start entries", status.start, k.start_urls.as_str()),
@@ -299,10 +317,7 @@ pub async fn stats(
     for w in &workers {
         o += &format!(
             "  {}  pages {}  started {}  seen {}s ago\n",
-            w["id"].as_str().unwrap_or("?"),
-            w["pages"],
-            w["started"].as_str().unwrap_or("?"),
-            w["seen_seconds_ago"]
+            w.id, w.beat.pages, w.beat.started, w.seen_seconds_ago
         );
     }
     o += "\nstats\n";

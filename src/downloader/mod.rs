@@ -29,12 +29,12 @@ use politeness::Politeness;
 use retry::Failure;
 use robots::{RobotsGate, Verdict};
 
+use crate::frontier::outage::until_done;
 use crate::frontier::{Frontier, HostOutcome, PageResult};
 use crate::request::Request;
 use crate::settings::Settings;
 use crate::spider::Spider;
 use crate::stats::{self, Tally};
-use crate::worker::redis_outage::until_done;
 
 /// What a download gave.
 #[derive(Debug)]

@@ -16,13 +16,15 @@
 //!
 //! Around the crawl: [`hosts`] keeps per-host state for the cluster
 //! (politeness slots, robots.txt), [`admin`] serves the operator's commands
-//! (`push-urls`, `flush`, `stats`). [`keys`] names every key, [`records`]
+//! (`push-urls`, `flush`, `stats`), and [`outage`] lets callers ride out a
+//! Redis outage. [`keys`] names every key, [`records`]
 //! defines every JSON record besides requests and items, and [`scripts`]
 //! loads the Lua scripts of `scripts/*.lua`.
 
 pub mod admin;
 pub mod hosts;
 pub mod keys;
+pub mod outage;
 pub mod records;
 pub mod redis_url;
 mod scripts;
@@ -127,30 +129,6 @@ pub struct Pacing {
     pub jitter: bool,
     /// The slowest pace adaptive back-off imposes.
     pub backoff_max: Duration,
-}
-
-impl Pacing {
-    /// From the settings: the larger of `download_delay` and the interval
-    /// `max_requests_per_second` implies.
-    pub fn from_settings(s: &crate::settings::Settings) -> Pacing {
-        let rate = if s.max_requests_per_second > 0.0 {
-            Duration::from_secs_f64(1.0 / s.max_requests_per_second)
-        } else {
-            Duration::ZERO
-        };
-        let delay = s.download_delay;
-        // With both set, randomisation must not go below the rate's interval.
-        let (interval, jitter) = if rate > delay {
-            (rate, false)
-        } else {
-            (delay, s.randomize_download_delay)
-        };
-        Pacing {
-            interval,
-            jitter,
-            backoff_max: s.adaptive_backoff_max_delay,
-        }
-    }
 }
 
 /// What one page adds to the crawl, committed in one step.

@@ -239,7 +239,7 @@ impl Spider {
             start_kind: self.start.kind,
             worker: worker.to_string(),
             lease: self.settings.lease_timeout,
-            pacing: crate::frontier::Pacing::from_settings(&self.settings),
+            pacing: pacing(&self.settings),
         }
     }
 
@@ -255,5 +255,27 @@ impl Spider {
                     && host.ends_with(d.as_str())
                     && host.as_bytes()[host.len() - d.len() - 1] == b'.')
         })
+    }
+}
+
+/// The politeness the frontier's scripts apply: the larger of
+/// `download_delay` and the interval `max_requests_per_second` implies.
+fn pacing(s: &Settings) -> crate::frontier::Pacing {
+    let rate = if s.max_requests_per_second > 0.0 {
+        std::time::Duration::from_secs_f64(1.0 / s.max_requests_per_second)
+    } else {
+        std::time::Duration::ZERO
+    };
+    let delay = s.download_delay;
+    // With both set, randomisation must not go below the rate's interval.
+    let (interval, jitter) = if rate > delay {
+        (rate, false)
+    } else {
+        (delay, s.randomize_download_delay)
+    };
+    crate::frontier::Pacing {
+        interval,
+        jitter,
+        backoff_max: s.adaptive_backoff_max_delay,
     }
 }

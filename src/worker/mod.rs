@@ -16,7 +16,6 @@
 //! checks the lease).
 
 mod page;
-pub mod redis_outage;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +32,7 @@ use crate::settings::Settings;
 use crate::spider::Spider;
 use crate::stats::Tally;
 
-pub use redis_outage::with_redis;
+pub use crate::frontier::outage::with_redis;
 
 /// How a worker decides to stop on its own.
 #[derive(Debug, Clone, Copy, Default)]
@@ -119,7 +118,7 @@ impl SpiderRun {
                 Err(e) if e.is_outage() => {
                     let wait = backoff.next_delay();
                     tracing::warn!(redis = %shown, error = %e.cause, "Redis is unreachable; retrying in {wait:?}");
-                    if redis_outage::sleep_or_shutdown(wait, shutdown).await {
+                    if crate::frontier::outage::sleep_or_shutdown(wait, shutdown).await {
                         return Ok(None);
                     }
                 }

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::redis_outage::until_done;
 use crate::downloader::{Downloaded, Downloader, Fetched};
 use crate::extract::{self, Response};
+use crate::frontier::outage::until_done;
 use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
 use crate::request::Request;
 use crate::spider::Spider;

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::FrontierError;
 use crate::backoff::Backoff;
-use crate::frontier::FrontierError;
 
 /// Sleeps for `d`; returns true if the worker is shutting down.
 pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) -> bool {
