@@ -4,21 +4,30 @@
 //!
 //! # Layout, in data-flow order
 //!
-//! - [`cli`]: the command line, parsed and turned into a run configuration.
-//! - [`config`]: the worker configuration file (`config/crawlworker.toml`).
-//! - [`settings`]: every worker default in one place, and the layering
-//!   built-in < `config/` < spider `[settings]` < environment < command line.
-//! - [`spider`]: the spider file as written (`SpiderFile`, with source spans)
-//!   and as compiled and validated (`Spider`).
-//! - [`request`]: the request that travels between stages (JSON on the wire).
-//! - [`frontier`]: the shared crawl in Redis: start entries, the request
-//!   queue with leases, the dupefilter, items and stats, each change one
-//!   atomic script.
-//! - [`fetch`]: the HTTP download of one request.
+//! - [`cli`]: the command line, parsed and turned into a run; its
+//!   [`cli::InvalidInput`] is what a person must fix (exit code 2).
+//! - [`config`] and [`settings`]: the worker configuration file and every
+//!   setting, defined once, layered built-in < `config/` < spider
+//!   `[settings]` < environment < command line, checked as it is built.
+//!   [`reader`] is the tolerant TOML reader both share with spider files.
+//! - [`spider`]: the spider file as written (`SpiderFile`, with source
+//!   spans) and as compiled and validated (`Spider`, with its Redis keys).
+//! - [`request`]: the request that travels between stages (JSON on the
+//!   wire); its fingerprint is scrapy-redis's (the `scrapy-url` crate).
+//! - [`frontier`]: the shared crawl in Redis, and the only module that names
+//!   keys and runs scripts: start entries, the request queue with leases,
+//!   the dupefilter, items, stats, records, each change one atomic script.
+//! - [`downloader`]: from a leased request to a response (politeness,
+//!   robots.txt, the HTTP client, redirects, retries).
 //! - [`extract`]: pure page-in, items-and-links-out extraction, including
 //!   charset decoding.
-//! - [`worker`]: the loop that leases, downloads, extracts and commits,
+//! - back to [`frontier`] for the page's commit; [`worker`] runs that loop
 //!   per spider, with shutdown and Redis-outage handling.
+//! - beside them: [`stats`], every stat name, and [`backoff`], the one
+//!   retry schedule.
+//!
+//! The demo site (`crates/demo`), the test kit (`crates/testkit`) and the
+//! URL library (`crates/scrapy-url`) are crates of their own.
 
 pub mod backoff;
 pub mod cli;

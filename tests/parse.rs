@@ -174,3 +174,13 @@ fn readme_documents_every_setting() {
         "README.md's settings table is stale; replace it with the output of `crawlworker settings --markdown`"
     );
 }
+
+#[test]
+fn readme_lists_every_redis_key() {
+    let readme = std::fs::read_to_string(crawlworker_testkit::root().join("README.md")).unwrap();
+    let table = crawlworker::frontier::keys::markdown_table();
+    assert!(
+        readme.contains(&table),
+        "README.md's table of Redis keys is stale; replace it with crawlworker::frontier::keys::markdown_table():\n{table}"
+    );
+}
