@@ -7,10 +7,12 @@
 //!
 //!     cargo bench --bench politeness        # needs redis-server
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crawlworker_demo::Site;
-use crawlworker_testkit::{crawlworker_with_redis, temp_dir, FixtureServer, RedisServer, Worker};
+use crawlworker_testkit::{
+    crawlworker_with_redis, peak, temp_dir, FixtureServer, RedisServer, Worker,
+};
 
 const SPIDER: &str = r#"
 name = "rate"
@@ -30,19 +32,6 @@ match = '/fault/'
   [[rules.extract]]
   item = "page"
 "#;
-
-/// The most requests seen in any window of `window`.
-fn peak(arrivals: &[Instant], window: Duration) -> usize {
-    (0..arrivals.len())
-        .map(|i| {
-            arrivals[i..]
-                .iter()
-                .take_while(|t| **t - arrivals[i] < window)
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
-}
 
 /// One crawl of 16 pages by `workers` workers: (requests/s, peak in 1 s).
 async fn run(workers: usize) -> (f64, usize) {

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::Commands;
 use serde_json::Value;
@@ -17,7 +17,7 @@ use crawlworker_testkit::{FixtureServer, Robots};
 
 use crawlworker::worker::StopRules;
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, stderr, temp_dir, RedisServer, Worker,
+    crawlworker_with_redis, eventually, peak, stderr, temp_dir, RedisServer, Worker,
 };
 
 use crate::in_process::InProcess;
@@ -384,19 +384,6 @@ async fn private_addresses_are_refused_unless_allowed() {
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["kind"], "ForbiddenAddress", "{failed:?}");
     env.finish().await;
-}
-
-/// The most requests the server saw in any window of `window`.
-fn peak(arrivals: &[Instant], window: Duration) -> usize {
-    (0..arrivals.len())
-        .map(|i| {
-            arrivals[i..]
-                .iter()
-                .take_while(|t| **t - arrivals[i] < window)
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 async fn measured_rate(workers: usize) -> (f64, usize) {

@@ -107,15 +107,7 @@ match = '/fault/'
     let f = Frontier::connect(&client, spider.frontier_options("regression"))
         .await
         .unwrap();
-    let (_, entries) = f.lease(0, 10).await.unwrap();
-    let claims: Vec<StartClaim> = entries
-        .into_iter()
-        .map(|entry| StartClaim {
-            outcome: spider.start_request(&entry).map_err(|e| e.to_string()),
-            entry,
-        })
-        .collect();
-    f.claim_start(&claims).await.unwrap();
+    claim_all(&spider, &f).await;
     // A host nothing waits for (these are leased, never fetched).
     let other = format!("http://127.0.0.2:{port}");
     let more: Vec<String> = ["/fault/status/200?key=q1", "/fault/status/200?key=q2"]
@@ -123,15 +115,7 @@ match = '/fault/'
         .map(|p| format!("{other}{p}"))
         .collect();
     f.push_start(&more, 0.0, None).await.unwrap();
-    let (_, entries) = f.lease(0, 10).await.unwrap();
-    let claims: Vec<StartClaim> = entries
-        .into_iter()
-        .map(|entry| StartClaim {
-            outcome: spider.start_request(&entry).map_err(|e| e.to_string()),
-            entry,
-        })
-        .collect();
-    f.claim_start(&claims).await.unwrap();
+    claim_all(&spider, &f).await;
     let (leased, _) = f.lease(1, 0).await.unwrap();
     assert_eq!(leased.len(), 1);
     f.push_start(&[server.url("/fault/status/200?key=start")], 0.0, None)
@@ -164,4 +148,17 @@ match = '/fault/'
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(redis.keys(), Vec::<String>::new(), "flush --all left keys");
     server.stop().await.unwrap();
+}
+
+/// Claims every start entry into the queue, as a worker would.
+async fn claim_all(spider: &Spider, f: &Frontier) {
+    let (_, entries) = f.lease(0, 10).await.unwrap();
+    let claims: Vec<StartClaim> = entries
+        .into_iter()
+        .map(|entry| StartClaim {
+            outcome: spider.start_request(&entry).map_err(|e| e.to_string()),
+            entry,
+        })
+        .collect();
+    f.claim_start(&claims).await.unwrap();
 }

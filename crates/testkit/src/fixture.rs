@@ -62,6 +62,20 @@ impl FixtureServer {
     }
 }
 
+/// The most of `arrivals` (in order) that fall in any span of `window`:
+/// what a rate limit must bound, as the server sees it.
+pub fn peak(arrivals: &[std::time::Instant], window: Duration) -> usize {
+    (0..arrivals.len())
+        .map(|i| {
+            arrivals[i..]
+                .iter()
+                .take_while(|t| **t - arrivals[i] < window)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 impl Deref for FixtureServer {
     type Target = DemoServer;
 

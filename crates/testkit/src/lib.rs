@@ -22,7 +22,7 @@ pub mod wait;
 
 pub use faults::Robots;
 pub use files::{files, root, spider_for, temp_dir};
-pub use fixture::FixtureServer;
+pub use fixture::{peak, FixtureServer};
 pub use process::{crawlworker, crawlworker_with_redis, stderr, stdout, Worker};
 pub use redis::RedisServer;
 pub use tempfile::TempDir;
