@@ -16,7 +16,7 @@ use crawlworker_testkit::FixtureServer;
 
 use crawlworker::worker::StopRules;
 use crawlworker_testkit::{
-    crawlworker_with_redis, spider_for, stderr, temp_dir, RedisServer, TempDir, Worker,
+    crawlworker_with_redis, eventually, spider_for, stderr, temp_dir, RedisServer, TempDir, Worker,
 };
 
 use crate::in_process::InProcess;
@@ -264,8 +264,11 @@ async fn a_redis_restart_mid_crawl_loses_nothing() {
     crawl.push_demo_tasks();
     let args = ["--until-drained", "--concurrency", "4"];
     let workers: Vec<Worker> = (0..3).map(|_| crawl.worker(&args, FAST)).collect();
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let before: u64 = crawl.redis.conn().llen("bbs:items").unwrap();
+    let mut conn = crawl.redis.conn();
+    let before: u64 = eventually("the crawl is under way", Duration::from_secs(20), || {
+        let n: u64 = conn.llen("bbs:items").unwrap();
+        (n > 0).then_some(n)
+    });
     assert!(
         before < 243,
         "the crawl finished before Redis could be restarted"

@@ -106,6 +106,8 @@ async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(
     enqueue(&spider, &a, &[(1, 0), (2, 0)]).await;
     let first = a.lease(1, 0).await.unwrap().0;
     assert_eq!(order(&first), vec![1]);
+    // Time must pass for the lease to expire (by Redis's clock); polling
+    // would lease the other request meanwhile.
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Worker a "died": b's next lease returns the expired one, at its place.
     assert_eq!(order(&b.lease(10, 0).await.unwrap().0), vec![1, 2]);
