@@ -28,6 +28,7 @@ impl Config {
             None => return Ok(Config::default()),
         };
         let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read {
+            what: "configuration file",
             path: path.clone(),
             source,
         })?;

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use crawlworker::frontier::{Committed, DeadLetter, Frontier, Options, PageResult, StartClaim};
+use crawlworker::frontier::{
+    Committed, DeadLetter, Frontier, Options, PageResult, Refused, StartClaim,
+};
 use crawlworker::spider::Spider;
 use crawlworker_demo::Site;
 use crawlworker_testkit::FixtureServer;
@@ -55,7 +57,7 @@ async fn enqueue(spider: &Spider, f: &Frontier, tasks: &[(u32, i64)]) {
     let claims: Vec<StartClaim> = read
         .into_iter()
         .map(|entry| StartClaim {
-            outcome: spider.start_request(&entry).map_err(|e| e.to_string()),
+            outcome: spider.start_request(&entry).map_err(Refused::from),
             entry,
         })
         .collect();

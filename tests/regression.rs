@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use crawlworker::frontier::{Frontier, Heartbeat, KeyGroup, KeyKind, StartClaim};
+use crawlworker::frontier::{Frontier, Heartbeat, KeyGroup, KeyKind, Refused, StartClaim};
 use crawlworker::spider::Spider;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, stderr, temp_dir, FixtureServer, RedisServer, Robots,
+    crawlworker, crawlworker_with_redis, eventually, spider_for, stderr, temp_dir, FixtureServer,
+    RedisServer, Robots,
 };
 
 use crate::in_process::InProcess;
@@ -156,9 +157,148 @@ async fn claim_all(spider: &Spider, f: &Frontier) {
     let claims: Vec<StartClaim> = entries
         .into_iter()
         .map(|entry| StartClaim {
-            outcome: spider.start_request(&entry).map_err(|e| e.to_string()),
+            outcome: spider.start_request(&entry).map_err(Refused::from),
             entry,
         })
         .collect();
     f.claim_start(&claims).await.unwrap();
+}
+
+/// Issue 8: a task without a field `start.task_fields` declares was
+/// pushed, and the crawl then ignored its pagination and dropped items,
+/// silently. `push-urls` refuses it with its line; from another producer
+/// it is set aside with the reason, and nothing is crawled for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_8_a_task_lacking_a_declared_field_is_refused_and_set_aside() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("regression");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let spider = spider.to_str().unwrap();
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["push-urls", spider, r#"{"forum_id": "00001"}"#],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("argument 1: not pushed: the task lacks `max_page`, which start.task_fields says every task has"),
+        "{}",
+        stderr(&out)
+    );
+    let mut conn = redis.conn();
+    assert_eq!(conn.llen::<_, u64>("bbs:start_urls").unwrap(), 0);
+    // Another producer pushes it anyway.
+    let _: () = conn
+        .rpush("bbs:start_urls", r#"{"forum_id": "00001"}"#)
+        .unwrap();
+    let rules = StopRules {
+        until_drained: true,
+        ..StopRules::default()
+    };
+    InProcess::start(std::path::Path::new(spider), &redis.url(), &[], rules)
+        .await
+        .wait(PATIENCE)
+        .await;
+    assert_eq!(server.total_hits(), 0, "nothing is crawled for it");
+    let dead: Vec<String> = conn.lrange("bbs:dead", 0, -1).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].contains("the task lacks `max_page`"), "{dead:?}");
+    server.stop().await.unwrap();
+}
+
+/// Issue 8: a start URL for a host outside `allowed_domains` was fetched.
+/// It is refused by `push-urls`, and set aside (counted as
+/// `offsite/filtered`) when another producer pushes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_8_allowed_domains_apply_to_start_urls() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("regression");
+    let spider = spider_for("news", &server.base_url(), dir.path());
+    let spider = spider.to_str().unwrap();
+    // The same server under another name: not in allowed_domains.
+    let offsite = format!("http://localhost:{}/news/", server.addr().port());
+    let out = crawlworker_with_redis(&redis.url(), &["push-urls", spider, &offsite]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("localhost is not in allowed_domains (127.0.0.1)"),
+        "{}",
+        stderr(&out)
+    );
+    let mut conn = redis.conn();
+    let _: () = conn.sadd("news:start_urls", &offsite).unwrap();
+    let rules = StopRules {
+        until_drained: true,
+        ..StopRules::default()
+    };
+    InProcess::start(std::path::Path::new(spider), &redis.url(), &[], rules)
+        .await
+        .wait(PATIENCE)
+        .await;
+    assert_eq!(server.total_hits(), 0, "the other host was not fetched");
+    let stats: std::collections::HashMap<String, String> = conn.hgetall("news:stats").unwrap();
+    assert_eq!(
+        stats.get("offsite/filtered").map(String::as_str),
+        Some("1"),
+        "{stats:?}"
+    );
+    assert_eq!(
+        stats.get("deadletter/count").map(String::as_str),
+        Some("1"),
+        "{stats:?}"
+    );
+    server.stop().await.unwrap();
+}
+
+/// Issue 8: `spiders/bbs.toml` named its start key `bbs:start_urls`, so a
+/// copy renamed `bigbbs` pushed into the original's queue, and `flush
+/// --all` of the copy deleted it. Shipped spiders use the `{name}` default,
+/// and `check` warns about a start key without the spider's name.
+#[test]
+fn issue_8_a_copy_of_a_spider_has_its_own_start_key() {
+    let redis = RedisServer::start();
+    let dir = temp_dir("regression");
+    let text = std::fs::read_to_string(crawlworker_testkit::root().join("spiders/bbs.toml"))
+        .unwrap()
+        .replace("name = \"bbs\"", "name = \"bigbbs\"");
+    let copy = dir.path().join("bigbbs.toml");
+    std::fs::write(&copy, &text).unwrap();
+    let copy = copy.to_str().unwrap();
+    let task = r#"{"forum_id": "00001", "max_page": 1}"#;
+    for spider in ["spiders/bbs.toml", copy] {
+        let out = crawlworker_with_redis(&redis.url(), &["push-urls", spider, task]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let out = crawlworker_with_redis(&redis.url(), &["flush", copy, "--all", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut conn = redis.conn();
+    assert_eq!(
+        conn.llen::<_, u64>("bbs:start_urls").unwrap(),
+        1,
+        "the original keeps its task"
+    );
+    assert_eq!(conn.llen::<_, u64>("bigbbs:start_urls").unwrap(), 0);
+
+    let named = dir.path().join("named.toml");
+    std::fs::write(
+        &named,
+        text.replace("[start]\n", "[start]\nkey = \"bbs:start_urls\"\n"),
+    )
+    .unwrap();
+    let out = crawlworker(&["check", named.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "a warning is not an error: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("warning: start.key: the start key `bbs:start_urls` does not contain the spider's name `bigbbs`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("help: leave `key` out to use the default `bigbbs:start_urls`"),
+        "{}",
+        stderr(&out)
+    );
 }

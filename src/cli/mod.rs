@@ -316,17 +316,58 @@ pub fn load_spider(config: &Config, path: &Path, cli: &Overrides) -> anyhow::Res
     Ok(spider)
 }
 
-fn check(paths: &[PathBuf]) -> ExitCode {
-    let mut bad = 0;
+/// The spider files `paths` name: files as given, and every `*.toml` of a
+/// directory.
+fn spider_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
     for path in paths {
+        match std::fs::read_dir(path) {
+            Ok(entries) => {
+                let mut found: Vec<PathBuf> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                    .collect();
+                found.sort();
+                out.extend(found);
+            }
+            Err(_) => out.push(path.clone()),
+        }
+    }
+    out
+}
+
+fn check(paths: &[PathBuf]) -> ExitCode {
+    let files = spider_files(paths);
+    if files.is_empty() {
+        eprintln!(
+            "crawlworker: no spider files (*.toml) in {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    let mut bad = 0;
+    for path in &files {
         match Spider::load(path) {
-            Ok(s) => println!(
-                "{}: ok (spider `{}`, {} rules, {} item types)",
-                path.display(),
-                s.name,
-                s.rules.len(),
-                s.items.len()
-            ),
+            Ok(s) => {
+                for w in &s.warnings {
+                    eprintln!("{w}");
+                }
+                println!(
+                    "{}: ok (spider `{}`, {}, {}{})",
+                    path.display(),
+                    s.name,
+                    plural(s.rules.len(), "rule", "rules"),
+                    plural(s.items.len(), "item type", "item types"),
+                    match s.warnings.len() {
+                        0 => String::new(),
+                        n => format!(", {}", plural(n, "warning", "warnings")),
+                    }
+                );
+            }
             Err(e) => {
                 bad += 1;
                 eprintln!("{e}");
@@ -338,6 +379,11 @@ fn check(paths: &[PathBuf]) -> ExitCode {
     } else {
         ExitCode::from(2)
     }
+}
+
+/// `1 rule`, `3 rules`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 async fn parse(

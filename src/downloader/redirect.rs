@@ -65,11 +65,7 @@ pub fn follow(
             "max_reached",
         );
     }
-    let target_host = url::Url::parse(&target)
-        .ok()
-        .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
-        .unwrap_or_default();
-    if !spider.allows_host(&target_host) {
+    if !spider.allows_url(&target) {
         tracing::debug!(url = %request.url, %target, "redirect to a host outside allowed_domains dropped");
         stats.add(stats::OFFSITE_FILTERED, 1);
         return PageResult {

@@ -39,7 +39,7 @@ pub use keys::{KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
 
 use crate::request::Request;
-use crate::stats::{self, Tally};
+use crate::stats::{self, Stat, Tally};
 use scripts::SCRIPTS;
 
 /// The largest request JSON the queue holds; larger ones are refused where
@@ -164,7 +164,22 @@ pub enum Committed {
 #[derive(Debug, Clone)]
 pub struct StartClaim {
     pub entry: String,
-    pub outcome: std::result::Result<Request, String>,
+    pub outcome: std::result::Result<Request, Refused>,
+}
+
+/// Why a start entry cannot become a request: it is set aside in the
+/// dead-letter key with `reason`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub reason: String,
+    /// Counted besides `deadletter/count` (e.g. `offsite/filtered`).
+    pub stat: Option<Stat>,
+}
+
+impl From<String> for Refused {
+    fn from(reason: String) -> Refused {
+        Refused { reason, stat: None }
+    }
 }
 
 /// What claiming start entries did.
@@ -504,9 +519,11 @@ impl Frontier {
             .arg(&k.wake);
         for c in claims {
             let outcome = c.outcome.as_ref().map_err(|e| e.clone()).and_then(|r| {
-                encode(r)
-                    .map(|json| (r, json))
-                    .ok_or_else(|| format!("request is over the {MAX_REQUEST_BYTES}-byte limit"))
+                encode(r).map(|json| (r, json)).ok_or_else(|| {
+                    Refused::from(format!(
+                        "request is over the {MAX_REQUEST_BYTES}-byte limit"
+                    ))
+                })
             });
             match outcome {
                 Ok((r, json)) => invocation
@@ -515,12 +532,16 @@ impl Frontier {
                     .arg(fingerprint_arg(r))
                     .arg(r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY))
                     .arg(json),
-                Err(reason) => invocation
+                Err(refused) => invocation
                     .arg(&c.entry)
                     .arg("dead")
-                    .arg("")
+                    .arg(refused.stat.map_or("", |s| s.name))
                     .arg(0)
-                    .arg(to_json(&DeadLetter::new(&k.start_urls, &c.entry, &reason))),
+                    .arg(to_json(&DeadLetter::new(
+                        &k.start_urls,
+                        &c.entry,
+                        &refused.reason,
+                    ))),
             };
         }
         let (claimed, enqueued, filtered, dead): (u64, u64, u64, u64) = invocation

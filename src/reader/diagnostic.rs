@@ -21,11 +21,16 @@ pub struct Diagnostic {
     pub message: String,
     /// How to fix it; every problem we can name a fix for carries one.
     pub hint: Option<String>,
+    /// A warning: worth fixing, but the file loads.
+    pub warning: bool,
 }
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
+        if self.warning {
+            write!(f, "warning: ")?;
+        }
         if !self.path.is_empty() {
             write!(f, "{}: ", self.path)?;
         }
@@ -40,8 +45,10 @@ impl fmt::Display for Diagnostic {
 /// Why a spider could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read spider file {}: {source}", path.display())]
+    #[error("cannot read {what} {}: {source}", path.display())]
     Read {
+        /// What the file is (`spider file`, `configuration file`).
+        what: &'static str,
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -68,7 +75,7 @@ fn render(diagnostics: &[Diagnostic]) -> String {
         }
         out.push_str(&d.to_string());
     }
-    let n = diagnostics.len();
+    let n = diagnostics.iter().filter(|d| !d.warning).count();
     out.push_str(&format!(
         "\n{n} problem{} found; the spider was not loaded",
         if n == 1 { "" } else { "s" }
@@ -123,6 +130,7 @@ impl<'s> SourceMap<'s> {
             path: path.to_string(),
             message,
             hint,
+            warning: false,
         }
     }
 }

@@ -63,6 +63,16 @@ impl<'s> Reader<'s> {
         self.problems.borrow_mut().push(d);
     }
 
+    /// Records something worth fixing that does not stop the file loading.
+    pub(crate) fn warning(&self, loc: &Loc, message: impl Into<String>, hint: Option<String>) {
+        let mut d = self
+            .map
+            .diagnostic(&loc.span, &loc.path, message.into(), hint);
+        d.warning = true;
+        self.problems.borrow_mut().push(d);
+    }
+
+    /// Every problem and warning, in file order.
     pub(crate) fn into_problems(self) -> Vec<Diagnostic> {
         let mut problems = self.problems.into_inner();
         problems.sort_by_key(|d| (d.line, d.column));

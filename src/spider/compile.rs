@@ -32,7 +32,10 @@ pub(crate) fn compile(path: &Path, text: &str) -> Result<Spider, LoadError> {
     let spider = Compiler { r: &reader }.spider(path, &file);
     let problems = reader.into_problems();
     match spider {
-        Some(spider) if problems.is_empty() => Ok(spider),
+        Some(mut spider) if problems.iter().all(|d| d.warning) => {
+            spider.warnings = problems;
+            Ok(spider)
+        }
         _ => Err(LoadError::Invalid(problems)),
     }
 }
@@ -161,6 +164,7 @@ impl Compiler<'_> {
             overrides,
             start: start?,
             keys: keys?,
+            warnings: Vec::new(),
             items,
             rules,
         })
@@ -238,6 +242,20 @@ impl Compiler<'_> {
         }
         if let Some(key) = &start.key {
             written.push((KeyKind::Start, &key.loc));
+            // A copy of a spider under a new name would share its start key.
+            if !key.value.contains(spider) {
+                self.r.warning(
+                    &key.loc,
+                    format!(
+                        "the start key `{}` does not contain the spider's name `{spider}`; a copy of this spider under another name would share it (and `flush --all` of one would delete the other's entries)",
+                        key.value
+                    ),
+                    Some(format!(
+                        "leave `key` out to use the default `{}`",
+                        KeyKind::Start.template().replace("{name}", &tagged)
+                    )),
+                );
+            }
         }
         let keys = Keys::resolve(
             spider,

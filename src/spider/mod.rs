@@ -41,6 +41,8 @@ pub struct Spider {
     pub start: Start,
     /// Its Redis key names, resolved from `[keys]` and `[start] key`.
     pub keys: Keys,
+    /// What `check` warns about; the spider works as it is.
+    pub warnings: Vec<Diagnostic>,
     pub items: Vec<ItemDef>,
     pub rules: Vec<Rule>,
 }
@@ -200,6 +202,7 @@ impl Spider {
     /// Reads and validates a spider file.
     pub fn load(path: &Path) -> Result<Spider, LoadError> {
         let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            what: "spider file",
             path: path.to_path_buf(),
             source,
         })?;
@@ -241,6 +244,20 @@ impl Spider {
             lease: self.settings.lease_timeout,
             pacing: pacing(&self.settings),
         }
+    }
+
+    /// Whether `url`'s host is allowed (see [`Spider::allows_host`]).
+    pub fn allows_url(&self, url: &str) -> bool {
+        if self.allowed_domains.is_empty() {
+            return true;
+        }
+        url::Url::parse(url)
+            .ok()
+            .and_then(|u| {
+                u.host_str()
+                    .map(|h| self.allows_host(h.trim_matches(['[', ']'])))
+            })
+            .unwrap_or(false)
     }
 
     /// Whether `host` is one of the allowed domains or below one.

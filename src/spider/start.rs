@@ -28,6 +28,27 @@ pub enum StartEntryError {
     BadUrl { url: String },
     #[error("`{value}` is not a valid {what}")]
     BadValue { what: &'static str, value: String },
+    #[error("the task lacks `{field}`, which start.task_fields says every task has")]
+    MissingTaskField { field: String },
+    #[error("{host} is not in allowed_domains ({allowed})")]
+    Offsite { host: String, allowed: String },
+}
+
+impl From<StartEntryError> for crate::frontier::Refused {
+    fn from(e: StartEntryError) -> Self {
+        crate::frontier::Refused {
+            reason: e.to_string(),
+            stat: e.is_offsite().then_some(crate::stats::OFFSITE_FILTERED),
+        }
+    }
+}
+
+impl StartEntryError {
+    /// Whether the entry was refused for its host (counted as
+    /// `offsite/filtered`, as a link to another host would be).
+    pub fn is_offsite(&self) -> bool {
+        matches!(self, StartEntryError::Offsite { .. })
+    }
 }
 
 fn json_kind(v: &Value) -> &'static str {
@@ -73,6 +94,25 @@ impl Spider {
         } else {
             Request::new(absolute_http_url(entry)?)
         };
+        // The checks every later stage relies on: the context the spider
+        // declares (a task without `max_page` would crawl every page), and
+        // the hosts it may go to.
+        if let Some(fields) = &self.start.task_fields {
+            if let Some(field) = fields.iter().find(|f| !request.meta.contains_key(*f)) {
+                return Err(StartEntryError::MissingTaskField {
+                    field: field.clone(),
+                });
+            }
+        }
+        if !self.allows_url(&request.url) {
+            return Err(StartEntryError::Offsite {
+                host: url::Url::parse(&request.url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_string))
+                    .unwrap_or_default(),
+                allowed: self.allowed_domains.join(", "),
+            });
+        }
         request.rule = self.start.rule.map(|i| self.rules[i].name.clone());
         request.dont_filter = self.start.dont_filter;
         Ok(request)
@@ -221,9 +261,18 @@ mod tests {
         );
     }
 
+    /// bbs without `task_fields`: entries need not carry a task.
+    fn open() -> Spider {
+        let text = include_str!("../../spiders/bbs.toml");
+        let start = text.find("task_fields").unwrap_or(text.len());
+        let end = start + text[start..].find('\n').unwrap_or(0);
+        let text = format!("{}{}", &text[..start], &text[end..]);
+        Spider::from_str("open.toml".as_ref(), &text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     #[test]
     fn plain_urls_are_made_safe() {
-        let r = bbs()
+        let r = open()
             .start_request("  http://127.0.0.1:8700/list/00001/1?q=a b ")
             .unwrap();
         assert_eq!(r.url, "http://127.0.0.1:8700/list/00001/1?q=a%20b");
@@ -232,7 +281,7 @@ mod tests {
 
     #[test]
     fn scrapy_redis_json_format_is_accepted() {
-        let spider = bbs();
+        let spider = open();
         let get = spider
             .start_request(r#"{"url": "http://127.0.0.1:8700/search", "meta": {"forum_id": "7"}, "q": "a b", "page": 2}"#)
             .unwrap();
@@ -274,6 +323,37 @@ mod tests {
         assert!(matches!(
             spider.start_request("not a url"),
             Err(StartEntryError::BadUrl { .. })
+        ));
+        // The task fields the spider declares, whatever the entry's form.
+        for (entry, field) in [
+            (r#"{"forum_id": "00001"}"#, "max_page"),
+            ("http://127.0.0.1:8700/list/00001/1", "forum_id"),
+            (
+                r#"{"url": "http://127.0.0.1:8700/list/00001/1", "meta": {"forum_id": "00001"}}"#,
+                "max_page",
+            ),
+        ] {
+            assert_eq!(
+                spider.start_request(entry),
+                Err(StartEntryError::MissingTaskField {
+                    field: field.into()
+                }),
+                "{entry}"
+            );
+        }
+        assert_eq!(
+            spider
+                .start_request(r#"{"forum_id": "00001", "max_page": 1, "x": 1}"#)
+                .map(|_| ()),
+            Ok(())
+        );
+        assert!(matches!(
+            spider.start_request("http://localhost:8700/list/00001/1"),
+            Err(StartEntryError::MissingTaskField { .. })
+        ));
+        assert!(matches!(
+            open().start_request("http://localhost:8700/list/00001/1"),
+            Err(StartEntryError::Offsite { .. })
         ));
     }
 

@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 
 use crate::downloader::Downloader;
 use crate::frontier::wake::Wake;
-use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, StartClaim};
+use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, Refused, StartClaim};
 use crate::settings::Settings;
 use crate::spider::Spider;
 use crate::stats::Tally;
@@ -313,9 +313,9 @@ impl SpiderRun {
         let claims: Vec<StartClaim> = entries
             .into_iter()
             .map(|entry| {
-                let outcome = self.spider.start_request(&entry).map_err(|e| e.to_string());
-                if let Err(reason) = &outcome {
-                    tracing::warn!(key = %self.frontier.keys.start_urls, entry = %preview(&entry), %reason, "start entry set aside in the dead-letter key");
+                let outcome = self.spider.start_request(&entry).map_err(Refused::from);
+                if let Err(refused) = &outcome {
+                    tracing::warn!(key = %self.frontier.keys.start_urls, entry = %preview(&entry), reason = %refused.reason, "start entry set aside in the dead-letter key");
                 }
                 StartClaim { entry, outcome }
             })
