@@ -23,8 +23,8 @@
 //!   charset decoding.
 //! - back to [`frontier`] for the page's commit; [`worker`] runs that loop
 //!   per spider, with shutdown and Redis-outage handling.
-//! - beside them: [`stats`], every stat name, and [`backoff`], the one
-//!   retry schedule.
+//! - beside them: [`stats`], every stat name, [`backoff`], the one retry
+//!   schedule, and [`wording`], how counts read in messages.
 //!
 //! The demo site (`crates/demo`), the test kit (`crates/testkit`) and the
 //! URL library (`crates/scrapy-url`) are crates of their own.
@@ -40,4 +40,5 @@ pub mod request;
 pub mod settings;
 pub mod spider;
 pub mod stats;
+pub mod wording;
 pub mod worker;

@@ -9,13 +9,7 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = crawlworker::cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CRAWLWORKER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    crawlworker::cli::logging::init();
     match crawlworker::cli::run(cli).await {
         Ok(code) => code,
         Err(e) => match e.downcast_ref::<crawlworker::cli::InvalidInput>() {

@@ -606,10 +606,12 @@ settings! {
     /// The Redis holding the crawl (`redis://`, or `rediss://` for TLS; `REDIS_URL` is read too). Its password is never logged.
     redis_url: RedisUrl = RedisUrl::local();
     /// How long a leased request stays with a worker that stops renewing it (a dead worker's requests return to the queue after this).
-    lease_timeout: Duration = Duration::from_secs(60);
+    lease_timeout: Duration = Duration::from_secs(30);
     /// How often an idle worker looks at the start key for entries pushed without a wake-up (by producers other than crawlworker).
     idle_recheck: Duration = Duration::from_secs(1);
-    /// How long a stopping worker lets in-flight pages finish before handing them back to the queue.
+    /// How often a worker logs its progress (pages and items with their rates, the cluster's queue), as Scrapy's LogStats (0: never).
+    log_stats_interval: Duration = Duration::from_secs(60);
+    /// How long a stopping worker lets downloads in progress finish before handing them back to the queue (requests not yet downloading go back at once).
     shutdown_grace: Duration = Duration::from_secs(30);
 }
 

@@ -19,8 +19,12 @@ pub enum StatKind {
     Counter,
     /// The largest value seen.
     Max,
-    /// A time, written once (RFC 3339).
+    /// A time (RFC 3339).
     Time,
+    /// A word (`finish_reason`).
+    Text,
+    /// A duration in seconds, written as a number.
+    Seconds,
 }
 
 /// One stat of the hash.
@@ -85,6 +89,12 @@ macro_rules! families {
 stats! {
     /// When the crawl first started (set by the first worker).
     START_TIME = "start_time", Time;
+    /// When a worker last stopped (the last one to stop sets the crawl's).
+    FINISH_TIME = "finish_time", Time;
+    /// Why it stopped: `finished` (drained), `idle` or `shutdown`.
+    FINISH_REASON = "finish_reason", Text;
+    /// Seconds from `start_time` to `finish_time`.
+    ELAPSED_TIME_SECONDS = "elapsed_time_seconds", Seconds;
     /// Requests sent.
     DOWNLOADER_REQUEST_COUNT = "downloader/request_count", Counter;
     /// Downloads that failed on the network (DNS, connection, timeout, size).

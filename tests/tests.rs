@@ -10,5 +10,6 @@ mod fingerprint_cli;
 mod frontier;
 mod news;
 mod parse;
+mod progress;
 mod regression;
 mod tools;

@@ -5,6 +5,7 @@
 //! The crawl commands live in [`run`]; the Redis tools (`push-urls`,
 //! `flush`, `stats`) in [`tools`].
 
+pub mod logging;
 mod run;
 mod tools;
 
@@ -24,6 +25,7 @@ use crate::frontier::KeyGroup;
 use crate::request::Request;
 use crate::settings::{self, Overrides, RedisUrl};
 use crate::spider::{LoadError, Spider};
+use crate::wording::plural;
 
 /// A crawler worker: spiders are TOML files, Redis holds the shared crawl.
 #[derive(Debug, Parser)]
@@ -379,11 +381,6 @@ fn check(paths: &[PathBuf]) -> ExitCode {
     } else {
         ExitCode::from(2)
     }
-}
-
-/// `1 rule`, `3 rules`.
-pub fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 async fn parse(

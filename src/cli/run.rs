@@ -50,8 +50,11 @@ pub async fn run(
         match done {
             Ok(Ok(summary)) => {
                 eprintln!(
-                    "crawlworker: spider `{}` stopped ({:?}) after {} pages",
-                    summary.spider, summary.reason, summary.pages
+                    "crawlworker: spider `{}` stopped ({}) after {:.1} s: {}",
+                    summary.spider,
+                    summary.reason,
+                    summary.elapsed.as_secs_f64(),
+                    summary.counts.describe()
                 );
             }
             Ok(Err(e)) => {

@@ -136,6 +136,39 @@ impl Frontier {
             .map_err(err("update stats in", &self.keys.stats))
     }
 
+    /// Records that a worker stopped, as Scrapy records a spider closing:
+    /// `finish_time`, `finish_reason` and `elapsed_time_seconds` since the
+    /// crawl's `start_time`. The last worker to stop leaves the crawl's.
+    pub async fn record_finish(&self, reason: &str) -> Result<()> {
+        let start: Option<String> = redis::cmd("HGET")
+            .arg(&self.keys.stats)
+            .arg(stats::START_TIME.name)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.stats))?;
+        let now = std::time::SystemTime::now();
+        let elapsed = start
+            .and_then(|s| humantime::parse_rfc3339(&s).ok())
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default();
+        let finish = humantime::format_rfc3339_seconds(now).to_string();
+        redis::pipe()
+            .atomic()
+            .hset(&self.keys.stats, stats::FINISH_TIME.name, finish)
+            .ignore()
+            .hset(&self.keys.stats, stats::FINISH_REASON.name, reason)
+            .ignore()
+            .hset(
+                &self.keys.stats,
+                stats::ELAPSED_TIME_SECONDS.name,
+                format!("{:.3}", elapsed.as_secs_f64()),
+            )
+            .ignore()
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("record the finish in", &self.keys.stats))
+    }
+
     /// The stats hash.
     pub async fn stats(&self) -> Result<Vec<(String, String)>> {
         redis::cmd("HGETALL")

@@ -16,9 +16,9 @@
 //! checks the lease).
 
 mod page;
+pub mod progress;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,7 @@ use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, Refused, StartClaim
 use crate::settings::Settings;
 use crate::spider::Spider;
 use crate::stats::Tally;
+use progress::Progress;
 
 pub use crate::frontier::outage::with_redis;
 
@@ -48,17 +49,43 @@ pub struct StopRules {
 /// Why the worker stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
+    /// A signal (or the caller) asked it to.
     Shutdown,
+    /// `--idle-exit`: nothing to do for that long.
     Idle,
+    /// `--until-drained`: the whole crawl is finished.
     Drained,
+}
+
+impl StopReason {
+    /// Scrapy's `finish_reason` for it.
+    pub fn finish_reason(self) -> &'static str {
+        match self {
+            StopReason::Shutdown => "shutdown",
+            StopReason::Idle => "idle",
+            StopReason::Drained => "finished",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Shutdown => "asked to stop",
+            StopReason::Idle => "idle",
+            StopReason::Drained => "the crawl is drained",
+        })
+    }
 }
 
 /// What one spider's loop did.
 #[derive(Debug, Clone)]
 pub struct RunSummary {
     pub spider: String,
-    pub pages: u64,
+    /// This worker's counts.
+    pub counts: progress::Counts,
     pub reason: StopReason,
+    pub elapsed: Duration,
 }
 
 /// One spider in this worker.
@@ -71,9 +98,13 @@ pub struct SpiderRun {
     redis: redis::Client,
     /// Ids of the requests this worker holds leases on.
     inflight: Arc<Mutex<HashSet<String>>>,
-    /// Pages this worker committed.
-    pages: Arc<AtomicU64>,
+    /// What this worker did, for its progress lines and heartbeat.
+    progress: Arc<Progress>,
 }
+
+/// How often a worker records its heartbeat (and renews its leases, more
+/// often still when the lease is short).
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// Requests leased per download slot at most (the others wait for their
 /// hosts' politeness slots).
@@ -135,7 +166,7 @@ impl SpiderRun {
             downloader: Arc::new(downloader),
             redis,
             inflight: Arc::new(Mutex::new(HashSet::new())),
-            pages: Arc::new(AtomicU64::new(0)),
+            progress: Arc::default(),
         }))
     }
 
@@ -153,6 +184,7 @@ impl SpiderRun {
         mut shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<RunSummary> {
         let name = self.spider.name.clone();
+        let clock = Instant::now();
         let started = now_rfc3339();
         let nothing = Tally::default();
         with_redis("record start time", &shutdown, || {
@@ -161,6 +193,12 @@ impl SpiderRun {
         .await;
         let wake = Wake::subscribe(self.redis.clone(), self.frontier.keys.wake.clone());
         let upkeep = self.spawn_upkeep();
+        let log_stats = progress::spawn_log_stats(
+            name.clone(),
+            self.frontier.clone(),
+            self.progress.clone(),
+            self.settings.log_stats_interval,
+        );
         let concurrency = self.settings.concurrent_requests.max(1) as usize;
         let max_tasks = concurrency * LEASES_PER_SLOT;
         let batch = self.spider.start.batch_size;
@@ -242,13 +280,26 @@ impl SpiderRun {
             self.drain(&mut tasks).await;
         }
         upkeep.abort();
+        if let Some(task) = log_stats {
+            task.abort();
+        }
         let _ = self.frontier.unregister().await;
-        let pages = self.pages.load(Ordering::Relaxed);
-        tracing::info!(spider = %name, pages, reason = ?reason, "worker stopped");
+        if let Err(e) = self.frontier.record_finish(reason.finish_reason()).await {
+            tracing::warn!(error = %e, "could not record finish_time in the stats");
+        }
+        let counts = self.progress.counts();
+        let elapsed = clock.elapsed();
+        tracing::info!(spider = %name, "worker stopped ({reason}) after {:.1} s: {}", elapsed.as_secs_f64(), counts.describe());
+        if let Ok(mut stats) = self.frontier.stats().await {
+            stats.sort();
+            let lines: Vec<String> = stats.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
+            tracing::info!(spider = %name, "cluster stats:\n{}", lines.join("\n"));
+        }
         Ok(RunSummary {
             spider: name,
-            pages,
+            counts,
             reason,
+            elapsed,
         })
     }
 
@@ -347,17 +398,21 @@ impl SpiderRun {
             frontier: self.frontier.clone(),
             downloader: self.downloader.clone(),
             inflight: self.inflight.clone(),
-            pages: self.pages.clone(),
+            progress: self.progress.clone(),
         }
     }
 
-    /// Renews leases (every third of the lease timeout) and records the
-    /// heartbeat.
+    /// Renews leases and records the heartbeat, every [`HEARTBEAT`] (or a
+    /// third of the lease timeout, when that is shorter).
     fn spawn_upkeep(&self) -> tokio::task::JoinHandle<()> {
         let frontier = self.frontier.clone();
         let inflight = self.inflight.clone();
-        let pages = self.pages.clone();
-        let every = (self.settings.lease_timeout / 3).max(Duration::from_millis(100));
+        let progress = self.progress.clone();
+        // Leases are renewed well before they expire, and the heartbeat is
+        // fresh enough for `stats` to show live numbers.
+        let every = (self.settings.lease_timeout / 3)
+            .min(HEARTBEAT)
+            .max(Duration::from_millis(100));
         let started = now_rfc3339();
         let host = hostname();
         tokio::spawn(async move {
@@ -377,7 +432,7 @@ impl SpiderRun {
                     host: host.clone(),
                     pid: std::process::id(),
                     started: started.clone(),
-                    pages: pages.load(Ordering::Relaxed),
+                    pages: progress.counts().pages,
                     heartbeat: now_secs(),
                     version: env!("CARGO_PKG_VERSION").to_string(),
                 };

@@ -7,7 +7,6 @@
 //! and another worker takes it.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
 use crate::request::Request;
 use crate::spider::Spider;
 use crate::stats::{self, Tally};
+use crate::wording::plural;
 
 /// What a page task needs; cheap to clone.
 pub struct Context {
@@ -28,8 +28,8 @@ pub struct Context {
     pub downloader: Arc<Downloader>,
     /// Ids of the requests this worker holds leases on.
     pub inflight: Arc<Mutex<HashSet<String>>>,
-    /// Pages this worker committed.
-    pub pages: Arc<AtomicU64>,
+    /// What this worker did.
+    pub progress: Arc<super::progress::Progress>,
 }
 
 /// Crawls one leased request; returns the requests its commit leased to
@@ -60,13 +60,15 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
             tracing::warn!(id = %leased.id, "lease was lost before commit (another worker has the page); results discarded");
             Vec::new()
         }
-        (Committed::Done { .. }, next) => next,
+        (Committed::Done { .. }, next) => {
+            ctx.progress.committed(&result);
+            next
+        }
     };
     if let Ok(mut set) = ctx.inflight.lock() {
         set.remove(&leased.id);
         set.extend(next.iter().map(|l| l.id.clone()));
     }
-    ctx.pages.fetch_add(1, Ordering::Relaxed);
     next
 }
 
@@ -107,6 +109,17 @@ fn extract_page(
         body: &fetched.body,
     };
     let x = extract::extract(spider, request, &response);
+    tracing::debug!(
+        "fetched {} {} {} ({}, {}, {})",
+        fetched.status,
+        request.method,
+        request.url,
+        x.rule
+            .as_deref()
+            .map_or("no rule".to_string(), |r| format!("rule {r}")),
+        plural(x.items.len(), "item", "items"),
+        plural(x.requests.len(), "link", "links"),
+    );
     if let Some(status) = x.ignored_status {
         stats.add(stats::HTTPERROR_RESPONSE_IGNORED_COUNT, 1);
         stats.add_in(stats::HTTPERROR_RESPONSE_IGNORED_STATUS, status, 1);
