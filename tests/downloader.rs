@@ -497,3 +497,47 @@ async fn crawl_delay_paces_its_host_and_a_waiting_host_blocks_no_other() {
     other.stop().await.unwrap();
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_worker_hands_back_requests_still_waiting_for_their_turn() {
+    // One request a second: most leased requests wait for their host's
+    // slot. On SIGTERM they go back to the queue at once; only a download
+    // in progress may use the (long) grace period.
+    let env = Env::new("max_requests_per_second = 1").await;
+    let paths: Vec<String> = (0..40)
+        .map(|i| format!("/fault/status/200?key=stop{i}"))
+        .collect();
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    env.push(&refs);
+    let w = Worker::spawn(
+        &env.spider,
+        &env.redis.url(),
+        &[],
+        &[
+            ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
+            ("CRAWLWORKER_SHUTDOWN_GRACE", "60s"),
+            // Leases long enough for all 40 to wait for their turn at once.
+            ("CRAWLWORKER_LEASE_TIMEOUT", "120s"),
+        ],
+    );
+    let mut conn = env.redis.conn();
+    eventually("requests wait for their turn", PATIENCE, || {
+        let leased: u64 = conn.zcard("faults:inflight").unwrap();
+        (env.server.total_hits() >= 1 && leased >= 20).then_some(())
+    });
+    w.terminate();
+    // Well within the 60 s grace: nothing in progress holds it.
+    let (status, log) = w.wait(Duration::from_secs(15));
+    assert!(status.success(), "{log}");
+    assert_eq!(conn.zcard::<_, u64>("faults:inflight").unwrap(), 0, "{log}");
+    let fetched = env.server.total_hits() as u64;
+    let queued: u64 = conn.zcard("faults:requests").unwrap();
+    let done: u64 = conn.llen("faults:items").unwrap();
+    assert_eq!(
+        queued + done,
+        40,
+        "every request is either done or queued again"
+    );
+    assert!(done <= fetched);
+    env.finish().await;
+}

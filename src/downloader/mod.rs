@@ -24,6 +24,8 @@ pub mod robots;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 pub use client::{FetchError, Fetched, HttpClient};
 use politeness::Politeness;
 use retry::Failure;
@@ -44,6 +46,15 @@ pub enum Downloaded {
     /// Nothing to extract: a retry, a failure, a redirect, or robots.txt
     /// said no. The page's commit, without its stats (in the tally).
     Decided(Box<PageResult>),
+    /// The worker is stopping and the download had not started: the
+    /// request goes back to the queue.
+    NotStarted,
+}
+
+/// What happens before a download: its slots, or an outcome already.
+enum Ready {
+    Go(politeness::Slots),
+    Done(Downloaded),
 }
 
 /// One spider's downloader in this worker; cheap to share behind an `Arc`.
@@ -80,19 +91,43 @@ impl Downloader {
 
     /// Downloads `request` after waiting `wait` for its host's slot (it was
     /// reserved with spacing `paced_with`), counting stats into `stats`.
+    /// Until the download starts, `shutdown` gives it up: a stopping worker
+    /// hands such requests back at once, and lets only downloads in
+    /// progress use `shutdown_grace`.
     pub async fn download(
         &self,
         request: &Request,
         wait: Duration,
         paced_with: Duration,
         stats: &mut Tally,
+        shutdown: &watch::Receiver<bool>,
     ) -> Downloaded {
+        let mut stop = shutdown.clone();
+        let ready = tokio::select! {
+            biased;
+            _ = stop.wait_for(|stop| *stop) => return Downloaded::NotStarted,
+            ready = self.ready(request, wait, paced_with, stats) => ready,
+        };
+        let _slots = match ready {
+            Ready::Go(slots) => slots,
+            Ready::Done(outcome) => return outcome,
+        };
+        self.fetch(request, stats).await
+    }
+
+    /// Waits for the host's turn, obeys robots.txt and takes the slots.
+    async fn ready(
+        &self,
+        request: &Request,
+        wait: Duration,
+        paced_with: Duration,
+        stats: &mut Tally,
+    ) -> Ready {
         if !wait.is_zero() {
             self.politeness.wait_turn(wait).await;
         }
-        let settings = &self.settings;
         let host = request.host_key();
-        if settings.robotstxt_obey {
+        if self.settings.robotstxt_obey {
             match self.robots.check(request).await {
                 Verdict::Allowed { crawl_delay } => {
                     // Leased before this worker knew the host's Crawl-delay:
@@ -108,11 +143,16 @@ impl Downloader {
                 Verdict::Forbidden => {
                     tracing::debug!(url = %request.url, "forbidden by robots.txt");
                     stats.add(stats::ROBOTSTXT_FORBIDDEN, 1);
-                    return Downloaded::Decided(Box::default());
+                    return Ready::Done(Downloaded::Decided(Box::default()));
                 }
             }
         }
-        let _slots = self.politeness.slots(&host).await;
+        Ready::Go(self.politeness.slots(&host).await)
+    }
+
+    /// The HTTP exchange and what its response means.
+    async fn fetch(&self, request: &Request, stats: &mut Tally) -> Downloaded {
+        let settings = &self.settings;
         stats.add(stats::DOWNLOADER_REQUEST_COUNT, 1);
         stats.add_in(stats::DOWNLOADER_REQUEST_METHOD, &request.method, 1);
         let fetched = match self.client.fetch(request).await {

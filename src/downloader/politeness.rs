@@ -53,10 +53,17 @@ impl Politeness {
         self.waiting.load(Ordering::Relaxed)
     }
 
-    /// Waits for the host's turn (a request counted by [`Self::will_wait`]).
+    /// Waits for the host's turn (a request counted by [`Self::will_wait`]);
+    /// it stops counting as waiting when the wait ends or is abandoned.
     pub async fn wait_turn(&self, wait: Duration) {
+        struct Counted<'a>(&'a AtomicUsize);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let _counted = Counted(&self.waiting);
         tokio::time::sleep(wait).await;
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Takes a slot of `host` and a download slot, waiting for them.

@@ -36,7 +36,13 @@ pub struct Context {
 /// replace it (already recorded as in flight).
 pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
     let result = match &leased.request {
-        Ok(request) => process(&ctx, request, leased.wait, leased.paced_with).await,
+        Ok(request) => match process(&ctx, request, leased.wait, leased.paced_with).await {
+            Some(result) => result,
+            None => {
+                hand_back(&ctx, &leased.id).await;
+                return Vec::new();
+            }
+        },
         Err(dead) => {
             tracing::warn!(key = %ctx.frontier.keys.requests, id = %leased.id, reason = %dead.reason, "malformed request set aside in the dead-letter key");
             let mut stats = Tally::default();
@@ -72,26 +78,40 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
     next
 }
 
-/// Downloads one request and, if it gave a page, extracts it.
+/// The worker is stopping before this request's download started: its
+/// lease goes back to the queue now (if that fails, it expires).
+async fn hand_back(ctx: &Context, id: &str) {
+    let ids = [id.to_string()];
+    if let Err(e) = ctx.frontier.release(&ids).await {
+        tracing::debug!(%id, error = %e, "could not hand a request back; its lease expires instead");
+    }
+    if let Ok(mut set) = ctx.inflight.lock() {
+        set.remove(id);
+    }
+}
+
+/// Downloads one request and, if it gave a page, extracts it; `None` when
+/// the worker stopped before the download started.
 async fn process(
     ctx: &Context,
     request: &Request,
     wait: Duration,
     paced_with: Duration,
-) -> PageResult {
+) -> Option<PageResult> {
     let mut stats = Tally::default();
     let downloaded = ctx
         .downloader
-        .download(request, wait, paced_with, &mut stats)
+        .download(request, wait, paced_with, &mut stats, &ctx.shutdown)
         .await;
     let mut result = match downloaded {
         Downloaded::Decided(result) => *result,
         Downloaded::Response { fetched, host } => {
             extract_page(&ctx.spider, request, &fetched, host, &mut stats)
         }
+        Downloaded::NotStarted => return None,
     };
     result.stats = stats;
-    result
+    Some(result)
 }
 
 /// The items and follow-up requests of a downloaded page.
