@@ -384,3 +384,60 @@ async fn idle_exit_stops_a_worker_with_nothing_to_do() {
     assert!(started.elapsed() >= Duration::from_millis(300));
     crawl.finish().await;
 }
+
+/// A worker that died holding leases shows as gone in `stats`, with the
+/// pages waiting for it and when they return; a surviving worker says what
+/// it is waiting for, and finishes the crawl once the leases expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_workers_leases_are_shown_and_waited_for() {
+    let crawl = Crawl::new(RedisServer::start(), Duration::ZERO).await;
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", "[settings]\nlease_timeout = \"4s\"\n");
+    std::fs::write(&crawl.spider, text).unwrap();
+    // A "worker" leases the two start pages and is never heard from again.
+    let spider = crawlworker::spider::Spider::load(&crawl.spider).unwrap();
+    let client = redis::Client::open(crawl.redis.url()).unwrap();
+    let ghost = crawlworker::frontier::Frontier::connect(&client, spider.frontier_options("ghost"))
+        .await
+        .unwrap();
+    let tasks = [
+        r#"{"forum_id": "00001", "max_page": 1}"#.to_string(),
+        r#"{"forum_id": "00002", "max_page": 1}"#.to_string(),
+    ];
+    ghost.push_start(&tasks, 0.0, None).await.unwrap();
+    let (_, entries) = ghost.lease(0, 10).await.unwrap();
+    let claims: Vec<crawlworker::frontier::StartClaim> = entries
+        .into_iter()
+        .map(|entry| crawlworker::frontier::StartClaim {
+            outcome: spider
+                .start_request(&entry)
+                .map_err(crawlworker::frontier::Refused::from),
+            entry,
+        })
+        .collect();
+    ghost.claim_start(&claims).await.unwrap();
+    assert_eq!(ghost.lease(10, 0).await.unwrap().0.len(), 2);
+
+    let out = crawlworker_with_redis(&crawl.redis.url(), &["stats", crawl.spider()]);
+    let text = stderr(&out) + &crawlworker_testkit::stdout(&out);
+    assert!(text.contains("workers (0 live, 1 gone)"), "{text}");
+    assert!(
+        text.contains("ghost  gone (no heartbeat): 2 pages waiting for its expired leases (back in the queue within"),
+        "{text}"
+    );
+
+    let survivor = crawl.worker(&["--until-drained"], &[("CRAWLWORKER_LOG", "info")]);
+    let (status, log) = survivor.wait(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains("waiting for 2 pages leased by other workers; a stopped worker's leases return to the queue within 4s"),
+        "{log}"
+    );
+    let items: u64 = crawl.redis.conn().llen("bbs:items").unwrap();
+    assert!(
+        items > 0,
+        "the survivor crawled the pages once the leases expired"
+    );
+    crawl.finish().await;
+}

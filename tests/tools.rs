@@ -108,13 +108,17 @@ fn push_urls_reports_an_unreachable_redis() {
         &[
             "push-urls",
             "spiders/bbs.toml",
-            "http://127.0.0.1:8700/list/1/1",
+            r#"{"forum_id": "00001", "max_page": 1}"#,
         ],
     );
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
         err.contains("cannot reach Redis at redis://:***@127.0.0.1:9"),
+        "{err}"
+    );
+    assert!(
+        err.contains("start redis-server there, or give the address with --redis or REDIS_URL"),
         "{err}"
     );
     assert!(!err.contains("hunter2"), "the password leaked: {err}");

@@ -11,10 +11,12 @@ use serde_json::Value;
 
 use super::{load_spider, RedisArgs};
 use crate::config::Config;
+use crate::frontier::admin::HeldLeases;
 use crate::frontier::{now_secs, Frontier, Heartbeat, KeyGroup, QueueStatus};
 use crate::request::Request;
 use crate::settings::Overrides;
 use crate::spider::Spider;
+use crate::wording::count;
 
 /// Loads the spider and connects to its Redis.
 async fn open(
@@ -34,7 +36,12 @@ async fn open(
     let options = spider.frontier_options("tool");
     let frontier = Frontier::connect(&client, options)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot reach Redis at {url}: {}", e.cause))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach Redis at {url}: {}; start redis-server there, or give the address with --redis or REDIS_URL",
+                e.cause
+            )
+        })?;
     Ok((spider, frontier))
 }
 
@@ -229,13 +236,28 @@ pub async fn flush(
     Ok(ExitCode::SUCCESS)
 }
 
-/// A live worker as `stats` shows it.
+/// A worker as `stats` shows it.
 #[derive(Debug, Serialize)]
 struct LiveWorker {
     id: String,
     #[serde(flatten)]
     beat: Heartbeat,
     seen_seconds_ago: f64,
+    /// In-flight pages it holds leases on.
+    leased: u64,
+}
+
+/// A worker that stopped beating (killed, or cut off from Redis) while
+/// holding leases, or whose heartbeat is older than a lease.
+#[derive(Debug, Serialize)]
+struct GoneWorker {
+    id: String,
+    /// Seconds since its last heartbeat, if it left one.
+    seen_seconds_ago: Option<f64>,
+    /// Pages waiting for its leases to expire.
+    leased: u64,
+    /// When the last of them is back in the queue, at the latest.
+    back_within_seconds: f64,
 }
 
 /// What `stats --json` prints.
@@ -247,6 +269,7 @@ struct StatsReport<'a> {
     /// Key kind → key name.
     keys: BTreeMap<&'static str, &'a str>,
     workers: Vec<LiveWorker>,
+    gone: Vec<GoneWorker>,
     /// The stats hash, numbers as numbers.
     stats: serde_json::Map<String, Value>,
 }
@@ -262,21 +285,43 @@ pub async fn stats(
     let mut stats = frontier.stats().await?;
     stats.sort();
     let now = now_secs();
-    // A worker is live while its heartbeat is fresher than a lease.
-    let live_within = spider.settings.lease_timeout.as_secs_f64().max(15.0);
-    let workers: Vec<LiveWorker> = frontier
-        .workers()
+    // A worker that missed three heartbeats (or a lease's time) is gone:
+    // its leases are lost, or will be soon.
+    let live_within = Heartbeat::gone_after(spider.settings.lease_timeout).as_secs_f64();
+    let mut leases: BTreeMap<String, HeldLeases> = frontier
+        .leases()
         .await?
         .into_iter()
-        .filter_map(|(id, beat)| {
-            let age = now - beat.heartbeat;
-            (age <= live_within).then(|| LiveWorker {
+        .map(|l| (l.worker.clone(), l))
+        .collect();
+    let round = |s: f64| (s * 10.0).round() / 10.0;
+    let (mut workers, mut gone) = (Vec::new(), Vec::new());
+    for (id, beat) in frontier.workers().await? {
+        let age = (now - beat.heartbeat).max(0.0);
+        let held = leases.remove(&id);
+        if age <= live_within {
+            workers.push(LiveWorker {
+                leased: held.map_or(0, |h| h.count),
                 id,
                 beat,
-                seen_seconds_ago: (age * 10.0).round() / 10.0,
-            })
-        })
-        .collect();
+                seen_seconds_ago: round(age),
+            });
+        } else if let Some(held) = held {
+            gone.push(GoneWorker {
+                id,
+                seen_seconds_ago: Some(round(age)),
+                leased: held.count,
+                back_within_seconds: round(held.expire_within.as_secs_f64()),
+            });
+        }
+    }
+    // Leases of workers that left no heartbeat at all.
+    gone.extend(leases.into_values().map(|held| GoneWorker {
+        id: held.worker,
+        seen_seconds_ago: None,
+        leased: held.count,
+        back_within_seconds: round(held.expire_within.as_secs_f64()),
+    }));
     let k = &frontier.keys;
     if as_json {
         let report = StatsReport {
@@ -285,6 +330,7 @@ pub async fn stats(
             queues: status,
             keys: k.all().map(|(kind, key)| (kind.name(), key)).collect(),
             workers,
+            gone,
             stats: stats
                 .into_iter()
                 .map(|(f, v)| {
@@ -313,11 +359,26 @@ pub async fn stats(
     ] {
         o += &format!("  {label:<14} {n:>10}  {key}\n");
     }
-    o += &format!("\nworkers ({} live)\n", workers.len());
+    o += &format!("\nworkers ({} live", workers.len());
+    if !gone.is_empty() {
+        o += &format!(", {} gone", gone.len());
+    }
+    o += ")\n";
     for w in &workers {
         o += &format!(
-            "  {}  pages {}  started {}  seen {}s ago\n",
-            w.id, w.beat.pages, w.beat.started, w.seen_seconds_ago
+            "  {}  pages {}  leased {}  started {}  seen {}s ago\n",
+            w.id, w.beat.pages, w.leased, w.beat.started, w.seen_seconds_ago
+        );
+    }
+    for g in &gone {
+        let seen = g.seen_seconds_ago.map_or("no heartbeat".to_string(), |s| {
+            format!("last seen {s}s ago")
+        });
+        o += &format!(
+            "  {}  gone ({seen}): {} waiting for its expired leases (back in the queue within {}s)\n",
+            g.id,
+            count(g.leased as usize, "page"),
+            g.back_within_seconds
         );
     }
     o += "\nstats\n";

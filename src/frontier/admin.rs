@@ -10,6 +10,15 @@ use super::{
 use crate::request::Request;
 use crate::stats::{self, Tally};
 
+/// The in-flight leases one worker holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLeases {
+    pub worker: String,
+    pub count: u64,
+    /// How long until the last of them expires (zero: already expired).
+    pub expire_within: std::time::Duration,
+}
+
 /// A failed-key entry as read: the raw entry (to remove exactly it) and its
 /// record, if it is one.
 #[derive(Debug, Clone)]
@@ -197,6 +206,35 @@ impl Frontier {
             .query_async::<()>(&mut self.conn.clone())
             .await
             .map_err(err("unregister from", &self.keys.workers))
+    }
+
+    /// Who holds the in-flight leases, per worker.
+    pub async fn leases(&self) -> Result<Vec<HeldLeases>> {
+        let raw: Vec<redis::Value> = SCRIPTS
+            .leases
+            .key(&self.keys.inflight)
+            .key(&self.keys.leases)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read the leases in", &self.keys.leases))?;
+        let mut values = raw.into_iter();
+        let number = |v: Option<redis::Value>| {
+            v.and_then(|v| redis::from_redis_value::<u64>(&v).ok())
+                .unwrap_or(0)
+        };
+        let now = number(values.next());
+        let mut out = Vec::new();
+        while let Some(worker) = values.next() {
+            let worker = redis::from_redis_value::<String>(&worker).unwrap_or_default();
+            let count = number(values.next());
+            let last = number(values.next());
+            out.push(HeldLeases {
+                worker,
+                count,
+                expire_within: std::time::Duration::from_millis(last.saturating_sub(now)),
+            });
+        }
+        Ok(out)
     }
 
     /// Every worker's last heartbeat, by worker id (unreadable entries are

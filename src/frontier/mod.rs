@@ -256,13 +256,15 @@ fn fingerprint_arg(request: &Request) -> String {
 }
 
 impl Frontier {
-    /// Connects to Redis for one spider.
+    /// Connects to Redis for one spider. It fails within about a second
+    /// when Redis does not answer: a worker retries on its own schedule (and
+    /// says so), a command reports it at once. Once connected, a lost
+    /// connection is re-made when next used.
     pub async fn connect(client: &redis::Client, options: Options) -> Result<Frontier> {
         let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(5))
+            .set_connection_timeout(Duration::from_secs(1))
             .set_response_timeout(Duration::from_secs(30))
-            .set_number_of_retries(2)
-            .set_max_delay(2000);
+            .set_number_of_retries(0);
         let conn = ConnectionManager::new_with_config(client.clone(), config)
             .await
             .map_err(err("connect", &options.keys.requests))?;

@@ -69,6 +69,18 @@ pub struct FailedRecord {
     pub request: Request,
 }
 
+impl Heartbeat {
+    /// How often a worker records it (more often when its leases are
+    /// shorter than three of these).
+    pub const EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+    /// How long without a heartbeat means a worker is gone: three missed
+    /// beats, or its lease time if that is shorter.
+    pub fn gone_after(lease: std::time::Duration) -> std::time::Duration {
+        (Heartbeat::EVERY * 3).min(lease)
+    }
+}
+
 impl FailedRecord {
     pub fn new(request: &Request, reason: &str, kind: &str, status: Option<u16>) -> FailedRecord {
         FailedRecord {

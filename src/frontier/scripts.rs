@@ -18,6 +18,7 @@ pub(super) struct Scripts {
     pub pace: Script,
     pub robots_lock: Script,
     pub flush: Script,
+    pub leases: Script,
 }
 
 /// The text every script starts with.
@@ -45,6 +46,7 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     pace: script(include_str!("scripts/pace.lua")),
     robots_lock: script(include_str!("scripts/robots_lock.lua")),
     flush: script(include_str!("scripts/flush.lua")),
+    leases: script(include_str!("scripts/leases.lua")),
 });
 
 /// Every script's own text (without the preamble), by file name.
@@ -65,6 +67,7 @@ pub(super) const SOURCES: &[(&str, &str)] = &[
     ("pace.lua", include_str!("scripts/pace.lua")),
     ("robots_lock.lua", include_str!("scripts/robots_lock.lua")),
     ("flush.lua", include_str!("scripts/flush.lua")),
+    ("leases.lua", include_str!("scripts/leases.lua")),
 ];
 
 #[cfg(test)]

@@ -102,10 +102,6 @@ pub struct SpiderRun {
     progress: Arc<Progress>,
 }
 
-/// How often a worker records its heartbeat (and renews its leases, more
-/// often still when the lease is short).
-const HEARTBEAT: Duration = Duration::from_secs(5);
-
 /// Requests leased per download slot at most (the others wait for their
 /// hosts' politeness slots).
 const LEASES_PER_SLOT: usize = 4;
@@ -143,13 +139,29 @@ impl SpiderRun {
             .client()
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
         let mut backoff = crate::backoff::Backoff::REDIS.attempts();
+        let (mut attempts, mut said) = (0u32, None::<Instant>);
         let frontier = loop {
             match Frontier::connect(&redis, spider.frontier_options(worker)).await {
-                Ok(f) => break f,
+                Ok(f) => {
+                    if attempts > 0 {
+                        tracing::info!(redis = %shown, "Redis answers after {attempts} failed attempts; starting");
+                    }
+                    break f;
+                }
                 Err(e) if e.is_outage() => {
-                    let wait = backoff.next_delay();
-                    tracing::warn!(redis = %shown, error = %e.cause, "Redis is unreachable; retrying in {wait:?}");
-                    if crate::frontier::outage::sleep_or_shutdown(wait, shutdown).await {
+                    attempts += 1;
+                    // Said at once, then every half minute, not per attempt.
+                    if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
+                        tracing::warn!(
+                            "cannot reach Redis at {shown} ({}); retrying every few seconds until it answers ({} so far). Is redis-server running there? The address comes from --redis, REDIS_URL or the redis_url setting",
+                            e.cause,
+                            crate::wording::count(attempts as usize, "attempt")
+                        );
+                        said = Some(Instant::now());
+                    }
+                    if crate::frontier::outage::sleep_or_shutdown(backoff.next_delay(), shutdown)
+                        .await
+                    {
                         return Ok(None);
                     }
                 }
@@ -205,6 +217,8 @@ impl SpiderRun {
         // Each page task returns the requests its commit leased to replace it.
         let mut tasks: JoinSet<Vec<Leased>> = JoinSet::new();
         let mut idle_since = Instant::now();
+        // When this worker last said it waits for other workers' leases.
+        let mut said_waiting: Option<Instant> = None;
         tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %self.settings.redis_url, concurrency, "worker started");
 
         let reason = loop {
@@ -245,6 +259,23 @@ impl SpiderRun {
                     {
                         if status.drained() {
                             break StopReason::Drained;
+                        }
+                        // Only other workers' leases keep the crawl open: a
+                        // dead worker's come back when they expire.
+                        let only_leases = status.queued == 0
+                            && status.start == 0
+                            && status.delayed == 0
+                            && self.inflight_ids().is_empty();
+                        if only_leases
+                            && said_waiting.is_none_or(|t| t.elapsed() >= Duration::from_secs(15))
+                        {
+                            tracing::info!(
+                                spider = %name,
+                                "waiting for {} leased by other workers; a stopped worker's leases return to the queue within {}",
+                                crate::wording::count(status.inflight as usize, "page"),
+                                humantime::format_duration(self.settings.lease_timeout)
+                            );
+                            said_waiting = Some(Instant::now());
                         }
                     }
                 }
@@ -402,8 +433,8 @@ impl SpiderRun {
         }
     }
 
-    /// Renews leases and records the heartbeat, every [`HEARTBEAT`] (or a
-    /// third of the lease timeout, when that is shorter).
+    /// Renews leases and records the heartbeat, every [`Heartbeat::EVERY`]
+    /// (or a third of the lease timeout, when that is shorter).
     fn spawn_upkeep(&self) -> tokio::task::JoinHandle<()> {
         let frontier = self.frontier.clone();
         let inflight = self.inflight.clone();
@@ -411,7 +442,7 @@ impl SpiderRun {
         // Leases are renewed well before they expire, and the heartbeat is
         // fresh enough for `stats` to show live numbers.
         let every = (self.settings.lease_timeout / 3)
-            .min(HEARTBEAT)
+            .min(Heartbeat::EVERY)
             .max(Duration::from_millis(100));
         let started = now_rfc3339();
         let host = hostname();
