@@ -115,8 +115,13 @@ pub fn retry_or_fail(
     } else {
         failure.reason.clone()
     };
-    tracing::warn!(url = %request.url, %reason, "request failed; recorded in the failed key (re-queue with push-urls --from-failed)");
-    stats.add(stats::FAILED_COUNT, 1);
+    if can_retry {
+        tracing::warn!(url = %request.url, %reason, "request failed; recorded in the failed key (re-queue with push-urls --from-failed)");
+    } else {
+        // Trying again would fail the same way: the reason says what to
+        // change (a setting, the URL), not to re-queue it.
+        tracing::warn!(url = %request.url, %reason, "request refused; recorded in the failed key");
+    }
     PageResult {
         failed: Some(FailedRecord::new(
             request,

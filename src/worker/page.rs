@@ -45,11 +45,8 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
         },
         Err(dead) => {
             tracing::warn!(key = %ctx.frontier.keys.requests, id = %leased.id, reason = %dead.reason, "malformed request set aside in the dead-letter key");
-            let mut stats = Tally::default();
-            stats.add(stats::DEADLETTER_COUNT, 1);
             PageResult {
                 dead: Some(dead.clone()),
-                stats,
                 ..PageResult::default()
             }
         }

@@ -46,11 +46,14 @@ else
   redis.call('HDEL', K.data, id)
 end
 
+-- Counted where they are written, so the stats and the keys agree.
 if ARGV[8] ~= '' then
   redis.call('RPUSH', K.dead, ARGV[8])
+  redis.call('HINCRBY', K.stats, STAT.DEADLETTER_COUNT, 1)
 end
 if ARGV[9] ~= '' then
   redis.call('RPUSH', failed_key, ARGV[9])
+  redis.call('HINCRBY', K.stats, STAT.FAILED_COUNT, 1)
 end
 
 -- Adaptive back-off, shared by the cluster: a 429/503 doubles the host's
