@@ -1,6 +1,7 @@
 //! The `crawlworker` binary: parses the command line and hands it to
 //! [`crawlworker::cli::run`]. Fatal errors print their whole cause chain
-//! (exit code 1); input a person must fix prints as it is (exit code 2).
+//! (exit code 1); input a person must fix prints as it is (exit code 2);
+//! output to a closed pipe ends quietly (exit code 0).
 
 use std::process::ExitCode;
 
@@ -12,6 +13,8 @@ async fn main() -> ExitCode {
     crawlworker::cli::logging::init();
     match crawlworker::cli::run(cli).await {
         Ok(code) => code,
+        // Whoever read our output stopped reading (`| head`): not a failure.
+        Err(e) if crawlworker::cli::output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => match e.downcast_ref::<crawlworker::cli::InvalidInput>() {
             Some(invalid) => {
                 eprintln!("{invalid}");

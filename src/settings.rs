@@ -138,9 +138,12 @@ impl SettingValue for Duration {
         read_parsed(
             t,
             key,
-            "write seconds (1.5) or a duration (\"1500ms\", \"2m\")",
+            &format!("e.g. `{key} = 1.5` or `{key} = \"1500ms\"`"),
             |node| match (node.as_float(), node.as_integer(), node.as_str()) {
-                (Some(f), _, _) => Some(Duration::try_from_secs_f64(f).map_err(|e| e.to_string())),
+                (Some(f), _, _) => Some(
+                    Duration::try_from_secs_f64(f)
+                        .map_err(|_| format!("{f} is not a duration of 0 seconds or more")),
+                ),
                 (_, Some(i), _) => Some(
                     u64::try_from(i)
                         .map(Duration::from_secs)
@@ -152,11 +155,7 @@ impl SettingValue for Duration {
         )
     }
     fn parse_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if let Ok(secs) = s.parse::<f64>() {
-            return Duration::try_from_secs_f64(secs).map_err(|e| e.to_string());
-        }
-        humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration: {e}"))
+        parse_duration(s)
     }
     fn show(&self) -> String {
         if self.is_zero() {
@@ -165,6 +164,20 @@ impl SettingValue for Duration {
             humantime::format_duration(*self).to_string()
         }
     }
+}
+
+/// A duration as crawlworker reads one everywhere (settings, environment,
+/// command line): seconds as a number (`1.5`), or numbers with units
+/// (`250ms`, `30s`, `5m`, `1h 30m`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let parsed = match s.parse::<f64>() {
+        Ok(secs) => Duration::try_from_secs_f64(secs).ok(),
+        Err(_) => humantime::parse_duration(s).ok(),
+    };
+    parsed.ok_or_else(|| {
+        format!("`{s}` is not a duration: write seconds (1.5) or a number with a unit (250ms, 30s, 5m, 1h)")
+    })
 }
 
 /// A size in bytes: a whole number, or a string such as `"32 MiB"`.

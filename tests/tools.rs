@@ -8,7 +8,7 @@ use redis::Commands;
 use serde_json::Value;
 
 use crawlworker_testkit::{
-    crawlworker_with_redis, root, stderr, stdout, temp_dir, RedisServer, TempDir,
+    crawlworker, crawlworker_with_redis, root, stderr, stdout, temp_dir, RedisServer, TempDir,
 };
 
 /// A file holding `text`, in a directory removed with the returned guard.
@@ -43,17 +43,17 @@ fn push_urls_validates_each_entry_and_names_bad_lines() {
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
-            "{} 4: not pushed: the entry is not valid JSON",
+            "{}:4: not pushed: the entry is not valid JSON",
             file.display()
         )),
         "{err}"
     );
     assert!(
-        err.contains("5: not pushed: `not a url` is not an absolute http(s) URL"),
+        err.contains(":5: not pushed: `not a url` is not an absolute http(s) URL"),
         "{err}"
     );
     assert!(
-        err.contains("6: not pushed: the task lacks field `forum_id` used by start.url"),
+        err.contains(":6: not pushed: the task lacks field `forum_id` used by start.url"),
         "{err}"
     );
     assert!(
@@ -135,9 +135,9 @@ fn flush_deletes_what_is_asked_and_asks_first() {
     let _: () = conn.sadd("bbs:dupefilter", &fp).unwrap();
     let _: () = conn.hset("bbs:stats", "item_scraped_count", 3).unwrap();
 
-    // Not on a terminal and no --yes: refuse, delete nothing.
+    // Not on a terminal and no --yes: refuse (a usage error), delete nothing.
     let out = crawlworker_with_redis(&redis.url(), &["flush", "spiders/bbs.toml", "--items"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("pass --yes to confirm"),
         "{}",
@@ -152,7 +152,7 @@ fn flush_deletes_what_is_asked_and_asks_first() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
-        "deleted bbs:items (3 entries)\ndeleted bbs:stats (1 entries)\n"
+        "deleted bbs:items (3 entries)\ndeleted bbs:stats (1 entry)\n"
     );
     assert!(!conn.exists::<_, bool>("bbs:items").unwrap());
     assert_eq!(conn.scard::<_, u64>("bbs:dupefilter").unwrap(), 3);
@@ -179,7 +179,7 @@ fn flush_deletes_what_is_asked_and_asks_first() {
     );
 
     let out = crawlworker_with_redis(&redis.url(), &["flush", "spiders/bbs.toml"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("say what to delete"),
         "{}",
@@ -197,6 +197,15 @@ fn flush_deletes_what_is_asked_and_asks_first() {
         stdout(&out)
     );
     assert!(!conn.exists::<_, bool>("bbs:dupefilter").unwrap());
+    // Keys that do not exist are not "deleted".
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["flush", "spiders/bbs.toml", "--items", "--yes"],
+    );
+    assert_eq!(
+        stdout(&out),
+        "nothing to delete: none of those keys exists\n"
+    );
 }
 
 #[test]
@@ -243,4 +252,150 @@ fn stats_shows_queues_workers_and_the_stats_hash() {
         &["stats", "tests/fixtures/spiders/broken/unknown_keys.toml"],
     );
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn items_prints_json_lines_and_pop_hands_each_item_to_one_consumer() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    let items: Vec<String> = (0..5).map(|i| format!(r#"{{"n": {i}}}"#)).collect();
+    let _: () = conn.rpush("bbs:items", &items).unwrap();
+    let out = crawlworker_with_redis(&redis.url(), &["items", "spiders/bbs.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), items.join("\n") + "\n");
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["items", "spiders/bbs.toml", "-n", "2", "--pop"],
+    );
+    assert_eq!(stdout(&out), format!("{}\n{}\n", items[0], items[1]));
+    assert_eq!(
+        conn.llen::<_, u64>("bbs:items").unwrap(),
+        3,
+        "popped items are gone"
+    );
+    let out = crawlworker_with_redis(&redis.url(), &["items", "spiders/bbs.toml", "--pop"]);
+    assert_eq!(stdout(&out).lines().count(), 3);
+    assert_eq!(conn.llen::<_, u64>("bbs:items").unwrap(), 0);
+}
+
+/// `crawlworker items … | head -1`: output to a closed pipe ends the
+/// command quietly with exit code 0, and items popped but never written
+/// go back.
+#[test]
+fn a_closed_pipe_ends_output_quietly() {
+    use std::io::BufRead;
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    let item = format!(r#"{{"text": "{}"}}"#, "x".repeat(200));
+    let items = vec![item; 5000];
+    let _: () = conn.rpush("bbs:items", &items).unwrap();
+    let mut child = Command::new(crawlworker_testkit::process::binary())
+        .args([
+            "items",
+            "spiders/bbs.toml",
+            "--pop",
+            "--redis",
+            &redis.url(),
+        ])
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with(r#"{"text""#));
+    // The reader goes away (its end of the pipe closes here).
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let left: u64 = conn.llen("bbs:items").unwrap();
+    assert!(
+        left > 0 && left < 5000,
+        "undelivered items are put back: {left} left"
+    );
+}
+
+#[test]
+fn the_command_line_refuses_what_it_would_silently_change() {
+    let redis = RedisServer::start();
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["run", "spiders/bbs.toml", "--concurrency", "0"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--concurrency"), "{}", stderr(&out));
+    let task = r#"{"forum_id": "00001", "max_page": 1}"#;
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["push-urls", "spiders/bbs.toml", "--priority", "5", task],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "--priority scores entries of a zset start key, but bbs:start_urls is a list"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // One duration syntax everywhere: bare seconds are accepted …
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["run", "spiders/bbs.toml", "--idle-exit", "0.2"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // … and a bad one says how to write it, without parser internals.
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["run", "spiders/bbs.toml", "--idle-exit", "soon"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("`soon` is not a duration: write seconds (1.5) or a number with a unit"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn help_describes_every_argument_and_completions_are_printed() {
+    use clap::CommandFactory;
+    let mut cli = crawlworker::cli::Cli::command();
+    cli.build();
+    for sub in cli.get_subcommands() {
+        assert!(
+            sub.get_about().is_some(),
+            "`{}` has no help",
+            sub.get_name()
+        );
+        for arg in sub.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            assert!(
+                arg.get_help().is_some(),
+                "`{} {id}` has no help text",
+                sub.get_name()
+            );
+        }
+    }
+    let out = crawlworker(&["completions", "bash"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("push-urls"), "{}", stdout(&out));
+    let out = crawlworker(&["check", "spiders"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("spiders/bbs.toml: ok")
+            && stdout(&out).contains("spiders/news.toml: ok")
+    );
+    let out = crawlworker(&["settings", "--config", "config/crawlworker.toml"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--config is only where it applies"
+    );
 }

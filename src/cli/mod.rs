@@ -5,16 +5,21 @@
 //! The crawl commands live in [`run`]; the Redis tools (`push-urls`,
 //! `flush`, `stats`) in [`tools`].
 
+pub mod args;
+mod items;
 pub mod logging;
+pub mod output;
 mod run;
 mod tools;
+
+pub use args::{Cli, Command, ConfigArgs, RedisArgs};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use clap::{Parser, Subcommand};
+use clap::CommandFactory;
 use serde_json::{json, Map, Value};
 
 use crate::config::Config;
@@ -27,150 +32,8 @@ use crate::settings::{self, Overrides, RedisUrl};
 use crate::spider::{LoadError, Spider};
 use crate::wording::plural;
 
-/// A crawler worker: spiders are TOML files, Redis holds the shared crawl.
-#[derive(Debug, Parser)]
-#[command(name = "crawlworker", version, about)]
-pub struct Cli {
-    /// Worker configuration file [default: config/crawlworker.toml if it exists]
-    #[arg(long, global = true, env = "CRAWLWORKER_CONFIG")]
-    pub config: Option<PathBuf>,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// Where Redis is, for commands that use it.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RedisArgs {
-    /// Redis URL (redis:// or rediss://) [default: REDIS_URL, the config file, or redis://127.0.0.1:6379]
-    #[arg(long, value_parser = RedisUrl::parse)]
-    pub redis: Option<RedisUrl>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run a worker: crawl the spiders' shared crawl from Redis.
-    Run {
-        #[arg(required = true)]
-        spiders: Vec<PathBuf>,
-        #[command(flatten)]
-        redis: RedisArgs,
-        /// Pages this worker downloads at once (concurrent_requests).
-        #[arg(long)]
-        concurrency: Option<u32>,
-        /// Exit after this long without work, e.g. "30s" (default: run forever).
-        #[arg(long, value_parser = humantime::parse_duration)]
-        idle_exit: Option<std::time::Duration>,
-        /// Exit when the whole crawl is finished: nothing queued, nothing in
-        /// flight in any worker, no start entries.
-        #[arg(long)]
-        until_drained: bool,
-    },
-    /// Push start entries (URLs or JSON tasks) to a spider's start key.
-    PushUrls {
-        spider: PathBuf,
-        /// Entries; with none, read --file (or standard input), one per line.
-        entries: Vec<String>,
-        /// Read entries from this file, one per line ("-" for standard input).
-        #[arg(long, short = 'f')]
-        file: Option<PathBuf>,
-        /// Score of the entries when the start key is a sorted set.
-        #[arg(long, default_value_t = 0.0)]
-        priority: f64,
-        /// Push only while the start key holds fewer than N entries; the
-        /// entries left over are printed on standard output.
-        #[arg(long)]
-        max_queue: Option<u64>,
-        /// Instead of new entries, move the requests recorded in the failed
-        /// key back into the queue (their retries start again).
-        #[arg(long, conflicts_with_all = ["entries", "file", "max_queue"])]
-        from_failed: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
-    /// Delete a spider's crawl state in Redis (asks first on a terminal).
-    Flush {
-        spider: PathBuf,
-        /// The request queue, in-flight leases and retries waiting.
-        #[arg(long)]
-        requests: bool,
-        #[arg(long)]
-        dupefilter: bool,
-        #[arg(long)]
-        items: bool,
-        #[arg(long)]
-        stats: bool,
-        #[arg(long)]
-        start_urls: bool,
-        /// Dead letters and failed requests.
-        #[arg(long)]
-        dead: bool,
-        /// Per-host politeness state: next slots, Crawl-delays, back-off,
-        /// the robots.txt cache.
-        #[arg(long)]
-        politeness: bool,
-        /// Every key of the spider.
-        #[arg(long)]
-        all: bool,
-        /// Remove one URL's fingerprint from the dupefilter (so it is crawled again).
-        #[arg(long, value_name = "URL")]
-        fingerprint: Option<String>,
-        /// Do not ask.
-        #[arg(long, short = 'y')]
-        yes: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
-    /// Show a crawl's progress: queues, workers and the stats hash.
-    Stats {
-        spider: PathBuf,
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
-    /// Validate spider files; every problem is reported with file:line:column.
-    Check {
-        /// Spider files to check.
-        #[arg(required = true)]
-        spiders: Vec<PathBuf>,
-    },
-    /// Try a spider on one page (a URL to fetch, or a saved file); no Redis needed.
-    Parse {
-        spider: PathBuf,
-        /// An http(s) URL to fetch, or a file holding a saved page.
-        target: String,
-        /// The page's address, when TARGET is a file (for rule matching and links).
-        #[arg(long)]
-        url: Option<String>,
-        /// Use this rule instead of matching the URL.
-        #[arg(long)]
-        rule: Option<String>,
-        /// The request's context, as a JSON object (e.g. a task).
-        #[arg(long)]
-        meta: Option<String>,
-        /// The request's depth.
-        #[arg(long, default_value_t = 0)]
-        depth: u32,
-    },
-    /// Show a URL's scrapy-redis dupefilter fingerprint and canonical form.
-    Fingerprint {
-        url: String,
-        #[arg(long, default_value = "GET")]
-        method: String,
-        /// The request body, as text.
-        #[arg(long, default_value = "")]
-        body: String,
-    },
-    /// List every setting with its default (as a Markdown table with --markdown).
-    Settings {
-        #[arg(long)]
-        markdown: bool,
-    },
-}
-
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let config = Config::load(cli.config.as_deref()).map_err(InvalidInput::from)?;
     match cli.command {
         Command::Run {
             spiders,
@@ -179,6 +42,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             idle_exit,
             until_drained,
         } => {
+            let config = load_config(&redis.config)?;
             let cli_layer = Overrides {
                 redis_url: redis.redis,
                 concurrent_requests: concurrency,
@@ -200,9 +64,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             redis,
         } => {
             if from_failed {
-                tools::requeue_failed(&config, &spider, &redis).await
+                tools::requeue_failed(&spider, &redis).await
             } else {
-                tools::push_urls(&config, &spider, &redis, entries, file, priority, max_queue).await
+                let push = tools::Push {
+                    entries,
+                    file,
+                    priority,
+                    max_queue,
+                };
+                tools::push_urls(&spider, &redis, push).await
             }
         }
         Command::Flush {
@@ -233,13 +103,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .filter(|(asked, _)| *asked || all)
             .map(|(_, group)| group)
             .collect();
-            tools::flush(&config, &spider, &redis, &groups, fingerprint, yes).await
+            tools::flush(&spider, &redis, &groups, fingerprint, yes).await
         }
         Command::Stats {
             spider,
             json,
             redis,
-        } => tools::stats(&config, &spider, &redis, json).await,
+        } => tools::stats(&spider, &redis, json).await,
+        Command::Items {
+            spider,
+            limit,
+            follow,
+            pop,
+            redis,
+        } => items::items(&spider, &redis, items::Read { limit, follow, pop }).await,
         Command::Check { spiders } => Ok(check(&spiders)),
         Command::Parse {
             spider,
@@ -248,24 +125,37 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rule,
             meta,
             depth,
-        } => parse(&config, &spider, &target, url, rule, meta, depth).await,
+            config,
+        } => {
+            let config = load_config(&config)?;
+            parse(&config, &spider, &target, url, rule, meta, depth).await
+        }
         Command::Fingerprint { url, method, body } => {
             let method = method.to_ascii_uppercase();
             let safe = scrapy_url::safe_url_string(&url, encoding_rs::UTF_8);
-            println!(
-                "fingerprint {}",
-                scrapy_url::request_fingerprint(&method, &safe, body.as_bytes())
-            );
-            println!("method      {method}");
-            println!("url         {safe}");
-            println!("canonical   {}", scrapy_url::canonicalize_url(&safe));
+            output::print(format_args!(
+                "fingerprint {}\nmethod      {method}\nurl         {safe}\ncanonical   {}\n",
+                scrapy_url::request_fingerprint(&method, &safe, body.as_bytes()),
+                scrapy_url::canonicalize_url(&safe)
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Settings { markdown } => {
-            print!("{}", settings_table(markdown));
+            output::print(settings_table(markdown))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "crawlworker", &mut script);
+            output::print(String::from_utf8_lossy(&script))?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The worker configuration `args` name, or the default one.
+fn load_config(args: &ConfigArgs) -> anyhow::Result<Config> {
+    Ok(Config::load(args.config.as_deref()).map_err(InvalidInput::from)?)
 }
 
 /// The settings catalogue, as plain text or as the README's Markdown table.
@@ -358,7 +248,7 @@ fn check(paths: &[PathBuf]) -> ExitCode {
                 for w in &s.warnings {
                     eprintln!("{w}");
                 }
-                println!(
+                let _ = output::line(format_args!(
                     "{}: ok (spider `{}`, {}, {}{})",
                     path.display(),
                     s.name,
@@ -368,7 +258,7 @@ fn check(paths: &[PathBuf]) -> ExitCode {
                         0 => String::new(),
                         n => format!(", {}", plural(n, "warning", "warnings")),
                     }
-                );
+                ));
             }
             Err(e) => {
                 bad += 1;

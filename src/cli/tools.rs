@@ -1,34 +1,32 @@
-//! The Redis tools around a crawl: `push-urls`, `flush` and `stats`.
+//! The Redis tools around a crawl: `push-urls`, `flush` and `stats`
+//! (`items` has a module of its own).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{load_spider, RedisArgs};
-use crate::config::Config;
+use super::{load_spider, output, InvalidInput, RedisArgs};
 use crate::frontier::admin::HeldLeases;
 use crate::frontier::{now_secs, Frontier, Heartbeat, KeyGroup, QueueStatus};
 use crate::request::Request;
 use crate::settings::Overrides;
-use crate::spider::Spider;
-use crate::wording::count;
+use crate::spider::{Spider, StartKind};
+use crate::wording::{count, plural};
 
-/// Loads the spider and connects to its Redis.
-async fn open(
-    config: &Config,
-    path: &Path,
-    redis: &RedisArgs,
-) -> anyhow::Result<(Spider, Frontier)> {
+/// Loads the spider (with the configuration `redis` names) and connects to
+/// its Redis, failing at once with what to do when Redis does not answer.
+pub(super) async fn open(path: &Path, redis: &RedisArgs) -> anyhow::Result<(Spider, Frontier)> {
+    let config = super::load_config(&redis.config)?;
     let cli = Overrides {
         redis_url: redis.redis.clone(),
         ..Overrides::default()
     };
-    let spider = load_spider(config, path, &cli)?;
+    let spider = load_spider(&config, path, &cli)?;
     let url = &spider.settings.redis_url;
     let client = url
         .client()
@@ -45,44 +43,62 @@ async fn open(
     Ok((spider, frontier))
 }
 
-pub async fn push_urls(
-    config: &Config,
-    path: &Path,
-    redis: &RedisArgs,
-    args: Vec<String>,
-    file: Option<PathBuf>,
-    priority: f64,
-    max_queue: Option<u64>,
-) -> anyhow::Result<ExitCode> {
-    if !args.is_empty() && file.is_some() {
-        bail!("give entries as arguments or with --file, not both");
+/// What `push-urls` pushes, and how.
+#[derive(Debug, Clone)]
+pub struct Push {
+    /// Entries given as arguments.
+    pub entries: Vec<String>,
+    /// Or a file of them ("-": standard input).
+    pub file: Option<PathBuf>,
+    /// Their score in a zset start key.
+    pub priority: Option<f64>,
+    /// Push only while the start key holds fewer.
+    pub max_queue: Option<u64>,
+}
+
+pub async fn push_urls(path: &Path, redis: &RedisArgs, push: Push) -> anyhow::Result<ExitCode> {
+    if !push.entries.is_empty() && push.file.is_some() {
+        return Err(
+            InvalidInput("give entries as arguments or with --file, not both".into()).into(),
+        );
     }
-    // (line number, entry); line numbers count from 1 in the file or stdin.
-    let lines: Vec<(usize, String)> = if !args.is_empty() {
-        args.into_iter()
+    // Where each entry came from, as messages name it: `argument 2`,
+    // `tasks.txt:4`, `<stdin>:4` (lines count from 1).
+    let lines: Vec<(String, String)> = if !push.entries.is_empty() {
+        push.entries
+            .into_iter()
             .enumerate()
-            .map(|(i, e)| (i + 1, e))
+            .map(|(i, e)| (format!("argument {}", i + 1), e))
             .collect()
     } else {
-        let reader: Box<dyn BufRead> = match &file {
-            Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::new(
-                std::fs::File::open(p).with_context(|| format!("cannot read {}", p.display()))?,
-            )),
-            _ => Box::new(std::io::stdin().lock()),
+        let (name, reader): (String, Box<dyn BufRead>) = match &push.file {
+            Some(p) if p.as_os_str() != "-" => (
+                p.display().to_string(),
+                Box::new(std::io::BufReader::new(std::fs::File::open(p).map_err(
+                    |e| InvalidInput(format!("cannot read entries from {}: {e}", p.display())),
+                )?)),
+            ),
+            _ => ("<stdin>".to_string(), Box::new(std::io::stdin().lock())),
         };
         let mut out = Vec::new();
         for (i, line) in reader.lines().enumerate() {
-            out.push((i + 1, line.context("cannot read the entries")?));
+            let line = line.with_context(|| format!("cannot read {name}:{}", i + 1))?;
+            out.push((format!("{name}:{}", i + 1), line));
         }
         out
     };
-    let (spider, frontier) = open(config, path, redis).await?;
-    let source = file
-        .as_ref()
-        .map_or("argument".to_string(), |f| f.display().to_string());
+    let (spider, frontier) = open(path, redis).await?;
+    if push.priority.is_some() && spider.start.kind != StartKind::Zset {
+        return Err(InvalidInput(format!(
+            "--priority scores entries of a zset start key, but {} is a {}: leave --priority out, or set [start] type = \"zset\"",
+            frontier.keys.start_urls,
+            spider.start.kind.as_str()
+        ))
+        .into());
+    }
     let mut good = Vec::new();
     let mut bad = 0;
-    for (line, entry) in lines {
+    for (place, entry) in lines {
         let entry = entry.trim().to_string();
         if entry.is_empty() || entry.starts_with('#') {
             continue;
@@ -91,18 +107,17 @@ pub async fn push_urls(
             Ok(_) => good.push(entry),
             Err(e) => {
                 bad += 1;
-                eprintln!("{source} {line}: not pushed: {e}");
+                eprintln!("{place}: not pushed: {e}");
             }
         }
     }
     let pushed = frontier
-        .push_start(&good, priority, max_queue)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))? as usize;
+        .push_start(&good, push.priority.unwrap_or(0.0), push.max_queue)
+        .await? as usize;
     let left = &good[pushed..];
     eprintln!(
-        "pushed {pushed} entr{} to {} ({}){}{}",
-        if pushed == 1 { "y" } else { "ies" },
+        "pushed {} to {} ({}){}{}",
+        plural(pushed, "entry", "entries"),
         frontier.keys.start_urls,
         spider.start.kind.as_str(),
         if left.is_empty() {
@@ -115,16 +130,15 @@ pub async fn push_urls(
         },
         if bad > 0 {
             format!(
-                "; {bad} invalid entr{} not pushed",
-                if bad == 1 { "y" } else { "ies" }
+                "; {} not pushed",
+                plural(bad, "invalid entry", "invalid entries")
             )
         } else {
             String::new()
         },
     );
-    let mut stdout = std::io::stdout().lock();
     for entry in left {
-        writeln!(stdout, "{entry}")?;
+        output::line(entry)?;
     }
     Ok(if bad > 0 {
         ExitCode::from(2)
@@ -134,12 +148,8 @@ pub async fn push_urls(
 }
 
 /// `push-urls --from-failed`: failed requests back into the queue.
-pub async fn requeue_failed(
-    config: &Config,
-    path: &Path,
-    redis: &RedisArgs,
-) -> anyhow::Result<ExitCode> {
-    let (_, frontier) = open(config, path, redis).await?;
+pub async fn requeue_failed(path: &Path, redis: &RedisArgs) -> anyhow::Result<ExitCode> {
+    let (_, frontier) = open(path, redis).await?;
     let (mut moved, mut unreadable) = (0u64, 0usize);
     loop {
         // Unreadable entries stay at the head of the list; read past them.
@@ -191,7 +201,6 @@ pub async fn requeue_failed(
 }
 
 pub async fn flush(
-    config: &Config,
     path: &Path,
     redis: &RedisArgs,
     groups: &[KeyGroup],
@@ -199,13 +208,16 @@ pub async fn flush(
     yes: bool,
 ) -> anyhow::Result<ExitCode> {
     if groups.is_empty() && fingerprint.is_none() {
-        bail!("say what to delete: --requests, --dupefilter, --items, --stats, --start-urls, --dead, --politeness, --all, or --fingerprint URL");
+        return Err(InvalidInput("say what to delete: --start-urls, --requests, --dupefilter, --items, --stats, --dead, --politeness, --all, or --fingerprint URL".into()).into());
     }
-    let (spider, frontier) = open(config, path, redis).await?;
+    let (spider, frontier) = open(path, redis).await?;
     let keys = frontier.keys.in_groups(groups);
     if !yes && !keys.is_empty() {
         if !std::io::stdin().is_terminal() {
-            bail!("flush deletes crawl state; pass --yes to confirm when not on a terminal");
+            return Err(InvalidInput(
+                "flush deletes crawl state; pass --yes to confirm when not on a terminal".into(),
+            )
+            .into());
         }
         eprint!(
             "Delete {} of spider `{}` in {}? [y/N] ",
@@ -221,16 +233,33 @@ pub async fn flush(
             return Ok(ExitCode::SUCCESS);
         }
     }
-    for (key, n) in frontier.flush(groups).await? {
-        println!("deleted {key} ({n} entries)");
+    // A key that does not exist held nothing: only the deleted are named.
+    let deleted: Vec<(String, u64)> = frontier
+        .flush(groups)
+        .await?
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    for (key, n) in &deleted {
+        output::line(format_args!(
+            "deleted {key} ({})",
+            plural(*n as usize, "entry", "entries")
+        ))?;
+    }
+    if deleted.is_empty() && !groups.is_empty() {
+        output::line("nothing to delete: none of those keys exists")?;
     }
     if let Some(url) = fingerprint {
         let fp = Request::get(&url).fingerprint();
         let dupefilter = &frontier.keys.dupefilter;
         if frontier.forget_fingerprint(&fp).await? {
-            println!("removed fingerprint {fp} of {url} from {dupefilter}");
+            output::line(format_args!(
+                "removed fingerprint {fp} of {url} from {dupefilter}"
+            ))?;
         } else {
-            println!("fingerprint {fp} of {url} was not in {dupefilter}");
+            output::line(format_args!(
+                "fingerprint {fp} of {url} was not in {dupefilter}"
+            ))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -274,13 +303,8 @@ struct StatsReport<'a> {
     stats: serde_json::Map<String, Value>,
 }
 
-pub async fn stats(
-    config: &Config,
-    path: &Path,
-    redis: &RedisArgs,
-    as_json: bool,
-) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = open(config, path, redis).await?;
+pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Result<ExitCode> {
+    let (spider, frontier) = open(path, redis).await?;
     let status = frontier.status().await?;
     let mut stats = frontier.stats().await?;
     stats.sort();
@@ -339,7 +363,7 @@ pub async fn stats(
                 })
                 .collect(),
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        output::line(serde_json::to_string_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut o = String::new();
@@ -385,6 +409,6 @@ pub async fn stats(
     for (f, v) in &stats {
         o += &format!("  {f:<48} {v}\n");
     }
-    print!("{o}");
+    output::print(o)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -118,6 +118,43 @@ impl Frontier {
             .collect())
     }
 
+    /// Up to `n` items from position `from`, oldest first.
+    pub async fn items_from(&self, from: usize, n: usize) -> Result<Vec<String>> {
+        redis::cmd("LRANGE")
+            .arg(&self.keys.items)
+            .arg(from)
+            .arg(from + n.max(1) - 1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.items))
+    }
+
+    /// Removes and returns up to `n` of the oldest items, in one step (each
+    /// item goes to one consumer).
+    pub async fn pop_items(&self, n: usize) -> Result<Vec<String>> {
+        let popped: Option<Vec<String>> = redis::cmd("LPOP")
+            .arg(&self.keys.items)
+            .arg(n.max(1))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("pop items from", &self.keys.items))?;
+        Ok(popped.unwrap_or_default())
+    }
+
+    /// Puts popped items that were not delivered back at the head, in
+    /// their order.
+    pub async fn unpop_items(&self, items: &[String]) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        redis::cmd("LPUSH")
+            .arg(&self.keys.items)
+            .arg(items.iter().rev().collect::<Vec<_>>())
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("return items to", &self.keys.items))
+    }
+
     /// Removes one fingerprint from the dupefilter; true if it was there.
     pub async fn forget_fingerprint(&self, fingerprint: &str) -> Result<bool> {
         let n: u64 = redis::cmd("SREM")

@@ -2,6 +2,7 @@
 //! prints the demo crawl's start tasks. The quick start and the benchmark
 //! scripts use it; it is not part of the crawler.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -22,10 +23,12 @@ struct Cli {
 enum Command {
     /// Serve the demo site on a loopback address until interrupted.
     Serve {
+        /// The loopback address and port to listen on.
         #[arg(long, default_value = "127.0.0.1:8700")]
         listen: SocketAddr,
-        /// Delay every response by this long, e.g. "20ms", to watch a crawl progress.
-        #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+        /// Delay every response by this long, in seconds (0.02) or with a
+        /// unit (20ms), to watch a crawl progress.
+        #[arg(long, value_parser = duration, default_value = "0")]
         latency: Duration,
         #[command(flatten)]
         size: Size,
@@ -40,12 +43,26 @@ enum Command {
 /// The demo forum, or a larger generated one (for benchmarks).
 #[derive(Debug, Clone, Copy, Args)]
 struct Size {
-    /// Serve a generated forum with this many forums instead of the demo.
+    /// Use a generated forum with this many forums instead of the demo's
+    /// three (for benchmarks).
     #[arg(long, requires = "pages")]
     forums: Option<usize>,
     /// List pages per generated forum.
     #[arg(long, requires = "forums")]
     pages: Option<usize>,
+}
+
+/// Seconds (`0.02`) or a number with a unit (`20ms`), as crawlworker reads
+/// durations.
+fn duration(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(secs) => {
+            Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` is not a duration"))
+        }
+        Err(_) => humantime::parse_duration(s.trim()).map_err(|_| {
+            format!("`{s}` is not a duration: write seconds (0.02) or a number with a unit (20ms)")
+        }),
+    }
 }
 
 impl Size {
@@ -117,8 +134,17 @@ async fn main() -> ExitCode {
             }
         }
         Command::Tasks { size } => {
+            let mut out = std::io::stdout().lock();
             for task in size.tasks() {
-                println!("{task}");
+                // A reader that stopped reading (`| head -1`) is not a failure.
+                match writeln!(out, "{task}") {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
+                    Err(e) => {
+                        eprintln!("crawlworker-demo: cannot write the tasks: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
             }
             ExitCode::SUCCESS
         }

@@ -1,0 +1,221 @@
+//! The command line as written: every command, argument and option, each
+//! defined once with the text `--help`, the README and the shell
+//! completions show. Values are checked as they are parsed (durations,
+//! Redis addresses, counts of at least one), so nothing half-checked
+//! reaches a command.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::settings::{self, RedisUrl};
+
+/// A crawler worker: spiders are TOML files, Redis holds the shared crawl,
+/// and any number of workers anywhere share it.
+#[derive(Debug, Parser)]
+#[command(name = "crawlworker", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The worker configuration file, for commands that read settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfigArgs {
+    /// Worker configuration file (settings under every spider's own)
+    /// [default: config/crawlworker.toml if it exists]
+    #[arg(long, env = "CRAWLWORKER_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Where Redis is, for commands that use it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RedisArgs {
+    /// Redis address (redis://, rediss:// for TLS). Without it: CRAWLWORKER_REDIS_URL,
+    /// then REDIS_URL, then the spider's redis_url setting, then the
+    /// configuration file's, then redis://127.0.0.1:6379
+    #[arg(long, value_name = "URL", value_parser = RedisUrl::parse)]
+    pub redis: Option<RedisUrl>,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// A spider definition file.
+pub type SpiderPath = PathBuf;
+
+/// A duration as every duration is written: seconds (`1.5`) or a number
+/// with a unit (`250ms`, `30s`, `5m`).
+fn duration(s: &str) -> Result<Duration, String> {
+    settings::parse_duration(s)
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a worker: crawl the spiders' shared crawl from Redis, with any
+    /// number of other workers. The first Ctrl-C or SIGTERM stops it
+    /// gracefully; a second one at once.
+    Run {
+        /// Spider files (TOML); one worker can run several spiders.
+        #[arg(required = true, value_name = "SPIDER")]
+        spiders: Vec<SpiderPath>,
+        #[command(flatten)]
+        redis: RedisArgs,
+        /// Pages this worker downloads at once (the concurrent_requests setting).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        concurrency: Option<u32>,
+        /// Exit after this long without work, e.g. 30s or 5m (default: run forever).
+        #[arg(long, value_name = "DURATION", value_parser = duration)]
+        idle_exit: Option<Duration>,
+        /// Exit when the whole crawl is finished: nothing queued, nothing in
+        /// flight in any worker, no start entries.
+        #[arg(long)]
+        until_drained: bool,
+    },
+    /// Push start entries (URLs or JSON tasks) to a spider's start key.
+    PushUrls {
+        /// The spider file (TOML).
+        spider: SpiderPath,
+        /// Entries (URLs or JSON tasks); with none, read --file, or standard
+        /// input, one per line.
+        #[arg(value_name = "ENTRY")]
+        entries: Vec<String>,
+        /// Read entries from this file, one per line ("-" for standard input).
+        #[arg(long, short = 'f', value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// Score of the entries; only for a start key of type zset (higher
+        /// is claimed first).
+        #[arg(long, value_name = "SCORE")]
+        priority: Option<f64>,
+        /// Push only while the start key holds fewer than N entries; the
+        /// entries left over are printed on standard output.
+        #[arg(long, value_name = "N")]
+        max_queue: Option<u64>,
+        /// Instead of new entries, move the requests recorded in the failed
+        /// key back into the queue (their retries start again).
+        #[arg(long, conflicts_with_all = ["entries", "file", "max_queue", "priority"])]
+        from_failed: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Delete a spider's crawl state in Redis, in one step (asks first on a
+    /// terminal).
+    Flush {
+        /// The spider file (TOML).
+        spider: SpiderPath,
+        /// The start entries.
+        #[arg(long)]
+        start_urls: bool,
+        /// The request queue, in-flight leases and retries waiting.
+        #[arg(long)]
+        requests: bool,
+        /// The dupefilter, so every URL is crawled again.
+        #[arg(long)]
+        dupefilter: bool,
+        /// The scraped items.
+        #[arg(long)]
+        items: bool,
+        /// The stats hash.
+        #[arg(long)]
+        stats: bool,
+        /// Dead letters and failed requests.
+        #[arg(long)]
+        dead: bool,
+        /// Per-host politeness state: next slots, Crawl-delays, back-off,
+        /// the robots.txt cache.
+        #[arg(long)]
+        politeness: bool,
+        /// Every key of the spider.
+        #[arg(long)]
+        all: bool,
+        /// Remove one URL's fingerprint from the dupefilter (so it is
+        /// crawled again).
+        #[arg(long, value_name = "URL")]
+        fingerprint: Option<String>,
+        /// Do not ask (needed when standard input is not a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Show a crawl's progress: queues, live and gone workers, the stats hash.
+    Stats {
+        /// The spider file (TOML).
+        spider: SpiderPath,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Print scraped items as JSON Lines, oldest first.
+    Items {
+        /// The spider file (TOML).
+        spider: SpiderPath,
+        /// At most this many items (default: all there are).
+        #[arg(short = 'n', long = "limit", value_name = "N")]
+        limit: Option<u64>,
+        /// Keep printing items as they arrive, until interrupted.
+        #[arg(long)]
+        follow: bool,
+        /// Remove the items printed from Redis (a consumer's read; each item
+        /// reaches one consumer).
+        #[arg(long)]
+        pop: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Check spider files; every problem is reported as
+    /// file:line:column with a fix.
+    Check {
+        /// Spider files, or directories whose *.toml files are checked.
+        #[arg(required = true, value_name = "SPIDER")]
+        spiders: Vec<SpiderPath>,
+    },
+    /// Try a spider on one page (a URL to fetch, or a saved file) and print
+    /// what it gives as JSON; no Redis needed.
+    Parse {
+        /// The spider file (TOML).
+        spider: SpiderPath,
+        /// An http(s) URL to fetch, or a file holding a saved page.
+        target: String,
+        /// The page's address, when TARGET is a file (for rule matching and links).
+        #[arg(long)]
+        url: Option<String>,
+        /// Use this rule instead of the one whose `match` fits the URL.
+        #[arg(long, value_name = "NAME")]
+        rule: Option<String>,
+        /// The request's context, as a JSON object (e.g. a task).
+        #[arg(long, value_name = "JSON")]
+        meta: Option<String>,
+        /// The request's depth.
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        depth: u32,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Show a URL's scrapy-redis dupefilter fingerprint, its safe form and
+    /// its canonical form.
+    Fingerprint {
+        /// The URL, as a page or a task gives it.
+        url: String,
+        /// The request's HTTP method.
+        #[arg(long, default_value = "GET")]
+        method: String,
+        /// The request body, as text.
+        #[arg(long, default_value = "")]
+        body: String,
+    },
+    /// List every setting with its default and meaning.
+    Settings {
+        /// As the README's Markdown table.
+        #[arg(long)]
+        markdown: bool,
+    },
+    /// Print a shell completion script, e.g.
+    /// `crawlworker completions bash > ~/.local/share/bash-completion/completions/crawlworker`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
