@@ -1,4 +1,4 @@
-//! How numbers read in messages for people: `1 page`, `3 pages`. One place,
+//! How numbers read in messages for people: `1 page`, `3 pages`, `1.2s`. One place,
 //! so every command and log line says it the same way.
 
 /// `1 rule`, `3 rules`.
@@ -9,4 +9,31 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
 /// `1 entry`, `0 entries`: [`plural`] for words that only add `s`.
 pub fn count(n: usize, word: &str) -> String {
     plural(n, word, &format!("{word}s"))
+}
+
+/// A duration as people read it: `250ms`, `1.2s`, `3m 20s`.
+pub fn duration(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d < std::time::Duration::from_secs(60) {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        humantime::format_duration(std::time::Duration::from_secs(d.as_secs())).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn counts_and_durations_read_naturally() {
+        assert_eq!(count(1, "entry"), "1 entry");
+        assert_eq!(plural(2, "entry", "entries"), "2 entries");
+        assert_eq!(duration(Duration::from_millis(92)), "92ms");
+        assert_eq!(duration(Duration::from_millis(1234)), "1.2s");
+        assert_eq!(duration(Duration::from_secs(200)), "3m 20s");
+    }
 }

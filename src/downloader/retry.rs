@@ -88,7 +88,7 @@ pub fn retry_or_fail(
     if can_retry && request.retry_times < settings.retry_times {
         let n = request.retry_times + 1;
         let delay = delay(settings, n, failure.retry_after);
-        tracing::info!(url = %request.url, reason = %failure.reason, attempt = n, "retrying in {delay:?}");
+        tracing::info!(url = %request.url, reason = %failure.reason, attempt = n, "retrying in {}", crate::wording::duration(delay));
         stats.add(stats::RETRY_COUNT, 1);
         stats.add_in(stats::RETRY_REASON, &failure.kind, 1);
         // Scrapy's RETRY_PRIORITY_ADJUST.

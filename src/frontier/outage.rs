@@ -59,7 +59,7 @@ where
                     if e.is_outage() {
                         tracing::warn!(error = %e, "cannot {what}: Redis is unreachable; pausing and retrying (nothing is lost)");
                     } else {
-                        tracing::error!(error = %e, "cannot {what}; retrying in {wait:?}");
+                        tracing::error!(error = %e, "cannot {what}; retrying in {}", crate::wording::duration(wait));
                     }
                 }
                 if sleep_or_shutdown(wait, shutdown).await {

@@ -368,7 +368,8 @@ impl SpiderRun {
         if !tasks.is_empty() {
             tracing::info!(
                 pages = tasks.len(),
-                "stopping: letting pages in flight finish (up to {grace:?})"
+                "stopping: letting downloads in progress finish (up to {}); requests not yet started go back to the queue",
+                crate::wording::duration(grace)
             );
         }
         let finished =
