@@ -399,3 +399,34 @@ fn help_describes_every_argument_and_completions_are_printed() {
         "--config is only where it applies"
     );
 }
+
+/// A worker pointed at a Redis that does not answer says so at once, with
+/// what to check, and keeps trying (quietly) until stopped.
+#[test]
+fn a_worker_says_when_redis_is_unreachable() {
+    let worker = crawlworker_testkit::Worker::spawn(
+        std::path::Path::new("spiders/bbs.toml"),
+        "redis://127.0.0.1:9",
+        &[],
+        &[],
+    );
+    let log = crawlworker_testkit::eventually(
+        "the worker reports the unreachable Redis",
+        std::time::Duration::from_secs(20),
+        || {
+            let log = worker.log();
+            log.contains("cannot reach Redis").then_some(log)
+        },
+    );
+    assert!(
+        log.contains("cannot reach Redis at redis://127.0.0.1:9")
+            && log.contains("Is redis-server running there?"),
+        "{log}"
+    );
+    worker.terminate();
+    let (status, _) = worker.wait(std::time::Duration::from_secs(10));
+    assert!(
+        status.success(),
+        "a stop while waiting for Redis is graceful"
+    );
+}
