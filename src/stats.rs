@@ -6,14 +6,18 @@
 //! page to its commit. The frontier's Lua scripts count the rest (enqueued,
 //! filtered, leases expired, …) through a table generated from [`ALL`]
 //! (`STAT.SCHEDULER_ENQUEUED` in Lua is [`SCHEDULER_ENQUEUED`] here), so no
-//! script spells a stat name; a test keeps it that way. Metrics will be fed
-//! from the same list.
+//! script spells a stat name; a test keeps it that way.
+//!
+//! A stat that is also a Prometheus counter says so here ([`Metric`]):
+//! `crawlworker_<name>_total`, with a `spider` label, the family's label,
+//! and for some a fixed label (`links_filtered{reason="offsite"}`). The
+//! metrics module builds its counters from these definitions.
 
 use std::borrow::Cow;
 use std::fmt::Display;
 
 /// How a stat changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StatKind {
     /// Only ever incremented.
     Counter,
@@ -27,8 +31,17 @@ pub enum StatKind {
     Seconds,
 }
 
+/// The Prometheus counter a stat is also counted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Metric {
+    /// `crawlworker_<name>_total`.
+    pub name: &'static str,
+    /// A label every increment of this stat carries (`reason="offsite"`).
+    pub label: Option<(&'static str, &'static str)>,
+}
+
 /// One stat of the hash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Stat {
     /// The identifier scripts use (`STAT.<id>`).
     pub id: &'static str,
@@ -36,16 +49,19 @@ pub struct Stat {
     pub name: &'static str,
     pub kind: StatKind,
     pub help: &'static str,
+    pub metric: Option<Metric>,
 }
 
 /// A family of counters with one label (`downloader/response_status_count/200`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Family {
     /// The field prefix, without the trailing `/`.
     pub prefix: &'static str,
     /// What the last part of the field is (`status`, `method`, …).
     pub label: &'static str,
     pub help: &'static str,
+    /// The counter it is also counted in, labelled with [`Family::label`].
+    pub metric: Option<&'static str>,
 }
 
 impl Family {
@@ -56,7 +72,8 @@ impl Family {
 }
 
 macro_rules! stats {
-    ($( $(#[doc = $doc:literal])+ $id:ident = $name:literal, $kind:ident; )+) => {
+    ($( $(#[doc = $doc:literal])+ $id:ident = $name:literal, $kind:ident
+        $(=> $metric:literal $(($lk:literal = $lv:literal))?)?; )+) => {
         $(
             $(#[doc = $doc])+
             pub const $id: Stat = Stat {
@@ -64,6 +81,7 @@ macro_rules! stats {
                 name: $name,
                 kind: StatKind::$kind,
                 help: concat!($($doc),+),
+                metric: metric!($($metric $(($lk, $lv))?)?),
             };
         )+
         /// Every single stat.
@@ -71,18 +89,46 @@ macro_rules! stats {
     };
 }
 
+macro_rules! metric {
+    () => {
+        None
+    };
+    ($name:literal) => {
+        Some(Metric {
+            name: $name,
+            label: None,
+        })
+    };
+    ($name:literal ($k:literal, $v:literal)) => {
+        Some(Metric {
+            name: $name,
+            label: Some(($k, $v)),
+        })
+    };
+}
+
 macro_rules! families {
-    ($( $(#[doc = $doc:literal])+ $id:ident = $prefix:literal / $label:literal; )+) => {
+    ($( $(#[doc = $doc:literal])+ $id:ident = $prefix:literal / $label:literal $(=> $metric:literal)?; )+) => {
         $(
             $(#[doc = $doc])+
             pub const $id: Family = Family {
                 prefix: $prefix,
                 label: $label,
                 help: concat!($($doc),+),
+                metric: family_metric!($($metric)?),
             };
         )+
         /// Every family of labelled counters.
         pub const FAMILIES: &[Family] = &[$($id),+];
+    };
+}
+
+macro_rules! family_metric {
+    () => {
+        None
+    };
+    ($name:literal) => {
+        Some($name)
     };
 }
 
@@ -96,61 +142,61 @@ stats! {
     /// Seconds from `start_time` to `finish_time`.
     ELAPSED_TIME_SECONDS = "elapsed_time_seconds", Seconds;
     /// Requests sent.
-    DOWNLOADER_REQUEST_COUNT = "downloader/request_count", Counter;
+    DOWNLOADER_REQUEST_COUNT = "downloader/request_count", Counter => "requests";
     /// Downloads that failed on the network (DNS, connection, timeout, size).
     DOWNLOADER_EXCEPTION_COUNT = "downloader/exception_count", Counter;
     /// Responses received.
     DOWNLOADER_RESPONSE_COUNT = "downloader/response_count", Counter;
     /// Bytes of response bodies, decoded.
-    DOWNLOADER_RESPONSE_BYTES = "downloader/response_bytes", Counter;
+    DOWNLOADER_RESPONSE_BYTES = "downloader/response_bytes", Counter => "response_bytes";
     /// Responses received (Scrapy counts them twice, so do we).
     RESPONSE_RECEIVED_COUNT = "response_received_count", Counter;
     /// Non-2xx responses not extracted (Scrapy's HttpError).
     HTTPERROR_RESPONSE_IGNORED_COUNT = "httperror/response_ignored_count", Counter;
     /// Items pushed.
-    ITEM_SCRAPED_COUNT = "item_scraped_count", Counter;
+    ITEM_SCRAPED_COUNT = "item_scraped_count", Counter => "items_scraped";
     /// Items dropped (a required field was missing).
     ITEM_DROPPED_COUNT = "item_dropped_count", Counter;
     /// Links or redirects to hosts outside `allowed_domains`.
-    OFFSITE_FILTERED = "offsite/filtered", Counter;
+    OFFSITE_FILTERED = "offsite/filtered", Counter => "links_filtered"("reason" = "offsite");
     /// Links that are not http(s).
-    FOLLOW_FILTERED_SCHEME = "follow/filtered/scheme", Counter;
+    FOLLOW_FILTERED_SCHEME = "follow/filtered/scheme", Counter => "links_filtered"("reason" = "scheme");
     /// Links that only point into the same page.
-    FOLLOW_FILTERED_FRAGMENT = "follow/filtered/fragment", Counter;
+    FOLLOW_FILTERED_FRAGMENT = "follow/filtered/fragment", Counter => "links_filtered"("reason" = "fragment");
     /// Links or redirects matching a deny pattern.
-    FOLLOW_FILTERED_DENIED = "follow/filtered/denied", Counter;
+    FOLLOW_FILTERED_DENIED = "follow/filtered/denied", Counter => "links_filtered"("reason" = "denied");
     /// Links deeper than the depth limit.
-    FOLLOW_FILTERED_DEPTH = "follow/filtered/depth", Counter;
+    FOLLOW_FILTERED_DEPTH = "follow/filtered/depth", Counter => "links_filtered"("reason" = "depth");
     /// Links past the last page a task asks for.
-    FOLLOW_FILTERED_PAGINATION = "follow/filtered/pagination", Counter;
+    FOLLOW_FILTERED_PAGINATION = "follow/filtered/pagination", Counter => "links_filtered"("reason" = "pagination");
     /// Requests robots.txt forbids.
-    ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter;
+    ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter => "robotstxt_forbidden";
     /// Malformed entries set aside in the dead-letter key.
-    DEADLETTER_COUNT = "deadletter/count", Counter;
+    DEADLETTER_COUNT = "deadletter/count", Counter => "dead_letters";
     /// Retries scheduled.
     RETRY_COUNT = "retry/count", Counter;
     /// Requests that failed after their last retry.
-    RETRY_MAX_REACHED = "retry/max_reached", Counter;
+    RETRY_MAX_REACHED = "retry/max_reached", Counter => "retries_exhausted";
     /// Requests recorded in the failed key.
     FAILED_COUNT = "failed/count", Counter;
     /// Failed requests moved back into the queue (`push-urls --from-failed`).
     FAILED_REQUEUED_COUNT = "failed/requeued_count", Counter;
     /// Redirects followed.
-    REDIRECT_COUNT = "redirect/count", Counter;
+    REDIRECT_COUNT = "redirect/count", Counter => "redirects";
     /// Follow-up requests over the size bound, not queued.
     SCHEDULER_REQUEST_TOO_LARGE = "scheduler/request_too_large", Counter;
     /// Requests put in the queue.
-    SCHEDULER_ENQUEUED = "scheduler/enqueued/redis", Counter;
+    SCHEDULER_ENQUEUED = "scheduler/enqueued/redis", Counter => "requests_enqueued";
     /// Requests taken from the queue.
-    SCHEDULER_DEQUEUED = "scheduler/dequeued/redis", Counter;
+    SCHEDULER_DEQUEUED = "scheduler/dequeued/redis", Counter => "requests_leased";
     /// Requests the dupefilter had seen.
-    DUPEFILTER_FILTERED = "dupefilter/filtered", Counter;
+    DUPEFILTER_FILTERED = "dupefilter/filtered", Counter => "dupefilter_filtered";
     /// Start entries claimed.
     START_URLS_CLAIMED = "start_urls/claimed_count", Counter;
     /// Leases that expired (a worker died or stalled) and went back to the queue.
     LEASE_EXPIRED = "lease/expired_count", Counter;
     /// Hosts slowed down after a 429 or 503.
-    BACKOFF_SLOWED = "backoff/slowed_count", Counter;
+    BACKOFF_SLOWED = "backoff/slowed_count", Counter => "hosts_slowed";
     /// The deepest request queued.
     REQUEST_DEPTH_MAX = "request_depth_max", Max;
 }
@@ -159,41 +205,63 @@ families! {
     /// Requests sent, by method.
     DOWNLOADER_REQUEST_METHOD = "downloader/request_method_count" / "method";
     /// Failed downloads, by kind of error.
-    DOWNLOADER_EXCEPTION_TYPE = "downloader/exception_type_count" / "kind";
+    DOWNLOADER_EXCEPTION_TYPE = "downloader/exception_type_count" / "kind" => "download_errors";
     /// Responses, by status.
-    DOWNLOADER_RESPONSE_STATUS = "downloader/response_status_count" / "status";
+    DOWNLOADER_RESPONSE_STATUS = "downloader/response_status_count" / "status" => "responses";
     /// Non-2xx responses not extracted, by status.
-    HTTPERROR_RESPONSE_IGNORED_STATUS = "httperror/response_ignored_status_count" / "status";
+    HTTPERROR_RESPONSE_IGNORED_STATUS = "httperror/response_ignored_status_count" / "status" => "responses_ignored";
     /// Items dropped, by reason.
-    ITEM_DROPPED_REASONS = "item_dropped_reasons_count" / "reason";
+    ITEM_DROPPED_REASONS = "item_dropped_reasons_count" / "reason" => "items_dropped";
     /// Retries scheduled, by reason.
-    RETRY_REASON = "retry/reason_count" / "reason";
+    RETRY_REASON = "retry/reason_count" / "reason" => "retries";
     /// Redirects not followed, by reason.
-    REDIRECT_FAILED = "redirect/failed" / "reason";
+    REDIRECT_FAILED = "redirect/failed" / "reason" => "redirects_failed";
+}
+
+/// What one increment counts: a stat, or one counter of a family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counted {
+    Stat(Stat),
+    In(Family, String),
+}
+
+impl Counted {
+    /// The field in the stats hash.
+    pub fn field(&self) -> Cow<'static, str> {
+        match self {
+            Counted::Stat(s) => Cow::Borrowed(s.name),
+            Counted::In(f, value) => Cow::Owned(f.field(value)),
+        }
+    }
 }
 
 /// Stats increments counted for one page (or one step), in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tally(Vec<(Cow<'static, str>, i64)>);
+pub struct Tally(Vec<(Counted, i64)>);
 
 impl Tally {
     /// Adds `n` to `stat` (nothing when `n` is 0).
     pub fn add(&mut self, stat: Stat, n: i64) {
         if n != 0 {
-            self.0.push((Cow::Borrowed(stat.name), n));
+            self.0.push((Counted::Stat(stat), n));
         }
     }
 
     /// Adds `n` to the counter of `family` labelled `value`.
     pub fn add_in(&mut self, family: Family, value: impl Display, n: i64) {
         if n != 0 {
-            self.0.push((Cow::Owned(family.field(value)), n));
+            self.0.push((Counted::In(family, value.to_string()), n));
         }
     }
 
     /// The increments, as (field, delta).
-    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
-        self.0.iter().map(|(f, n)| (f.as_ref(), *n))
+    pub fn iter(&self) -> impl Iterator<Item = (Cow<'static, str>, i64)> + '_ {
+        self.0.iter().map(|(c, n)| (c.field(), *n))
+    }
+
+    /// The increments, typed.
+    pub fn counted(&self) -> impl Iterator<Item = (&Counted, i64)> + '_ {
+        self.0.iter().map(|(c, n)| (c, *n))
     }
 
     pub fn len(&self) -> usize {
@@ -207,7 +275,7 @@ impl Tally {
     /// The increment of one field, summed (for tests and logs).
     pub fn get(&self, field: &str) -> i64 {
         self.iter()
-            .filter(|(f, _)| *f == field)
+            .filter(|(f, _)| f == field)
             .map(|(_, n)| n)
             .sum()
     }
@@ -250,12 +318,12 @@ mod tests {
         t.add(ITEM_SCRAPED_COUNT, 3);
         t.add(ITEM_DROPPED_COUNT, 0);
         t.add_in(DOWNLOADER_RESPONSE_STATUS, 200, 1);
-        let v: Vec<_> = t.iter().collect();
+        let v: Vec<(String, i64)> = t.iter().map(|(f, n)| (f.into_owned(), n)).collect();
         assert_eq!(
             v,
             vec![
-                ("item_scraped_count", 3),
-                ("downloader/response_status_count/200", 1)
+                ("item_scraped_count".to_string(), 3),
+                ("downloader/response_status_count/200".to_string(), 1)
             ]
         );
     }

@@ -47,7 +47,7 @@ impl InProcess {
         let settings = spider.settings.clone();
         let (stop, shutdown) = watch::channel(false);
         let id = format!("in-process-{}", SEQ.fetch_add(1, Ordering::Relaxed));
-        let run = SpiderRun::connect(spider, settings, &id, &shutdown)
+        let run = SpiderRun::connect(spider, settings, &id, None, &shutdown)
             .await
             .unwrap_or_else(|e| panic!("cannot start an in-process worker: {e:#}"))
             .unwrap_or_else(|| panic!("the in-process worker stopped before it started"));

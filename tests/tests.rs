@@ -3,6 +3,9 @@
 
 mod in_process;
 
+mod alerts;
+mod metrics;
+
 mod check;
 mod cluster;
 mod downloader;

@@ -14,7 +14,7 @@ use crate::settings::{self, RedisUrl};
 /// A crawler worker: spiders are TOML files, Redis holds the shared crawl,
 /// and any number of workers anywhere share it.
 #[derive(Debug, Parser)]
-#[command(name = "crawlworker", version, about)]
+#[command(name = "crawlworker", version = crate::version::LONG, about)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -71,6 +71,10 @@ pub enum Command {
         /// flight in any worker, no start entries.
         #[arg(long)]
         until_drained: bool,
+        /// Serve Prometheus metrics on this address (`/metrics`, and
+        /// `/healthz` for health checks), e.g. 127.0.0.1:9410.
+        #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
     },
     /// Push start entries (URLs or JSON tasks) to a spider's start key.
     PushUrls {

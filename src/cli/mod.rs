@@ -41,6 +41,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             concurrency,
             idle_exit,
             until_drained,
+            metrics_addr,
         } => {
             let config = load_config(&redis.config)?;
             let cli_layer = Overrides {
@@ -52,7 +53,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 idle_exit,
                 until_drained,
             };
-            run::run(&config, &spiders, &cli_layer, rules).await
+            run::run(&config, &spiders, &cli_layer, rules, metrics_addr).await
         }
         Command::PushUrls {
             spider,

@@ -2,6 +2,7 @@
 //! or SIGTERM stops leasing, lets pages in flight finish within
 //! `shutdown_grace` and hands the rest back; a second one exits at once.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,6 +10,7 @@ use tokio::sync::watch;
 
 use super::{load_spider, InvalidInput};
 use crate::config::Config;
+use crate::metrics::{self, Metrics};
 use crate::settings::Overrides;
 use crate::worker::{worker_id, SpiderRun, StopRules};
 
@@ -17,6 +19,7 @@ pub async fn run(
     paths: &[PathBuf],
     cli: &Overrides,
     rules: StopRules,
+    metrics_addr: Option<SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
     // Every broken spider is reported, not only the first.
     let mut spiders = Vec::new();
@@ -32,11 +35,29 @@ pub async fn run(
     }
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(signals(stop));
+    // Bound before anything starts, so a taken port fails the command.
+    let metrics = match metrics_addr {
+        Some(addr) => {
+            let listener = metrics::server::bind(addr).await?;
+            let metrics = Metrics::new();
+            let mut stopping = shutdown.clone();
+            tokio::spawn(metrics::server::serve(
+                listener,
+                metrics.clone(),
+                async move {
+                    let _ = stopping.wait_for(|stop| *stop).await;
+                },
+            ));
+            tracing::info!("metrics on http://{addr}/metrics");
+            Some(metrics)
+        }
+        None => None,
+    };
     let worker = worker_id();
     let mut runs = Vec::new();
     for spider in spiders {
         let settings = spider.settings.clone();
-        match SpiderRun::connect(spider, settings, &worker, &shutdown).await? {
+        match SpiderRun::connect(spider, settings, &worker, metrics.clone(), &shutdown).await? {
             Some(run) => runs.push(run),
             None => return Ok(ExitCode::SUCCESS),
         }

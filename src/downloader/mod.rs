@@ -33,6 +33,7 @@ use robots::{RobotsGate, Verdict};
 
 use crate::frontier::outage::until_done;
 use crate::frontier::{Frontier, HostOutcome, PageResult};
+use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::settings::Settings;
 use crate::spider::Spider;
@@ -65,6 +66,8 @@ pub struct Downloader {
     client: HttpClient,
     robots: RobotsGate,
     politeness: Politeness,
+    /// Where download times go, when metrics are served.
+    metrics: Option<Metrics>,
 }
 
 impl Downloader {
@@ -72,6 +75,7 @@ impl Downloader {
         spider: Arc<Spider>,
         settings: Arc<Settings>,
         frontier: Frontier,
+        metrics: Option<Metrics>,
     ) -> Result<Downloader, FetchError> {
         let client = HttpClient::new(&settings)?;
         Ok(Downloader {
@@ -81,6 +85,7 @@ impl Downloader {
             settings,
             frontier,
             client,
+            metrics,
         })
     }
 
@@ -155,7 +160,12 @@ impl Downloader {
         let settings = &self.settings;
         stats.add(stats::DOWNLOADER_REQUEST_COUNT, 1);
         stats.add_in(stats::DOWNLOADER_REQUEST_METHOD, &request.method, 1);
-        let fetched = match self.client.fetch(request).await {
+        let started = std::time::Instant::now();
+        let fetched = self.client.fetch(request).await;
+        if let Some(m) = &self.metrics {
+            m.observe_download(&self.spider.name, started.elapsed().as_secs_f64());
+        }
+        let fetched = match fetched {
             Ok(f) => f,
             Err(e) => {
                 stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);

@@ -215,6 +215,17 @@ impl Frontier {
             .map_err(err("record the finish in", &self.keys.stats))
     }
 
+    /// One stat of the hash, as a number (0 when absent).
+    pub async fn stat(&self, stat: stats::Stat) -> Result<u64> {
+        let value: Option<String> = redis::cmd("HGET")
+            .arg(&self.keys.stats)
+            .arg(stat.name)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.stats))?;
+        Ok(value.and_then(|v| v.parse().ok()).unwrap_or(0))
+    }
+
     /// The stats hash.
     pub async fn stats(&self) -> Result<Vec<(String, String)>> {
         redis::cmd("HGETALL")

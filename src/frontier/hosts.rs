@@ -25,6 +25,15 @@ impl Frontier {
         Ok(Duration::from_millis(ms))
     }
 
+    /// How many hosts are slowed down by adaptive back-off right now.
+    pub async fn hosts_backed_off(&self) -> Result<u64> {
+        redis::cmd("HLEN")
+            .arg(&self.keys.backoff)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("count the hosts in", &self.keys.backoff))
+    }
+
     /// The cached robots.txt record of `host`, if any (an unreadable one
     /// counts as none: it is fetched again).
     pub async fn robots_cached(&self, host: &str) -> Result<Option<RobotsRecord>> {

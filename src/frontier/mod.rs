@@ -173,7 +173,7 @@ pub struct StartClaim {
 pub struct Refused {
     pub reason: String,
     /// Counted besides `deadletter/count` (e.g. `offsite/filtered`).
-    pub stat: Option<Stat>,
+    pub stat: Option<&'static Stat>,
 }
 
 impl From<String> for Refused {

@@ -38,7 +38,7 @@ impl From<StartEntryError> for crate::frontier::Refused {
     fn from(e: StartEntryError) -> Self {
         crate::frontier::Refused {
             reason: e.to_string(),
-            stat: e.is_offsite().then_some(crate::stats::OFFSITE_FILTERED),
+            stat: e.is_offsite().then_some(&crate::stats::OFFSITE_FILTERED),
         }
     }
 }

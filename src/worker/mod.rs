@@ -28,6 +28,7 @@ use tokio::task::JoinSet;
 use crate::downloader::Downloader;
 use crate::frontier::wake::Wake;
 use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, Refused, StartClaim};
+use crate::metrics::Metrics;
 use crate::settings::Settings;
 use crate::spider::Spider;
 use crate::stats::Tally;
@@ -100,6 +101,8 @@ pub struct SpiderRun {
     inflight: Arc<Mutex<HashSet<String>>>,
     /// What this worker did, for its progress lines and heartbeat.
     progress: Arc<Progress>,
+    /// Where its metrics go, when they are served.
+    metrics: Option<Metrics>,
 }
 
 /// Requests leased per download slot at most (the others wait for their
@@ -126,11 +129,12 @@ fn hostname() -> String {
 
 impl SpiderRun {
     /// Connects a spider to Redis, retrying while Redis is unreachable
-    /// until `shutdown` fires.
+    /// until `shutdown` fires; its work is also counted in `metrics`.
     pub async fn connect(
         spider: Spider,
         settings: Settings,
         worker: &str,
+        metrics: Option<Metrics>,
         shutdown: &watch::Receiver<bool>,
     ) -> anyhow::Result<Option<SpiderRun>> {
         let shown = settings.redis_url.to_string();
@@ -170,7 +174,12 @@ impl SpiderRun {
         };
         let settings = Arc::new(settings);
         let spider = Arc::new(spider);
-        let downloader = Downloader::new(spider.clone(), settings.clone(), frontier.clone())?;
+        let downloader = Downloader::new(
+            spider.clone(),
+            settings.clone(),
+            frontier.clone(),
+            metrics.clone(),
+        )?;
         Ok(Some(SpiderRun {
             spider,
             settings,
@@ -179,6 +188,7 @@ impl SpiderRun {
             redis,
             inflight: Arc::new(Mutex::new(HashSet::new())),
             progress: Arc::default(),
+            metrics,
         }))
     }
 
@@ -235,6 +245,7 @@ impl SpiderRun {
             let mut got = 0;
             if room > 0 {
                 let peek = batch.min(room);
+                let asked = Instant::now();
                 let Some((leased, start)) = with_redis("lease requests", &shutdown, || {
                     self.frontier.lease(room, peek)
                 })
@@ -243,6 +254,12 @@ impl SpiderRun {
                     continue;
                 };
                 got = leased.len();
+                if let Some(m) = &self.metrics {
+                    m.observe_redis(&name, "lease", asked.elapsed().as_secs_f64());
+                    let mut t = Tally::default();
+                    t.add(crate::stats::SCHEDULER_DEQUEUED, got as i64);
+                    m.count(&name, &t);
+                }
                 self.spawn_pages(&mut tasks, leased, &shutdown);
                 if got < room && !start.is_empty() && self.claim_start(start, &shutdown).await > 0 {
                     idle_since = Instant::now();
@@ -409,6 +426,13 @@ impl SpiderRun {
         .await
         {
             Some(c) => {
+                if let Some(m) = &self.metrics {
+                    let mut t = Tally::default();
+                    t.add(crate::stats::SCHEDULER_ENQUEUED, c.enqueued as i64);
+                    t.add(crate::stats::DUPEFILTER_FILTERED, c.filtered as i64);
+                    t.add(crate::stats::DEADLETTER_COUNT, c.dead as i64);
+                    m.count(&self.spider.name, &t);
+                }
                 tracing::debug!(
                     claimed = c.claimed,
                     enqueued = c.enqueued,
@@ -431,6 +455,7 @@ impl SpiderRun {
             downloader: self.downloader.clone(),
             inflight: self.inflight.clone(),
             progress: self.progress.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 
@@ -440,6 +465,9 @@ impl SpiderRun {
         let frontier = self.frontier.clone();
         let inflight = self.inflight.clone();
         let progress = self.progress.clone();
+        let metrics = self.metrics.clone();
+        let spider = self.spider.name.clone();
+        let lease = self.settings.lease_timeout;
         // Leases are renewed well before they expire, and the heartbeat is
         // fresh enough for `stats` to show live numbers.
         let every = (self.settings.lease_timeout / 3)
@@ -469,9 +497,38 @@ impl SpiderRun {
                     version: env!("CARGO_PKG_VERSION").to_string(),
                 };
                 let _ = frontier.heartbeat(&beat).await;
+                if let Some(m) = &metrics {
+                    m.set_in_flight(&spider, ids.len());
+                    if let Some(cluster) = read_cluster(&frontier, lease).await {
+                        m.set_cluster(&spider, cluster);
+                    }
+                }
             }
         })
     }
+}
+
+/// The cluster's state for the metrics, read in a few round trips every
+/// heartbeat (never per request).
+async fn read_cluster(frontier: &Frontier, lease: Duration) -> Option<crate::metrics::Cluster> {
+    let queues = frontier.status().await.ok()?;
+    let now = now_secs();
+    let live_within = Heartbeat::gone_after(lease).as_secs_f64();
+    let workers_live = frontier
+        .workers()
+        .await
+        .ok()?
+        .iter()
+        .filter(|(_, beat)| now - beat.heartbeat <= live_within)
+        .count() as u64;
+    let leases_expired = frontier.stat(crate::stats::LEASE_EXPIRED).await.ok()?;
+    let hosts_backed_off = frontier.hosts_backed_off().await.ok()?;
+    Some(crate::metrics::Cluster {
+        queues,
+        workers_live,
+        leases_expired,
+        hosts_backed_off,
+    })
 }
 
 /// The first 200 characters of an entry, for logs.

@@ -14,6 +14,7 @@ use crate::downloader::{Downloaded, Downloader, Fetched};
 use crate::extract::{self, Response};
 use crate::frontier::outage::until_done;
 use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
+use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::spider::Spider;
 use crate::stats::{self, Tally};
@@ -30,6 +31,8 @@ pub struct Context {
     pub inflight: Arc<Mutex<HashSet<String>>>,
     /// What this worker did.
     pub progress: Arc<super::progress::Progress>,
+    /// Where it is counted for Prometheus, when metrics are served.
+    pub metrics: Option<Metrics>,
 }
 
 /// Crawls one leased request; returns the requests its commit leased to
@@ -54,6 +57,7 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
     // A page being committed is finished through an outage, whatever the
     // worker's shutdown says meanwhile.
     let lease_next = usize::from(!*ctx.shutdown.borrow());
+    let started = std::time::Instant::now();
     let committed = until_done("commit a page", || {
         ctx.frontier.commit(&leased.id, &result, lease_next)
     })
@@ -63,8 +67,12 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
             tracing::warn!(id = %leased.id, "lease was lost before commit (another worker has the page); results discarded");
             Vec::new()
         }
-        (Committed::Done { .. }, next) => {
+        (Committed::Done { enqueued, filtered }, next) => {
             ctx.progress.committed(&result);
+            if let Some(m) = &ctx.metrics {
+                count_commit(m, &ctx.spider.name, &result, enqueued, filtered, next.len());
+                m.observe_redis(&ctx.spider.name, "commit", started.elapsed().as_secs_f64());
+            }
             next
         }
     };
@@ -73,6 +81,29 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
         set.extend(next.iter().map(|l| l.id.clone()));
     }
     next
+}
+
+/// Counts a committed page for Prometheus: its tally, and what the commit
+/// step itself counted in Redis (enqueued, filtered, dead letters,
+/// failures, the requests it leased to replace it).
+fn count_commit(
+    metrics: &Metrics,
+    spider: &str,
+    result: &PageResult,
+    enqueued: u64,
+    filtered: u64,
+    leased: usize,
+) {
+    metrics.count(spider, &result.stats);
+    let mut commit = Tally::default();
+    commit.add(stats::SCHEDULER_ENQUEUED, enqueued as i64);
+    commit.add(stats::DUPEFILTER_FILTERED, filtered as i64);
+    commit.add(stats::SCHEDULER_DEQUEUED, leased as i64);
+    commit.add(stats::DEADLETTER_COUNT, i64::from(result.dead.is_some()));
+    metrics.count(spider, &commit);
+    if let Some(failed) = &result.failed {
+        metrics.failed(spider, &failed.kind);
+    }
 }
 
 /// The worker is stopping before this request's download started: its

@@ -1,0 +1,19 @@
+//! Records the git revision the binary is built from, for `--version` and
+//! the `crawlworker_build_info` metric ("unknown" outside a git checkout).
+
+use std::process::Command;
+
+fn main() {
+    let revision = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env=CRAWLWORKER_REVISION={revision}");
+    println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/refs/heads");
+}

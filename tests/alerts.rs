@@ -1,0 +1,165 @@
+//! The shipped alert rules (`deploy/prometheus/alerts.yml`, issue 9):
+//! `promtool check rules` accepts them, and a real Prometheus scraping a
+//! real worker evaluates them on its series.
+
+use std::time::Duration;
+
+use crawlworker_demo::{self as demo, Site};
+use crawlworker_testkit::redis::free_port;
+use crawlworker_testkit::{
+    crawlworker_with_redis, eventually_async, root, spider_for, stderr, temp_dir, FixtureServer,
+    RedisServer, Worker,
+};
+
+const RULES: &str = "deploy/prometheus/alerts.yml";
+
+fn tool(name: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(name);
+    cmd.current_dir(root());
+    cmd
+}
+
+#[test]
+fn promtool_accepts_the_alert_rules() {
+    let out = tool("promtool")
+        .args(["check", "rules", RULES])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run promtool ({e}): .ci/run installs it (apt-get install prometheus)")
+        });
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One instant-query result of Prometheus's HTTP API, as (labels, value).
+async fn query(prometheus: &str, expr: &str) -> Option<Vec<(serde_json::Value, f64)>> {
+    let url = format!("http://{prometheus}/api/v1/query");
+    let text = reqwest::Client::new()
+        .get(url)
+        .query(&[("query", expr)])
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let body: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let results = body["data"]["result"].as_array()?;
+    Some(
+        results
+            .iter()
+            .filter_map(|r| {
+                let value = r["value"][1].as_str()?.parse().ok()?;
+                Some((r["metric"].clone(), value))
+            })
+            .collect(),
+    )
+}
+
+/// Stops Prometheus when the test ends, however it ends.
+struct Prometheus(std::process::Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_scrapes_a_worker_and_evaluates_the_rules() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(10))
+        .await
+        .unwrap();
+    let dir = temp_dir("alerts");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
+    args.extend(demo::demo_tasks());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = crawlworker_with_redis(&redis.url(), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let _worker = Worker::spawn(
+        &spider,
+        &redis.url(),
+        &["--metrics-addr", &metrics],
+        &[("CRAWLWORKER_IDLE_RECHECK", "100ms")],
+    );
+
+    let web = format!("127.0.0.1:{}", free_port());
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: crawlworker\n    static_configs:\n      - targets: ['{metrics}']\n",
+            root().join(RULES).display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+    let _prometheus = Prometheus(
+        tool("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run prometheus ({e}): .ci/run installs it (apt-get install prometheus)"
+                )
+            }),
+    );
+    let patience = Duration::from_secs(60);
+    let log_path = dir.path().join("prometheus.log");
+    let why = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    // It scrapes the worker and reads every item the crawl scraped.
+    eventually_async("Prometheus reads the finished crawl", patience, || async {
+        let up = query(&web, "up{job=\"crawlworker\"}").await?;
+        let items = query(&web, "sum(crawlworker_items_scraped_total)").await?;
+        (up.first().map(|r| r.1) == Some(1.0) && items.first().map(|r| r.1) == Some(243.0))
+            .then_some(())
+    })
+    .await;
+    // The rules run on those series: one live worker is fewer than the
+    // three the rule expects, so that alert is pending (its `for:` has not
+    // passed); a healthy crawl raises no error-rate alert.
+    let alerts = eventually_async("the rules are evaluated", patience, || async {
+        let alerts = query(&web, "ALERTS").await?;
+        alerts
+            .iter()
+            .any(|(labels, _)| labels["alertname"] == "CrawlworkerTooFewWorkers")
+            .then_some(alerts)
+    })
+    .await;
+    let named: Vec<String> = alerts
+        .iter()
+        .map(|(l, _)| format!("{}={}", l["alertname"], l["alertstate"]))
+        .collect();
+    assert!(
+        alerts
+            .iter()
+            .any(|(l, _)| l["alertname"] == "CrawlworkerTooFewWorkers"
+                && l["spider"] == "bbs"
+                && l["alertstate"] == "pending"),
+        "{named:?}\n{}",
+        why()
+    );
+    assert!(
+        !alerts
+            .iter()
+            .any(|(l, _)| l["alertname"] == "CrawlworkerErrorRate"),
+        "{named:?}"
+    );
+    server.stop().await.unwrap();
+}
