@@ -15,4 +15,5 @@ mod news;
 mod parse;
 mod progress;
 mod regression;
+mod terminal;
 mod tools;

@@ -147,8 +147,11 @@ pub enum Command {
         /// The spider file (TOML).
         spider: SpiderPath,
         /// Print one JSON object instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         json: bool,
+        /// Keep a live view, refreshed every second, until Ctrl-C.
+        #[arg(long)]
+        watch: bool,
         #[command(flatten)]
         redis: RedisArgs,
     },

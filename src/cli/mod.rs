@@ -11,6 +11,7 @@ pub mod logging;
 pub mod output;
 mod run;
 mod tools;
+mod watch;
 
 pub use args::{Cli, Command, ConfigArgs, RedisArgs};
 
@@ -109,7 +110,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stats {
             spider,
             json,
+            watch: true,
             redis,
+        } if !json => watch::watch(&spider, &redis).await,
+        Command::Stats {
+            spider,
+            json,
+            redis,
+            ..
         } => tools::stats(&spider, &redis, json).await,
         Command::Items {
             spider,

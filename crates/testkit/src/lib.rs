@@ -11,6 +11,8 @@
 //!   point), each logging to a file.
 //! - [`files`]: the repository root, copies of the shipped spiders pointed
 //!   at a fixture server, and temporary directories that remove themselves.
+//! - [`terminal`]: a command in a tmux pseudo-terminal, to test what a
+//!   person sees.
 //! - [`wait`]: poll-until-true with a deadline, instead of sleep-then-assert.
 
 pub mod faults;
@@ -18,6 +20,7 @@ pub mod files;
 pub mod fixture;
 pub mod process;
 pub mod redis;
+pub mod terminal;
 pub mod wait;
 
 pub use faults::Robots;
@@ -26,4 +29,5 @@ pub use fixture::{peak, FixtureServer};
 pub use process::{crawlworker, crawlworker_with_redis, stderr, stdout, Worker};
 pub use redis::RedisServer;
 pub use tempfile::TempDir;
+pub use terminal::Terminal;
 pub use wait::{eventually, eventually_async};

@@ -1,0 +1,64 @@
+//! What a person sees on a terminal (issue 9), in a real pseudo-terminal
+//! (tmux): `stats --watch` during a crawl, and its clean exit on Ctrl-C.
+
+use std::time::Duration;
+
+use crawlworker_demo::{self as demo, Site};
+use crawlworker_testkit::process::binary;
+use crawlworker_testkit::{
+    crawlworker_with_redis, eventually, spider_for, stderr, temp_dir, FixtureServer, RedisServer,
+    Terminal, Worker,
+};
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_watch_shows_the_cluster_live_and_quits_on_ctrl_c() {
+    let redis = RedisServer::start();
+    // Slow pages: the crawl is still running while we look.
+    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(150))
+        .await
+        .unwrap();
+    let dir = temp_dir("terminal");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
+    args.extend(demo::demo_tasks());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(crawlworker_with_redis(&redis.url(), &args).status.success());
+    let _worker = Worker::spawn(&spider, &redis.url(), &["--concurrency", "2"], &[]);
+
+    let done = dir.path().join("exit-code");
+    let command = format!(
+        "{} stats {} --watch --redis {}; echo $? > {}",
+        binary().display(),
+        spider.display(),
+        redis.url(),
+        done.display()
+    );
+    let term = Terminal::start(&command, dir.path(), 100, 40);
+    let screen = eventually("the view shows the crawl under way", PATIENCE, || {
+        let screen = term.screen();
+        (screen.contains("workers (1 live)") && screen.contains("items") && screen.contains("/s"))
+            .then_some(screen)
+    });
+    assert!(screen.contains("crawlworker · spider bbs"), "{screen}");
+    assert!(screen.contains("queued"), "{screen}");
+    assert!(screen.contains("Ctrl-C to quit"), "{screen}");
+    // It refreshes: the page count moves.
+    let pages = |s: &str| {
+        s.lines()
+            .find(|l| l.trim_start().starts_with("pages"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    let first = pages(&screen).unwrap_or_else(|| panic!("no page count:\n{screen}"));
+    eventually("the view refreshes", PATIENCE, || {
+        pages(&term.screen()).filter(|n| *n > first)
+    });
+    term.send_keys("C-c");
+    let code = eventually("stats --watch exits on Ctrl-C", PATIENCE, || {
+        std::fs::read_to_string(&done).ok()
+    });
+    assert_eq!(code.trim(), "0", "a clean exit");
+    server.stop().await.unwrap();
+}
