@@ -6,8 +6,8 @@ use std::time::Duration;
 use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::process::binary;
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, spider_for, stderr, temp_dir, FixtureServer, RedisServer,
-    Terminal, Worker,
+    crawlworker_with_redis, eventually, spider_for, temp_dir, FixtureServer, RedisServer, Terminal,
+    Worker,
 };
 
 const PATIENCE: Duration = Duration::from_secs(30);
