@@ -10,7 +10,7 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = crawlworker::cli::Cli::parse();
-    crawlworker::cli::logging::init();
+    crawlworker::cli::logging::init(cli.log_options());
     match crawlworker::cli::run(cli).await {
         Ok(code) => code,
         // Whoever read our output stopped reading (`| head`): not a failure.

@@ -66,3 +66,60 @@ async fn a_worker_logs_progress_pages_and_a_summary() {
     assert!(elapsed > 0.0, "{stats:?}");
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_the_spider_worker_and_url_and_quiet_is_quiet() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("progress");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let task = r#"{"forum_id": "00001", "max_page": 1}"#;
+    let out = crawlworker_with_redis(&redis.url(), &["push-urls", spider.to_str().unwrap(), task]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let worker = Worker::spawn(
+        &spider,
+        &redis.url(),
+        &["--until-drained", "--log-format", "json", "-v"],
+        &[],
+    );
+    let (status, log) = worker.wait(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let page = lines
+        .iter()
+        .find(|l| {
+            l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("fetched 200"))
+        })
+        .unwrap_or_else(|| panic!("no per-page line:\n{log}"));
+    assert!(
+        page["fields"]["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http://127.0.0.1:")),
+        "{page}"
+    );
+    assert_eq!(page["span"]["spider"], "bbs", "{page}");
+    assert!(page["span"]["worker"].as_str().is_some(), "{page}");
+    assert!(lines.iter().all(|l| l["level"].is_string()), "{log}");
+
+    let out = crawlworker_with_redis(&redis.url(), &["push-urls", spider.to_str().unwrap(), task]);
+    assert!(out.status.success());
+    let quiet = Worker::spawn(
+        &spider,
+        &redis.url(),
+        &["--until-drained", "--quiet"],
+        &[("CRAWLWORKER_LOG", "debug")],
+    );
+    let (status, log) = quiet.wait(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+    assert!(
+        !log.contains("INFO") && !log.contains("DEBUG"),
+        "--quiet logs only problems:\n{log}"
+    );
+    server.stop().await.unwrap();
+}

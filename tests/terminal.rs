@@ -62,3 +62,46 @@ async fn stats_watch_shows_the_cluster_live_and_quits_on_ctrl_c() {
     assert_eq!(code.trim(), "0", "a clean exit");
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_on_a_terminal_shows_a_live_status_line_under_its_log_lines() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(150))
+        .await
+        .unwrap();
+    let dir = temp_dir("terminal");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
+    args.extend(demo::demo_tasks());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(crawlworker_with_redis(&redis.url(), &args).status.success());
+    let done = dir.path().join("exit-code");
+    let command = format!(
+        "{} run {} --concurrency 2 --redis {}; echo $? > {}",
+        binary().display(),
+        spider.display(),
+        redis.url(),
+        done.display()
+    );
+    let term = Terminal::start(&command, dir.path(), 160, 30);
+    let screen = eventually("the status line shows the crawl", PATIENCE, || {
+        let screen = term.screen();
+        let status = screen.lines().rev().find(|l| !l.trim().is_empty())?;
+        (status.contains("bbs: ") && status.contains("items") && status.contains("in flight"))
+            .then_some(screen)
+    });
+    // Log lines come above it, not through it.
+    assert!(screen.contains("worker started"), "{screen}");
+    let last = screen
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    assert!(!last.contains("worker started"), "{screen}");
+    term.send_keys("C-c");
+    let code = eventually("run stops on Ctrl-C", PATIENCE, || {
+        std::fs::read_to_string(&done).ok()
+    });
+    assert_eq!(code.trim(), "0");
+    server.stop().await.unwrap();
+}

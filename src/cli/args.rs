@@ -18,6 +18,34 @@ use crate::settings::{self, RedisUrl};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log only warnings and errors (and show no status line).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Log more: -v a line per page, -vv everything. Without -q or -v,
+    /// CRAWLWORKER_LOG sets what is logged (default: info).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// How log lines are written: text, or json for log shippers (one
+    /// object per line).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        env = "CRAWLWORKER_LOG_FORMAT"
+    )]
+    pub log_format: super::logging::LogFormat,
+}
+
+impl Cli {
+    /// What the command line says about logging.
+    pub fn log_options(&self) -> super::logging::LogOptions {
+        super::logging::LogOptions {
+            quiet: self.quiet,
+            verbose: self.verbose,
+            format: self.log_format,
+        }
+    }
 }
 
 /// The worker configuration file, for commands that read settings.

@@ -2,11 +2,16 @@
 //! a terminal, and `CRAWLWORKER_LOG` read so that a bare level (`debug`)
 //! means crawlworker's own lines at that level, not the HTML parser's: the
 //! libraries stay at `warn` unless a directive names them
-//! (`crawlworker=debug,html5ever=trace`).
+//! (`crawlworker=debug,html5ever=trace`). `-q` and `-v`/`-vv` set the
+//! level from the command line; `--log-format json` writes one JSON object
+//! per line for log shippers. Lines are written around the live status
+//! line when one is shown ([`status_line`]).
 
 use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
+
+use super::status_line;
 
 /// The variable that sets what is logged.
 pub const VAR: &str = "CRAWLWORKER_LOG";
@@ -31,19 +36,51 @@ pub fn filter(spec: Option<&str>) -> Result<EnvFilter, String> {
     })
 }
 
-/// Sets up logging for the process; a bad `CRAWLWORKER_LOG` is reported and
-/// `info` used instead.
-pub fn init() {
-    let spec = std::env::var(VAR).ok();
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// For people: a line of text per event.
+    #[default]
+    Text,
+    /// For log shippers: one JSON object per line, with the spider, the
+    /// worker and the URL as fields.
+    Json,
+}
+
+/// What the command line says about logging.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogOptions {
+    /// Only warnings and errors.
+    pub quiet: bool,
+    /// 1: crawlworker's debug lines (a line per page); 2: trace.
+    pub verbose: u8,
+    pub format: LogFormat,
+}
+
+/// Sets up logging for the process: `-q`/`-v` when given, else
+/// `CRAWLWORKER_LOG` (a bad one is reported and `info` used instead).
+pub fn init(options: LogOptions) {
+    let spec = match (options.quiet, options.verbose) {
+        (true, _) => Some("warn".to_string()),
+        (false, 0) => std::env::var(VAR).ok(),
+        (false, 1) => Some("debug".to_string()),
+        (false, _) => Some("trace".to_string()),
+    };
     let filter = filter(spec.as_deref()).unwrap_or_else(|problem| {
         eprintln!("crawlworker: {problem}; logging at info");
         EnvFilter::new("warn,crawlworker=info")
     });
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(status_line::LogWriter);
+    match options.format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod items;
 pub mod logging;
 pub mod output;
 mod run;
+mod status_line;
 mod tools;
 mod watch;
 
@@ -35,6 +36,7 @@ use crate::wording::plural;
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let status_line = !cli.quiet && cli.log_format == logging::LogFormat::Text;
     match cli.command {
         Command::Run {
             spiders,
@@ -54,7 +56,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 idle_exit,
                 until_drained,
             };
-            run::run(&config, &spiders, &cli_layer, rules, metrics_addr).await
+            run::run(
+                &config,
+                &spiders,
+                &cli_layer,
+                rules,
+                metrics_addr,
+                status_line,
+            )
+            .await
         }
         Command::PushUrls {
             spider,

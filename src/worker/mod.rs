@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::downloader::Downloader;
 use crate::frontier::wake::Wake;
@@ -190,6 +191,24 @@ impl SpiderRun {
             progress: Arc::default(),
             metrics,
         }))
+    }
+
+    /// What this worker did so far (for a status line).
+    pub fn progress(&self) -> Arc<Progress> {
+        self.progress.clone()
+    }
+
+    /// The spider's frontier (for a status line's queue sizes).
+    pub fn frontier(&self) -> Frontier {
+        self.frontier.clone()
+    }
+
+    /// Turns the periodic progress line off (a live status line shows it).
+    pub fn without_progress_lines(mut self) -> SpiderRun {
+        let mut settings = (*self.settings).clone();
+        settings.log_stats_interval = Duration::ZERO;
+        self.settings = Arc::new(settings);
+        self
     }
 
     fn inflight_ids(&self) -> Vec<String> {
@@ -373,7 +392,8 @@ impl SpiderRun {
             if l.request.is_ok() && !l.wait.is_zero() {
                 self.downloader.politeness().will_wait();
             }
-            tasks.spawn(page::crawl(self.page_context(shutdown), l));
+            // Page tasks log inside the spider's span (spider, worker).
+            tasks.spawn(page::crawl(self.page_context(shutdown), l).in_current_span());
         }
     }
 

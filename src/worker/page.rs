@@ -158,6 +158,7 @@ fn extract_page(
     };
     let x = extract::extract(spider, request, &response);
     tracing::debug!(
+        url = %request.url,
         "fetched {} {} {} ({}, {}, {})",
         fetched.status,
         request.method,
