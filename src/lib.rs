@@ -32,6 +32,7 @@
 pub mod backoff;
 pub mod cli;
 pub mod config;
+pub mod dashboard;
 pub mod downloader;
 pub mod extract;
 pub mod frontier;

@@ -8,6 +8,7 @@ mod metrics;
 
 mod check;
 mod cluster;
+mod dashboard;
 mod downloader;
 mod fingerprint_cli;
 mod frontier;

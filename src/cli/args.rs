@@ -200,6 +200,20 @@ pub enum Command {
         #[command(flatten)]
         redis: RedisArgs,
     },
+    /// Serve a live web dashboard of spiders (one self-contained page:
+    /// rates, queues, workers, status codes, recent failures), read from
+    /// Redis, until Ctrl-C. It has no login: keep it on a loopback address
+    /// or behind your own proxy.
+    Dashboard {
+        /// Spider files (TOML) to show.
+        #[arg(required = true, value_name = "SPIDER")]
+        spiders: Vec<SpiderPath>,
+        /// The address to serve the page on.
+        #[arg(long, default_value = "127.0.0.1:9400", value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
     /// Check spider files; every problem is reported as
     /// file:line:column with a fix.
     Check {

@@ -136,6 +136,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             pop,
             redis,
         } => items::items(&spider, &redis, items::Read { limit, follow, pop }).await,
+        Command::Dashboard {
+            spiders,
+            listen,
+            redis,
+        } => dashboard(&spiders, listen, &redis).await,
         Command::Check { spiders } => Ok(check(&spiders)),
         Command::Parse {
             spider,
@@ -170,6 +175,32 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `crawlworker dashboard`: reads the spiders, serves the page until Ctrl-C.
+async fn dashboard(
+    paths: &[PathBuf],
+    listen: std::net::SocketAddr,
+    redis: &RedisArgs,
+) -> anyhow::Result<ExitCode> {
+    let mut watched = Vec::new();
+    for path in paths {
+        let (spider, frontier) = tools::open(path, redis).await?;
+        watched.push(crate::dashboard::Watched {
+            name: spider.name.clone(),
+            frontier,
+            lease: spider.settings.lease_timeout,
+        });
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot serve the dashboard on {listen}"))?;
+    eprintln!("crawlworker: dashboard on http://{listen}/ (Ctrl-C stops it)");
+    crate::dashboard::serve(listener, watched, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The worker configuration `args` name, or the default one.

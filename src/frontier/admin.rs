@@ -71,6 +71,22 @@ impl Frontier {
             .collect())
     }
 
+    /// The last `n` failed requests, oldest first (unreadable entries are
+    /// left out).
+    pub async fn recent_failures(&self, n: usize) -> Result<Vec<FailedRecord>> {
+        let raw: Vec<String> = redis::cmd("LRANGE")
+            .arg(&self.keys.failed)
+            .arg(-(n.max(1) as i64))
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.failed))?;
+        Ok(raw
+            .iter()
+            .filter_map(|r| serde_json::from_str(r).ok())
+            .collect())
+    }
+
     /// Moves failed entries back into the queue as `requests` (one per
     /// entry, same order); returns how many moved.
     pub async fn requeue_failed(&self, entries: &[(String, Request)]) -> Result<u64> {

@@ -1,0 +1,250 @@
+//! `crawlworker dashboard`: one self-contained web page (no CDN, nothing to
+//! build) with live charts of one or more spiders, read from Redis.
+//!
+//! The process samples every spider's stats hash and queues every
+//! [`SAMPLE_EVERY`] and keeps the last hour in memory, so the charts have a
+//! history from the moment it starts; the page (`page.html`, served as is)
+//! asks `/api/state` for everything every two seconds and draws SVG
+//! charts itself. It only reads Redis.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+use tokio::net::TcpListener;
+
+use crate::frontier::{now_secs, FailedRecord, Frontier, Heartbeat, QueueStatus};
+use crate::stats;
+
+/// How often each spider is read.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
+
+/// How much history is kept: an hour.
+const HISTORY: usize = 3600 / 2;
+
+/// Recent failures shown.
+const RECENT_FAILURES: usize = 20;
+
+/// The page, served as it is.
+const PAGE: &str = include_str!("page.html");
+
+/// One point of a spider's history.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Point {
+    /// Seconds since the epoch.
+    t: f64,
+    pages_per_s: f64,
+    items_per_s: f64,
+    queued: u64,
+    start: u64,
+    inflight: u64,
+}
+
+/// A live worker as the page shows it.
+#[derive(Debug, Clone, Serialize)]
+struct Worker {
+    id: String,
+    host: String,
+    pages: u64,
+    seen_seconds_ago: f64,
+}
+
+/// What the page gets for one spider.
+#[derive(Debug, Clone, Default, Serialize)]
+struct SpiderState {
+    name: String,
+    pages: u64,
+    items: u64,
+    failed_count: u64,
+    retries: u64,
+    queues: QueueStatus,
+    workers: Vec<Worker>,
+    /// Status code → responses.
+    statuses: BTreeMap<String, u64>,
+    recent_failures: Vec<FailedRecord>,
+    history: VecDeque<Point>,
+    /// Why the last reading failed, if it did.
+    error: Option<String>,
+}
+
+/// Everything the page shows.
+#[derive(Debug, Clone, Default, Serialize)]
+struct State {
+    spiders: Vec<SpiderState>,
+    updated: f64,
+}
+
+/// One spider the dashboard reads.
+pub struct Watched {
+    pub name: String,
+    pub frontier: Frontier,
+    pub lease: Duration,
+}
+
+/// Reads the spiders every [`SAMPLE_EVERY`] and serves the page on
+/// `listener` until `stop` resolves.
+pub async fn serve(listener: TcpListener, spiders: Vec<Watched>, stop: impl Future<Output = ()>) {
+    let state = Arc::new(Mutex::new(State {
+        spiders: spiders
+            .iter()
+            .map(|s| SpiderState {
+                name: s.name.clone(),
+                ..SpiderState::default()
+            })
+            .collect(),
+        updated: 0.0,
+    }));
+    let sampler = tokio::spawn(sample(spiders, state.clone()));
+    tokio::pin!(stop);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<Incoming>| {
+                let response = respond(&state, &request);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+    sampler.abort();
+}
+
+fn respond(state: &Mutex<State>, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&Method::GET, "/") => (StatusCode::OK, "text/html; charset=utf-8", PAGE.to_string()),
+        (&Method::GET, "/api/state") => {
+            let state = state.lock().unwrap_or_else(PoisonError::into_inner);
+            (
+                StatusCode::OK,
+                "application/json",
+                serde_json::to_string(&*state).unwrap_or_default(),
+            )
+        }
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "not found\n".to_string(),
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Reads every spider forever, keeping the last hour.
+async fn sample(spiders: Vec<Watched>, state: Arc<Mutex<State>>) {
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    // (time, pages, items) of the previous reading, per spider.
+    let mut previous: Vec<Option<(f64, u64, u64)>> = vec![None; spiders.len()];
+    loop {
+        tick.tick().await;
+        for (i, spider) in spiders.iter().enumerate() {
+            let reading = read(spider).await;
+            let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let shown = &mut state.spiders[i];
+            match reading {
+                Ok(now) => {
+                    let t = now_secs();
+                    let rate = |n: u64, was: u64, dt: f64| {
+                        if dt > 0.0 {
+                            n.saturating_sub(was) as f64 / dt
+                        } else {
+                            0.0
+                        }
+                    };
+                    let (pages_per_s, items_per_s) = match previous[i] {
+                        Some((t0, p, it)) => {
+                            (rate(now.pages, p, t - t0), rate(now.items, it, t - t0))
+                        }
+                        None => (0.0, 0.0),
+                    };
+                    previous[i] = Some((t, now.pages, now.items));
+                    let mut history = std::mem::take(&mut shown.history);
+                    history.push_back(Point {
+                        t,
+                        pages_per_s,
+                        items_per_s,
+                        queued: now.queues.queued,
+                        start: now.queues.start,
+                        inflight: now.queues.inflight,
+                    });
+                    while history.len() > HISTORY {
+                        history.pop_front();
+                    }
+                    *shown = SpiderState { history, ..now };
+                }
+                Err(e) => shown.error = Some(e.to_string()),
+            }
+            state.updated = now_secs();
+        }
+    }
+}
+
+/// One reading of a spider.
+async fn read(spider: &Watched) -> anyhow::Result<SpiderState> {
+    let f = &spider.frontier;
+    let queues = f.status().await?;
+    let hash: BTreeMap<String, String> = f.stats().await?.into_iter().collect();
+    let number = |k: &str| hash.get(k).and_then(|v| v.parse().ok()).unwrap_or(0u64);
+    let prefix = format!("{}/", stats::DOWNLOADER_RESPONSE_STATUS.prefix);
+    let statuses = hash
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), v.parse().ok()?)))
+        .collect();
+    let now = now_secs();
+    let live_within = Heartbeat::gone_after(spider.lease).as_secs_f64();
+    let workers = f
+        .workers()
+        .await?
+        .into_iter()
+        .filter(|(_, b)| now - b.heartbeat <= live_within)
+        .map(|(id, b)| Worker {
+            id,
+            host: b.host,
+            pages: b.pages,
+            seen_seconds_ago: ((now - b.heartbeat).max(0.0) * 10.0).round() / 10.0,
+        })
+        .collect();
+    let recent_failures = f
+        .recent_failures(RECENT_FAILURES)
+        .await?
+        .into_iter()
+        .rev()
+        .collect();
+    Ok(SpiderState {
+        name: spider.name.clone(),
+        pages: number(stats::DOWNLOADER_RESPONSE_COUNT.name),
+        items: number(stats::ITEM_SCRAPED_COUNT.name),
+        failed_count: queues.failed,
+        retries: number(stats::RETRY_COUNT.name),
+        queues,
+        workers,
+        statuses,
+        recent_failures,
+        history: VecDeque::new(),
+        error: None,
+    })
+}
