@@ -214,6 +214,14 @@ pub enum Command {
         #[command(flatten)]
         redis: RedisArgs,
     },
+    /// Check that a worker is alive: ask its metrics endpoint's /healthz
+    /// (exit code 0 when it answers, 1 when not), e.g. for a container's
+    /// HEALTHCHECK.
+    Health {
+        /// The worker's --metrics-addr.
+        #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
+        metrics_addr: std::net::SocketAddr,
+    },
     /// Check spider files; every problem is reported as
     /// file:line:column with a fix.
     Check {

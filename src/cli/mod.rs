@@ -141,6 +141,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             listen,
             redis,
         } => dashboard(&spiders, listen, &redis).await,
+        Command::Health { metrics_addr } => health(metrics_addr).await,
         Command::Check { spiders } => Ok(check(&spiders)),
         Command::Parse {
             spider,
@@ -201,6 +202,31 @@ async fn dashboard(
     })
     .await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `crawlworker health`: is the worker at `addr` answering?
+async fn health(addr: std::net::SocketAddr) -> anyhow::Result<ExitCode> {
+    // A worker listening on every interface is asked on loopback.
+    let host = if addr.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    };
+    let answer = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(3))
+        .no_proxy()
+        .build()?
+        .get(format!("http://{host}/healthz"))
+        .send()
+        .await;
+    match answer {
+        Ok(r) if r.status().is_success() => {
+            output::line("ok")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(r) => anyhow::bail!("the worker at {host} answered {}", r.status()),
+        Err(e) => anyhow::bail!("no worker answers at {host}: {e}"),
+    }
 }
 
 /// The worker configuration `args` name, or the default one.
