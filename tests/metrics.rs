@@ -158,7 +158,15 @@ async fn metrics_agree_with_the_stats_hash_and_the_items() {
     assert!(out.status.success(), "{}", stderr(&out));
     drop(worker);
     let out = crawlworker_testkit::crawlworker(&["health", "--metrics-addr", &addr]);
-    assert_eq!(out.status.code(), Some(1), "a stopped worker is not healthy");
-    assert!(stderr(&out).contains("no worker answers at"), "{}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a stopped worker is not healthy"
+    );
+    assert!(
+        stderr(&out).contains("no worker answers at"),
+        "{}",
+        stderr(&out)
+    );
     server.stop().await.unwrap();
 }

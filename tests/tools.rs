@@ -383,6 +383,12 @@ fn help_describes_every_argument_and_completions_are_printed() {
             );
         }
     }
+    let out = crawlworker(&["--version"]);
+    let version = stdout(&out);
+    assert!(
+        version.starts_with("crawlworker 0.") && version.contains('('),
+        "--version names the revision: {version}"
+    );
     let out = crawlworker(&["completions", "bash"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("push-urls"), "{}", stdout(&out));

@@ -14,7 +14,12 @@ use crate::settings::{self, RedisUrl};
 /// A crawler worker: spiders are TOML files, Redis holds the shared crawl,
 /// and any number of workers anywhere share it.
 #[derive(Debug, Parser)]
-#[command(name = "crawlworker", version = crate::version::LONG, about)]
+#[command(
+    name = "crawlworker",
+    version = crate::version::LONG,
+    about,
+    after_help = "Exit codes: 0 done; 1 failed (Redis unreachable, a fatal error); 2 input to fix (a broken spider or configuration file, a bad entry, a usage error).\n\nGetting started: crawlworker check spiders/bbs.toml, then crawlworker push-urls and crawlworker run. `crawlworker COMMAND --help` shows examples."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -83,6 +88,9 @@ pub enum Command {
     /// Run a worker: crawl the spiders' shared crawl from Redis, with any
     /// number of other workers. The first Ctrl-C or SIGTERM stops it
     /// gracefully; a second one at once.
+    #[command(
+        after_help = "Examples:\n  crawlworker run spiders/bbs.toml\n  crawlworker run spiders/bbs.toml --until-drained --metrics-addr 127.0.0.1:9410\n  CRAWLWORKER_REDIS_URL=redis://redis:6379 crawlworker run spiders/*.toml --idle-exit 5m"
+    )]
     Run {
         /// Spider files (TOML); one worker can run several spiders.
         #[arg(required = true, value_name = "SPIDER")]
@@ -105,6 +113,9 @@ pub enum Command {
         metrics_addr: Option<std::net::SocketAddr>,
     },
     /// Push start entries (URLs or JSON tasks) to a spider's start key.
+    #[command(
+        after_help = "Examples:\n  crawlworker push-urls spiders/bbs.toml '{\"forum_id\": \"00001\", \"max_page\": 5}'\n  crawlworker push-urls spiders/news.toml --file urls.txt\n  my-producer | crawlworker push-urls spiders/bbs.toml --max-queue 10000\n  crawlworker push-urls spiders/bbs.toml --from-failed"
+    )]
     PushUrls {
         /// The spider file (TOML).
         spider: SpiderPath,
@@ -132,6 +143,9 @@ pub enum Command {
     },
     /// Delete a spider's crawl state in Redis, in one step (asks first on a
     /// terminal).
+    #[command(
+        after_help = "Examples:\n  crawlworker flush spiders/bbs.toml --items --stats\n  crawlworker flush spiders/bbs.toml --all --yes\n  crawlworker flush spiders/bbs.toml --fingerprint http://127.0.0.1:8700/post/1001"
+    )]
     Flush {
         /// The spider file (TOML).
         spider: SpiderPath,
@@ -171,6 +185,9 @@ pub enum Command {
         redis: RedisArgs,
     },
     /// Show a crawl's progress: queues, live and gone workers, the stats hash.
+    #[command(
+        after_help = "Examples:\n  crawlworker stats spiders/bbs.toml\n  crawlworker stats spiders/bbs.toml --watch\n  crawlworker stats spiders/bbs.toml --json | jq .queues"
+    )]
     Stats {
         /// The spider file (TOML).
         spider: SpiderPath,
@@ -184,6 +201,9 @@ pub enum Command {
         redis: RedisArgs,
     },
     /// Print scraped items as JSON Lines, oldest first.
+    #[command(
+        after_help = "Examples:\n  crawlworker items spiders/bbs.toml -n 10\n  crawlworker items spiders/bbs.toml --pop --follow > items.jsonl"
+    )]
     Items {
         /// The spider file (TOML).
         spider: SpiderPath,
@@ -204,6 +224,9 @@ pub enum Command {
     /// rates, queues, workers, status codes, recent failures), read from
     /// Redis, until Ctrl-C. It has no login: keep it on a loopback address
     /// or behind your own proxy.
+    #[command(
+        after_help = "Examples:\n  crawlworker dashboard spiders/bbs.toml spiders/news.toml\n  crawlworker dashboard spiders/bbs.toml --listen 127.0.0.1:9400 --redis redis://127.0.0.1:6379"
+    )]
     Dashboard {
         /// Spider files (TOML) to show.
         #[arg(required = true, value_name = "SPIDER")]
@@ -217,6 +240,9 @@ pub enum Command {
     /// Check that a worker is alive: ask its metrics endpoint's /healthz
     /// (exit code 0 when it answers, 1 when not), e.g. for a container's
     /// HEALTHCHECK.
+    #[command(
+        after_help = "Examples:\n  crawlworker health --metrics-addr 127.0.0.1:9410\n  HEALTHCHECK CMD [\"crawlworker\", \"health\"]   (with CRAWLWORKER_METRICS_ADDR set)"
+    )]
     Health {
         /// The worker's --metrics-addr.
         #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
@@ -224,6 +250,9 @@ pub enum Command {
     },
     /// Check spider files; every problem is reported as
     /// file:line:column with a fix.
+    #[command(
+        after_help = "Examples:\n  crawlworker check spiders/bbs.toml\n  crawlworker check spiders/"
+    )]
     Check {
         /// Spider files, or directories whose *.toml files are checked.
         #[arg(required = true, value_name = "SPIDER")]
@@ -231,6 +260,9 @@ pub enum Command {
     },
     /// Try a spider on one page (a URL to fetch, or a saved file) and print
     /// what it gives as JSON; no Redis needed.
+    #[command(
+        after_help = "Examples:\n  crawlworker parse spiders/bbs.toml http://127.0.0.1:8700/list/00001/1 --meta '{\"forum_id\": \"00001\", \"max_page\": 2}'\n  crawlworker parse spiders/bbs.toml saved.html --url http://127.0.0.1:8700/post/1001"
+    )]
     Parse {
         /// The spider file (TOML).
         spider: SpiderPath,
@@ -253,6 +285,9 @@ pub enum Command {
     },
     /// Show a URL's scrapy-redis dupefilter fingerprint, its safe form and
     /// its canonical form.
+    #[command(
+        after_help = "Examples:\n  crawlworker fingerprint 'http://example.com/a?b=2&a=1'\n  crawlworker fingerprint http://example.com/search --method POST --body 'q=x'"
+    )]
     Fingerprint {
         /// The URL, as a page or a task gives it.
         url: String,
@@ -264,6 +299,7 @@ pub enum Command {
         body: String,
     },
     /// List every setting with its default and meaning.
+    #[command(after_help = "Examples:\n  crawlworker settings\n  crawlworker settings --markdown")]
     Settings {
         /// As the README's Markdown table.
         #[arg(long)]
@@ -271,6 +307,9 @@ pub enum Command {
     },
     /// Print a shell completion script, e.g.
     /// `crawlworker completions bash > ~/.local/share/bash-completion/completions/crawlworker`.
+    #[command(
+        after_help = "Examples:\n  crawlworker completions bash > ~/.local/share/bash-completion/completions/crawlworker\n  crawlworker completions zsh > ~/.zfunc/_crawlworker"
+    )]
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
