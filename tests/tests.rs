@@ -5,6 +5,7 @@ mod in_process;
 
 mod alerts;
 mod metrics;
+mod migration;
 
 mod check;
 mod cluster;

@@ -449,7 +449,23 @@ impl DemoServer {
         site: impl Into<Arc<Site>>,
         options: ServeOptions,
     ) -> io::Result<DemoServer> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        DemoServer::start_on(site, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), options).await
+    }
+
+    /// [`DemoServer::start_with`] on a given loopback address (for tests
+    /// whose data names the port).
+    pub async fn start_on(
+        site: impl Into<Arc<Site>>,
+        addr: SocketAddr,
+        options: ServeOptions,
+    ) -> io::Result<DemoServer> {
+        if !addr.ip().is_loopback() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the demo server only listens on loopback, not {addr}"),
+            ));
+        }
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let hits = Hits::with_arrivals();
         let app = App {

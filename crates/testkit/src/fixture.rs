@@ -2,6 +2,7 @@
 //! fault routes of [`crate::faults`] and a `/robots.txt` a test sets.
 
 use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +31,16 @@ impl FixtureServer {
         site: impl Into<Arc<Site>>,
         latency: Duration,
     ) -> io::Result<FixtureServer> {
+        FixtureServer::start_on(site, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), latency).await
+    }
+
+    /// [`FixtureServer::start_with_latency`] on a given loopback address,
+    /// for tests whose data names the port.
+    pub async fn start_on(
+        site: impl Into<Arc<Site>>,
+        addr: SocketAddr,
+        latency: Duration,
+    ) -> io::Result<FixtureServer> {
         let faults = Faults::default();
         let state = Arc::clone(&faults.state);
         let options = ServeOptions {
@@ -37,7 +48,7 @@ impl FixtureServer {
             routes: Some(Arc::new(faults)),
         };
         Ok(FixtureServer {
-            server: DemoServer::start_with(site, options).await?,
+            server: DemoServer::start_on(site, addr, options).await?,
             faults: state,
         })
     }
