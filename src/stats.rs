@@ -281,6 +281,48 @@ impl Tally {
     }
 }
 
+/// The README's table of stats (kept in sync by a test).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| stat | kind | meaning | Prometheus |\n|---|---|---|---|\n");
+    let metric = |name: Option<&str>, label: Option<String>| match name {
+        Some(n) => format!(
+            "`crawlworker_{n}_total`{}",
+            label.map_or(String::new(), |l| format!(" `{{{l}}}`"))
+        ),
+        None => String::new(),
+    };
+    for s in ALL {
+        let kind = match s.kind {
+            StatKind::Counter => "counter",
+            StatKind::Max => "maximum",
+            StatKind::Time => "time",
+            StatKind::Text => "text",
+            StatKind::Seconds => "seconds",
+        };
+        out.push_str(&format!(
+            "| `{}` | {kind} | {} | {} |\n",
+            s.name,
+            s.help.trim(),
+            metric(
+                s.metric.map(|m| m.name),
+                s.metric
+                    .and_then(|m| m.label)
+                    .map(|(k, v)| format!("{k}=\"{v}\""))
+            )
+        ));
+    }
+    for f in FAMILIES {
+        out.push_str(&format!(
+            "| `{}/<{}>` | counter | {} | {} |\n",
+            f.prefix,
+            f.label,
+            f.help.trim(),
+            metric(f.metric, Some(f.label.to_string()))
+        ));
+    }
+    out
+}
+
 /// The Lua table scripts read stat names from: `local STAT = {ID = 'name', …}`.
 pub fn lua_table() -> String {
     let mut out = String::from("local STAT = {\n");

@@ -184,3 +184,13 @@ fn readme_lists_every_redis_key() {
         "README.md's table of Redis keys is stale; replace it with crawlworker::frontier::keys::markdown_table():\n{table}"
     );
 }
+
+#[test]
+fn readme_lists_every_stat() {
+    let readme = std::fs::read_to_string(crawlworker_testkit::root().join("README.md")).unwrap();
+    let table = crawlworker::stats::markdown_table();
+    assert!(
+        readme.contains(&table),
+        "README.md's table of stats is stale; replace it with crawlworker::stats::markdown_table():\n{table}"
+    );
+}

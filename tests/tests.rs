@@ -10,6 +10,7 @@ mod migration;
 mod check;
 mod cluster;
 mod dashboard;
+mod docs;
 mod downloader;
 mod fingerprint_cli;
 mod frontier;
