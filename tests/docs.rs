@@ -63,3 +63,21 @@ fn the_migration_guide_maps_every_scrapy_redis_setting() {
         );
     }
 }
+
+#[test]
+fn the_grafana_dashboard_is_valid_json_with_queries() {
+    let path = root().join("deploy/grafana/dashboards/crawlworker.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 8);
+    for panel in panels {
+        let targets = panel["targets"].as_array().unwrap();
+        assert!(
+            targets.iter().all(|t| t["expr"]
+                .as_str()
+                .is_some_and(|e| e.contains("crawlworker_"))),
+            "{panel}"
+        );
+    }
+}
