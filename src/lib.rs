@@ -25,6 +25,9 @@
 //!   per spider, with shutdown and Redis-outage handling.
 //! - beside them: [`stats`], every stat name, [`backoff`], the one retry
 //!   schedule, and [`wording`], how counts read in messages.
+//! - seeing a crawl from outside: [`metrics`] (Prometheus, served on
+//!   `--metrics-addr`), [`dashboard`] (a live web page read from Redis),
+//!   both served by [`web`]; [`version`] names the build.
 //!
 //! The demo site (`crates/demo`), the test kit (`crates/testkit`) and the
 //! URL library (`crates/scrapy-url`) are crates of their own.
@@ -43,5 +46,6 @@ pub mod settings;
 pub mod spider;
 pub mod stats;
 pub mod version;
+pub mod web;
 pub mod wording;
 pub mod worker;

@@ -4,12 +4,8 @@
 
 use std::time::Duration;
 
-use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::redis::free_port;
-use crawlworker_testkit::{
-    crawlworker_with_redis, eventually_async, root, spider_for, stderr, temp_dir, FixtureServer,
-    RedisServer, Worker,
-};
+use crawlworker_testkit::{eventually_async, root, DemoCrawl, Worker};
 
 const RULES: &str = "deploy/prometheus/alerts.yml";
 
@@ -72,20 +68,11 @@ impl Drop for Prometheus {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_prometheus_scrapes_a_worker_and_evaluates_the_rules() {
-    let redis = RedisServer::start();
-    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(10))
-        .await
-        .unwrap();
-    let dir = temp_dir("alerts");
-    let spider = spider_for("bbs", &server.base_url(), dir.path());
-    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
-    args.extend(demo::demo_tasks());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = crawlworker_with_redis(&redis.url(), &args);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let crawl = DemoCrawl::start(Duration::from_millis(10)).await;
+    let (redis, spider, dir) = (&crawl.redis, &crawl.spider, &crawl.dir);
     let metrics = format!("127.0.0.1:{}", free_port());
     let _worker = Worker::spawn(
-        &spider,
+        spider,
         &redis.url(),
         &["--metrics-addr", &metrics],
         &[("CRAWLWORKER_IDLE_RECHECK", "100ms")],
@@ -161,5 +148,5 @@ async fn a_real_prometheus_scrapes_a_worker_and_evaluates_the_rules() {
             .any(|(l, _)| l["alertname"] == "CrawlworkerErrorRate"),
         "{named:?}"
     );
-    server.stop().await.unwrap();
+    crawl.stop().await;
 }

@@ -5,13 +5,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::process::binary;
 use crawlworker_testkit::redis::free_port;
-use crawlworker_testkit::{
-    crawlworker_with_redis, eventually_async, root, spider_for, temp_dir, FixtureServer,
-    RedisServer, Worker,
-};
+use crawlworker_testkit::{eventually_async, root, temp_dir, DemoCrawl, Worker};
 
 /// Headless Chromium with the flags a closed network needs.
 fn chromium(profile: &std::path::Path) -> Command {
@@ -41,17 +37,9 @@ fn figure(dom: &str, id: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_draws_charts_with_data_in_a_real_browser() {
-    let redis = RedisServer::start();
-    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(100))
-        .await
-        .unwrap();
-    let dir = temp_dir("dashboard");
-    let spider = spider_for("bbs", &server.base_url(), dir.path());
-    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
-    args.extend(demo::demo_tasks());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    assert!(crawlworker_with_redis(&redis.url(), &args).status.success());
-    let _worker = Worker::spawn(&spider, &redis.url(), &["--concurrency", "2"], &[]);
+    let crawl = DemoCrawl::start(Duration::from_millis(100)).await;
+    let (redis, spider, dir) = (&crawl.redis, &crawl.spider, &crawl.dir);
+    let _worker = Worker::spawn(spider, &redis.url(), &["--concurrency", "2"], &[]);
     let listen = format!("127.0.0.1:{}", free_port());
     let mut dashboard = Command::new(binary())
         .args([
@@ -149,5 +137,5 @@ async fn the_dashboard_draws_charts_with_data_in_a_real_browser() {
     );
     let _ = dashboard.kill();
     let _ = dashboard.wait();
-    server.stop().await.unwrap();
+    crawl.stop().await;
 }

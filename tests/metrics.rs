@@ -7,12 +7,8 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::redis::free_port;
-use crawlworker_testkit::{
-    crawlworker_with_redis, eventually_async, spider_for, stderr, temp_dir, FixtureServer,
-    RedisServer, Worker,
-};
+use crawlworker_testkit::{eventually_async, stderr, DemoCrawl, Worker};
 
 /// Samples of one scrape: series (name and labels, as written) → value.
 fn parse(text: &str) -> BTreeMap<String, f64> {
@@ -32,20 +28,11 @@ async fn scrape(addr: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_agree_with_the_stats_hash_and_the_items() {
-    let redis = RedisServer::start();
-    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(10))
-        .await
-        .unwrap();
-    let dir = temp_dir("metrics");
-    let spider = spider_for("bbs", &server.base_url(), dir.path());
-    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
-    args.extend(demo::demo_tasks());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = crawlworker_with_redis(&redis.url(), &args);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let crawl = DemoCrawl::start(Duration::from_millis(10)).await;
+    let (redis, spider) = (&crawl.redis, &crawl.spider);
     let addr = format!("127.0.0.1:{}", free_port());
     let worker = Worker::spawn(
-        &spider,
+        spider,
         &redis.url(),
         &["--metrics-addr", &addr, "--concurrency", "4"],
         &[("CRAWLWORKER_IDLE_RECHECK", "100ms")],
@@ -168,5 +155,5 @@ async fn metrics_agree_with_the_stats_hash_and_the_items() {
         "{}",
         stderr(&out)
     );
-    server.stop().await.unwrap();
+    crawl.stop().await;
 }

@@ -3,29 +3,17 @@
 
 use std::time::Duration;
 
-use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::process::binary;
-use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, spider_for, temp_dir, FixtureServer, RedisServer, Terminal,
-    Worker,
-};
+use crawlworker_testkit::{eventually, DemoCrawl, Terminal, Worker};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_watch_shows_the_cluster_live_and_quits_on_ctrl_c() {
-    let redis = RedisServer::start();
     // Slow pages: the crawl is still running while we look.
-    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(150))
-        .await
-        .unwrap();
-    let dir = temp_dir("terminal");
-    let spider = spider_for("bbs", &server.base_url(), dir.path());
-    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
-    args.extend(demo::demo_tasks());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    assert!(crawlworker_with_redis(&redis.url(), &args).status.success());
-    let _worker = Worker::spawn(&spider, &redis.url(), &["--concurrency", "2"], &[]);
+    let crawl = DemoCrawl::start(Duration::from_millis(150)).await;
+    let (redis, spider, dir) = (&crawl.redis, &crawl.spider, &crawl.dir);
+    let _worker = Worker::spawn(spider, &redis.url(), &["--concurrency", "2"], &[]);
 
     let done = dir.path().join("exit-code");
     let command = format!(
@@ -60,21 +48,13 @@ async fn stats_watch_shows_the_cluster_live_and_quits_on_ctrl_c() {
         std::fs::read_to_string(&done).ok()
     });
     assert_eq!(code.trim(), "0", "a clean exit");
-    server.stop().await.unwrap();
+    crawl.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_on_a_terminal_shows_a_live_status_line_under_its_log_lines() {
-    let redis = RedisServer::start();
-    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(150))
-        .await
-        .unwrap();
-    let dir = temp_dir("terminal");
-    let spider = spider_for("bbs", &server.base_url(), dir.path());
-    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
-    args.extend(demo::demo_tasks());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    assert!(crawlworker_with_redis(&redis.url(), &args).status.success());
+    let crawl = DemoCrawl::start(Duration::from_millis(150)).await;
+    let (redis, spider, dir) = (&crawl.redis, &crawl.spider, &crawl.dir);
     let done = dir.path().join("exit-code");
     let command = format!(
         "{} run {} --concurrency 2 --redis {}; echo $? > {}",
@@ -103,5 +83,5 @@ async fn run_on_a_terminal_shows_a_live_status_line_under_its_log_lines() {
         std::fs::read_to_string(&done).ok()
     });
     assert_eq!(code.trim(), "0");
-    server.stop().await.unwrap();
+    crawl.stop().await;
 }

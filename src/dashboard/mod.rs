@@ -8,20 +8,17 @@
 //! charts itself. It only reads Redis.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::net::TcpListener;
+
+use crate::web::response;
 
 use crate::frontier::{now_secs, FailedRecord, Frontier, Heartbeat, QueueStatus};
 use crate::stats;
@@ -105,53 +102,29 @@ pub async fn serve(listener: TcpListener, spiders: Vec<Watched>, stop: impl Futu
         updated: 0.0,
     }));
     let sampler = tokio::spawn(sample(spiders, state.clone()));
-    tokio::pin!(stop);
-    loop {
-        let accepted = tokio::select! {
-            () = &mut stop => break,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
-                let response = respond(&state, &request);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+    crate::web::serve(listener, move |request| respond(&state, request), stop).await;
     sampler.abort();
 }
 
 fn respond(state: &Mutex<State>, request: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let (status, content_type, body) = match (request.method(), request.uri().path()) {
-        (&Method::GET, "/") => (StatusCode::OK, "text/html; charset=utf-8", PAGE.to_string()),
+    match (request.method(), request.uri().path()) {
+        (&Method::GET, "/") => {
+            response(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_string())
+        }
         (&Method::GET, "/api/state") => {
             let state = state.lock().unwrap_or_else(PoisonError::into_inner);
-            (
+            response(
                 StatusCode::OK,
                 "application/json",
                 serde_json::to_string(&*state).unwrap_or_default(),
             )
         }
-        _ => (
+        _ => response(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
             "not found\n".to_string(),
         ),
-    };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+    }
 }
 
 /// Reads every spider forever, keeping the last hour.

@@ -9,12 +9,15 @@
 //! - [`process`]: the `crawlworker` binary: one-shot commands and
 //!   [`Worker`] processes (for the tests where SIGKILL or SIGTERM is the
 //!   point), each logging to a file.
+//! - [`crawl`]: [`DemoCrawl`], Redis, the demo forum, a spider pointed at
+//!   it and its tasks pushed: where most crawl tests start.
 //! - [`files`]: the repository root, copies of the shipped spiders pointed
 //!   at a fixture server, and temporary directories that remove themselves.
 //! - [`terminal`]: a command in a tmux pseudo-terminal, to test what a
 //!   person sees.
 //! - [`wait`]: poll-until-true with a deadline, instead of sleep-then-assert.
 
+pub mod crawl;
 pub mod faults;
 pub mod files;
 pub mod fixture;
@@ -23,6 +26,7 @@ pub mod redis;
 pub mod terminal;
 pub mod wait;
 
+pub use crawl::DemoCrawl;
 pub use faults::Robots;
 pub use files::{files, root, spider_for, temp_dir};
 pub use fixture::{peak, FixtureServer};
