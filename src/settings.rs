@@ -40,6 +40,63 @@ impl SettingValue for u32 {
     }
 }
 
+/// A Bloom filter's capacity: at least one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity(pub u64);
+
+impl SettingValue for Capacity {
+    const EXPECTED: &'static str = "a whole number of 1 or more";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        t.int_in(key, 1, i64::MAX).map(|v| Capacity(v.value as u64))
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        match s.trim().parse::<u64>() {
+            Ok(0) => Err("0 is not a capacity of 1 or more".into()),
+            Ok(v) => Ok(Capacity(v)),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+    fn show(&self) -> String {
+        self.0.to_string()
+    }
+}
+
+/// A probability strictly between 0 and 1 (a Bloom filter's error rate).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate(pub f64);
+
+impl Rate {
+    fn check(v: f64) -> Result<Rate, String> {
+        if v > 0.0 && v < 1.0 {
+            Ok(Rate(v))
+        } else {
+            Err(format!("{v} is not between 0 and 1"))
+        }
+    }
+}
+
+impl SettingValue for Rate {
+    const EXPECTED: &'static str = "a number between 0 and 1 (e.g. 0.001)";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        let v = t.float(key)?;
+        Rate::check(v.value)
+            .map_err(|e| {
+                t.reader().problem(
+                    &v.loc,
+                    e,
+                    Some("use a number between 0 and 1, such as 0.001".into()),
+                )
+            })
+            .ok()
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        Rate::check(s.trim().parse::<f64>().map_err(|e| e.to_string())?)
+    }
+    fn show(&self) -> String {
+        self.0.to_string()
+    }
+}
+
 impl SettingValue for i64 {
     const EXPECTED: &'static str = "an integer";
     fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
@@ -396,6 +453,61 @@ impl SettingValue for Headers {
     }
 }
 
+/// How a spider remembers the requests it has seen (see
+/// `frontier::dupefilter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DupefilterMode {
+    /// scrapy-redis's SET of fingerprints.
+    #[default]
+    Exact,
+    /// Exact, in about a quarter of the memory.
+    Compact,
+    /// A Bloom filter: about 2 bytes per entry, rare false positives.
+    Bloom,
+    /// Fingerprints forgotten after `dupefilter_ttl`.
+    Expiring,
+}
+
+impl std::str::FromStr for DupefilterMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<DupefilterMode, String> {
+        match s.trim() {
+            "exact" => Ok(DupefilterMode::Exact),
+            "compact" => Ok(DupefilterMode::Compact),
+            "bloom" => Ok(DupefilterMode::Bloom),
+            "expiring" => Ok(DupefilterMode::Expiring),
+            other => Err(format!(
+                "`{other}` is not a dupefilter mode; use \"exact\", \"compact\", \"bloom\" or \"expiring\""
+            )),
+        }
+    }
+}
+
+impl SettingValue for DupefilterMode {
+    const EXPECTED: &'static str = "\"exact\", \"compact\", \"bloom\" or \"expiring\"";
+    fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
+        read_text(
+            t,
+            key,
+            "use \"exact\" (scrapy-redis's), \"compact\", \"bloom\" or \"expiring\"",
+            str::parse,
+        )
+    }
+    fn parse_str(s: &str) -> Result<Self, String> {
+        s.parse()
+    }
+    fn show(&self) -> String {
+        match self {
+            DupefilterMode::Exact => "\"exact\"",
+            DupefilterMode::Compact => "\"compact\"",
+            DupefilterMode::Bloom => "\"bloom\"",
+            DupefilterMode::Expiring => "\"expiring\"",
+        }
+        .to_string()
+    }
+}
+
 /// How requests are spread over a spider's proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProxyMode {
@@ -566,6 +678,16 @@ settings! {
     randomize_download_delay: bool = true;
     /// Upper bound on requests per second to one host, for the whole cluster (0 = no bound).
     max_requests_per_second: f64 = 0.0;
+    /// How seen requests are remembered: "exact" (scrapy-redis's SET, ~85 B per entry), "compact" (exact, ~20 B), "bloom" (~2 B, rare false positives that skip a URL), or "expiring" (forgotten after dupefilter_ttl).
+    dupefilter: DupefilterMode = DupefilterMode::Exact;
+    /// For "bloom": the entries one filter is sized for (a full filter is followed by another; one filter is at most 512 MiB, about 300 million entries at 0.001).
+    dupefilter_capacity: Capacity = Capacity(100_000_000);
+    /// For "bloom": the share of never-seen URLs the filter wrongly says it has seen.
+    dupefilter_error_rate: Rate = Rate(0.001);
+    /// For "expiring": how long a seen request is remembered.
+    dupefilter_ttl: Duration = Duration::from_secs(7 * 24 * 3600);
+    /// For "expiring": remember a request again for a whole TTL each time it is seen (links that keep appearing stay remembered).
+    dupefilter_refresh: bool = true;
     /// Deepest request followed (0 = no limit); start requests have depth 0.
     depth_limit: u32 = 0;
     /// Scrapy's DEPTH_PRIORITY: a request's priority is lowered by depth × this (negative favours depth).

@@ -19,80 +19,8 @@ use crawlworker_testkit::{
     crawlworker_with_redis, eventually, spider_for, stderr, temp_dir, RedisServer, TempDir, Worker,
 };
 
+use crate::expect::{assert_exact, expected, scraped};
 use crate::in_process::InProcess;
-
-/// A value with object keys sorted, as text: equal items compare equal
-/// whatever the key order.
-fn canonical(v: &Value) -> String {
-    fn sort(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let sorted: BTreeMap<&String, Value> =
-                    m.iter().map(|(k, v)| (k, sort(v))).collect();
-                serde_json::to_value(sorted).unwrap_or(Value::Null)
-            }
-            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
-            other => other.clone(),
-        }
-    }
-    sort(v).to_string()
-}
-
-fn scraped(redis: &RedisServer) -> Vec<String> {
-    let raw: Vec<String> = redis.conn().lrange("bbs:items", 0, -1).unwrap();
-    let mut items: Vec<String> = raw
-        .iter()
-        .map(|s| {
-            canonical(
-                &serde_json::from_str(s).unwrap_or_else(|e| panic!("item is not JSON ({e}): {s}")),
-            )
-        })
-        .collect();
-    items.sort();
-    items
-}
-
-fn expected(base: &str) -> Vec<String> {
-    let site = Site::demo();
-    let mut items: Vec<String> = demo::expected::bbs_items(&site, &demo::demo_forum_tasks(), base)
-        .iter()
-        .map(|s| canonical(&serde_json::from_str(s).unwrap()))
-        .collect();
-    items.sort();
-    items
-}
-
-/// Compares item multisets and says what is missing and what is doubled.
-fn assert_exact(got: &[String], want: &[String]) {
-    if got == want {
-        return;
-    }
-    let count = |v: &[String]| {
-        let mut m: BTreeMap<String, i64> = BTreeMap::new();
-        for s in v {
-            *m.entry(s.clone()).or_default() += 1;
-        }
-        m
-    };
-    let (g, w) = (count(got), count(want));
-    let missing: Vec<_> = w
-        .iter()
-        .filter(|(k, n)| g.get(*k).copied().unwrap_or(0) < **n)
-        .map(|(k, _)| k)
-        .take(5)
-        .collect();
-    let extra: Vec<_> = g
-        .iter()
-        .filter(|(k, n)| w.get(*k).copied().unwrap_or(0) < **n)
-        .map(|(k, _)| k)
-        .take(5)
-        .collect();
-    panic!(
-        "items differ: got {}, expected {}\nmissing (first 5): {missing:#?}\nextra or doubled (first 5): {extra:#?}",
-        got.len(),
-        want.len()
-    );
-}
 
 struct Crawl {
     redis: RedisServer,

@@ -1,6 +1,7 @@
 //! All integration tests, in one binary (as ripgrep does): the test kit
 //! (`crates/testkit`) starts the real servers they need; each module covers one command or promise.
 
+mod expect;
 mod in_process;
 
 mod alerts;
@@ -12,6 +13,7 @@ mod cluster;
 mod dashboard;
 mod docs;
 mod downloader;
+mod dupefilter;
 mod fingerprint_cli;
 mod frontier;
 mod news;

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{load_spider, output, InvalidInput, RedisArgs};
-use crate::frontier::admin::HeldLeases;
+use crate::frontier::admin::{DupefilterInfo, HeldLeases};
 use crate::frontier::{now_secs, Frontier, Heartbeat, KeyGroup, QueueStatus};
 use crate::request::Request;
 use crate::settings::Overrides;
@@ -252,14 +252,19 @@ pub async fn flush(
     if let Some(url) = fingerprint {
         let fp = Request::get(&url).fingerprint();
         let dupefilter = &frontier.keys.dupefilter;
-        if frontier.forget_fingerprint(&fp).await? {
-            output::line(format_args!(
+        match frontier.forget_fingerprint(&fp).await? {
+            Some(true) => output::line(format_args!(
                 "removed fingerprint {fp} of {url} from {dupefilter}"
-            ))?;
-        } else {
-            output::line(format_args!(
+            ))?,
+            Some(false) => output::line(format_args!(
                 "fingerprint {fp} of {url} was not in {dupefilter}"
-            ))?;
+            ))?,
+            None => {
+                return Err(InvalidInput(format!(
+                    "{dupefilter} is a Bloom filter, which cannot forget one URL; push the URL with dont_filter, or flush --dupefilter to forget every URL"
+                ))
+                .into())
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -295,6 +300,7 @@ struct StatsReport<'a> {
     spider: &'a str,
     redis: String,
     queues: QueueStatus,
+    dupefilter: DupefilterInfo,
     /// Key kind → key name.
     keys: BTreeMap<&'static str, &'a str>,
     workers: Vec<LiveWorker>,
@@ -306,6 +312,7 @@ struct StatsReport<'a> {
 pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let (spider, frontier) = open(path, redis).await?;
     let status = frontier.status().await?;
+    let dupefilter = frontier.dupefilter_info().await?;
     let mut stats = frontier.stats().await?;
     stats.sort();
     let now = now_secs();
@@ -352,6 +359,7 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
             spider: &spider.name,
             redis: spider.settings.redis_url.to_string(),
             queues: status,
+            dupefilter: dupefilter.clone(),
             keys: k.all().map(|(kind, key)| (kind.name(), key)).collect(),
             workers,
             gone,
@@ -382,6 +390,31 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
         ("items", status.items, &k.items),
     ] {
         o += &format!("  {label:<14} {n:>10}  {key}\n");
+    }
+    o += &format!(
+        "\ndupefilter ({})\n  {:<14} {:>10}  {} of Redis memory ({:.1} B per entry)\n",
+        dupefilter.mode,
+        "entries",
+        dupefilter.entries,
+        bytesize::ByteSize(dupefilter.bytes).display().iec(),
+        dupefilter.bytes as f64 / dupefilter.entries.max(1) as f64,
+    );
+    if dupefilter.mode == "bloom" && dupefilter.capacity > 0 {
+        // Filters before the newest are full; the newest takes new entries.
+        let filters = dupefilter.filters.max(1);
+        let newest = dupefilter
+            .entries
+            .saturating_sub((filters - 1) * dupefilter.capacity);
+        let filled = newest as f64 / dupefilter.capacity as f64;
+        o += &format!(
+            "  Redis bitmaps: {} of {} entries each; the newest is {:.0} % full\n",
+            crate::wording::count(filters as usize, "filter"),
+            dupefilter.capacity,
+            filled * 100.0
+        );
+        if filled >= 0.9 {
+            o += "  warning: the Bloom filter is nearly full. When it is, a new filter of the same size follows it (the error rate holds; every lookup then reads one more bitmap). For a larger crawl, raise dupefilter_capacity and start a new filter (flush --dupefilter).\n";
+        }
     }
     o += &format!("\nworkers ({} live", workers.len());
     if !gone.is_empty() {

@@ -10,6 +10,32 @@ use super::{
 use crate::request::Request;
 use crate::stats::{self, Tally};
 
+/// What `stats` shows of the dupefilter.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DupefilterInfo {
+    pub mode: String,
+    pub entries: u64,
+    /// What Redis spends on it (`MEMORY USAGE` of its keys).
+    pub bytes: u64,
+    /// For a Bloom filter: the entries one filter is sized for.
+    pub capacity: u64,
+    /// For a Bloom filter: how many filters follow each other.
+    pub filters: u64,
+}
+
+/// Why a spider's dupefilter cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DupefilterMismatch {
+    #[error("the dupefilter {key} was made in mode `{found}`, but the spider's dupefilter setting is `{wanted}`: set dupefilter = \"{found}\", or delete the old one first (crawlworker flush SPIDER --dupefilter; every URL is then crawled again)")]
+    Mode {
+        key: String,
+        found: String,
+        wanted: String,
+    },
+    #[error(transparent)]
+    Redis(super::FrontierError),
+}
+
 /// The in-flight leases one worker holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldLeases {
@@ -123,15 +149,21 @@ impl Frontier {
         for key in &keys {
             inv.key(*key);
         }
-        let counts: Vec<u64> = inv
+        inv.arg(&self.keys.dupefilter)
+            .arg(&self.keys.dupefilter_meta);
+        let flat: Vec<redis::Value> = inv
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("flush", keys[0]))?;
-        Ok(keys
-            .into_iter()
-            .map(str::to_string)
-            .zip(counts.into_iter().chain(std::iter::repeat(0)))
-            .collect())
+        let mut out = Vec::new();
+        let mut values = flat.into_iter();
+        while let (Some(key), Some(n)) = (values.next(), values.next()) {
+            out.push((
+                redis::from_redis_value::<String>(&key).unwrap_or_default(),
+                redis::from_redis_value::<u64>(&n).unwrap_or(0),
+            ));
+        }
+        Ok(out)
     }
 
     /// Up to `n` items from position `from`, oldest first.
@@ -171,15 +203,95 @@ impl Frontier {
             .map_err(err("return items to", &self.keys.items))
     }
 
-    /// Removes one fingerprint from the dupefilter; true if it was there.
-    pub async fn forget_fingerprint(&self, fingerprint: &str) -> Result<bool> {
-        let n: u64 = redis::cmd("SREM")
-            .arg(&self.keys.dupefilter)
-            .arg(fingerprint)
-            .query_async(&mut self.conn.clone())
+    /// Runs `op` (`add`, `check` or `forget`) on `fingerprints` in the
+    /// dupefilter's mode, in one step (see `scripts/dupe_bulk.lua`).
+    async fn dupe_bulk(&self, op: &str, fingerprints: &[&str]) -> Result<i64> {
+        SCRIPTS
+            .dupe_bulk
+            .key(&self.keys.dupefilter)
+            .key(&self.keys.dupefilter_meta)
+            .arg(&self.dupe_spec)
+            .arg(op)
+            .arg(fingerprints)
+            .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(err("remove a fingerprint from", &self.keys.dupefilter))?;
-        Ok(n > 0)
+            .map_err(err("use", &self.keys.dupefilter))
+    }
+
+    /// Removes one fingerprint from the dupefilter: `Some(true)` if it was
+    /// there, `Some(false)` if not, `None` when the mode cannot forget one
+    /// entry (a Bloom filter).
+    pub async fn forget_fingerprint(&self, fingerprint: &str) -> Result<Option<bool>> {
+        let n = self.dupe_bulk("forget", &[fingerprint]).await?;
+        Ok((n >= 0).then_some(n > 0))
+    }
+
+    /// Records fingerprints as seen, as a page's commit would (to seed a
+    /// dupefilter, and for the memory benchmark); returns how many were new.
+    pub async fn mark_seen(&self, fingerprints: &[&str]) -> Result<u64> {
+        Ok(self.dupe_bulk("add", fingerprints).await?.max(0) as u64)
+    }
+
+    /// How many of `fingerprints` the dupefilter says it has seen, changing
+    /// nothing (a Bloom filter's false positives count as seen).
+    pub async fn count_seen(&self, fingerprints: &[&str]) -> Result<u64> {
+        Ok(self.dupe_bulk("check", fingerprints).await?.max(0) as u64)
+    }
+
+    /// What the dupefilter is and holds.
+    pub async fn dupefilter_info(&self) -> Result<DupefilterInfo> {
+        let (mode, entries, bytes, capacity, filters): (String, u64, u64, u64, u64) = SCRIPTS
+            .dupe_info
+            .key(&self.keys.dupefilter)
+            .key(&self.keys.dupefilter_meta)
+            .arg(&self.dupe_spec)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.dupefilter))?;
+        Ok(DupefilterInfo {
+            mode,
+            entries,
+            bytes,
+            capacity,
+            filters,
+        })
+    }
+
+    /// Records the dupefilter's mode when it is made, and checks that an
+    /// existing one was made in this spider's mode. A Bloom filter keeps
+    /// the size it was made with (a changed capacity is reported). The
+    /// frontier then uses the filter's own spec.
+    pub async fn prepare_dupefilter(&mut self) -> std::result::Result<(), DupefilterMismatch> {
+        let (mode, spec): (String, String) = SCRIPTS
+            .dupe_prepare
+            .key(&self.keys.dupefilter)
+            .key(&self.keys.dupefilter_meta)
+            .arg(&self.dupe_spec)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| DupefilterMismatch::Redis(err("prepare", &self.keys.dupefilter)(e)))?;
+        let wanted = self
+            .dupe_spec
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if mode != wanted {
+            return Err(DupefilterMismatch::Mode {
+                key: self.keys.dupefilter.clone(),
+                found: mode,
+                wanted,
+            });
+        }
+        if !spec.is_empty() && spec != self.dupe_spec {
+            tracing::warn!(
+                key = %self.keys.dupefilter,
+                "the dupefilter was made as `{spec}`; the spider's settings say `{}`, and the filter keeps its own",
+                self.dupe_spec
+            );
+            self.dupe_spec = spec;
+        }
+        Ok(())
     }
 
     /// Adds stats increments and sets `start_time` if no worker has yet.

@@ -147,8 +147,10 @@ key_kinds! {
     Robots, robots = "{name}:robots", "hash", Politeness;
     /// Host → until when (ms) one worker holds the right to fetch its robots.txt.
     RobotsLocks, robots_locks = "{name}:robots:locks", "zset", Politeness;
-    /// Request fingerprints (scrapy-redis compatible).
-    Dupefilter, dupefilter = "{name}:dupefilter", "set", Dupefilter;
+    /// Request fingerprints: a set (scrapy-redis compatible), or the `dupefilter` mode's structure.
+    Dupefilter, dupefilter = "{name}:dupefilter", "set, hash or string", Dupefilter;
+    /// The dupefilter's mode and what the mode counts (and, for bloom and expiring, its other keys).
+    DupefilterMeta, dupefilter_meta = "{name}:dupefilter:meta", "hash", Dupefilter;
     /// Scraped items as JSON objects (RPUSH, as scrapy-redis's RedisPipeline).
     Items, items = "{name}:items", "list", Items;
     /// Counters with Scrapy's names.

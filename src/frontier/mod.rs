@@ -22,6 +22,7 @@
 //! loads the Lua scripts of `scripts/*.lua`.
 
 pub mod admin;
+pub mod dupefilter;
 pub mod hosts;
 pub mod keys;
 pub mod outage;
@@ -35,6 +36,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use serde_json::{Map, Value};
 
+pub use dupefilter::Dupefilter;
 pub use keys::{KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
 
@@ -222,6 +224,7 @@ pub struct Options {
     /// How long a lease lasts unless renewed.
     pub lease: Duration,
     pub pacing: Pacing,
+    pub dupefilter: Dupefilter,
 }
 
 /// One spider's view of the shared crawl.
@@ -234,6 +237,8 @@ pub struct Frontier {
     worker: String,
     lease: Duration,
     pacing: Pacing,
+    /// What the scripts receive to deduplicate (see `dupefilter`).
+    dupe_spec: String,
 }
 
 /// The request as the queue stores it.
@@ -275,6 +280,7 @@ impl Frontier {
             worker: options.worker,
             lease: options.lease,
             pacing: options.pacing,
+            dupe_spec: options.dupefilter.spec(),
         })
     }
 
@@ -415,6 +421,7 @@ impl Frontier {
             .key(&k.sequence)
             .key(&k.items)
             .key(&k.failed)
+            .key(&k.dupefilter_meta)
             .arg(&self.worker)
             .arg(id)
             .arg(&k.wake)
@@ -434,7 +441,8 @@ impl Frontier {
             .arg(outcome)
             .arg(slow_ms)
             .arg(self.pacing.backoff_max.as_millis() as u64)
-            .arg(self.max_wait_ms());
+            .arg(self.max_wait_ms())
+            .arg(&self.dupe_spec);
         for (fp, priority, json) in &requests {
             invocation.arg(fp).arg(priority).arg(json);
         }
@@ -517,8 +525,10 @@ impl Frontier {
             .key(&k.sequence)
             .key(&k.dead)
             .key(&k.stats)
+            .key(&k.dupefilter_meta)
             .arg(self.kind.as_str())
-            .arg(&k.wake);
+            .arg(&k.wake)
+            .arg(&self.dupe_spec);
         for c in claims {
             let outcome = c.outcome.as_ref().map_err(|e| e.clone()).and_then(|r| {
                 encode(r).map(|json| (r, json)).ok_or_else(|| {
@@ -571,7 +581,9 @@ impl Frontier {
             .key(&k.dupefilter)
             .key(&k.items)
             .key(&k.delayed)
+            .key(&k.dupefilter_meta)
             .arg(self.kind.as_str())
+            .arg(&self.dupe_spec)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("read the status of", &k.requests))?;

@@ -1,6 +1,7 @@
 //! The frontier's Lua scripts, loaded once: each is `scripts/<name>.lua`
 //! prefixed with the `STAT` table of stat names (generated from
-//! [`crate::stats`]) and `scripts/prelude.lua`, the helpers they share.
+//! [`crate::stats`]), `scripts/dupefilter.lua` (the dupefilter's modes) and
+//! `scripts/prelude.lua`, the helpers they share.
 
 use std::sync::LazyLock;
 
@@ -19,13 +20,17 @@ pub(super) struct Scripts {
     pub robots_lock: Script,
     pub flush: Script,
     pub leases: Script,
+    pub dupe_bulk: Script,
+    pub dupe_prepare: Script,
+    pub dupe_info: Script,
 }
 
 /// The text every script starts with.
 fn preamble() -> String {
     format!(
-        "{}\n{}\n",
+        "{}\n{}\n{}\n",
         crate::stats::lua_table(),
+        include_str!("scripts/dupefilter.lua"),
         include_str!("scripts/prelude.lua")
     )
 }
@@ -47,12 +52,19 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     robots_lock: script(include_str!("scripts/robots_lock.lua")),
     flush: script(include_str!("scripts/flush.lua")),
     leases: script(include_str!("scripts/leases.lua")),
+    dupe_bulk: script(include_str!("scripts/dupe_bulk.lua")),
+    dupe_prepare: script(include_str!("scripts/dupe_prepare.lua")),
+    dupe_info: script(include_str!("scripts/dupe_info.lua")),
 });
 
 /// Every script's own text (without the preamble), by file name.
 #[cfg(test)]
 pub(super) const SOURCES: &[(&str, &str)] = &[
     ("prelude.lua", include_str!("scripts/prelude.lua")),
+    ("dupefilter.lua", include_str!("scripts/dupefilter.lua")),
+    ("dupe_bulk.lua", include_str!("scripts/dupe_bulk.lua")),
+    ("dupe_prepare.lua", include_str!("scripts/dupe_prepare.lua")),
+    ("dupe_info.lua", include_str!("scripts/dupe_info.lua")),
     ("lease.lua", include_str!("scripts/lease.lua")),
     ("commit.lua", include_str!("scripts/commit.lua")),
     ("claim_start.lua", include_str!("scripts/claim_start.lua")),

@@ -45,6 +45,7 @@ pub mod names {
     pub const FAILURES: &str = "failures";
     pub const QUEUE_ENTRIES: &str = "queue_entries";
     pub const WORKERS_LIVE: &str = "workers_live";
+    pub const DUPEFILTER_ENTRIES: &str = "dupefilter_entries";
     pub const CLUSTER_LEASES_EXPIRED: &str = "cluster_leases_expired";
     pub const HOSTS_BACKED_OFF: &str = "hosts_backed_off";
     pub const BUILD_INFO: &str = "build_info";
@@ -258,6 +259,19 @@ impl Collector for ClusterState {
                     ];
                     ConstGauge::new(n as i64).encode(family.encode_family(&labels)?)?;
                 }
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
+                names::DUPEFILTER_ENTRIES,
+                "Fingerprints the spider's dupefilter holds, for the whole cluster (aggregate with max)",
+                None,
+                gauge.metric_type(),
+            )?;
+            for (spider, c) in &spiders {
+                let labels: Labels = vec![("spider".into(), spider.clone())];
+                ConstGauge::new(c.queues.dupefilter as i64)
+                    .encode(family.encode_family(&labels)?)?;
             }
         }
         {

@@ -243,6 +243,7 @@ impl Spider {
             worker: worker.to_string(),
             lease: self.settings.lease_timeout,
             pacing: pacing(&self.settings),
+            dupefilter: dupefilter(&self.settings),
         }
     }
 
@@ -294,5 +295,23 @@ fn pacing(s: &Settings) -> crate::frontier::Pacing {
         interval,
         jitter,
         backoff_max: s.adaptive_backoff_max_delay,
+    }
+}
+
+/// The dupefilter the settings ask for.
+fn dupefilter(s: &Settings) -> crate::frontier::Dupefilter {
+    use crate::frontier::Dupefilter;
+    use crate::settings::DupefilterMode;
+    match s.dupefilter {
+        DupefilterMode::Exact => Dupefilter::Exact,
+        DupefilterMode::Compact => Dupefilter::Compact,
+        DupefilterMode::Bloom => Dupefilter::Bloom {
+            capacity: s.dupefilter_capacity.0,
+            error_rate: s.dupefilter_error_rate.0,
+        },
+        DupefilterMode::Expiring => Dupefilter::Expiring {
+            ttl: s.dupefilter_ttl,
+            refresh: s.dupefilter_refresh,
+        },
     }
 }

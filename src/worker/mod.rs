@@ -173,6 +173,11 @@ impl SpiderRun {
                 Err(e) => return Err(anyhow::anyhow!("cannot use Redis at {shown}: {e}")),
             }
         };
+        let mut frontier = frontier;
+        frontier
+            .prepare_dupefilter()
+            .await
+            .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
         let settings = Arc::new(settings);
         let spider = Arc::new(spider);
         let downloader = Downloader::new(

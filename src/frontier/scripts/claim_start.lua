@@ -3,16 +3,19 @@
 -- entry another worker claimed first is skipped.
 --
 -- KEYS: 1 start key, 2 requests, 3 request data, 4 dupefilter, 5 sequence,
---       6 dead letters, 7 stats
--- ARGV: 1 start key type (list|set|zset), 2 wake channel, then per entry
+--       6 dead letters, 7 stats, 8 dupefilter meta
+-- ARGV: 1 start key type (list|set|zset), 2 wake channel, 3 dupefilter
+--       spec, then per entry
 --       five values: the entry as read, 'req' or 'dead', for a request its
 --       fingerprint ('' for dont_filter) and for a dead letter a stat to
 --       count besides it ('' for none), priority, request JSON or
 --       dead-letter JSON.
 -- Returns {claimed, enqueued, filtered, dead}.
 local kind = ARGV[1]
+local dupe = dupe_config(ARGV[3], KEYS[4], KEYS[8])
+local now = now_ms()
 local claimed, enqueued, filtered, dead = 0, 0, 0, 0
-for i = 3, #ARGV, 5 do
+for i = 4, #ARGV, 5 do
   local entry = ARGV[i]
   local removed
   if kind == 'list' then
@@ -30,7 +33,7 @@ for i = 3, #ARGV, 5 do
       if ARGV[i + 2] ~= '' then
         redis.call('HINCRBY', KEYS[7], ARGV[i + 2], 1)
       end
-    elseif enqueue(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]) == 1 then
+    elseif enqueue(KEYS[2], KEYS[3], dupe, KEYS[5], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now) == 1 then
       enqueued = enqueued + 1
     else
       filtered = filtered + 1

@@ -7,7 +7,7 @@
 --
 -- KEYS: 1-11 as in lease.lua (requests, data, in-flight, owners, dead,
 --       stats, delayed, delayed scores, pace, host delays, back-off),
---       12 dupefilter, 13 sequence, 14 items, 15 failed
+--       12 dupefilter, 13 sequence, 14 items, 15 failed, 16 dupefilter meta
 -- ARGV: 1 worker, 2 request id, 3 wake channel, 4 #requests, 5 #items,
 --       6 #stat pairs, 7 depth of the new requests, 8 dead-letter JSON or
 --       '', 9 failed JSON or '', 10 requests to lease next, 11 lease ms,
@@ -15,14 +15,15 @@
 --       (-1: no retry), 15 the retried request's JSON, 16 its priority,
 --       17 host outcome ('slow' for 429/503, 'ok', or ''), 18 ms the server
 --       asked to wait (Retry-After), 19 longest back-off ms, 20 longest
---       politeness wait worth leasing for (ms),
+--       politeness wait worth leasing for (ms), 21 dupefilter spec,
 --       then #requests triples (fingerprint, priority, JSON), #items JSON
 --       strings, #stat pairs (field, delta).
 -- Returns {enqueued, filtered, id1, json1, wait1, interval1, ...} (the new
 -- leases), or
 -- {-1, 0} when the lease was lost.
 local K = shared_keys()
-local dupefilter, seq_key, items_key, failed_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
+local seq_key, items_key, failed_key = KEYS[13], KEYS[14], KEYS[15]
+local dupe = dupe_config(ARGV[21], KEYS[12], KEYS[16])
 local worker, id, channel = ARGV[1], ARGV[2], ARGV[3]
 local n_requests, n_items, n_stats = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local depth = tonumber(ARGV[7])
@@ -82,10 +83,10 @@ if host and ARGV[17] ~= '' then
   end
 end
 
-local at = 21
+local at = 22
 local enqueued, filtered = 0, 0
 for _ = 1, n_requests do
-  if enqueue(K.requests, K.data, dupefilter, seq_key, ARGV[at], ARGV[at + 1], ARGV[at + 2]) == 1 then
+  if enqueue(K.requests, K.data, dupe, seq_key, ARGV[at], ARGV[at + 1], ARGV[at + 2], now) == 1 then
     enqueued = enqueued + 1
   else
     filtered = filtered + 1

@@ -1,10 +1,21 @@
 -- Delete a spider's keys in one step (`crawlworker flush`), returning how
--- many entries each held.
+-- many entries each held. Deleting the dupefilter's meta hash also deletes
+-- the keys it lists (a Bloom filter's followers, expiring time buckets).
 --
 -- KEYS: the keys to delete
--- Returns {entries of KEYS[1], entries of KEYS[2], ...}.
-local counts = {}
-for i, key in ipairs(KEYS) do
+-- ARGV: 1 the dupefilter key, 2 the dupefilter meta key
+-- Returns {key1, entries1, key2, entries2, ...}.
+local keys = {}
+for _, key in ipairs(KEYS) do
+  if key == ARGV[2] then
+    for _, extra in ipairs(dupe_extra_keys(ARGV[1], ARGV[2])) do
+      keys[#keys + 1] = extra
+    end
+  end
+  keys[#keys + 1] = key
+end
+local out = {}
+for _, key in ipairs(keys) do
   local kind = redis.call('TYPE', key).ok
   local n = 0
   if kind == 'list' then
@@ -21,6 +32,7 @@ for i, key in ipairs(KEYS) do
     n = 1
   end
   redis.call('DEL', key)
-  counts[i] = n
+  out[#out + 1] = key
+  out[#out + 1] = n
 end
-return counts
+return out

@@ -18,10 +18,11 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Enqueues one request unless the dupefilter has seen its fingerprint (an
--- empty fingerprint means dont_filter). Returns 1 if enqueued, 0 if filtered.
-local function enqueue(requests, data, dupefilter, seq_key, fingerprint, priority, json)
-  if fingerprint ~= '' and redis.call('SADD', dupefilter, fingerprint) == 0 then
+-- Enqueues one request unless the dupefilter `d` (see dupefilter.lua) has
+-- seen its fingerprint (an empty fingerprint, or no `d`, means no filter).
+-- Returns 1 if enqueued, 0 if filtered.
+local function enqueue(requests, data, d, seq_key, fingerprint, priority, json, now)
+  if fingerprint ~= '' and d and not dupe_add(d, fingerprint, now) then
     return 0
   end
   local seq = redis.call('INCR', seq_key)

@@ -11,7 +11,7 @@
 local n = 0
 for i = 2, #ARGV, 3 do
   if redis.call('LREM', KEYS[1], 1, ARGV[i]) > 0 then
-    enqueue(KEYS[2], KEYS[3], KEYS[4], KEYS[5], '', ARGV[i + 1], ARGV[i + 2])
+    enqueue(KEYS[2], KEYS[3], nil, KEYS[5], '', ARGV[i + 1], ARGV[i + 2], 0)
     n = n + 1
   end
 end

@@ -3,10 +3,12 @@
 -- in-flight and delayed retries are all zero at the same instant).
 --
 -- KEYS: 1 start key, 2 requests, 3 in-flight, 4 dead letters, 5 failed,
---       6 dupefilter, 7 items, 8 delayed retries
--- ARGV: 1 start key type
+--       6 dupefilter, 7 items, 8 delayed retries, 9 dupefilter meta
+-- ARGV: 1 start key type, 2 dupefilter spec
 -- Returns {start, queued, inflight, dead, failed, dupefilter, items, delayed}.
 local kind = ARGV[1]
+local d = dupe_config(redis.call('HGET', KEYS[9], 'spec') or ARGV[2], KEYS[6], KEYS[9])
+local mode = redis.call('HGET', KEYS[9], 'mode') or d.mode
 local start
 if kind == 'list' then
   start = redis.call('LLEN', KEYS[1])
@@ -21,7 +23,7 @@ return {
   redis.call('ZCARD', KEYS[3]),
   redis.call('LLEN', KEYS[4]),
   redis.call('LLEN', KEYS[5]),
-  redis.call('SCARD', KEYS[6]),
+  dupe_entries(d, mode, now_ms()),
   redis.call('LLEN', KEYS[7]),
   redis.call('ZCARD', KEYS[8]),
 }
