@@ -9,6 +9,7 @@
 //!
 //!     cargo bench --bench dupefilter                      # ~10 minutes, ~2 GB of Redis
 //!     DUPEFILTER_SIZES=100000 cargo bench --bench dupefilter   # a quick look
+//!     DUPEFILTER_MODES=bloom,expiring cargo bench --bench dupefilter   # some modes only
 
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,7 @@ async fn measure(redis_url: &str, mode: Dupefilter, entries: u64) -> Row {
     let _: redis::RedisResult<()> = redis::cmd("MEMORY").arg("PURGE").query(&mut conn);
     let spider = Spider::from_str("mem.toml".as_ref(), SPIDER).expect("spider");
     let mut f = Frontier::connect(
-        &client,
+        &client.clone().into(),
         Options {
             dupefilter: mode,
             ..spider.frontier_options("bench")
@@ -119,6 +120,9 @@ async fn main() {
                 .expect("DUPEFILTER_SIZES: numbers separated by commas")
         })
         .collect();
+    let modes: Option<Vec<String>> = std::env::var("DUPEFILTER_MODES")
+        .ok()
+        .map(|m| m.split(',').map(|s| s.trim().to_string()).collect());
     let redis = crawlworker_testkit::RedisServer::start();
     let version: String = {
         let mut c = redis.conn();
@@ -152,6 +156,12 @@ async fn main() {
                 refresh: true,
             },
         ] {
+            if modes
+                .as_ref()
+                .is_some_and(|m| !m.iter().any(|name| name == mode.mode()))
+            {
+                continue;
+            }
             let row = measure(&redis.url(), mode, n).await;
             let label = match mode {
                 Dupefilter::Bloom { capacity, .. } if capacity == n => {

@@ -34,7 +34,7 @@ async fn main() {
     }
     let spider = Spider::load(&spider_path).expect("spider");
     let client = redis::Client::open(redis.url()).expect("redis url");
-    let producer = Frontier::connect(&client, spider.frontier_options("bench"))
+    let producer = Frontier::connect(&client.clone().into(), spider.frontier_options("bench"))
         .await
         .expect("connect");
     let target = "/list/00001/1";

@@ -103,6 +103,30 @@ impl Request {
     }
 }
 
+/// A link handed to another spider (a follow entry's `to_spider`): the
+/// request this spider would have queued, and the spider that gets it as a
+/// task (an index into `Spider::handoffs`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Task {
+    pub to: usize,
+    pub request: Request,
+}
+
+impl Task {
+    /// The task as the other spider's start key holds it: scrapy-redis's
+    /// JSON form, `{"url": …, "meta": {…}}`, which any spider (crawlworker's
+    /// or scrapy-redis's) reads, and which an operator can push by hand to
+    /// re-trigger the work.
+    pub fn entry(&self) -> String {
+        let mut task = Map::new();
+        task.insert("url".into(), Value::String(self.request.url.clone()));
+        if !self.request.meta.is_empty() {
+            task.insert("meta".into(), Value::Object(self.request.meta.clone()));
+        }
+        Value::Object(task).to_string()
+    }
+}
+
 /// Why a link is not a URL to request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotALink {

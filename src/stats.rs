@@ -187,6 +187,8 @@ stats! {
     SCHEDULER_REQUEST_TOO_LARGE = "scheduler/request_too_large", Counter;
     /// Requests put in the queue.
     SCHEDULER_ENQUEUED = "scheduler/enqueued/redis", Counter => "requests_enqueued";
+    /// Links handed to another spider as tasks on its start key (`to_spider`).
+    SCHEDULER_HANDED_OFF = "scheduler/handed_off", Counter => "tasks_handed_off";
     /// Requests taken from the queue.
     SCHEDULER_DEQUEUED = "scheduler/dequeued/redis", Counter => "requests_leased";
     /// Requests the dupefilter had seen.

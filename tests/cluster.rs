@@ -326,9 +326,12 @@ async fn a_dead_workers_leases_are_shown_and_waited_for() {
     // A "worker" leases the two start pages and is never heard from again.
     let spider = crawlworker::spider::Spider::load(&crawl.spider).unwrap();
     let client = redis::Client::open(crawl.redis.url()).unwrap();
-    let ghost = crawlworker::frontier::Frontier::connect(&client, spider.frontier_options("ghost"))
-        .await
-        .unwrap();
+    let ghost = crawlworker::frontier::Frontier::connect(
+        &client.clone().into(),
+        spider.frontier_options("ghost"),
+    )
+    .await
+    .unwrap();
     let tasks = [
         r#"{"forum_id": "00001", "max_page": 1}"#.to_string(),
         r#"{"forum_id": "00002", "max_page": 1}"#.to_string(),

@@ -217,7 +217,7 @@ async fn every_mode_finds_what_it_was_given_and_only_that() {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let mut f = Frontier::connect(
-            &client,
+            &client.clone().into(),
             Options {
                 dupefilter: mode,
                 ..spider.frontier_options("w")

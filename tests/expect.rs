@@ -28,7 +28,12 @@ pub fn canonical(v: &Value) -> String {
 }
 
 pub fn scraped(redis: &RedisServer) -> Vec<String> {
-    let raw: Vec<String> = redis.conn().lrange("bbs:items", 0, -1).unwrap();
+    scraped_from(&mut redis.conn(), "bbs:items")
+}
+
+/// The items in list `key`, canonical and sorted.
+pub fn scraped_from(conn: &mut redis::Connection, key: &str) -> Vec<String> {
+    let raw: Vec<String> = conn.lrange(key, 0, -1).unwrap();
     let mut items: Vec<String> = raw
         .iter()
         .map(|s| {

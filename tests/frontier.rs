@@ -39,7 +39,9 @@ async fn frontier(redis: &RedisServer, worker: &str, lease: Duration) -> (Spider
         lease,
         ..spider.frontier_options(worker)
     };
-    let f = Frontier::connect(&client, options).await.unwrap();
+    let f = Frontier::connect(&client.clone().into(), options)
+        .await
+        .unwrap();
     (spider, f)
 }
 
@@ -200,7 +202,7 @@ async fn a_url_pushed_to_an_idle_worker_is_fetched_without_waiting_for_a_poll() 
     });
     let spider = Spider::load(&spider_path).unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
-    let producer = Frontier::connect(&client, spider.frontier_options("producer"))
+    let producer = Frontier::connect(&client.clone().into(), spider.frontier_options("producer"))
         .await
         .unwrap();
     producer

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use crawlworker::cli::load_spider;
 use crawlworker::config::Config;
 use crawlworker::settings::{Overrides, RedisUrl};
+use crawlworker::worker::pool::Pool;
 use crawlworker::worker::{RunSummary, SpiderRun, StopRules};
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -47,7 +48,8 @@ impl InProcess {
         let settings = spider.settings.clone();
         let (stop, shutdown) = watch::channel(false);
         let id = format!("in-process-{}", SEQ.fetch_add(1, Ordering::Relaxed));
-        let run = SpiderRun::connect(spider, settings, &id, None, &shutdown)
+        let pool = Pool::new(settings.concurrent_requests as usize);
+        let run = SpiderRun::connect(spider, settings, &id, None, &pool, &shutdown)
             .await
             .unwrap_or_else(|e| panic!("cannot start an in-process worker: {e:#}"))
             .unwrap_or_else(|| panic!("the in-process worker stopped before it started"));

@@ -105,9 +105,12 @@ match = '/fault/'
     let _: () = conn.rpush("every:start_urls", "not a url either").unwrap();
     let spider = Spider::load(&path).unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
-    let f = Frontier::connect(&client, spider.frontier_options("regression"))
-        .await
-        .unwrap();
+    let f = Frontier::connect(
+        &client.clone().into(),
+        spider.frontier_options("regression"),
+    )
+    .await
+    .unwrap();
     claim_all(&spider, &f).await;
     // A host nothing waits for (these are leased, never fetched).
     let other = format!("http://127.0.0.2:{port}");

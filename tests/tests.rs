@@ -5,6 +5,7 @@ mod expect;
 mod in_process;
 
 mod alerts;
+mod many_spiders;
 mod metrics;
 mod migration;
 
@@ -19,6 +20,8 @@ mod frontier;
 mod news;
 mod parse;
 mod progress;
+mod redis_cluster;
 mod regression;
+mod split;
 mod terminal;
 mod tools;

@@ -286,7 +286,7 @@ pub fn load_spider(config: &Config, path: &Path, cli: &Overrides) -> anyhow::Res
 
 /// The spider files `paths` name: files as given, and every `*.toml` of a
 /// directory.
-fn spider_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn spider_files(paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for path in paths {
         match std::fs::read_dir(path) {
@@ -324,12 +324,18 @@ fn check(paths: &[PathBuf]) -> ExitCode {
                 for w in &s.warnings {
                     eprintln!("{w}");
                 }
+                let handed: Vec<String> = s
+                    .handoffs
+                    .iter()
+                    .map(|h| format!(", hands links to `{}` ({})", h.spider, h.start_key))
+                    .collect();
                 let _ = output::line(format_args!(
-                    "{}: ok (spider `{}`, {}, {}{})",
+                    "{}: ok (spider `{}`, {}, {}{}{})",
                     path.display(),
                     s.name,
                     plural(s.rules.len(), "rule", "rules"),
                     plural(s.items.len(), "item type", "item types"),
+                    handed.concat(),
                     match s.warnings.len() {
                         0 => String::new(),
                         n => format!(", {}", plural(n, "warning", "warnings")),

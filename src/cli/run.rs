@@ -1,7 +1,11 @@
-//! `crawlworker run`: one worker for one or more spiders. The first SIGINT
-//! or SIGTERM stops leasing, lets pages in flight finish within
+//! `crawlworker run`: one worker for one or more spiders (files, or every
+//! `*.toml` of a directory), sharing the worker's download slots fairly
+//! (`worker::pool`). Spider files are reloaded on SIGHUP and when they
+//! change (looked at every 2 s), each checked first. The first SIGINT or
+//! SIGTERM stops leasing, lets pages in flight finish within
 //! `shutdown_grace` and hands the rest back; a second one exits at once.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,15 +14,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::{load_spider, status_line, InvalidInput};
 use crate::config::Config;
 use crate::metrics::{self, Metrics};
 use crate::settings::Overrides;
+use crate::spider::Spider;
 use crate::wording::plural;
+use crate::worker::pool::Pool;
 use crate::worker::progress::Progress;
-use crate::worker::{worker_id, SpiderRun, StopRules};
+use crate::worker::{worker_id, RunSummary, SpiderRun, StopRules};
+
+/// How often spider files are looked at for changes (besides SIGHUP).
+const WATCH_EVERY: Duration = Duration::from_secs(2);
 
 pub async fn run(
     config: &Config,
@@ -29,12 +39,34 @@ pub async fn run(
     status_line: bool,
 ) -> anyhow::Result<ExitCode> {
     // Every broken spider is reported, not only the first.
+    let files = super::spider_files(paths);
+    if files.is_empty() {
+        return Err(InvalidInput(format!(
+            "no spider files (*.toml) in {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into());
+    }
     let mut spiders = Vec::new();
     let mut invalid = Vec::new();
-    for path in paths {
+    for path in &files {
         match load_spider(config, path, cli) {
-            Ok(s) => spiders.push(s),
+            Ok(s) => spiders.push((path.clone(), s)),
             Err(e) => invalid.push(e.to_string()),
+        }
+    }
+    for (i, (path, s)) in spiders.iter().enumerate() {
+        if let Some((other, _)) = spiders[..i].iter().find(|(_, o)| o.name == s.name) {
+            invalid.push(format!(
+                "{}: spider `{}` is also defined in {}; one worker runs a spider once (rename one of them)",
+                path.display(),
+                s.name,
+                other.display()
+            ));
         }
     }
     if !invalid.is_empty() {
@@ -60,17 +92,56 @@ pub async fn run(
         }
         None => None,
     };
-    let worker = worker_id();
+    // The worker's download slots: as many as its most eager spider asks
+    // for, shared fairly among the spiders that have work.
+    let total = spiders
+        .iter()
+        .map(|(_, s)| s.settings.concurrent_requests as usize)
+        .max()
+        .unwrap_or(1);
+    let mut sup = Supervisor {
+        config: config.clone(),
+        paths: paths.to_vec(),
+        cli: cli.clone(),
+        rules,
+        worker: worker_id(),
+        pool: Pool::new(total),
+        metrics,
+        shutdown: shutdown.clone(),
+        running: HashMap::new(),
+        pending: HashMap::new(),
+        refused: HashMap::new(),
+        tasks: JoinSet::new(),
+        failed: false,
+    };
+    if spiders.len() > 1 {
+        tracing::info!(
+            spiders = spiders.len(),
+            slots = total,
+            "one worker for {} spiders, sharing {total} download slots",
+            spiders.len()
+        );
+    }
     let mut runs = Vec::new();
-    for spider in spiders {
+    for (path, spider) in spiders {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
         let settings = spider.settings.clone();
-        match SpiderRun::connect(spider, settings, &worker, metrics.clone(), &shutdown).await? {
-            Some(run) => runs.push(run),
+        match SpiderRun::connect(
+            spider,
+            settings,
+            &sup.worker,
+            sup.metrics.clone(),
+            &sup.pool,
+            &shutdown,
+        )
+        .await?
+        {
+            Some(run) => runs.push((path, text, run)),
             None => return Ok(ExitCode::SUCCESS),
         }
     }
     // On a terminal a live status line replaces the periodic progress
-    // lines.
+    // lines (for the spiders started now; one loaded later logs them).
     let status = if status_line {
         status_line::show()
     } else {
@@ -79,26 +150,141 @@ pub async fn run(
     if let Some(bar) = status {
         runs = runs
             .into_iter()
-            .map(SpiderRun::without_progress_lines)
+            .map(|(p, t, r)| (p, t, r.without_progress_lines()))
             .collect();
         let watched: Vec<_> = runs
             .iter()
-            .map(|r| (r.spider.name.clone(), r.progress(), r.frontier()))
+            .map(|(_, _, r)| (r.spider.name.clone(), r.progress(), r.frontier()))
             .collect();
         tokio::spawn(update_status(bar, watched));
     }
-    let mut tasks = tokio::task::JoinSet::new();
-    for run in runs {
-        let span = tracing::info_span!("crawl", spider = %run.spider.name, worker = %worker);
-        tasks.spawn(run.run(rules, shutdown.clone()).instrument(span));
+    for (path, text, run) in runs {
+        sup.spawn(path, text, Starting::Connected(Box::new(run)));
     }
-    let mut failed = false;
-    while let Some(done) = tasks.join_next().await {
-        if tasks.is_empty() {
-            status_line::hide();
+    sup.supervise().await;
+    Ok(if sup.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A spider run the supervisor started.
+struct Running {
+    name: String,
+    /// The file's text it was loaded from, to see changes.
+    text: String,
+    stop: watch::Sender<bool>,
+}
+
+/// A spider to start: already connected, or loaded and to be connected.
+enum Starting {
+    Connected(Box<SpiderRun>),
+    Loaded(Box<Spider>),
+}
+
+/// Runs the worker's spiders, and reloads their files: on SIGHUP, and when
+/// a file changes, appears in or leaves a watched directory. A file is
+/// checked before anything stops: a broken one is reported and the running
+/// version goes on; a changed one replaces the running version once that
+/// has finished its pages in flight (as a graceful stop does).
+struct Supervisor {
+    config: Config,
+    paths: Vec<PathBuf>,
+    cli: Overrides,
+    rules: StopRules,
+    worker: String,
+    pool: Arc<Pool>,
+    metrics: Option<Metrics>,
+    shutdown: watch::Receiver<bool>,
+    /// By file.
+    running: HashMap<PathBuf, Running>,
+    /// New versions waiting for the old one to stop.
+    pending: HashMap<PathBuf, (String, Spider)>,
+    /// Files whose text was refused, so a broken file is reported once.
+    refused: HashMap<PathBuf, String>,
+    tasks: JoinSet<(PathBuf, anyhow::Result<RunSummary>)>,
+    failed: bool,
+}
+
+impl Supervisor {
+    fn spawn(&mut self, path: PathBuf, text: String, start: Starting) {
+        let (stop, stopped) = watch::channel(false);
+        let name = match &start {
+            Starting::Connected(run) => run.spider.name.clone(),
+            Starting::Loaded(spider) => spider.name.clone(),
+        };
+        let span = tracing::info_span!("crawl", spider = %name, worker = %self.worker);
+        let (worker, metrics, pool, rules) = (
+            self.worker.clone(),
+            self.metrics.clone(),
+            self.pool.clone(),
+            self.rules,
+        );
+        let key = path.clone();
+        self.tasks.spawn(
+            async move {
+                let run = match start {
+                    Starting::Connected(run) => *run,
+                    Starting::Loaded(spider) => {
+                        let settings = spider.settings.clone();
+                        match SpiderRun::connect(
+                            *spider, settings, &worker, metrics, &pool, &stopped,
+                        )
+                        .await
+                        {
+                            Ok(Some(run)) => run,
+                            Ok(None) => {
+                                return (key, Err(anyhow::anyhow!("stopped before it started")))
+                            }
+                            Err(e) => return (key, Err(e)),
+                        }
+                    }
+                };
+                (key, run.run(rules, stopped).await)
+            }
+            .instrument(span),
+        );
+        self.running.insert(path, Running { name, text, stop });
+    }
+
+    async fn supervise(&mut self) {
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let mut tick = tokio::time::interval(WATCH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stopping = false;
+        loop {
+            if self.tasks.is_empty() && (stopping || self.pending.is_empty()) {
+                break;
+            }
+            tokio::select! {
+                Some(done) = self.tasks.join_next() => self.finished(done, stopping),
+                _ = self.shutdown.changed(), if !stopping => {
+                    stopping = true;
+                    self.pending.clear();
+                    for r in self.running.values() {
+                        let _ = r.stop.send(true);
+                    }
+                }
+                Some(()) = async { hangup.as_mut()?.recv().await }, if !stopping => {
+                    tracing::info!("SIGHUP: reloading spider files");
+                    self.reload();
+                }
+                _ = tick.tick(), if !stopping => self.reload(),
+            }
         }
-        match done {
-            Ok(Ok(summary)) => {
+        status_line::hide();
+    }
+
+    /// One spider's loop ended.
+    fn finished(
+        &mut self,
+        done: Result<(PathBuf, anyhow::Result<RunSummary>), tokio::task::JoinError>,
+        stopping: bool,
+    ) {
+        let path = match done {
+            Ok((path, Ok(summary))) => {
                 eprintln!(
                     "crawlworker: spider `{}` stopped ({}) after {:.1} s: {}",
                     summary.spider,
@@ -106,22 +292,104 @@ pub async fn run(
                     summary.elapsed.as_secs_f64(),
                     summary.counts.describe()
                 );
+                path
             }
-            Ok(Err(e)) => {
-                eprintln!("crawlworker: {e:#}");
-                failed = true;
+            Ok((path, Err(e))) => {
+                eprintln!("crawlworker: {}: {e:#}", path.display());
+                self.failed = true;
+                path
             }
             Err(e) => {
                 eprintln!("crawlworker: a spider's loop crashed: {e}");
-                failed = true;
+                self.failed = true;
+                return;
+            }
+        };
+        let ended = self.running.remove(&path);
+        if stopping {
+            return;
+        }
+        if let Some((text, spider)) = self.pending.remove(&path) {
+            tracing::info!(file = %path.display(), spider = %spider.name, "starting the new version");
+            self.spawn(path, text, Starting::Loaded(Box::new(spider)));
+        } else if let Some(r) = ended {
+            // Ended on its own (drained, idle): not restarted until its
+            // file changes.
+            self.refused.insert(path, r.text);
+        }
+    }
+
+    /// Looks at the spider files again and applies what changed.
+    fn reload(&mut self) {
+        let files = super::spider_files(&self.paths);
+        let gone: Vec<PathBuf> = self
+            .running
+            .keys()
+            .filter(|p| !files.contains(p))
+            .cloned()
+            .collect();
+        for path in gone {
+            if let Some(r) = self.running.get(&path) {
+                if !*r.stop.borrow() {
+                    tracing::info!(file = %path.display(), spider = %r.name, "spider file removed: stopping the spider (pages in flight finish)");
+                    let _ = r.stop.send(true);
+                }
+            }
+            self.pending.remove(&path);
+        }
+        for path in files {
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue; // removed meanwhile, or unreadable: the next look decides
+            };
+            let same = |t: &String| *t == text;
+            if self.running.get(&path).is_some_and(|r| same(&r.text))
+                || self.refused.get(&path).is_some_and(same)
+                || self.pending.get(&path).is_some_and(|(t, _)| same(t))
+            {
+                continue;
+            }
+            let spider = match load_spider(&self.config, &path, &self.cli) {
+                Ok(spider) => spider,
+                Err(e) => {
+                    let keeps = match self.running.get(&path) {
+                        Some(r) => {
+                            format!("spider `{}` keeps running its previous version", r.name)
+                        }
+                        None => "it is not started".to_string(),
+                    };
+                    tracing::error!("{}: not loaded ({keeps}):\n{e}", path.display());
+                    self.refused.insert(path, text);
+                    continue;
+                }
+            };
+            let clash = self
+                .running
+                .iter()
+                .find(|(p, r)| **p != path && r.name == spider.name);
+            if let Some((other, _)) = clash {
+                tracing::error!(
+                    "{}: not loaded: spider `{}` already runs from {}",
+                    path.display(),
+                    spider.name,
+                    other.display()
+                );
+                self.refused.insert(path, text);
+                continue;
+            }
+            self.refused.remove(&path);
+            match self.running.get(&path) {
+                Some(r) => {
+                    tracing::info!(file = %path.display(), spider = %r.name, "spider file changed: the running version finishes its pages in flight, then the new one starts");
+                    let _ = r.stop.send(true);
+                    self.pending.insert(path, (text, spider));
+                }
+                None => {
+                    tracing::info!(file = %path.display(), spider = %spider.name, "new spider file: starting it");
+                    self.spawn(path, text, Starting::Loaded(Box::new(spider)));
+                }
             }
         }
     }
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 /// Redraws the status line: each spider's pages (and their rate), items,

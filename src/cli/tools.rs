@@ -28,11 +28,15 @@ pub(super) async fn open(path: &Path, redis: &RedisArgs) -> anyhow::Result<(Spid
     };
     let spider = load_spider(&config, path, &cli)?;
     let url = &spider.settings.redis_url;
-    let client = url
-        .client()
+    if url.is_cluster() {
+        crate::frontier::connection::check_one_slot(&spider.keys, &spider.handoffs)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    let target = url
+        .target()
         .map_err(|e| anyhow::anyhow!("invalid Redis address {url}: {e}"))?;
     let options = spider.frontier_options("tool");
-    let frontier = Frontier::connect(&client, options)
+    let frontier = Frontier::connect(&target, options)
         .await
         .map_err(|e| {
             anyhow::anyhow!(
@@ -413,7 +417,7 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
             filled * 100.0
         );
         if filled >= 0.9 {
-            o += "  warning: the Bloom filter is nearly full. When it is, a new filter of the same size follows it (the error rate holds; every lookup then reads one more bitmap). For a larger crawl, raise dupefilter_capacity and start a new filter (flush --dupefilter).\n";
+            o += "  warning: the Bloom filter is nearly full. When it is, a new filter of the same size follows it (no filter is overfilled, but every lookup then reads one more bitmap and the false-positive rate adds up: about one error rate per filter). For a larger crawl, raise dupefilter_capacity and start a new filter (flush --dupefilter).\n";
         }
     }
     o += &format!("\nworkers ({} live", workers.len());

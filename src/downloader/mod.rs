@@ -76,11 +76,12 @@ impl Downloader {
         settings: Arc<Settings>,
         frontier: Frontier,
         metrics: Option<Metrics>,
+        share: Arc<crate::worker::pool::Share>,
     ) -> Result<Downloader, FetchError> {
         let client = HttpClient::new(&settings)?;
         Ok(Downloader {
             robots: RobotsGate::new(frontier.clone(), client.clone(), settings.clone()),
-            politeness: Politeness::new(&settings),
+            politeness: Politeness::new(&settings, share),
             spider,
             settings,
             frontier,

@@ -1,8 +1,10 @@
 //! Politeness inside one worker. The cluster-wide part, each host's next
 //! free slot, is reserved by the frontier's lease scripts, which hand every
 //! leased request its wait; here the request waits for that slot holding no
-//! download slot, then takes one of the worker's download slots
-//! (`concurrent_requests`) and one of its host's (`concurrent_requests_per_domain`).
+//! download slot, then takes one of its host's slots
+//! (`concurrent_requests_per_domain`), one of the spider's
+//! (`concurrent_requests`) and one of the worker process's, which its
+//! spiders share (`worker::pool`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,11 +14,14 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::settings::Settings;
+use crate::worker::pool::Share;
 
 /// The worker's download slots, per host and in all.
 #[derive(Debug)]
 pub struct Politeness {
     downloads: Arc<Semaphore>,
+    /// The spider's share of the worker's slots.
+    share: Arc<Share>,
     per_host: usize,
     /// Host → its download slots in this worker.
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -30,12 +35,14 @@ pub struct Politeness {
 pub struct Slots {
     _host: Option<OwnedSemaphorePermit>,
     _download: Option<OwnedSemaphorePermit>,
+    _worker: Option<OwnedSemaphorePermit>,
 }
 
 impl Politeness {
-    pub fn new(settings: &Settings) -> Politeness {
+    pub fn new(settings: &Settings, share: Arc<Share>) -> Politeness {
         Politeness {
             downloads: Arc::new(Semaphore::new(settings.concurrent_requests.max(1) as usize)),
+            share,
             per_host: settings.concurrent_requests_per_domain.max(1) as usize,
             hosts: Mutex::new(HashMap::new()),
             waiting: AtomicUsize::new(0),
@@ -66,7 +73,8 @@ impl Politeness {
         tokio::time::sleep(wait).await;
     }
 
-    /// Takes a slot of `host` and a download slot, waiting for them.
+    /// Takes a slot of `host`, a download slot of the spider and one of the
+    /// worker, waiting for them.
     pub async fn slots(&self, host: &str) -> Slots {
         let host_slots = self
             .hosts
@@ -78,9 +86,11 @@ impl Politeness {
         // The semaphores are never closed, so acquiring cannot fail.
         let host = host_slots.acquire_owned().await.ok();
         let download = self.downloads.clone().acquire_owned().await.ok();
+        let worker = self.share.slot().await;
         Slots {
             _host: host,
             _download: download,
+            _worker: worker,
         }
     }
 }

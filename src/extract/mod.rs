@@ -16,7 +16,7 @@ use scraper::Html;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::request::Request;
+use crate::request::{Request, Task};
 use crate::spider::Spider;
 
 /// A downloaded response, as the extractor needs it.
@@ -89,6 +89,9 @@ pub struct Extraction {
     pub items: Vec<Item>,
     pub dropped: Vec<Dropped>,
     pub requests: Vec<Request>,
+    /// Links handed to other spiders (follow entries with `to_spider`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<Task>,
     pub filtered: Filtered,
 }
 
@@ -103,6 +106,7 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
         items: Vec::new(),
         dropped: Vec::new(),
         requests: Vec::new(),
+        tasks: Vec::new(),
         filtered: Filtered::default(),
     };
     // Scrapy's HttpErrorMiddleware: only 2xx pages reach the spider, unless
@@ -151,7 +155,15 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
     }
     let mut follower = links::Follower::new(spider, &page, &mut out.filtered);
     for follow in &rule.follow {
-        follower.follow(follow, &doc, &decoded.text, &mut out.requests);
+        match follow.to_spider {
+            None => follower.follow(follow, &doc, &decoded.text, &mut out.requests),
+            Some(to) => {
+                let mut handed = Vec::new();
+                follower.follow(follow, &doc, &decoded.text, &mut handed);
+                out.tasks
+                    .extend(handed.into_iter().map(|request| Task { to, request }));
+            }
+        }
     }
     out
 }

@@ -13,8 +13,9 @@
 //!   `capacity` entries at `error_rate`; about 1.8 bytes per entry at 0.001.
 //!   A false positive skips a URL that was never crawled, silently; it
 //!   happens at about the error rate. When a filter holds `capacity`
-//!   entries a new one of the same size follows it (lookups ask every
-//!   filter), so the error rate holds as the crawl grows.
+//!   entries a new one of the same size follows it, so no filter is ever
+//!   overfilled; lookups ask every filter, so with `n` filters the
+//!   combined false-positive rate is up to about `n` x `error_rate`.
 //! - [`Dupefilter::Expiring`]: for incremental crawls, a fingerprint is
 //!   forgotten about `ttl` after it was last seen (time buckets of `ttl/4`,
 //!   each a SET that Redis expires on its own: no scan). With `refresh`, a

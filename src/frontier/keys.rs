@@ -5,7 +5,8 @@
 //! renamed in the spider's `[keys]` table with a `{name}` template (the
 //! start key in `[start] key`). In cluster mode every key carries the hash
 //! tag `{<name>}` so all keys of a spider share one Redis Cluster slot and
-//! multi-key scripts work.
+//! multi-key scripts work; spiders that hand work to each other share a tag
+//! (`[keys] hash_tag`), so their keys are `{<tag>}<name>:…`.
 //!
 //! The spider compiler resolves a spider's [`Keys`] here when it loads the
 //! file; the rest of the crate asks the frontier for keys by kind and never
@@ -171,10 +172,11 @@ impl Keys {
     pub fn resolve(
         name: &str,
         mode: KeyMode,
+        tag: Option<&str>,
         templates: &[(KeyKind, String)],
         start: Option<&str>,
     ) -> Keys {
-        let tagged = Keys::tagged_name(name, mode);
+        let tagged = Keys::tagged_name(name, mode, tag);
         Keys::build(|kind| {
             if let (KeyKind::Start, Some(start)) = (kind, start) {
                 return start.to_string();
@@ -188,11 +190,12 @@ impl Keys {
     }
 
     /// The name keys are built from: the spider's, with the hash tag in
-    /// cluster mode.
-    pub fn tagged_name(name: &str, mode: KeyMode) -> String {
-        match mode {
-            KeyMode::Plain => name.to_string(),
-            KeyMode::Cluster => format!("{{{name}}}"),
+    /// cluster mode (`{bbs}`, or `{bbs}bbs-detail` with the tag `bbs`).
+    pub fn tagged_name(name: &str, mode: KeyMode, tag: Option<&str>) -> String {
+        match (mode, tag) {
+            (KeyMode::Plain, _) => name.to_string(),
+            (KeyMode::Cluster, Some(tag)) if tag != name => format!("{{{tag}}}{name}"),
+            (KeyMode::Cluster, _) => format!("{{{name}}}"),
         }
     }
 
@@ -237,24 +240,29 @@ mod tests {
 
     #[test]
     fn defaults_are_scrapy_redis_names_and_cluster_mode_tags_them() {
-        let plain = Keys::resolve("bbs", KeyMode::Plain, &[], None);
+        let plain = Keys::resolve("bbs", KeyMode::Plain, None, &[], None);
         assert_eq!(plain.requests, "bbs:requests");
         assert_eq!(plain.dupefilter, "bbs:dupefilter");
         assert_eq!(plain.start_urls, "bbs:start_urls");
         let cluster = Keys::resolve(
             "bbs",
             KeyMode::Cluster,
+            None,
             &[(KeyKind::Items, "{name}:scraped".into())],
             Some("{bbs}:tasks"),
         );
         assert_eq!(cluster.items, "{bbs}:scraped");
         assert_eq!(cluster.stats, "{bbs}:stats");
         assert_eq!(cluster.start_urls, "{bbs}:tasks");
+        let shared = Keys::resolve("bbs-detail", KeyMode::Cluster, Some("bbs"), &[], None);
+        assert_eq!(shared.requests, "{bbs}bbs-detail:requests");
+        let own = Keys::resolve("bbs", KeyMode::Cluster, Some("bbs"), &[], None);
+        assert_eq!(own.requests, "{bbs}:requests");
     }
 
     #[test]
     fn every_kind_has_a_distinct_default_and_a_name_it_parses_back_from() {
-        let keys = Keys::resolve("x", KeyMode::Plain, &[], None);
+        let keys = Keys::resolve("x", KeyMode::Plain, None, &[], None);
         let mut seen = std::collections::HashSet::new();
         for &kind in KeyKind::ALL {
             assert_eq!(KeyKind::parse(kind.name()), Some(kind));

@@ -22,6 +22,7 @@
 //! loads the Lua scripts of `scripts/*.lua`.
 
 pub mod admin;
+pub mod connection;
 pub mod dupefilter;
 pub mod hosts;
 pub mod keys;
@@ -33,14 +34,14 @@ pub mod wake;
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use serde_json::{Map, Value};
 
+pub use connection::{Conn, RedisTarget};
 pub use dupefilter::Dupefilter;
 pub use keys::{KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
 
-use crate::request::Request;
+use crate::request::{Request, Task};
 use crate::stats::{self, Stat, Tally};
 use scripts::SCRIPTS;
 
@@ -137,6 +138,8 @@ pub struct Pacing {
 #[derive(Debug, Clone, Default)]
 pub struct PageResult {
     pub requests: Vec<Request>,
+    /// Links handed to other spiders, pushed to their start keys.
+    pub tasks: Vec<Task>,
     pub items: Vec<Map<String, Value>>,
     /// Stats increments.
     pub stats: Tally,
@@ -214,6 +217,20 @@ impl QueueStatus {
     }
 }
 
+/// Another spider a follow entry hands its links to: each link becomes a
+/// scrapy-redis task (`{"url": …, "meta": {…}}`) pushed to its start key
+/// in the page's commit, after this spider's dupefilter let it through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    pub spider: String,
+    pub start_key: String,
+    pub kind: StartKind,
+    /// Its wake channel, so its idle workers start at once.
+    pub wake: String,
+    /// The task fields it requires (checked against `meta` when loading).
+    pub task_fields: Vec<String>,
+}
+
 /// What a frontier needs to know of its spider and its worker.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -225,12 +242,14 @@ pub struct Options {
     pub lease: Duration,
     pub pacing: Pacing,
     pub dupefilter: Dupefilter,
+    /// The spiders its pages hand links to, by index (see [`Task`]).
+    pub handoffs: Vec<Handoff>,
 }
 
 /// One spider's view of the shared crawl.
 #[derive(Clone)]
 pub struct Frontier {
-    conn: ConnectionManager,
+    conn: Conn,
     pub keys: Keys,
     kind: StartKind,
     /// This worker's id; lease ownership is checked against it.
@@ -239,6 +258,8 @@ pub struct Frontier {
     pacing: Pacing,
     /// What the scripts receive to deduplicate (see `dupefilter`).
     dupe_spec: String,
+    /// The spiders pages hand links to.
+    handoffs: Vec<Handoff>,
 }
 
 /// The request as the queue stores it.
@@ -265,12 +286,9 @@ impl Frontier {
     /// when Redis does not answer: a worker retries on its own schedule (and
     /// says so), a command reports it at once. Once connected, a lost
     /// connection is re-made when next used.
-    pub async fn connect(client: &redis::Client, options: Options) -> Result<Frontier> {
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(1))
-            .set_response_timeout(Duration::from_secs(30))
-            .set_number_of_retries(0);
-        let conn = ConnectionManager::new_with_config(client.clone(), config)
+    pub async fn connect(target: &RedisTarget, options: Options) -> Result<Frontier> {
+        let conn = target
+            .connect()
             .await
             .map_err(err("connect", &options.keys.requests))?;
         Ok(Frontier {
@@ -281,6 +299,7 @@ impl Frontier {
             lease: options.lease,
             pacing: options.pacing,
             dupe_spec: options.dupefilter.spec(),
+            handoffs: options.handoffs,
         })
     }
 
@@ -389,9 +408,23 @@ impl Frontier {
                 ))
             })
             .collect();
+        let tasks: Vec<(usize, String, i64, String)> = page
+            .tasks
+            .iter()
+            .filter(|t| t.to < self.handoffs.len())
+            .map(|t| {
+                (
+                    t.to + 1,
+                    fingerprint_arg(&t.request),
+                    t.request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
+                    t.entry(),
+                )
+            })
+            .filter(|t| t.3.len() <= MAX_REQUEST_BYTES)
+            .collect();
         let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
         // Requests over the size bound are not queued; say so and count them.
-        let oversized = page.requests.len() - requests.len();
+        let oversized = page.requests.len() - requests.len() + page.tasks.len() - tasks.len();
         let mut extra = Tally::default();
         extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
         if oversized > 0 {
@@ -421,7 +454,11 @@ impl Frontier {
             .key(&k.sequence)
             .key(&k.items)
             .key(&k.failed)
-            .key(&k.dupefilter_meta)
+            .key(&k.dupefilter_meta);
+        for h in &self.handoffs {
+            invocation.key(&h.start_key);
+        }
+        invocation
             .arg(&self.worker)
             .arg(id)
             .arg(&k.wake)
@@ -442,7 +479,15 @@ impl Frontier {
             .arg(slow_ms)
             .arg(self.pacing.backoff_max.as_millis() as u64)
             .arg(self.max_wait_ms())
-            .arg(&self.dupe_spec);
+            .arg(&self.dupe_spec)
+            .arg(self.handoffs.len())
+            .arg(tasks.len());
+        for h in &self.handoffs {
+            invocation.arg(h.kind.as_str()).arg(&h.wake);
+        }
+        for (to, fp, priority, entry) in &tasks {
+            invocation.arg(to).arg(fp).arg(priority).arg(entry);
+        }
         for (fp, priority, json) in &requests {
             invocation.arg(fp).arg(priority).arg(json);
         }

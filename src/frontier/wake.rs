@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
+use super::connection::RedisTarget;
 use super::redis_url::redact;
 use crate::backoff::Backoff;
 
@@ -19,13 +20,16 @@ pub struct Wake {
 }
 
 impl Wake {
-    /// Subscribes to `channel`; keeps the subscription alive in the background.
-    pub fn subscribe(client: redis::Client, channel: String) -> Wake {
+    /// Subscribes to `channel`; keeps the subscription alive in the
+    /// background. On a cluster, any node will do (pub/sub messages reach
+    /// every node); when one goes away the next is tried.
+    pub fn subscribe(target: RedisTarget, channel: String) -> Wake {
         let notify = Arc::new(Notify::new());
         let n = notify.clone();
+        let nodes = target.pubsub_nodes();
         let task = tokio::spawn(async move {
             let mut backoff = Backoff::REDIS.attempts();
-            loop {
+            for client in nodes.iter().cycle() {
                 match client.get_async_pubsub().await {
                     Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
                         Ok(()) => {

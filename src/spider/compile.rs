@@ -4,6 +4,7 @@
 //! fields that no request carries). Every problem is recorded; nothing stops
 //! at the first.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -14,22 +15,36 @@ use super::file::{
     StartFile,
 };
 use super::{
-    Extract, Field, FieldSource, FieldType, Follow, IntSource, ItemDef, LinkSource, MetaCarry,
-    PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template, Whitespace,
+    Extract, Field, FieldSource, FieldType, Follow, Handoff, IntSource, ItemDef, LinkSource,
+    MetaCarry, PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template, Whitespace,
 };
 use crate::frontier::keys::{KeyKind, KeyMode, Keys};
 use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
 use crate::reader::{At, Loc, Reader};
 use crate::settings;
 
-/// Parses and validates spider text; `path` names it in messages.
+/// Parses and validates spider text; `path` names it in messages, and the
+/// spiders its `to_spider` entries name are read from beside it.
 pub(crate) fn compile(path: &Path, text: &str) -> Result<Spider, LoadError> {
+    compile_with(path, text, true)
+}
+
+/// As [`compile`]; a spider read only for its keys (a `to_spider` target)
+/// does not read its own targets in turn (`resolve_handoffs` false), so a
+/// pair handing work both ways does not recurse.
+fn compile_with(path: &Path, text: &str, resolve_handoffs: bool) -> Result<Spider, LoadError> {
     let doc = toml_edit::Document::parse(text).map_err(|e| syntax_error(path, text, &e))?;
     let reader = Reader::new(path, text);
     let root = reader.root(doc.as_table());
     let file = read_spider(&root);
     root.finish();
-    let spider = Compiler { r: &reader }.spider(path, &file);
+    let spider = Compiler {
+        r: &reader,
+        path,
+        resolve_handoffs,
+        handoffs: RefCell::default(),
+    }
+    .spider(path, &file);
     let problems = reader.into_problems();
     match spider {
         Some(mut spider) if problems.iter().all(|d| d.warning) => {
@@ -49,6 +64,11 @@ fn valid_name(s: &str) -> bool {
 
 struct Compiler<'r> {
     r: &'r Reader<'r>,
+    path: &'r Path,
+    resolve_handoffs: bool,
+    /// The spiders `to_spider` entries name, each once, with where the
+    /// first entry naming it is.
+    handoffs: RefCell<Vec<(Handoff, Loc)>>,
 }
 
 impl Compiler<'_> {
@@ -148,6 +168,10 @@ impl Compiler<'_> {
         let spider_name = name.map(|n| n.value.clone()).unwrap_or_default();
         let start = self.start(&file.start, &rule_names);
         let keys = self.keys(&file.keys, &file.start, &spider_name);
+        let handoffs: Vec<(Handoff, Loc)> = self.handoffs.take();
+        if let Some(keys) = keys.as_ref().filter(|_| self.resolve_handoffs) {
+            self.check_handoff_slots(keys, &handoffs);
+        }
         let graph = Graph::new(file, &rule_names, start.as_ref());
         self.check_reachable(file, &graph);
         self.check_context(file, &graph);
@@ -164,6 +188,7 @@ impl Compiler<'_> {
             overrides,
             start: start?,
             keys: keys?,
+            handoffs: handoffs.into_iter().map(|(h, _)| h).collect(),
             warnings: Vec::new(),
             items,
             rules,
@@ -229,7 +254,28 @@ impl Compiler<'_> {
                 }
             }
         }
-        let tagged = Keys::tagged_name(spider, mode);
+        let tag = match (&k.hash_tag, mode) {
+            (Some(t), KeyMode::Cluster) if !valid_name(&t.value) => {
+                ok = false;
+                self.problem(
+                    &t.loc,
+                    format!("`{}` is not a usable hash tag", t.value),
+                    "use letters, digits, `_`, `-` and `.` (e.g. the name of the spider this one works with)",
+                );
+                None
+            }
+            (Some(t), KeyMode::Cluster) => Some(t.value.as_str()),
+            (Some(t), KeyMode::Plain) => {
+                self.r.warning(
+                    &t.loc,
+                    "`hash_tag` only matters in cluster mode",
+                    Some("add `mode = \"cluster\"`, or remove `hash_tag`".into()),
+                );
+                None
+            }
+            (None, _) => None,
+        };
+        let tagged = Keys::tagged_name(spider, mode, tag);
         if let (KeyMode::Cluster, Some(key)) = (mode, &start.key) {
             if !key.value.contains(&tagged) {
                 ok = false;
@@ -260,6 +306,7 @@ impl Compiler<'_> {
         let keys = Keys::resolve(
             spider,
             mode,
+            tag,
             &templates,
             start.key.as_ref().map(|k| k.value.as_str()),
         );
@@ -671,6 +718,20 @@ impl Compiler<'_> {
         let allow: Vec<Option<Regex>> = f.allow.iter().map(|a| self.regex(a)).collect();
         let deny: Vec<Option<Regex>> = f.deny.iter().map(|a| self.regex(a)).collect();
         let rule = f.rule.as_ref().map(|r| self.lookup(r, rules, "rule"));
+        if let (Some(_), Some(to)) = (&f.rule, &f.to_spider) {
+            self.problem(
+                &to.loc,
+                "a follow entry has both `rule` and `to_spider`",
+                format!(
+                    "remove `rule`: spider `{}` handles the pages with its [start] rule",
+                    to.value
+                ),
+            );
+        }
+        let to_spider = match &f.to_spider {
+            Some(to) => Some(self.handoff(to, &f.meta)?),
+            None => None,
+        };
         let depth_limit = match &f.depth_limit {
             Some(d) if d.value < 0 || d.value > u32::MAX as i64 => {
                 self.problem(
@@ -737,12 +798,134 @@ impl Compiler<'_> {
                 Some(r) => Some(r?),
                 None => None,
             },
+            to_spider,
             priority: f.priority.as_ref().map_or(0, |p| p.value),
             dont_filter: f.dont_filter.as_ref().is_some_and(|d| d.value),
             depth_limit,
             meta,
             paginate,
         })
+    }
+
+    /// The index of the spider a `to_spider` entry hands its links to, read
+    /// from `<name>.toml` beside this file: its start key, the key's type,
+    /// its wake channel, and the task fields it requires (which `meta` must
+    /// carry, or it would refuse every task).
+    fn handoff(&self, to: &At<String>, meta: &[At<String>]) -> Option<usize> {
+        if !self.name(to, "spider") {
+            return None;
+        }
+        if let Some(i) = self
+            .handoffs
+            .borrow()
+            .iter()
+            .position(|(h, _)| h.spider == to.value)
+        {
+            return Some(i);
+        }
+        let target = if self.resolve_handoffs {
+            self.target_spider(to)?
+        } else {
+            // Only this spider's keys are wanted; its targets are not read.
+            Handoff {
+                spider: to.value.clone(),
+                start_key: String::new(),
+                kind: StartKind::List,
+                wake: String::new(),
+                task_fields: Vec::new(),
+            }
+        };
+        let carried = |f: &String| meta.iter().any(|m| m.value == *f || m.value == "*");
+        let missing: Vec<&String> = target.task_fields.iter().filter(|f| !carried(f)).collect();
+        if !missing.is_empty() {
+            let names: Vec<String> = missing.iter().map(|f| format!("\"{f}\"")).collect();
+            self.problem(
+                &to.loc,
+                format!(
+                    "spider `{}` requires the task fields {} (its `task_fields`), which this entry does not pass",
+                    to.value,
+                    names.join(", ")
+                ),
+                format!("carry them: meta = [{}]", names.join(", ")),
+            );
+            return None;
+        }
+        let mut handoffs = self.handoffs.borrow_mut();
+        handoffs.push((target, to.loc.clone()));
+        Some(handoffs.len() - 1)
+    }
+
+    /// Reads the spider `to` names from beside this file.
+    fn target_spider(&self, to: &At<String>) -> Option<Handoff> {
+        let path = self.path.with_file_name(format!("{}.toml", to.value));
+        let fail = |why: String| {
+            self.problem(
+                &to.loc,
+                format!(
+                    "spider `{}` is read from {} for its start key, but {why}",
+                    to.value,
+                    path.display()
+                ),
+                format!(
+                    "put the `{}` spider file beside this one (and run `crawlworker check` on it)",
+                    to.value
+                ),
+            );
+            None
+        };
+        if path == self.path {
+            return fail("that is this spider: follow within it with `rule`".into());
+        }
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => return fail(format!("it cannot be read ({e})")),
+        };
+        let spider = match compile_with(&path, &text, false) {
+            Ok(spider) => spider,
+            Err(e) => {
+                let first = e
+                    .diagnostics()
+                    .iter()
+                    .find(|d| !d.warning)
+                    .map(|d| d.to_string());
+                return fail(format!(
+                    "it has problems: {}",
+                    first.unwrap_or_else(|| e.to_string())
+                ));
+            }
+        };
+        if spider.name != to.value {
+            return fail(format!("the spider there is named `{}`", spider.name));
+        }
+        Some(Handoff {
+            spider: spider.name,
+            start_key: spider.keys.start_urls,
+            kind: spider.start.kind,
+            wake: spider.keys.wake,
+            task_fields: spider.start.task_fields.unwrap_or_default(),
+        })
+    }
+
+    /// In cluster mode a page's commit writes the other spider's start key
+    /// too, so it must be in this spider's slot.
+    fn check_handoff_slots(&self, keys: &Keys, handoffs: &[(Handoff, Loc)]) {
+        use crate::frontier::connection::hash_tag;
+        let tag = hash_tag(&keys.requests);
+        if tag == keys.requests {
+            return; // plain keys: a single Redis, any key goes
+        }
+        for (h, loc) in handoffs {
+            if hash_tag(&h.start_key) != tag {
+                self.problem(
+                    loc,
+                    format!(
+                        "on a Redis Cluster this spider's keys are in the slot of {{{tag}}} but `{}`'s start key `{}` is not, so one commit could not write both",
+                        h.spider, h.start_key
+                    ),
+                    format!("give both spiders the same tag: `[keys] mode = \"cluster\"` and `hash_tag = \"{tag}\"` in each"),
+                );
+            }
+        }
     }
 
     /// Rules no request can ever reach.

@@ -27,6 +27,7 @@ pub struct SpiderFile {
 #[derive(Debug, Default)]
 pub struct KeysFile {
     pub mode: Option<At<String>>,
+    pub hash_tag: Option<At<String>>,
     pub templates: Vec<(At<String>, At<String>)>,
 }
 
@@ -107,6 +108,7 @@ pub struct FollowFile {
     pub allow: Vec<At<String>>,
     pub deny: Vec<At<String>>,
     pub rule: Option<At<String>>,
+    pub to_spider: Option<At<String>>,
     pub priority: Option<At<i64>>,
     pub dont_filter: Option<At<bool>>,
     pub depth_limit: Option<At<i64>>,
@@ -171,6 +173,9 @@ fn read_keys(t: &TableReader<'_>) -> KeysFile {
     for (name, node, loc) in t.entries() {
         match node.as_str() {
             Some(v) if name.value == "mode" => keys.mode = Some(At::new(v.to_string(), loc)),
+            Some(v) if name.value == "hash_tag" => {
+                keys.hash_tag = Some(At::new(v.to_string(), loc))
+            }
             Some(v) => keys.templates.push((name, At::new(v.to_string(), loc))),
             None => t.reader().problem(
                 &loc,
@@ -342,6 +347,7 @@ fn read_follow(t: &TableReader<'_>) -> FollowFile {
         allow: t.str_list("allow").unwrap_or_default(),
         deny: t.str_list("deny").unwrap_or_default(),
         rule: t.str("rule"),
+        to_spider: t.str("to_spider"),
         priority: t.int("priority"),
         dont_filter: t.bool("dont_filter"),
         depth_limit: t.int("depth_limit"),

@@ -22,6 +22,7 @@ pub use selector::Selector;
 pub use template::Template;
 
 pub use crate::frontier::keys::{KeyMode, Keys, StartKind};
+pub use crate::frontier::Handoff;
 use crate::settings::{Overrides, Settings};
 
 /// A validated spider, ready to crawl.
@@ -41,6 +42,8 @@ pub struct Spider {
     pub start: Start,
     /// Its Redis key names, resolved from `[keys]` and `[start] key`.
     pub keys: Keys,
+    /// The spiders its follow entries hand links to (`to_spider`).
+    pub handoffs: Vec<Handoff>,
     /// What `check` warns about; the spider works as it is.
     pub warnings: Vec<Diagnostic>,
     pub items: Vec<ItemDef>,
@@ -182,6 +185,9 @@ pub struct Follow {
     pub deny: Vec<Regex>,
     /// The rule for followed requests; matched by URL when absent.
     pub rule: Option<usize>,
+    /// Hand the links to another spider (index into [`Spider::handoffs`])
+    /// as tasks on its start key, instead of queueing them here.
+    pub to_spider: Option<usize>,
     pub priority: i64,
     pub dont_filter: bool,
     /// Deepest request this follow creates.
@@ -244,6 +250,7 @@ impl Spider {
             lease: self.settings.lease_timeout,
             pacing: pacing(&self.settings),
             dupefilter: dupefilter(&self.settings),
+            handoffs: self.handoffs.clone(),
         }
     }
 

@@ -16,6 +16,7 @@
 //! checks the lease).
 
 mod page;
+pub mod pool;
 pub mod progress;
 
 use std::collections::HashSet;
@@ -28,11 +29,12 @@ use tracing::Instrument;
 
 use crate::downloader::Downloader;
 use crate::frontier::wake::Wake;
-use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, Refused, StartClaim};
+use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, RedisTarget, Refused, StartClaim};
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 use crate::spider::Spider;
 use crate::stats::Tally;
+use pool::{Pool, Share};
 use progress::Progress;
 
 pub use crate::frontier::outage::with_redis;
@@ -97,13 +99,15 @@ pub struct SpiderRun {
     frontier: Frontier,
     /// The spider's downloader stage (HTTP client, politeness, robots.txt).
     downloader: Arc<Downloader>,
-    redis: redis::Client,
+    redis: RedisTarget,
     /// Ids of the requests this worker holds leases on.
     inflight: Arc<Mutex<HashSet<String>>>,
     /// What this worker did, for its progress lines and heartbeat.
     progress: Arc<Progress>,
     /// Where its metrics go, when they are served.
     metrics: Option<Metrics>,
+    /// Its share of the worker's download slots.
+    share: Arc<Share>,
 }
 
 /// Requests leased per download slot at most (the others wait for their
@@ -130,18 +134,24 @@ fn hostname() -> String {
 
 impl SpiderRun {
     /// Connects a spider to Redis, retrying while Redis is unreachable
-    /// until `shutdown` fires; its work is also counted in `metrics`.
+    /// until `shutdown` fires; its work is also counted in `metrics`, and
+    /// its downloads take slots of the worker's `pool`.
     pub async fn connect(
         spider: Spider,
         settings: Settings,
         worker: &str,
         metrics: Option<Metrics>,
+        pool: &Arc<Pool>,
         shutdown: &watch::Receiver<bool>,
     ) -> anyhow::Result<Option<SpiderRun>> {
         let shown = settings.redis_url.to_string();
+        if settings.redis_url.is_cluster() {
+            crate::frontier::connection::check_one_slot(&spider.keys, &spider.handoffs)
+                .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
+        }
         let redis = settings
             .redis_url
-            .client()
+            .target()
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
         let mut backoff = crate::backoff::Backoff::REDIS.attempts();
         let (mut attempts, mut said) = (0u32, None::<Instant>);
@@ -178,6 +188,7 @@ impl SpiderRun {
             .prepare_dupefilter()
             .await
             .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
+        let share = Arc::new(pool.share(settings.concurrent_requests as usize));
         let settings = Arc::new(settings);
         let spider = Arc::new(spider);
         let downloader = Downloader::new(
@@ -185,6 +196,7 @@ impl SpiderRun {
             settings.clone(),
             frontier.clone(),
             metrics.clone(),
+            share.clone(),
         )?;
         Ok(Some(SpiderRun {
             spider,
@@ -195,6 +207,7 @@ impl SpiderRun {
             inflight: Arc::new(Mutex::new(HashSet::new())),
             progress: Arc::default(),
             metrics,
+            share,
         }))
     }
 
@@ -245,20 +258,22 @@ impl SpiderRun {
             self.progress.clone(),
             self.settings.log_stats_interval,
         );
-        let concurrency = self.settings.concurrent_requests.max(1) as usize;
-        let max_tasks = concurrency * LEASES_PER_SLOT;
         let batch = self.spider.start.batch_size;
         // Each page task returns the requests its commit leased to replace it.
         let mut tasks: JoinSet<Vec<Leased>> = JoinSet::new();
         let mut idle_since = Instant::now();
         // When this worker last said it waits for other workers' leases.
         let mut said_waiting: Option<Instant> = None;
-        tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %self.settings.redis_url, concurrency, "worker started");
+        tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %self.settings.redis_url, concurrency = self.share.limit(), "worker started");
 
         let reason = loop {
             if *shutdown.borrow() {
                 break StopReason::Shutdown;
             }
+            // This spider's share of the worker's slots, which changes as
+            // the worker's other spiders get work or run out of it.
+            let concurrency = self.share.limit();
+            let max_tasks = concurrency * LEASES_PER_SLOT;
             // Room: pages not waiting for their host's turn take a download
             // slot; the leases held stay within a bound. (Free semaphore
             // permits would overcount: a replacement page just spawned has
@@ -292,8 +307,10 @@ impl SpiderRun {
             }
             if got > 0 || !tasks.is_empty() {
                 idle_since = Instant::now();
+                self.share.set_active(true);
             }
             if tasks.is_empty() && got == 0 {
+                self.share.set_active(false);
                 if rules.until_drained {
                     if let Some(status) =
                         with_redis("read queue status", &shutdown, || self.frontier.status()).await
@@ -344,6 +361,8 @@ impl SpiderRun {
                     }
                 }
                 _ = wake.wait(self.settings.idle_recheck), if tasks.len() < max_tasks && self.busy(&tasks) < concurrency => {}
+                // Another spider's share changed the room.
+                _ = tokio::time::sleep(Duration::from_millis(250)), if self.share.limit() != concurrency => {}
                 _ = shutdown.changed() => {}
             }
         };
@@ -351,6 +370,7 @@ impl SpiderRun {
         if reason == StopReason::Shutdown {
             self.drain(&mut tasks).await;
         }
+        self.share.set_active(false);
         upkeep.abort();
         if let Some(task) = log_stats {
             task.abort();
@@ -388,6 +408,7 @@ impl SpiderRun {
         leased: Vec<Leased>,
         shutdown: &watch::Receiver<bool>,
     ) {
+        self.share.started(leased.len());
         for l in leased {
             if let Ok(mut set) = self.inflight.lock() {
                 set.insert(l.id.clone());
@@ -481,6 +502,7 @@ impl SpiderRun {
             inflight: self.inflight.clone(),
             progress: self.progress.clone(),
             metrics: self.metrics.clone(),
+            share: self.share.clone(),
         }
     }
 

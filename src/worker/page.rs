@@ -33,16 +33,24 @@ pub struct Context {
     pub progress: Arc<super::progress::Progress>,
     /// Where it is counted for Prometheus, when metrics are served.
     pub metrics: Option<Metrics>,
+    /// The spider's share of the worker's download slots.
+    pub share: Arc<super::pool::Share>,
 }
 
 /// Crawls one leased request; returns the requests its commit leased to
 /// replace it (already recorded as in flight).
 pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
+    let next = crawl_one(&ctx, leased).await;
+    ctx.share.finished();
+    next
+}
+
+async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     let result = match &leased.request {
-        Ok(request) => match process(&ctx, request, leased.wait, leased.paced_with).await {
+        Ok(request) => match process(ctx, request, leased.wait, leased.paced_with).await {
             Some(result) => result,
             None => {
-                hand_back(&ctx, &leased.id).await;
+                hand_back(ctx, &leased.id).await;
                 return Vec::new();
             }
         },
@@ -55,8 +63,9 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
         }
     };
     // A page being committed is finished through an outage, whatever the
-    // worker's shutdown says meanwhile.
-    let lease_next = usize::from(!*ctx.shutdown.borrow());
+    // worker's shutdown says meanwhile. Its replacement is leased in the
+    // same step while the spider is within its share of the worker.
+    let lease_next = usize::from(!*ctx.shutdown.borrow() && ctx.share.may_replace());
     let started = std::time::Instant::now();
     let committed = until_done("commit a page", || {
         ctx.frontier.commit(&leased.id, &result, lease_next)
@@ -197,6 +206,7 @@ fn extract_page(
     PageResult {
         items: x.items.into_iter().map(|i| i.fields).collect(),
         requests: x.requests,
+        tasks: x.tasks,
         host,
         ..PageResult::default()
     }

@@ -4,6 +4,9 @@
 //! - [`redis`]: [`RedisServer`], a real `redis-server` on a free loopback
 //!   port with its own directory, stopped (and its directory removed) when
 //!   dropped; a machine without `redis-server` fails loudly.
+//! - [`redis_cluster`]: [`RedisCluster`], a real 3-master, 3-replica Redis
+//!   Cluster on loopback ports that can fail a master over (gracefully, or
+//!   by SIGKILL).
 //! - [`fixture`]: [`FixtureServer`], the demo site on 127.0.0.1:0 with the
 //!   misbehaving routes of [`faults`] and a configurable `/robots.txt`.
 //! - [`process`]: the `crawlworker` binary: one-shot commands and
@@ -23,6 +26,7 @@ pub mod files;
 pub mod fixture;
 pub mod process;
 pub mod redis;
+pub mod redis_cluster;
 pub mod terminal;
 pub mod wait;
 
@@ -32,6 +36,7 @@ pub use files::{files, root, spider_for, temp_dir};
 pub use fixture::{peak, FixtureServer};
 pub use process::{crawlworker, crawlworker_with_redis, stderr, stdout, Worker};
 pub use redis::RedisServer;
+pub use redis_cluster::RedisCluster;
 pub use tempfile::TempDir;
 pub use terminal::Terminal;
 pub use wait::{eventually, eventually_async};

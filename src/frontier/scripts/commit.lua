@@ -7,7 +7,8 @@
 --
 -- KEYS: 1-11 as in lease.lua (requests, data, in-flight, owners, dead,
 --       stats, delayed, delayed scores, pace, host delays, back-off),
---       12 dupefilter, 13 sequence, 14 items, 15 failed, 16 dupefilter meta
+--       12 dupefilter, 13 sequence, 14 items, 15 failed, 16 dupefilter meta,
+--       then one start key per spider links are handed to (`to_spider`)
 -- ARGV: 1 worker, 2 request id, 3 wake channel, 4 #requests, 5 #items,
 --       6 #stat pairs, 7 depth of the new requests, 8 dead-letter JSON or
 --       '', 9 failed JSON or '', 10 requests to lease next, 11 lease ms,
@@ -16,8 +17,10 @@
 --       17 host outcome ('slow' for 429/503, 'ok', or ''), 18 ms the server
 --       asked to wait (Retry-After), 19 longest back-off ms, 20 longest
 --       politeness wait worth leasing for (ms), 21 dupefilter spec,
---       then #requests triples (fingerprint, priority, JSON), #items JSON
---       strings, #stat pairs (field, delta).
+--       22 #spiders handed to, 23 #tasks, then per spider handed to its
+--       start key type and wake channel, #tasks quadruples (spider number,
+--       fingerprint, priority, task JSON), #requests triples (fingerprint,
+--       priority, JSON), #items JSON strings, #stat pairs (field, delta).
 -- Returns {enqueued, filtered, id1, json1, wait1, interval1, ...} (the new
 -- leases), or
 -- {-1, 0} when the lease was lost.
@@ -83,8 +86,42 @@ if host and ARGV[17] ~= '' then
   end
 end
 
-local at = 22
-local enqueued, filtered = 0, 0
+local n_targets, n_tasks = tonumber(ARGV[22]), tonumber(ARGV[23])
+local at = 24
+local targets = {}
+for i = 1, n_targets do
+  targets[i] = {key = KEYS[16 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
+  at = at + 2
+end
+local enqueued, filtered, handed = 0, 0, 0
+-- A handed link passes this spider's dupefilter, then becomes a task on
+-- the other spider's start key.
+for _ = 1, n_tasks do
+  local t = targets[tonumber(ARGV[at])]
+  local fp = ARGV[at + 1]
+  if fp ~= '' and dupe and not dupe_add(dupe, fp, now) then
+    filtered = filtered + 1
+  else
+    if t.kind == 'list' then
+      redis.call('RPUSH', t.key, ARGV[at + 3])
+    elseif t.kind == 'set' then
+      redis.call('SADD', t.key, ARGV[at + 3])
+    else
+      redis.call('ZADD', t.key, ARGV[at + 2], ARGV[at + 3])
+    end
+    t.pushed = t.pushed + 1
+    handed = handed + 1
+  end
+  at = at + 4
+end
+for _, t in ipairs(targets) do
+  if t.pushed > 0 then
+    redis.call('PUBLISH', t.channel, t.pushed)
+  end
+end
+if handed > 0 then
+  redis.call('HINCRBY', K.stats, STAT.SCHEDULER_HANDED_OFF, handed)
+end
 for _ = 1, n_requests do
   if enqueue(K.requests, K.data, dupe, seq_key, ARGV[at], ARGV[at + 1], ARGV[at + 2], now) == 1 then
     enqueued = enqueued + 1

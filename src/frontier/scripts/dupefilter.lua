@@ -161,7 +161,8 @@ local function bloom_add(d, fp)
   end
   local count = redis.call('HGET', d.meta, 'count:' .. filters)
   if count and tonumber(count) >= d.c then
-    -- A full filter is followed by a new one: the error rate holds.
+    -- A full filter is followed by a new one, so none is overfilled (each
+    -- filter adds its own error rate to lookups).
     if bloom_bits(bloom_key(d, filters), 'GET', positions) then
       return false
     end

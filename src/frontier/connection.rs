@@ -1,0 +1,192 @@
+//! The Redis a crawl runs on: one server, or a Redis Cluster. Both give the
+//! frontier one [`Conn`], a `redis::aio::ConnectionLike`, so every script
+//! and command is written once.
+//!
+//! - A server: a `ConnectionManager` that re-makes a lost connection when
+//!   next used.
+//! - A cluster (`redis+cluster://host:port,host:port`): the redis crate's
+//!   cluster connection, which learns the slot map from the nodes it is
+//!   given, follows MOVED and ASK redirects, and finds the promoted replica
+//!   after a failover. A spider's keys share one hash tag (`[keys] mode =
+//!   "cluster"`), so every script runs on the one node holding the
+//!   spider's slot; [`check_one_slot`] refuses keys that would not.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use super::keys::Keys;
+use super::Handoff;
+
+/// Where a crawl's Redis is.
+#[derive(Clone)]
+pub enum RedisTarget {
+    Server(redis::Client),
+    Cluster {
+        client: ClusterClient,
+        /// One client per node given, for the wake-up subscription (pub/sub
+        /// messages reach every node of a cluster).
+        nodes: Vec<redis::Client>,
+    },
+}
+
+impl From<redis::Client> for RedisTarget {
+    fn from(client: redis::Client) -> Self {
+        RedisTarget::Server(client)
+    }
+}
+
+/// How long connecting may take before Redis counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long one command may take.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl RedisTarget {
+    /// A cluster reached through `nodes` (`redis://` or `rediss://` URLs of
+    /// some of its nodes; the others are learnt from them).
+    pub fn cluster(nodes: &[String]) -> redis::RedisResult<RedisTarget> {
+        let client = ClusterClient::builder(nodes.to_vec())
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            // Redirects and a failover in progress are retried here, a few
+            // times over about two seconds; a longer outage is the
+            // caller's to ride out (workers pause and retry).
+            .retries(6)
+            .min_retry_wait(50)
+            .max_retry_wait(1000)
+            .build()?;
+        let nodes = nodes
+            .iter()
+            .map(|n| redis::Client::open(n.as_str()))
+            .collect::<redis::RedisResult<Vec<_>>>()?;
+        Ok(RedisTarget::Cluster { client, nodes })
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, RedisTarget::Cluster { .. })
+    }
+
+    /// A connection; fails within about a second when Redis does not
+    /// answer.
+    pub async fn connect(&self) -> redis::RedisResult<Conn> {
+        match self {
+            RedisTarget::Server(client) => {
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(CONNECT_TIMEOUT)
+                    .set_response_timeout(RESPONSE_TIMEOUT)
+                    .set_number_of_retries(0);
+                Ok(Conn::Server(
+                    ConnectionManager::new_with_config(client.clone(), config).await?,
+                ))
+            }
+            RedisTarget::Cluster { client, .. } => {
+                Ok(Conn::Cluster(client.get_async_connection().await?))
+            }
+        }
+    }
+
+    /// The servers a pub/sub subscription may use, in the order to try them.
+    pub fn pubsub_nodes(&self) -> Vec<redis::Client> {
+        match self {
+            RedisTarget::Server(client) => vec![client.clone()],
+            RedisTarget::Cluster { nodes, .. } => nodes.clone(),
+        }
+    }
+}
+
+/// A connection to a server or a cluster; cheap to clone (clones share it).
+#[derive(Clone)]
+pub enum Conn {
+    Server(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Server(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Server(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Server(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The hash tag of `key` as Redis Cluster reads it: what is between the
+/// first `{` and the next `}`, if that is not empty; otherwise the whole key.
+pub fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(len) = key[open + 1..].find('}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+/// On a cluster every key of a spider must share one hash tag, so its
+/// scripts (which touch many keys at once) run on one node. The error
+/// names the keys whose tag differs from the queue's.
+pub fn check_one_slot(keys: &Keys, handoffs: &[Handoff]) -> Result<(), String> {
+    let first = keys.requests.as_str();
+    let tag = hash_tag(first);
+    let handed = handoffs
+        .iter()
+        .map(|h| ("start key of the spider handed to", h.start_key.as_str()));
+    let odd: Vec<String> = keys
+        .all()
+        .map(|(k, key)| (k.name(), key))
+        .chain(handed)
+        .filter(|(_, key)| hash_tag(key) != tag)
+        .map(|(kind, key)| format!("{kind} = {key}"))
+        .collect();
+    if odd.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "on a Redis Cluster all of a spider's keys must share one hash tag (the queue {first} has {{{tag}}}), but {} do not; add `[keys] mode = \"cluster\"` to the spider (keys become {{<name>}}:requests, …) or put the same {{tag}} in every key template",
+        odd.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontier::keys::KeyMode;
+
+    #[test]
+    fn hash_tags_follow_redis_cluster_rules() {
+        assert_eq!(hash_tag("{bbs}:requests"), "bbs");
+        assert_eq!(hash_tag("bbs:requests"), "bbs:requests");
+        assert_eq!(hash_tag("{}:x"), "{}:x");
+        assert_eq!(hash_tag("a{b}{c}"), "b");
+        let tagged = Keys::resolve("bbs", KeyMode::Cluster, None, &[], None);
+        assert!(check_one_slot(&tagged, &[]).is_ok());
+        let plain = Keys::resolve("bbs", KeyMode::Plain, None, &[], None);
+        let e = check_one_slot(&plain, &[]).unwrap_err();
+        assert!(e.contains("[keys] mode = \"cluster\""), "{e}");
+        let custom_start = Keys::resolve("bbs", KeyMode::Cluster, None, &[], Some("tasks"));
+        assert!(check_one_slot(&custom_start, &[]).is_err());
+    }
+}
