@@ -25,8 +25,9 @@ fn post_urls(base: &str) -> Vec<String> {
         .collect()
 }
 
-/// A small spider: each start URL is a post page, one item per page.
-fn spider_text(name: &str, extra_field: &str) -> String {
+/// The top of every generated spider: its name, the fixture server's host,
+/// 16 slots, and the rule its start requests go to.
+fn header(name: &str, start_rule: &str) -> String {
     format!(
         r#"name = "{name}"
 allowed_domains = ["127.0.0.1"]
@@ -35,8 +36,16 @@ concurrent_requests = 16
 robotstxt_obey = false
 allow_private_networks = true
 [start]
-rule = "post"
-[items.post]
+rule = "{start_rule}"
+"#
+    )
+}
+
+/// A small spider: each start URL is a post page, one item per page.
+fn spider_text(name: &str, extra_field: &str) -> String {
+    header(name, "post")
+        + &format!(
+            r#"[items.post]
 title = {{ css = "h1.post-title::text", required = true }}
 {extra_field}
 [[rules]]
@@ -45,23 +54,16 @@ match = '/post/\d+$'
   [[rules.extract]]
   item = "post"
 "#
-    )
+        )
 }
 
 /// A small sequential spider: forum 00001's list pages 1 to `pages`, one
 /// after the other (each page's next link is the only way on), one item
 /// per page; so it never has more than one page in flight.
 fn chain_text(name: &str, pages: usize) -> String {
-    format!(
-        r#"name = "{name}"
-allowed_domains = ["127.0.0.1"]
-[settings]
-concurrent_requests = 16
-robotstxt_obey = false
-allow_private_networks = true
-[start]
-rule = "list"
-[items.page]
+    header(name, "list")
+        + &format!(
+            r#"[items.page]
 url = {{ page = "url" }}
 [[rules]]
 name = "list"
@@ -73,7 +75,7 @@ match = '/list/'
   rule = "list"
   paginate = {{ page = '/list/\d+/(\d+)', max = {pages} }}
 "#
-    )
+        )
 }
 
 fn write(dir: &Path, name: &str, text: &str) {

@@ -92,7 +92,9 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker run spiders/bbs.toml\n  crawlworker run spiders/bbs.toml --until-drained --metrics-addr 127.0.0.1:9410\n  CRAWLWORKER_REDIS_URL=redis://redis:6379 crawlworker run spiders/*.toml --idle-exit 5m"
     )]
     Run {
-        /// Spider files (TOML); one worker can run several spiders.
+        /// Spider files (TOML), or directories of them; one worker runs them
+        /// all, sharing its download slots fairly, and reloads a file when it
+        /// changes (or on SIGHUP).
         #[arg(required = true, value_name = "SPIDER")]
         spiders: Vec<SpiderPath>,
         #[command(flatten)]
