@@ -110,7 +110,7 @@ pub async fn run(
         shutdown: shutdown.clone(),
         running: HashMap::new(),
         pending: HashMap::new(),
-        refused: HashMap::new(),
+        left_alone: HashMap::new(),
         tasks: JoinSet::new(),
         failed: false,
     };
@@ -201,8 +201,10 @@ struct Supervisor {
     running: HashMap<PathBuf, Running>,
     /// New versions waiting for the old one to stop.
     pending: HashMap<PathBuf, (String, Spider)>,
-    /// Files whose text was refused, so a broken file is reported once.
-    refused: HashMap<PathBuf, String>,
+    /// Files not to start until their text changes: a broken or clashing
+    /// version (reported once), or a spider that stopped on its own
+    /// (drained, idle).
+    left_alone: HashMap<PathBuf, String>,
     tasks: JoinSet<(PathBuf, anyhow::Result<RunSummary>)>,
     failed: bool,
 }
@@ -315,7 +317,7 @@ impl Supervisor {
         } else if let Some(r) = ended {
             // Ended on its own (drained, idle): not restarted until its
             // file changes.
-            self.refused.insert(path, r.text);
+            self.left_alone.insert(path, r.text);
         }
     }
 
@@ -343,7 +345,7 @@ impl Supervisor {
             };
             let same = |t: &String| *t == text;
             if self.running.get(&path).is_some_and(|r| same(&r.text))
-                || self.refused.get(&path).is_some_and(same)
+                || self.left_alone.get(&path).is_some_and(same)
                 || self.pending.get(&path).is_some_and(|(t, _)| same(t))
             {
                 continue;
@@ -358,7 +360,7 @@ impl Supervisor {
                         None => "it is not started".to_string(),
                     };
                     tracing::error!("{}: not loaded ({keeps}):\n{e}", path.display());
-                    self.refused.insert(path, text);
+                    self.left_alone.insert(path, text);
                     continue;
                 }
             };
@@ -373,10 +375,10 @@ impl Supervisor {
                     spider.name,
                     other.display()
                 );
-                self.refused.insert(path, text);
+                self.left_alone.insert(path, text);
                 continue;
             }
-            self.refused.remove(&path);
+            self.left_alone.remove(&path);
             match self.running.get(&path) {
                 Some(r) => {
                     tracing::info!(file = %path.display(), spider = %r.name, "spider file changed: the running version finishes its pages in flight, then the new one starts");
