@@ -5,7 +5,10 @@
 //! script (the code a page's commit runs), read `used_memory` again. Prints
 //! bytes per entry from the `used_memory` delta and from `MEMORY USAGE` of
 //! the filter's keys, and for `bloom` (sized for the entries, 0.001) the
-//! share of 1 million never-added fingerprints it says it has seen.
+//! share of 1 million never-added fingerprints it says it has seen. Then,
+//! for `bloom`, what a filter costs per entry of its capacity over a sweep
+//! of capacities from 100,000 to 400 million (a filter is allocated whole when it
+//! is made, so one entry shows its full cost).
 //!
 //!     cargo bench --bench dupefilter                      # ~10 minutes, ~2 GB of Redis
 //!     DUPEFILTER_SIZES=100000 cargo bench --bench dupefilter   # a quick look
@@ -52,7 +55,7 @@ struct Row {
     false_positive: Option<f64>,
 }
 
-async fn measure(redis_url: &str, mode: Dupefilter, entries: u64) -> Row {
+async fn measure(redis_url: &str, mode: Dupefilter, entries: u64, probe: bool) -> Row {
     let client = redis::Client::open(redis_url).expect("redis url");
     let mut conn = client.get_connection().expect("connect");
     redis::cmd("FLUSHALL")
@@ -83,7 +86,7 @@ async fn measure(redis_url: &str, mode: Dupefilter, entries: u64) -> Row {
     let seconds = started.elapsed().as_secs_f64();
     let after = used_memory(&mut conn);
     let info = f.dupefilter_info().await.expect("info");
-    let false_positive = if matches!(mode, Dupefilter::Bloom { .. }) {
+    let false_positive = if probe && matches!(mode, Dupefilter::Bloom { .. }) {
         let probes = 1_000_000u64;
         let mut seen = 0;
         let mut j = 0;
@@ -111,6 +114,9 @@ async fn measure(redis_url: &str, mode: Dupefilter, entries: u64) -> Row {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if !crawlworker_testkit::benchmarking() {
+        return;
+    }
     let sizes: Vec<u64> = std::env::var("DUPEFILTER_SIZES")
         .unwrap_or_else(|_| "1000000,10000000".into())
         .split(',')
@@ -162,7 +168,7 @@ async fn main() {
             {
                 continue;
             }
-            let row = measure(&redis.url(), mode, n).await;
+            let row = measure(&redis.url(), mode, n, true).await;
             let label = match mode {
                 Dupefilter::Bloom { capacity, .. } if capacity == n => {
                     "bloom (capacity = entries, 0.001)".to_string()
@@ -184,5 +190,36 @@ async fn main() {
                     .unwrap_or_else(|| "none (exact)".into()),
             );
         }
+    }
+    if modes
+        .as_ref()
+        .is_some_and(|m| !m.iter().any(|name| name == "bloom"))
+    {
+        return;
+    }
+    println!("\nA Bloom filter at 0.001 costs, per entry of its capacity (MEMORY USAGE and used_memory delta of a new filter ÷ capacity):\n");
+    println!("| capacity | bitmap (bits ÷ 8 ÷ capacity) | used_memory | MEMORY USAGE |");
+    println!("|---:|---:|---:|---:|");
+    let mut capacity = 100_000f64;
+    while capacity <= 400_000_000.0 {
+        let n = capacity as u64;
+        let row = measure(
+            &redis.url(),
+            Dupefilter::Bloom {
+                capacity: n,
+                error_rate: 0.001,
+            },
+            1,
+            false,
+        )
+        .await;
+        let plan = crawlworker::frontier::bloom_plan(n, 0.001);
+        println!(
+            "| {n} | {:.3} | {:.3} | {:.3} |",
+            (plan.piece_bits * plan.pieces) as f64 / 8.0 / n as f64,
+            row.delta as f64 / n as f64,
+            row.usage as f64 / n as f64,
+        );
+        capacity *= 1.37;
     }
 }

@@ -16,6 +16,9 @@ use crawlworker_testkit::FixtureServer;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if !crawlworker_testkit::benchmarking() {
+        return;
+    }
     let redis = crawlworker_testkit::RedisServer::start();
     let server = FixtureServer::start(Site::demo())
         .await

@@ -68,6 +68,9 @@ async fn run(workers: usize) -> (f64, usize) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if !crawlworker_testkit::benchmarking() {
+        return;
+    }
     for workers in [1, 4] {
         let mut runs = Vec::new();
         for _ in 0..3 {

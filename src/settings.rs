@@ -680,7 +680,7 @@ settings! {
     max_requests_per_second: f64 = 0.0;
     /// How seen requests are remembered: "exact" (scrapy-redis's SET, ~85 B per entry), "compact" (exact, ~20 B), "bloom" (~2 B, rare false positives that skip a URL), or "expiring" (forgotten after dupefilter_ttl).
     dupefilter: DupefilterMode = DupefilterMode::Exact;
-    /// For "bloom": the entries one filter is sized for (a full filter is followed by another; one filter is at most 512 MiB, about 300 million entries at 0.001).
+    /// For "bloom": the entries one filter is sized for (about 1.8 bytes each at 0.001, allocated when the filter is made; a full filter is followed by another).
     dupefilter_capacity: Capacity = Capacity(100_000_000);
     /// For "bloom": the share of never-seen URLs the filter wrongly says it has seen.
     dupefilter_error_rate: Rate = Rate(0.001);

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use crawlworker::cli::load_spider;
 use crawlworker::config::Config;
 use crawlworker::settings::{Overrides, RedisUrl};
-use crawlworker::worker::pool::Pool;
+use crawlworker::worker::shared::Shared;
 use crawlworker::worker::{RunSummary, SpiderRun, StopRules};
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -48,8 +48,8 @@ impl InProcess {
         let settings = spider.settings.clone();
         let (stop, shutdown) = watch::channel(false);
         let id = format!("in-process-{}", SEQ.fetch_add(1, Ordering::Relaxed));
-        let pool = Pool::new(settings.concurrent_requests as usize);
-        let run = SpiderRun::connect(spider, settings, &id, None, &pool, &shutdown)
+        let shared = Shared::new(id, settings.concurrent_requests as usize, None);
+        let run = SpiderRun::connect(spider, settings, &shared, &shutdown)
             .await
             .unwrap_or_else(|e| panic!("cannot start an in-process worker: {e:#}"))
             .unwrap_or_else(|| panic!("the in-process worker stopped before it started"));

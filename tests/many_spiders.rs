@@ -145,6 +145,21 @@ async fn fifty_spiders_share_a_worker_fairly_while_one_has_a_deep_backlog() {
         deep_then <= bound,
         "while 50 spiders fetched {EACH} pages each ({small_took:?}), the deep one fetched {deep_then} (bound {bound})"
     );
+    // The 51 spiders share one command connection and one wake-up
+    // subscription (this test's own connection is the third).
+    let info: String = redis::cmd("INFO").arg("clients").query(&mut conn).unwrap();
+    let clients: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    let pubsub: u64 = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg("deep:wake")
+        .query::<(String, u64)>(&mut conn)
+        .unwrap()
+        .1;
+    assert_eq!((clients, pubsub), (3, 1), "{info}");
     let (status, log) = worker.wait(Duration::from_secs(180));
     assert!(status.success(), "{log}");
     assert_eq!(pages(&mut conn, "deep"), DEEP as u64, "{log}");
@@ -243,6 +258,19 @@ async fn spider_files_added_changed_broken_and_removed_are_picked_up_without_a_r
             .contains("spider `gamma` stopped")
             .then_some(())
     });
+    // Its wake-ups are unsubscribed; the others' stay.
+    let subscribers = |conn: &mut redis::Connection, spider: &str| -> u64 {
+        redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(format!("{spider}:wake"))
+            .query::<(String, u64)>(conn)
+            .unwrap()
+            .1
+    };
+    eventually("gamma's wake-ups end", Duration::from_secs(5), || {
+        (subscribers(&mut conn, "gamma") == 0).then_some(())
+    });
+    assert_eq!(subscribers(&mut conn, "alpha"), 1);
     push(&mut conn, "gamma", 1);
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(

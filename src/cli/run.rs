@@ -23,8 +23,8 @@ use crate::metrics::{self, Metrics};
 use crate::settings::Overrides;
 use crate::spider::Spider;
 use crate::wording::plural;
-use crate::worker::pool::Pool;
 use crate::worker::progress::Progress;
+use crate::worker::shared::Shared;
 use crate::worker::{worker_id, RunSummary, SpiderRun, StopRules};
 
 /// How often spider files are looked at for changes (besides SIGHUP).
@@ -104,9 +104,7 @@ pub async fn run(
         paths: paths.to_vec(),
         cli: cli.clone(),
         rules,
-        worker: worker_id(),
-        pool: Pool::new(total),
-        metrics,
+        shared: Shared::new(worker_id(), total, metrics),
         shutdown: shutdown.clone(),
         running: HashMap::new(),
         pending: HashMap::new(),
@@ -126,16 +124,7 @@ pub async fn run(
     for (path, spider) in spiders {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let settings = spider.settings.clone();
-        match SpiderRun::connect(
-            spider,
-            settings,
-            &sup.worker,
-            sup.metrics.clone(),
-            &sup.pool,
-            &shutdown,
-        )
-        .await?
-        {
+        match SpiderRun::connect(spider, settings, &sup.shared, &shutdown).await? {
             Some(run) => runs.push((path, text, run)),
             None => return Ok(ExitCode::SUCCESS),
         }
@@ -193,9 +182,7 @@ struct Supervisor {
     paths: Vec<PathBuf>,
     cli: Overrides,
     rules: StopRules,
-    worker: String,
-    pool: Arc<Pool>,
-    metrics: Option<Metrics>,
+    shared: Shared,
     shutdown: watch::Receiver<bool>,
     /// By file.
     running: HashMap<PathBuf, Running>,
@@ -216,13 +203,8 @@ impl Supervisor {
             Starting::Connected(run) => run.spider.name.clone(),
             Starting::Loaded(spider) => spider.name.clone(),
         };
-        let span = tracing::info_span!("crawl", spider = %name, worker = %self.worker);
-        let (worker, metrics, pool, rules) = (
-            self.worker.clone(),
-            self.metrics.clone(),
-            self.pool.clone(),
-            self.rules,
-        );
+        let span = tracing::info_span!("crawl", spider = %name, worker = %self.shared.worker);
+        let (shared, rules) = (self.shared.clone(), self.rules);
         let key = path.clone();
         self.tasks.spawn(
             async move {
@@ -230,11 +212,7 @@ impl Supervisor {
                     Starting::Connected(run) => *run,
                     Starting::Loaded(spider) => {
                         let settings = spider.settings.clone();
-                        match SpiderRun::connect(
-                            *spider, settings, &worker, metrics, &pool, &stopped,
-                        )
-                        .await
-                        {
+                        match SpiderRun::connect(*spider, settings, &shared, &stopped).await {
                             Ok(Some(run)) => run,
                             Ok(None) => {
                                 return (key, Err(anyhow::anyhow!("stopped before it started")))

@@ -405,19 +405,16 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
     );
     if dupefilter.mode == "bloom" && dupefilter.capacity > 0 {
         // Filters before the newest are full; the newest takes new entries.
-        let filters = dupefilter.filters.max(1);
-        let newest = dupefilter
-            .entries
-            .saturating_sub((filters - 1) * dupefilter.capacity);
-        let filled = newest as f64 / dupefilter.capacity as f64;
+        let filled = dupefilter.newest_entries as f64 / dupefilter.capacity as f64;
         o += &format!(
-            "  Redis bitmaps: {} of {} entries each; the newest is {:.0} % full\n",
-            crate::wording::count(filters as usize, "filter"),
+            "  Redis bitmaps: {}; the newest holds {} of its {} entries ({:.0} % full)\n",
+            crate::wording::count(dupefilter.filters.max(1) as usize, "filter"),
+            dupefilter.newest_entries,
             dupefilter.capacity,
             filled * 100.0
         );
         if filled >= 0.9 {
-            o += "  warning: the Bloom filter is nearly full. When it is, a new filter of the same size follows it (no filter is overfilled, but every lookup then reads one more bitmap and the false-positive rate adds up: about one error rate per filter). For a larger crawl, raise dupefilter_capacity and start a new filter (flush --dupefilter).\n";
+            o += "  warning: the Bloom filter is nearly full. When it is, the next filter of its chain follows it, with twice its entries at half its error rate, allocated whole at once (no filter is overfilled, and the chain's false-positive rate stays under twice dupefilter_error_rate; every lookup reads one more bitmap). To size it for the crawl instead, raise dupefilter_capacity and start a new filter (flush --dupefilter; every URL is then crawled again).\n";
         }
     }
     o += &format!("\nworkers ({} live", workers.len());

@@ -17,10 +17,13 @@ pub struct DupefilterInfo {
     pub entries: u64,
     /// What Redis spends on it (`MEMORY USAGE` of its keys).
     pub bytes: u64,
-    /// For a Bloom filter: the entries one filter is sized for.
+    /// For a Bloom filter: the entries the newest filter of its chain is
+    /// sized for.
     pub capacity: u64,
     /// For a Bloom filter: how many filters follow each other.
     pub filters: u64,
+    /// For a Bloom filter: the entries in the newest filter.
+    pub newest_entries: u64,
 }
 
 /// Why a spider's dupefilter cannot be used.
@@ -240,7 +243,14 @@ impl Frontier {
 
     /// What the dupefilter is and holds.
     pub async fn dupefilter_info(&self) -> Result<DupefilterInfo> {
-        let (mode, entries, bytes, capacity, filters): (String, u64, u64, u64, u64) = SCRIPTS
+        let (mode, entries, bytes, capacity, filters, newest_entries): (
+            String,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+        ) = SCRIPTS
             .dupe_info
             .key(&self.keys.dupefilter)
             .key(&self.keys.dupefilter_meta)
@@ -254,6 +264,7 @@ impl Frontier {
             bytes,
             capacity,
             filters,
+            newest_entries,
         })
     }
 

@@ -1,6 +1,9 @@
 //! The Redis a crawl runs on: one server, or a Redis Cluster. Both give the
 //! frontier one [`Conn`], a `redis::aio::ConnectionLike`, so every script
-//! and command is written once.
+//! and command is written once. Clones of a [`RedisTarget`] share one
+//! command connection (multiplexed: commands from many tasks and spiders
+//! are pipelined on it) and one wake-up subscription, so a worker running
+//! hundreds of spiders holds two connections, not two per spider.
 //!
 //! - A server: a `ConnectionManager` that re-makes a lost connection when
 //!   next used.
@@ -11,6 +14,7 @@
 //!   "cluster"`), so every script runs on the one node holding the
 //!   spider's slot; [`check_one_slot`] refuses keys that would not.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -19,11 +23,18 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::keys::Keys;
+use super::wake::{Wake, Wakes};
 use super::Handoff;
 
-/// Where a crawl's Redis is.
+/// Where a crawl's Redis is, and the connections its users share.
 #[derive(Clone)]
-pub enum RedisTarget {
+pub struct RedisTarget {
+    place: Place,
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone)]
+enum Place {
     Server(redis::Client),
     Cluster {
         client: ClusterClient,
@@ -33,9 +44,25 @@ pub enum RedisTarget {
     },
 }
 
+/// What the clones of one target share, made when first needed.
+#[derive(Default)]
+struct Shared {
+    conn: tokio::sync::Mutex<Option<Conn>>,
+    wakes: OnceLock<Wakes>,
+}
+
+impl From<Place> for RedisTarget {
+    fn from(place: Place) -> Self {
+        RedisTarget {
+            place,
+            shared: Arc::default(),
+        }
+    }
+}
+
 impl From<redis::Client> for RedisTarget {
     fn from(client: redis::Client) -> Self {
-        RedisTarget::Server(client)
+        Place::Server(client).into()
     }
 }
 
@@ -62,18 +89,38 @@ impl RedisTarget {
             .iter()
             .map(|n| redis::Client::open(n.as_str()))
             .collect::<redis::RedisResult<Vec<_>>>()?;
-        Ok(RedisTarget::Cluster { client, nodes })
+        Ok(Place::Cluster { client, nodes }.into())
     }
 
     pub fn is_cluster(&self) -> bool {
-        matches!(self, RedisTarget::Cluster { .. })
+        matches!(self.place, Place::Cluster { .. })
     }
 
-    /// A connection; fails within about a second when Redis does not
-    /// answer.
+    /// The connection every clone of this target shares, made on first use;
+    /// fails within about a second when Redis does not answer (and the next
+    /// call tries again).
     pub async fn connect(&self) -> redis::RedisResult<Conn> {
-        match self {
-            RedisTarget::Server(client) => {
+        let mut conn = self.shared.conn.lock().await;
+        if let Some(conn) = conn.as_ref() {
+            return Ok(conn.clone());
+        }
+        let made = self.open().await?;
+        *conn = Some(made.clone());
+        Ok(made)
+    }
+
+    /// A wake-up for `channel`, on the subscription every clone of this
+    /// target shares.
+    pub fn wake(&self, channel: &str) -> Wake {
+        self.shared
+            .wakes
+            .get_or_init(|| Wakes::start(self.pubsub_nodes()))
+            .subscribe(channel)
+    }
+
+    async fn open(&self) -> redis::RedisResult<Conn> {
+        match &self.place {
+            Place::Server(client) => {
                 let config = redis::aio::ConnectionManagerConfig::new()
                     .set_connection_timeout(CONNECT_TIMEOUT)
                     .set_response_timeout(RESPONSE_TIMEOUT)
@@ -82,17 +129,17 @@ impl RedisTarget {
                     ConnectionManager::new_with_config(client.clone(), config).await?,
                 ))
             }
-            RedisTarget::Cluster { client, .. } => {
+            Place::Cluster { client, .. } => {
                 Ok(Conn::Cluster(client.get_async_connection().await?))
             }
         }
     }
 
     /// The servers a pub/sub subscription may use, in the order to try them.
-    pub fn pubsub_nodes(&self) -> Vec<redis::Client> {
-        match self {
-            RedisTarget::Server(client) => vec![client.clone()],
-            RedisTarget::Cluster { nodes, .. } => nodes.clone(),
+    fn pubsub_nodes(&self) -> Vec<redis::Client> {
+        match &self.place {
+            Place::Server(client) => vec![client.clone()],
+            Place::Cluster { nodes, .. } => nodes.clone(),
         }
     }
 }

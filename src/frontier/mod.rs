@@ -37,7 +37,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 pub use connection::{Conn, RedisTarget};
-pub use dupefilter::Dupefilter;
+pub use dupefilter::{bloom_chain, bloom_plan, BloomPlan, Dupefilter};
 pub use keys::{KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
 

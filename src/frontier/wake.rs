@@ -1,56 +1,113 @@
-//! Wake-ups for idle workers: a pub/sub subscription to the spider's wake
-//! channel, which every step that enqueues work publishes to. An idle worker
-//! waits on it instead of polling, so new work is picked up in milliseconds.
-//! The subscription reconnects by itself when Redis goes away.
+//! Wake-ups for idle workers: a pub/sub subscription to each spider's wake
+//! channel, which every step that enqueues work publishes to. An idle
+//! spider waits on it instead of polling, so new work is picked up in
+//! milliseconds.
+//!
+//! One subscription ([`Wakes`]) serves every spider of a worker that uses
+//! the same Redis: it subscribes to their channels as spiders start and
+//! unsubscribes as they stop, and wakes the spider a message names. It
+//! reconnects by itself when Redis goes away, and then wakes every spider
+//! (something may have been announced while nobody listened).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
-use super::connection::RedisTarget;
 use super::redis_url::redact;
 use crate::backoff::Backoff;
 
-/// Wakes the waiters whenever work is announced.
-pub struct Wake {
-    notify: Arc<Notify>,
+/// The channels subscribed to: each one's waiters and how many spiders
+/// listen on it.
+type Channels = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
+
+/// A change to the subscription.
+enum Change {
+    Subscribe(String),
+    Unsubscribe(String),
+}
+
+/// One worker's subscription to the wake channels of its spiders.
+pub struct Wakes {
+    channels: Channels,
+    changes: mpsc::UnboundedSender<Change>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Wake {
-    /// Subscribes to `channel`; keeps the subscription alive in the
-    /// background. On a cluster, any node will do (pub/sub messages reach
-    /// every node); when one goes away the next is tried.
-    pub fn subscribe(target: RedisTarget, channel: String) -> Wake {
-        let notify = Arc::new(Notify::new());
-        let n = notify.clone();
-        let nodes = target.pubsub_nodes();
+/// One spider's wake-ups; unsubscribes when dropped (the last of a
+/// channel's).
+pub struct Wake {
+    channel: String,
+    notify: Arc<Notify>,
+    channels: Channels,
+    changes: mpsc::UnboundedSender<Change>,
+}
+
+fn wake_up(notify: &Notify) {
+    // Wakes a spider waiting now, or the next wait if none is.
+    notify.notify_waiters();
+    notify.notify_one();
+}
+
+impl Wakes {
+    /// Keeps a subscription alive in the background. On a cluster, any
+    /// node will do (pub/sub messages reach every node); when one goes away
+    /// the next is tried.
+    pub fn start(nodes: Vec<redis::Client>) -> Wakes {
+        let channels: Channels = Arc::default();
+        let (changes, mut pending) = mpsc::unbounded_channel();
+        let listening = channels.clone();
         let task = tokio::spawn(async move {
             let mut backoff = Backoff::REDIS.attempts();
             for client in nodes.iter().cycle() {
+                let address = redact(&client.get_connection_info().addr.to_string());
                 match client.get_async_pubsub().await {
-                    Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
-                        Ok(()) => {
-                            backoff.reset();
-                            // Something may have been announced while we
-                            // were not listening.
-                            n.notify_waiters();
-                            n.notify_one();
-                            let mut messages = pubsub.on_message();
-                            while messages.next().await.is_some() {
-                                n.notify_waiters();
-                                n.notify_one();
+                    Ok(pubsub) => {
+                        let (mut sink, mut messages) = pubsub.split();
+                        let now: Vec<String> = listening
+                            .lock()
+                            .map(|c| c.keys().cloned().collect())
+                            .unwrap_or_default();
+                        if !now.is_empty() {
+                            if let Err(e) = sink.subscribe(&now).await {
+                                tracing::warn!(redis = %address, error = %e, "cannot subscribe to wake-ups; retrying");
+                                tokio::time::sleep(backoff.next_delay()).await;
+                                continue;
                             }
-                            tracing::warn!(channel = %channel, "wake-up subscription lost; resubscribing");
                         }
-                        Err(e) => {
-                            tracing::warn!(channel = %channel, error = %e, "cannot subscribe to wake-ups; retrying")
+                        backoff.reset();
+                        if let Ok(c) = listening.lock() {
+                            c.values().for_each(|(n, _)| wake_up(n));
                         }
-                    },
+                        loop {
+                            tokio::select! {
+                                message = messages.next() => {
+                                    let Some(message) = message else { break };
+                                    let notify = listening.lock().ok().and_then(|c| {
+                                        c.get(message.get_channel_name()).map(|(n, _)| n.clone())
+                                    });
+                                    if let Some(n) = notify {
+                                        wake_up(&n);
+                                    }
+                                }
+                                change = pending.recv() => {
+                                    let done = match change {
+                                        None => return,
+                                        Some(Change::Subscribe(c)) => sink.subscribe(&c).await,
+                                        Some(Change::Unsubscribe(c)) => sink.unsubscribe(&c).await,
+                                    };
+                                    if done.is_err() {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        tracing::warn!(redis = %address, "wake-up subscription lost; resubscribing");
+                    }
                     Err(e) => tracing::debug!(
-                        redis = %redact(&client.get_connection_info().addr.to_string()),
+                        redis = %address,
                         error = %e,
                         "wake-up subscription cannot connect; retrying"
                     ),
@@ -58,9 +115,45 @@ impl Wake {
                 tokio::time::sleep(backoff.next_delay()).await;
             }
         });
-        Wake { notify, task }
+        Wakes {
+            channels,
+            changes,
+            task,
+        }
     }
 
+    /// Wake-ups for `channel`.
+    pub fn subscribe(&self, channel: &str) -> Wake {
+        let notify = match self.channels.lock() {
+            Ok(mut c) => {
+                let entry = c
+                    .entry(channel.to_string())
+                    .or_insert_with(|| (Arc::new(Notify::new()), 0));
+                entry.1 += 1;
+                if entry.1 == 1 {
+                    let _ = self.changes.send(Change::Subscribe(channel.to_string()));
+                }
+                entry.0.clone()
+            }
+            // A poisoned map: the spider still polls (`idle_recheck`).
+            Err(_) => Arc::new(Notify::new()),
+        };
+        Wake {
+            channel: channel.to_string(),
+            notify,
+            channels: self.channels.clone(),
+            changes: self.changes.clone(),
+        }
+    }
+}
+
+impl Drop for Wakes {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Wake {
     /// Waits until work is announced or `timeout` passes.
     pub async fn wait(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
@@ -69,6 +162,14 @@ impl Wake {
 
 impl Drop for Wake {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Ok(mut c) = self.channels.lock() {
+            if let Some(entry) = c.get_mut(&self.channel) {
+                entry.1 -= 1;
+                if entry.1 == 0 {
+                    c.remove(&self.channel);
+                    let _ = self.changes.send(Change::Unsubscribe(self.channel.clone()));
+                }
+            }
+        }
     }
 }

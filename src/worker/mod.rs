@@ -18,6 +18,7 @@
 mod page;
 pub mod pool;
 pub mod progress;
+pub mod shared;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -28,14 +29,14 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::downloader::Downloader;
-use crate::frontier::wake::Wake;
 use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, RedisTarget, Refused, StartClaim};
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 use crate::spider::Spider;
 use crate::stats::Tally;
-use pool::{Pool, Share};
+use pool::Share;
 use progress::Progress;
+use shared::Shared;
 
 pub use crate::frontier::outage::with_redis;
 
@@ -134,24 +135,24 @@ fn hostname() -> String {
 
 impl SpiderRun {
     /// Connects a spider to Redis, retrying while Redis is unreachable
-    /// until `shutdown` fires; its work is also counted in `metrics`, and
-    /// its downloads take slots of the worker's `pool`.
+    /// until `shutdown` fires; its work is also counted in the worker's
+    /// metrics, its downloads take slots of the worker's pool, and it uses
+    /// the Redis connections of the worker's other spiders on the same
+    /// Redis.
     pub async fn connect(
         spider: Spider,
         settings: Settings,
-        worker: &str,
-        metrics: Option<Metrics>,
-        pool: &Arc<Pool>,
+        shared: &Shared,
         shutdown: &watch::Receiver<bool>,
     ) -> anyhow::Result<Option<SpiderRun>> {
+        let (worker, metrics, pool) = (&shared.worker, shared.metrics.clone(), &shared.pool);
         let shown = settings.redis_url.to_string();
         if settings.redis_url.is_cluster() {
             crate::frontier::connection::check_one_slot(&spider.keys, &spider.handoffs)
                 .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
         }
-        let redis = settings
-            .redis_url
-            .target()
+        let redis = shared
+            .redis(&settings.redis_url)
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
         let mut backoff = crate::backoff::Backoff::REDIS.attempts();
         let (mut attempts, mut said) = (0u32, None::<Instant>);
@@ -250,7 +251,7 @@ impl SpiderRun {
             self.frontier.add_stats(&nothing, Some(&started))
         })
         .await;
-        let wake = Wake::subscribe(self.redis.clone(), self.frontier.keys.wake.clone());
+        let wake = self.redis.wake(&self.frontier.keys.wake);
         let upkeep = self.spawn_upkeep();
         let log_stats = progress::spawn_log_stats(
             name.clone(),

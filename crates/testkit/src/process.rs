@@ -154,3 +154,15 @@ impl Drop for Worker {
         let _ = self.child.wait();
     }
 }
+
+/// Whether this benchmark binary was started by `cargo bench` (which passes
+/// `--bench`). `cargo test --all-targets` also runs benchmark binaries, with
+/// no such argument: a benchmark with its own `main` then says so and
+/// returns at once instead of running for minutes.
+pub fn benchmarking() -> bool {
+    if std::env::args().any(|a| a == "--bench") {
+        return true;
+    }
+    eprintln!("not run: this benchmark runs under `cargo bench`");
+    false
+}

@@ -6,9 +6,14 @@
 --   compact                        one HASH: field = the fingerprint's first
 --                                  2 bytes, value = the other 18 bytes of
 --                                  every fingerprint in that bucket, packed
---   bloom:<m>:<k>:<capacity>       bitmaps of m bits, k positions per entry;
---                                  a full filter (capacity entries) is
---                                  followed by another (<key>:2, <key>:3, …)
+--   bloom:<m>:<k>:<capacity>:<p>[;<m>:<k>:<capacity>:<p>…]
+--                                  a chain of filters (<key>, <key>:2, …),
+--                                  each of p bitmaps ("pieces": <filter>,
+--                                  <filter>:piece:2, …) of m bits; an entry
+--                                  sets k bits in the one piece its
+--                                  fingerprint picks. A full filter
+--                                  (capacity entries) is followed by the
+--                                  next in the list (the last repeats).
 --   expiring:<ttl>:<width>:<0|1>   SETs per time bucket of <width> ms
 --                                  (<key>:<bucket>), each expiring <ttl> ms
 --                                  after its end; 1 refreshes a hit entry
@@ -18,12 +23,33 @@
 -- `filters` and `count:<n>` (bloom), `bucket:<n>` → expiry (expiring).
 
 local function dupe_config(spec, key, meta)
+  local head, chain = string.match(spec, '^([^;]*);?(.*)$')
   local parts = {}
-  for part in string.gmatch(spec, '[^:]+') do
+  for part in string.gmatch(head, '[^:]+') do
     parts[#parts + 1] = part
   end
-  return {mode = parts[1], key = key, meta = meta,
-          a = tonumber(parts[2]), b = tonumber(parts[3]), c = tonumber(parts[4])}
+  return {mode = parts[1], key = key, meta = meta, chain = chain,
+          a = tonumber(parts[2]), b = tonumber(parts[3]), c = tonumber(parts[4]),
+          pieces = tonumber(parts[5] or '1')}
+end
+
+-- A Bloom chain's filter `n`: its bits per piece (a), hashes (b),
+-- capacity (c) and pieces. The first is the spec's head; the chain after
+-- it is read when a later filter is needed (a spec without one repeats
+-- the first).
+local function bloom_plan(d, n)
+  if n == 1 then
+    return d
+  end
+  if not d.plans then
+    d.plans = {}
+    for plan in string.gmatch(d.chain or '', '[^;]+') do
+      local a, b, c, pieces = string.match(plan, '^(%d+):(%d+):(%d+):(%d+)$')
+      d.plans[#d.plans + 1] = {a = tonumber(a), b = tonumber(b), c = tonumber(c),
+                               pieces = tonumber(pieces)}
+    end
+  end
+  return d.plans[math.min(n - 1, #d.plans)] or d
 end
 
 local function hex_to_bin(hex)
@@ -70,9 +96,29 @@ local function bloom_key(d, n)
   return d.key .. ':' .. n
 end
 
--- Reads (`GET`) or sets (`SET`) a filter's bits at `positions` in one
+-- A filter's piece `p` (the first is the filter's own key).
+local function bloom_piece_key(filter, p)
+  if p == 1 then
+    return filter
+  end
+  return filter .. ':piece:' .. p
+end
+
+-- The key of the piece of filter `n` that holds `fp`'s bits (picked by a
+-- third 48-bit slice of the fingerprint), and the bits' positions in it.
+local function bloom_where(d, n, fp)
+  local plan = bloom_plan(d, n)
+  local piece = 1
+  if plan.pieces > 1 then
+    piece = tonumber(string.sub(fp, 25, 36), 16) % plan.pieces + 1
+  end
+  return bloom_piece_key(bloom_key(d, n), piece), bloom_positions(fp, plan.a, plan.b)
+end
+
+-- Reads (`GET`) or sets (`SET`) `fp`'s bits in filter `n` in one
 -- BITFIELD call; true when every one of them was already set.
-local function bloom_bits(key, op, positions)
+local function bloom_bits(d, n, fp, op)
+  local key, positions = bloom_where(d, n, fp)
   local args = {'BITFIELD', key}
   for _, p in ipairs(positions) do
     args[#args + 1] = op
@@ -130,10 +176,9 @@ local function dupe_lookup(d, fp, now)
     local field, rest, v = compact_slot(d, fp)
     return v ~= false and v ~= nil and packed_has(v, rest), {field, rest, v}
   elseif mode == 'bloom' then
-    local positions = bloom_positions(fp, d.a, d.b)
     local filters = tonumber(redis.call('HGET', d.meta, 'filters') or '1')
     for n = 1, filters do
-      if bloom_bits(bloom_key(d, n), 'GET', positions) then
+      if bloom_bits(d, n, fp, 'GET') then
         return true
       end
     end
@@ -152,32 +197,33 @@ end
 -- A Bloom filter records `fp` unless a filter has it: the older filters
 -- are read, the newest is checked and set in one BITFIELD.
 local function bloom_add(d, fp)
-  local positions = bloom_positions(fp, d.a, d.b)
   local filters = tonumber(redis.call('HGET', d.meta, 'filters') or '1')
   for n = 1, filters - 1 do
-    if bloom_bits(bloom_key(d, n), 'GET', positions) then
+    if bloom_bits(d, n, fp, 'GET') then
       return false
     end
   end
   local count = redis.call('HGET', d.meta, 'count:' .. filters)
-  if count and tonumber(count) >= d.c then
-    -- A full filter is followed by a new one, so none is overfilled (each
-    -- filter adds its own error rate to lookups).
-    if bloom_bits(bloom_key(d, filters), 'GET', positions) then
+  if count and tonumber(count) >= bloom_plan(d, filters).c then
+    -- A full filter is followed by the next of the chain, so none is
+    -- overfilled.
+    if bloom_bits(d, filters, fp, 'GET') then
       return false
     end
     filters = filters + 1
     redis.call('HSET', d.meta, 'filters', filters)
     count = false
   end
-  local key = bloom_key(d, filters)
   if not count then
-    -- A new filter is made at its full size in one allocation (bits set
-    -- one by one would grow the string, and Redis over-allocates a
-    -- growing string up to twice its size).
-    redis.call('SETRANGE', key, math.ceil(d.a / 8) - 1, '\0')
+    -- A new filter is made at its full size, each piece in one allocation
+    -- (bits set one by one would grow the string, and Redis over-allocates
+    -- a growing string up to twice its size).
+    local plan, key = bloom_plan(d, filters), bloom_key(d, filters)
+    for p = 1, plan.pieces do
+      redis.call('SETRANGE', bloom_piece_key(key, p), math.ceil(plan.a / 8) - 1, '\0')
+    end
   end
-  if bloom_bits(key, 'SET', positions) then
+  if bloom_bits(d, filters, fp, 'SET') then
     return false
   end
   redis.call('HINCRBY', d.meta, 'count:' .. filters, 1)
@@ -274,14 +320,27 @@ end
 -- Every key the filter uses besides the dupefilter and meta keys.
 local function dupe_extra_keys(key, meta)
   local out = {}
+  local filters, spec = 1, nil
   local fields = redis.call('HGETALL', meta)
   for i = 1, #fields, 2 do
     local name, value = fields[i], fields[i + 1]
     if string.sub(name, 1, 7) == 'bucket:' then
       out[#out + 1] = key .. ':' .. string.sub(name, 8)
     elseif name == 'filters' then
-      for n = 2, tonumber(value) do
-        out[#out + 1] = key .. ':' .. n
+      filters = tonumber(value)
+    elseif name == 'spec' then
+      spec = value
+    end
+  end
+  if spec and string.sub(spec, 1, 6) == 'bloom:' then
+    local d = dupe_config(spec, key, meta)
+    for n = 1, filters do
+      local filter = bloom_key(d, n)
+      if n > 1 then
+        out[#out + 1] = filter
+      end
+      for p = 2, bloom_plan(d, n).pieces do
+        out[#out + 1] = bloom_piece_key(filter, p)
       end
     end
   end
