@@ -702,6 +702,8 @@ settings! {
     retry_backoff_max: Duration = Duration::from_secs(300);
     /// Response statuses that are retried.
     retry_http_codes: Vec<u16> = vec![500, 502, 503, 504, 522, 524, 408, 429];
+    /// Statuses that take a page off the revisit schedule (a rule's `revisit`): it is gone.
+    revisit_drop_status: Vec<u16> = vec![404, 410];
     /// Non-2xx statuses whose pages are still extracted (Scrapy's HTTPERROR_ALLOWED_CODES).
     httperror_allowed_codes: Vec<u16> = Vec::new();
     /// The User-Agent header.

@@ -199,6 +199,10 @@ stats! {
     LEASE_EXPIRED = "lease/expired_count", Counter;
     /// Hosts slowed down after a 429 or 503.
     BACKOFF_SLOWED = "backoff/slowed_count", Counter => "hosts_slowed";
+    /// Revisits (pages a `revisit` rule scheduled) put in the queue when due.
+    REVISIT_QUEUED = "revisit/queued", Counter => "revisits_queued";
+    /// Scheduled pages dropped from the schedule (a 404 or 410, `revisit_drop_status`).
+    REVISIT_DROPPED = "revisit/dropped", Counter => "revisits_dropped";
     /// The deepest request queued.
     REQUEST_DEPTH_MAX = "request_depth_max", Max;
 }

@@ -51,6 +51,20 @@ match = '/fault/links'
   rule = "page"
 
 [[rules]]
+name = "hourly"
+match = 'key=hourly'
+revisit = "1h"
+  [[rules.extract]]
+  item = "page"
+
+[[rules]]
+name = "often"
+match = 'key=often'
+revisit = "100ms"
+  [[rules.extract]]
+  item = "page"
+
+[[rules]]
 name = "page"
 match = '/fault/'
   [[rules.extract]]
@@ -68,8 +82,12 @@ match = '/fault/'
     // 429 whose retry waits an hour (delayed, back-off); robots.txt with a
     // Crawl-delay (robots, its lock, host delay) and a download delay (pace).
     // The 429 is for another host name of the server, so that its hour of
-    // back-off holds up none of the others.
+    // back-off holds up none of the others. Pages revisited hourly (the
+    // schedule) and every 100 ms (a revisit queued and not fetched yet, once
+    // the lease below has put it in the queue).
     let out = push(&[
+        "/fault/status/200?key=hourly",
+        "/fault/status/200?key=often",
         "/fault/status/200?key=page",
         "/fault/links?to=/fault/status/200%3Fkey%3Dlinked",
         "/fault/loop/a",
@@ -120,6 +138,8 @@ match = '/fault/'
         .collect();
     f.push_start(&more, 0.0, None).await.unwrap();
     claim_all(&spider, &f).await;
+    // The page revisited every 100 ms is due by now: this lease queues it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let (leased, _) = f.lease(1, 0).await.unwrap();
     assert_eq!(leased.len(), 1);
     f.push_start(&[server.url("/fault/status/200?key=start")], 0.0, None)

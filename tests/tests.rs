@@ -22,6 +22,7 @@ mod parse;
 mod progress;
 mod redis_cluster;
 mod regression;
+mod revisit;
 mod split;
 mod terminal;
 mod tools;

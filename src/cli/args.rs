@@ -173,6 +173,11 @@ pub enum Command {
         /// the robots.txt cache.
         #[arg(long)]
         politeness: bool,
+        /// The revisit schedule (pages a `revisit` rule fetches again).
+        /// A revisit already queued or in flight is scheduled again when
+        /// it is fetched, if its rule still says `revisit`.
+        #[arg(long)]
+        schedule: bool,
         /// Every key of the spider.
         #[arg(long)]
         all: bool,

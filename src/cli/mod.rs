@@ -96,6 +96,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             start_urls,
             dead,
             politeness,
+            schedule,
             all,
             fingerprint,
             yes,
@@ -109,6 +110,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (items, KeyGroup::Items),
                 (stats, KeyGroup::Stats),
                 (dead, KeyGroup::Dead),
+                (schedule, KeyGroup::Schedule),
                 (false, KeyGroup::Workers),
             ]
             .into_iter()

@@ -390,6 +390,8 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
         ("dead letters", status.dead, &k.dead),
         ("failed", status.failed, &k.failed),
         ("retry waiting", status.delayed, &k.delayed),
+        ("scheduled", status.scheduled, &k.schedule),
+        ("overdue", status.overdue, &k.schedule_due),
         ("dupefilter", status.dupefilter, &k.dupefilter),
         ("items", status.items, &k.items),
     ] {

@@ -124,6 +124,8 @@ pub fn render(spider: &str, redis: &str, now: &Sample, before: &Sample) -> Strin
         ("queued", q.queued, p.queued),
         ("in flight", q.inflight, p.inflight),
         ("retry waiting", q.delayed, p.delayed),
+        ("scheduled", q.scheduled, p.scheduled),
+        ("overdue", q.overdue, p.overdue),
         ("failed", q.failed, p.failed),
         ("dead letters", q.dead, p.dead),
     ] {

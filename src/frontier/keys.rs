@@ -54,6 +54,8 @@ pub enum KeyGroup {
     Stats,
     /// Dead letters and failed requests.
     Dead,
+    /// Pages to fetch again (`revisit`), with the requests that fetch them.
+    Schedule,
     /// Worker heartbeats.
     Workers,
     /// Not a key: a pub/sub channel, nothing to delete.
@@ -138,6 +140,12 @@ key_kinds! {
     Delayed, delayed = "{name}:delayed", "zset", Requests;
     /// Waiting retry id → its queue score.
     DelayedScores, delayed_scores = "{name}:delayed:scores", "hash", Requests;
+    /// Page fingerprint → when it is next due (ms), for pages a `revisit` rule schedules.
+    Schedule, schedule = "{name}:schedule", "zset", Schedule;
+    /// Page fingerprint → the request JSON that fetches it again.
+    ScheduleData, schedule_data = "{name}:schedule:data", "hash", Schedule;
+    /// Page fingerprint → the due time of a revisit queued but not yet fetched (overdue).
+    ScheduleDue, schedule_due = "{name}:schedule:due", "zset", Schedule;
     /// Host → next free politeness slot (ms), for the whole cluster.
     Pace, pace = "{name}:pace", "hash", Politeness;
     /// Host → Crawl-delay from its robots.txt (ms).

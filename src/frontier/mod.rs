@@ -151,6 +151,21 @@ pub struct PageResult {
     pub retry: Option<Retry>,
     /// Adaptive back-off news about the request's host.
     pub host: HostOutcome,
+    /// For a page a `revisit` rule fetched: when to fetch it again, or to
+    /// take it off the schedule.
+    pub revisit: Option<Revisit>,
+}
+
+/// What a page's commit does to the revisit schedule. A page is scheduled
+/// by its request's fingerprint, so one page is scheduled once however
+/// many ways it was reached.
+#[derive(Debug, Clone)]
+pub enum Revisit {
+    /// Fetch `request` again `after` this long (replacing an earlier
+    /// schedule of the same page).
+    At { request: Request, after: Duration },
+    /// Take the page off the schedule (it answered 404 or 410).
+    Drop { request: Request },
 }
 
 /// What a commit did.
@@ -208,6 +223,11 @@ pub struct QueueStatus {
     pub items: u64,
     /// Retries waiting for their time.
     pub delayed: u64,
+    /// Pages a `revisit` rule will fetch again.
+    pub scheduled: u64,
+    /// Scheduled pages whose time has passed and that are not fetched
+    /// yet: near zero in a cluster that keeps up.
+    pub overdue: u64,
 }
 
 impl QueueStatus {
@@ -323,7 +343,11 @@ impl Frontier {
             .key(&k.delayed_scores)
             .key(&k.pace)
             .key(&k.host_delay)
-            .key(&k.backoff);
+            .key(&k.backoff)
+            .key(&k.sequence)
+            .key(&k.schedule)
+            .key(&k.schedule_data)
+            .key(&k.schedule_due);
     }
 
     pub fn worker(&self) -> &str {
@@ -451,7 +475,6 @@ impl Frontier {
         self.shared_keys(&mut invocation);
         invocation
             .key(&k.dupefilter)
-            .key(&k.sequence)
             .key(&k.items)
             .key(&k.failed)
             .key(&k.dupefilter_meta);
@@ -482,6 +505,19 @@ impl Frontier {
             .arg(&self.dupe_spec)
             .arg(self.handoffs.len())
             .arg(tasks.len());
+        match &page.revisit {
+            Some(Revisit::At { request, after }) => invocation
+                .arg("at")
+                .arg(request.fingerprint())
+                .arg(after.as_millis() as u64)
+                .arg(encode(request).unwrap_or_default()),
+            Some(Revisit::Drop { request }) => invocation
+                .arg("drop")
+                .arg(request.fingerprint())
+                .arg(0)
+                .arg(""),
+            None => invocation.arg("").arg("").arg(0).arg(""),
+        };
         for h in &self.handoffs {
             invocation.arg(h.kind.as_str()).arg(&h.wake);
         }
@@ -627,6 +663,8 @@ impl Frontier {
             .key(&k.items)
             .key(&k.delayed)
             .key(&k.dupefilter_meta)
+            .key(&k.schedule)
+            .key(&k.schedule_due)
             .arg(self.kind.as_str())
             .arg(&self.dupe_spec)
             .invoke_async(&mut self.conn.clone())
@@ -642,6 +680,8 @@ impl Frontier {
             dupefilter: at(5),
             items: at(6),
             delayed: at(7),
+            scheduled: at(8),
+            overdue: at(9),
         })
     }
 }

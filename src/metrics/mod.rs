@@ -250,6 +250,8 @@ impl Collector for ClusterState {
                     ("queued", q.queued),
                     ("inflight", q.inflight),
                     ("delayed", q.delayed),
+                    ("scheduled", q.scheduled),
+                    ("overdue", q.overdue),
                     ("failed", q.failed),
                     ("dead", q.dead),
                 ] {

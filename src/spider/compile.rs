@@ -23,6 +23,9 @@ use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
 use crate::reader::{At, Loc, Reader};
 use crate::settings;
 
+/// The shortest `revisit` a rule may ask for.
+const MIN_REVISIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Parses and validates spider text; `path` names it in messages, and the
 /// spiders its `to_spider` entries name are read from beside it.
 pub(crate) fn compile(path: &Path, text: &str) -> Result<Spider, LoadError> {
@@ -686,7 +689,30 @@ impl Compiler<'_> {
                 );
             }
         }
+        let revisit = match &r.revisit {
+            Some(at) => match settings::parse_duration(&at.value) {
+                Ok(every) if every >= MIN_REVISIT => Some(Some(every)),
+                Ok(_) => {
+                    self.problem(
+                        &at.loc,
+                        format!("`revisit = \"{}\"` is too short", at.value),
+                        "the shortest is \"100ms\"; a list page is typically revisited every few minutes (\"5m\"), a feed every hour (\"1h\")",
+                    );
+                    None
+                }
+                Err(e) => {
+                    self.problem(
+                        &at.loc,
+                        e,
+                        "write how often to fetch the page again, e.g. \"10m\", \"1h 30m\" or \"1d\"",
+                    );
+                    None
+                }
+            },
+            None => Some(None),
+        };
         Some(Rule {
+            revisit: revisit?,
             name: r.name.as_ref()?.value.clone(),
             matches: matches.into_iter().collect::<Option<_>>()?,
             extract: extract.into_iter().collect::<Option<_>>()?,

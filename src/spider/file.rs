@@ -89,6 +89,7 @@ pub struct RuleFile {
     pub matches: Vec<At<String>>,
     pub extract: Vec<ExtractFile>,
     pub follow: Vec<FollowFile>,
+    pub revisit: Option<At<String>>,
 }
 
 /// `[[rules.extract]]`.
@@ -325,6 +326,7 @@ fn read_rule(t: &TableReader<'_>) -> RuleFile {
         matches: t.str_list("match").unwrap_or_default(),
         extract,
         follow,
+        revisit: t.str("revisit"),
     };
     t.finish();
     rule

@@ -150,6 +150,8 @@ pub struct Rule {
     pub matches: Vec<Regex>,
     pub extract: Vec<Extract>,
     pub follow: Vec<Follow>,
+    /// Fetch a page this rule handled again after this long (`revisit`).
+    pub revisit: Option<std::time::Duration>,
 }
 
 /// One item type extracted by a rule.

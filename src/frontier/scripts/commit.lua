@@ -5,10 +5,11 @@
 -- request ARGV[2]: a page is committed once. Then lease up to ARGV[10]
 -- requests to replace it, so a busy worker needs one round trip per page.
 --
--- KEYS: 1-11 as in lease.lua (requests, data, in-flight, owners, dead,
---       stats, delayed, delayed scores, pace, host delays, back-off),
---       12 dupefilter, 13 sequence, 14 items, 15 failed, 16 dupefilter meta,
---       then one start key per spider links are handed to (`to_spider`)
+-- KEYS: 1-15 as in lease.lua (requests, data, in-flight, owners, dead,
+--       stats, delayed, delayed scores, pace, host delays, back-off,
+--       sequence, revisit schedule, its requests, revisits queued),
+--       16 dupefilter, 17 items, 18 failed, 19 dupefilter meta, then one
+--       start key per spider links are handed to (`to_spider`)
 -- ARGV: 1 worker, 2 request id, 3 wake channel, 4 #requests, 5 #items,
 --       6 #stat pairs, 7 depth of the new requests, 8 dead-letter JSON or
 --       '', 9 failed JSON or '', 10 requests to lease next, 11 lease ms,
@@ -17,7 +18,10 @@
 --       17 host outcome ('slow' for 429/503, 'ok', or ''), 18 ms the server
 --       asked to wait (Retry-After), 19 longest back-off ms, 20 longest
 --       politeness wait worth leasing for (ms), 21 dupefilter spec,
---       22 #spiders handed to, 23 #tasks, then per spider handed to its
+--       22 #spiders handed to, 23 #tasks, 24 revisit ('at': schedule the
+--       page again, 'drop': take it off the schedule, '' neither), 25 the
+--       page's fingerprint, 26 ms until it is due, 27 the request JSON that
+--       fetches it again, then per spider handed to its
 --       start key type and wake channel, #tasks quadruples (spider number,
 --       fingerprint, priority, task JSON), #requests triples (fingerprint,
 --       priority, JSON), #items JSON strings, #stat pairs (field, delta).
@@ -25,8 +29,8 @@
 -- leases), or
 -- {-1, 0} when the lease was lost.
 local K = shared_keys()
-local seq_key, items_key, failed_key = KEYS[13], KEYS[14], KEYS[15]
-local dupe = dupe_config(ARGV[21], KEYS[12], KEYS[16])
+local seq_key, items_key, failed_key = K.seq, KEYS[17], KEYS[18]
+local dupe = dupe_config(ARGV[21], KEYS[16], KEYS[19])
 local worker, id, channel = ARGV[1], ARGV[2], ARGV[3]
 local n_requests, n_items, n_stats = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local depth = tonumber(ARGV[7])
@@ -86,11 +90,25 @@ if host and ARGV[17] ~= '' then
   end
 end
 
+-- A page a revisit rule fetched is due again (whether it came from the
+-- schedule or not), or leaves the schedule; either way its revisit is no
+-- longer overdue.
+local revisit, revisit_fp = ARGV[24], ARGV[25]
+if revisit ~= '' then
+  redis.call('ZREM', K.schedule_due, revisit_fp)
+  if revisit == 'at' then
+    redis.call('ZADD', K.schedule, now + tonumber(ARGV[26]), revisit_fp)
+    redis.call('HSET', K.schedule_data, revisit_fp, ARGV[27])
+  elseif redis.call('ZREM', K.schedule, revisit_fp) + redis.call('HDEL', K.schedule_data, revisit_fp) > 0 then
+    redis.call('HINCRBY', K.stats, STAT.REVISIT_DROPPED, 1)
+  end
+end
+
 local n_targets, n_tasks = tonumber(ARGV[22]), tonumber(ARGV[23])
-local at = 24
+local at = 28
 local targets = {}
 for i = 1, n_targets do
-  targets[i] = {key = KEYS[16 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
+  targets[i] = {key = KEYS[19 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
   at = at + 2
 end
 local enqueued, filtered, handed = 0, 0, 0

@@ -10,7 +10,9 @@
 --       5 dead letters, 6 stats, 7 delayed retries (zset id -> due ms),
 --       8 their queue scores (hash), 9 politeness slots (hash host -> ms),
 --       10 host crawl delays (hash), 11 adaptive back-off (hash),
---       12 start key
+--       12 sequence, 13 revisit schedule (zset fingerprint -> due ms),
+--       14 its requests (hash fingerprint -> JSON), 15 revisits queued and
+--       not yet fetched (zset fingerprint -> due ms), 16 start key
 -- ARGV: 1 worker, 2 lease ms, 3 max, 4 start key type, 5 start peek count,
 --       6 politeness interval ms, 7 randomise it (1/0), 8 longest
 --       politeness wait worth leasing for (ms)
@@ -22,6 +24,6 @@ local out = {}
 lease_requests(K, ARGV[1], tonumber(ARGV[2]), max, now, tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8]), out)
 local start = {}
 if #out / 4 < max or max == 0 then
-  start = peek_start(KEYS[12], ARGV[4], tonumber(ARGV[5]))
+  start = peek_start(KEYS[16], ARGV[4], tonumber(ARGV[5]))
 end
 return {out, start}

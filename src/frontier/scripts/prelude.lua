@@ -110,6 +110,30 @@ local function requeue_due(delayed, delayed_scores, requests, data, now)
   end
 end
 
+-- Moves scheduled revisits that are due into the queue, each as a new
+-- request (its JSON as the commit scheduled it; no dupefilter), and marks
+-- them queued-but-not-fetched until their commit (the overdue set).
+local function release_revisits(K, now)
+  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 512)
+  local queued = 0
+  for i = 1, #due, 2 do
+    local fp, at = due[i], due[i + 1]
+    local json = redis.call('HGET', K.schedule_data, fp)
+    redis.call('ZREM', K.schedule, fp)
+    if json then
+      local priority = tonumber(string.match(json, '"priority":(-?%d+)') or '0')
+      local seq = redis.call('INCR', K.seq)
+      redis.call('ZADD', K.requests, queue_score(priority, seq), seq)
+      redis.call('HSET', K.data, seq, json)
+      redis.call('ZADD', K.schedule_due, at, fp)
+      queued = queued + 1
+    end
+  end
+  if queued > 0 then
+    redis.call('HINCRBY', K.stats, STAT.REVISIT_QUEUED, queued)
+  end
+end
+
 -- Leases up to `max` requests to `worker` until now + lease_ms, appending
 -- id, JSON, politeness wait (ms), interval applied (ms) to `out`. K is the
 -- shared key table (see KEYS in lease.lua).
@@ -124,6 +148,7 @@ end
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, out)
   requeue_expired(K.requests, K.data, K.inflight, K.owners, K.stats, now)
   requeue_due(K.delayed, K.delayed_scores, K.requests, K.data, now)
+  release_revisits(K, now)
   if max <= 0 then
     return
   end
@@ -175,7 +200,8 @@ local function shared_keys()
   return {
     requests = KEYS[1], data = KEYS[2], inflight = KEYS[3], owners = KEYS[4],
     dead = KEYS[5], stats = KEYS[6], delayed = KEYS[7], delayed_scores = KEYS[8],
-    pace = KEYS[9], host_delay = KEYS[10], backoff = KEYS[11],
+    pace = KEYS[9], host_delay = KEYS[10], backoff = KEYS[11], seq = KEYS[12],
+    schedule = KEYS[13], schedule_data = KEYS[14], schedule_due = KEYS[15],
   }
 end
 

@@ -3,9 +3,13 @@
 -- in-flight and delayed retries are all zero at the same instant).
 --
 -- KEYS: 1 start key, 2 requests, 3 in-flight, 4 dead letters, 5 failed,
---       6 dupefilter, 7 items, 8 delayed retries, 9 dupefilter meta
+--       6 dupefilter, 7 items, 8 delayed retries, 9 dupefilter meta,
+--       10 revisit schedule, 11 revisits queued and not yet fetched
 -- ARGV: 1 start key type, 2 dupefilter spec
--- Returns {start, queued, inflight, dead, failed, dupefilter, items, delayed}.
+-- Returns {start, queued, inflight, dead, failed, dupefilter, items, delayed,
+-- scheduled, overdue}: scheduled pages are those waiting for their time and
+-- those queued; overdue are those whose time has passed (queued, or not
+-- yet moved to the queue because no worker has leased since).
 local kind = ARGV[1]
 local d = dupe_config(redis.call('HGET', KEYS[9], 'spec') or ARGV[2], KEYS[6], KEYS[9])
 local mode = redis.call('HGET', KEYS[9], 'mode') or d.mode
@@ -26,4 +30,6 @@ return {
   dupe_entries(d, mode, now_ms()),
   redis.call('LLEN', KEYS[7]),
   redis.call('ZCARD', KEYS[8]),
+  redis.call('ZCARD', KEYS[10]) + redis.call('ZCARD', KEYS[11]),
+  redis.call('ZCOUNT', KEYS[10], '-inf', now_ms()) + redis.call('ZCARD', KEYS[11]),
 }
