@@ -40,7 +40,33 @@ pub struct Request {
     /// `redirect_urls`); their count is the redirect chain's length.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redirect_urls: Vec<String>,
+    /// What the last visit of a page a `revisit` rule schedules learnt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisit: Option<RevisitState>,
 }
+
+/// What a scheduled page's last visit learnt, carried in the request that
+/// fetches it again: its validators (sent as `If-None-Match` and
+/// `If-Modified-Since`, so an unchanged page can answer 304), a digest of
+/// its content (to tell a change when the server gives no validators) and
+/// the interval it was scheduled with (which an adaptive `revisit` moves).
+/// Bounded: validators over [`MAX_VALIDATOR`] bytes are not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RevisitState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    /// SHA-1 (hex) of what the rule compares (`change`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The interval the page was last scheduled with, in ms.
+    #[serde(default)]
+    pub interval_ms: u64,
+}
+
+/// The longest validator (ETag, Last-Modified) a revisit keeps.
+pub const MAX_VALIDATOR: usize = 256;
 
 /// See [`Request::host_key`].
 pub fn host_key(url: &str) -> String {
@@ -86,6 +112,7 @@ impl Request {
             dont_filter: false,
             retry_times: 0,
             redirect_urls: Vec::new(),
+            revisit: None,
         }
     }
 

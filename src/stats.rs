@@ -201,6 +201,14 @@ stats! {
     BACKOFF_SLOWED = "backoff/slowed_count", Counter => "hosts_slowed";
     /// Revisits (pages a `revisit` rule scheduled) put in the queue when due.
     REVISIT_QUEUED = "revisit/queued", Counter => "revisits_queued";
+    /// Revisits the server answered 304 Not Modified (nothing parsed).
+    REVISIT_NOT_MODIFIED = "revisit/not_modified", Counter => "revisits_not_modified";
+    /// Revisits whose page changed since the last visit (by `change`).
+    REVISIT_CHANGED = "revisit/changed", Counter => "revisits_changed";
+    /// Revisits whose page had not changed (a 304, or the same digest).
+    REVISIT_UNCHANGED = "revisit/unchanged", Counter => "revisits_unchanged";
+    /// Items of unchanged revisits not pushed (`emit = "changed"`).
+    REVISIT_ITEMS_UNCHANGED = "revisit/items_unchanged", Counter;
     /// Scheduled pages dropped from the schedule (a 404 or 410, `revisit_drop_status`).
     REVISIT_DROPPED = "revisit/dropped", Counter => "revisits_dropped";
     /// The deepest request queued.

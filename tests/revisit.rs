@@ -140,3 +140,122 @@ async fn a_revisited_page_is_fetched_once_per_due_time_by_a_cluster() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Conditional requests, change detection and adaptive intervals, against
+/// `/fault/changing` pages (see the test kit): one that never changes and
+/// has an ETag, one with Last-Modified, one without validators that
+/// changes on every fetch, one that changes every third fetch whose items
+/// are pushed only when they changed, and one that is gone (410) on its
+/// third visit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revisits_ask_conditionally_adapt_their_interval_and_emit_only_changes() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("revisit-changes");
+    let path = dir.path().join("pages.toml");
+    let adaptive = r#"revisit = { min = "300ms", max = "2s" }"#;
+    std::fs::write(
+        &path,
+        format!(
+            r#"name = "pages"
+[settings]
+allow_private_networks = true
+[items.page]
+url = {{ page = "url" }}
+version = {{ css = "p.version::text" }}
+[[rules]]
+name = "emit"
+match = 'key=emit'
+revisit = "300ms"
+emit = "changed"
+  [[rules.extract]]
+  item = "page"
+[[rules]]
+name = "others"
+match = '/fault/changing'
+{adaptive}
+  [[rules.extract]]
+  item = "page"
+"#
+        ),
+    )
+    .unwrap();
+    let page = |q: &str| format!("/fault/changing?{q}");
+    let same = page("every=0&validators=etag&key=same");
+    let dated = page("every=0&validators=last-modified&key=dated");
+    let moving = page("every=1&validators=none&key=moving");
+    let emit = page("every=3&validators=none&key=emit");
+    let gone = page("every=0&validators=none&key=gone&gone_after=2");
+    let mut conn = redis.conn();
+    for p in [&same, &dated, &moving, &emit, &gone] {
+        let _: () = conn.rpush("pages:start_urls", server.url(p)).unwrap();
+    }
+    let idle = [("CRAWLWORKER_IDLE_RECHECK", "50ms")];
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::spawn(&path, &redis.url(), &[], &idle))
+        .collect();
+    eventually(
+        "eight visits of the emit page",
+        Duration::from_secs(30),
+        || (server.hits(&emit) >= 8 && server.hits(&same) >= 4).then_some(()),
+    );
+    for w in &workers {
+        w.terminate();
+    }
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(30));
+        assert!(status.success(), "{log}");
+    }
+    let s = stats(&redis, &path);
+    let stat = |name: &str| s["stats"][name].as_u64().unwrap_or(0);
+    // Every visit of the two pages with validators after the first was a
+    // 304, counted and not parsed (their items came once).
+    let validated = server.hits(&same) + server.hits(&dated) - 2;
+    assert_eq!(stat("revisit/not_modified"), validated, "{s}");
+    assert_eq!(
+        stat("downloader/response_status_count/304"),
+        validated,
+        "{s}"
+    );
+    let items: Vec<Value> = conn
+        .lrange::<_, Vec<String>>("pages:items", 0, -1)
+        .unwrap()
+        .iter()
+        .map(|i| serde_json::from_str(i).unwrap())
+        .collect();
+    let of = |p: &str| -> Vec<String> {
+        items
+            .iter()
+            .filter(|i| i["url"] == server.url(p))
+            .map(|i| i["version"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(of(&same), ["0"]);
+    assert_eq!(of(&dated), ["0"]);
+    // The page that changes on every visit gave an item each time.
+    assert_eq!(of(&moving).len() as u64, server.hits(&moving));
+    // emit = "changed": one item per version, the first visit of each.
+    let versions = (server.hits(&emit) - 1) / 3 + 1;
+    let expected: Vec<String> = (0..versions).map(|v| v.to_string()).collect();
+    assert_eq!(of(&emit), expected, "{s}");
+    assert_eq!(
+        stat("revisit/items_unchanged"),
+        server.hits(&emit) - versions,
+        "{s}"
+    );
+    // The page that went away (410 on its third visit) left the schedule.
+    assert_eq!(server.hits(&gone), 3);
+    assert_eq!(stat("revisit/dropped"), 1, "{s}");
+    assert_eq!(s["queues"]["scheduled"], 4, "{s}");
+    // The unchanged pages' intervals grew from 300 ms; the changing one's
+    // stayed at the minimum.
+    let mut interval = |p: &str| -> u64 {
+        let fp = crawlworker::request::Request::get(&server.url(p)).fingerprint();
+        let json: String = conn.hget("pages:schedule:data", fp).unwrap();
+        let request: Value = serde_json::from_str(&json).unwrap();
+        request["revisit"]["interval_ms"].as_u64().unwrap()
+    };
+    let (a, b, c) = (interval(&same), interval(&dated), interval(&moving));
+    assert!(a > 500 && b > 500 && c == 300, "{a} {b} {c}");
+    let _ = server.stop().await;
+}

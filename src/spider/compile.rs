@@ -11,12 +11,13 @@ use std::path::Path;
 use regex::Regex;
 
 use super::file::{
-    read_spider, FieldFile, FollowFile, IntOrTemplate, ItemFile, KeysFile, RuleFile, SpiderFile,
-    StartFile,
+    read_spider, FieldFile, FollowFile, IntOrTemplate, ItemFile, KeysFile, RevisitFile, RuleFile,
+    SpiderFile, StartFile,
 };
 use super::{
-    Extract, Field, FieldSource, FieldType, Follow, Handoff, IntSource, ItemDef, LinkSource,
-    MetaCarry, PageValue, Paginate, Rule, Selector, Spider, Start, StartKind, Template, Whitespace,
+    Change, Extract, Field, FieldSource, FieldType, Follow, Handoff, IntSource, ItemDef,
+    LinkSource, MetaCarry, PageValue, Paginate, RevisitRule, Rule, Selector, Spider, Start,
+    StartKind, Template, Whitespace,
 };
 use crate::frontier::keys::{KeyKind, KeyMode, Keys};
 use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
@@ -690,33 +691,108 @@ impl Compiler<'_> {
             }
         }
         let revisit = match &r.revisit {
-            Some(at) => match settings::parse_duration(&at.value) {
-                Ok(every) if every >= MIN_REVISIT => Some(Some(every)),
-                Ok(_) => {
+            Some(file) => Some(self.revisit(file, r)?),
+            None => {
+                for at in [&r.change, &r.emit].into_iter().flatten() {
                     self.problem(
                         &at.loc,
-                        format!("`revisit = \"{}\"` is too short", at.value),
-                        "the shortest is \"100ms\"; a list page is typically revisited every few minutes (\"5m\"), a feed every hour (\"1h\")",
+                        "`change` and `emit` apply to pages a rule revisits, and this rule has no `revisit`",
+                        "add `revisit = \"10m\"` (or { min = \"5m\", max = \"6h\" }), or remove the key",
                     );
-                    None
                 }
-                Err(e) => {
-                    self.problem(
-                        &at.loc,
-                        e,
-                        "write how often to fetch the page again, e.g. \"10m\", \"1h 30m\" or \"1d\"",
-                    );
-                    None
-                }
-            },
-            None => Some(None),
+                None
+            }
         };
         Some(Rule {
-            revisit: revisit?,
+            revisit,
             name: r.name.as_ref()?.value.clone(),
             matches: matches.into_iter().collect::<Option<_>>()?,
             extract: extract.into_iter().collect::<Option<_>>()?,
             follow: follow.into_iter().collect::<Option<_>>()?,
+        })
+    }
+
+    /// A duration of `revisit`, at least [`MIN_REVISIT`].
+    fn revisit_interval(&self, at: &At<String>) -> Option<std::time::Duration> {
+        match settings::parse_duration(&at.value) {
+            Ok(every) if every >= MIN_REVISIT => Some(every),
+            Ok(_) => {
+                self.problem(
+                    &at.loc,
+                    format!("`{}` is too short to revisit a page", at.value),
+                    "the shortest is \"100ms\"; a list page is typically revisited every few minutes (\"5m\"), a feed every hour (\"1h\")",
+                );
+                None
+            }
+            Err(e) => {
+                self.problem(
+                    &at.loc,
+                    e,
+                    "write how often to fetch the page again, e.g. \"10m\", \"1h 30m\" or \"1d\"",
+                );
+                None
+            }
+        }
+    }
+
+    fn revisit(&self, file: &RevisitFile, r: &RuleFile) -> Option<RevisitRule> {
+        let (min, max) = match file {
+            RevisitFile::Every(at) => {
+                let every = self.revisit_interval(at);
+                (every, every)
+            }
+            RevisitFile::Adaptive { loc, min, max } => {
+                let (Some(min), Some(max)) = (min, max) else {
+                    self.problem(
+                        loc,
+                        "an adaptive revisit needs both `min` and `max`",
+                        "write revisit = { min = \"5m\", max = \"6h\" }, or revisit = \"10m\" for a fixed interval",
+                    );
+                    return None;
+                };
+                let (lo, hi) = (self.revisit_interval(min), self.revisit_interval(max));
+                match (lo, hi) {
+                    (Some(l), Some(h)) if l > h => {
+                        self.problem(
+                            &max.loc,
+                            format!("`max = \"{}\"` is shorter than `min = \"{}\"`", max.value, min.value),
+                            "the interval moves between min (pages that change) and max (pages that do not): make max the longer",
+                        );
+                        (None, None)
+                    }
+                    _ => (lo, hi),
+                }
+            }
+        };
+        let change = match r.change.as_ref().map(|c| (c, c.value.as_str())) {
+            None | Some((_, "extracted")) => Some(Change::Extracted),
+            Some((_, "body")) => Some(Change::Body),
+            Some((at, other)) => {
+                self.problem(
+                    &at.loc,
+                    format!("`change = \"{other}\"` is not a way to compare pages"),
+                    "use \"extracted\" (the items and links the rule extracts: the default) or \"body\" (the response body, byte for byte)",
+                );
+                None
+            }
+        };
+        let emit_changed = match r.emit.as_ref().map(|e| (e, e.value.as_str())) {
+            None | Some((_, "all")) => Some(false),
+            Some((_, "changed")) => Some(true),
+            Some((at, other)) => {
+                self.problem(
+                    &at.loc,
+                    format!("`emit = \"{other}\"` is not an emit mode"),
+                    "use \"all\" (push every visit's items: the default) or \"changed\" (only when they changed since the last visit)",
+                );
+                None
+            }
+        };
+        Some(RevisitRule {
+            min: min?,
+            max: max?,
+            change: change?,
+            emit_changed: emit_changed?,
         })
     }
 

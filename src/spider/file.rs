@@ -89,7 +89,23 @@ pub struct RuleFile {
     pub matches: Vec<At<String>>,
     pub extract: Vec<ExtractFile>,
     pub follow: Vec<FollowFile>,
-    pub revisit: Option<At<String>>,
+    pub revisit: Option<RevisitFile>,
+    /// What decides that a revisited page changed: "extracted" or "body".
+    pub change: Option<At<String>>,
+    /// "all" (default) or "changed": push a revisited page's items only
+    /// when they changed.
+    pub emit: Option<At<String>>,
+}
+
+/// `revisit = "10m"` or `revisit = { min = "5m", max = "6h" }`.
+#[derive(Debug)]
+pub enum RevisitFile {
+    Every(At<String>),
+    Adaptive {
+        loc: Loc,
+        min: Option<At<String>>,
+        max: Option<At<String>>,
+    },
 }
 
 /// `[[rules.extract]]`.
@@ -326,10 +342,27 @@ fn read_rule(t: &TableReader<'_>) -> RuleFile {
         matches: t.str_list("match").unwrap_or_default(),
         extract,
         follow,
-        revisit: t.str("revisit"),
+        revisit: read_revisit(t),
+        change: t.str("change"),
+        emit: t.str("emit"),
     };
     t.finish();
     rule
+}
+
+fn read_revisit(t: &TableReader<'_>) -> Option<RevisitFile> {
+    let (node, loc) = t.node("revisit")?;
+    if let Some(s) = node.as_str() {
+        return Some(RevisitFile::Every(At::new(s.to_string(), loc)));
+    }
+    let table = t.as_table(node, loc.clone())?;
+    let revisit = RevisitFile::Adaptive {
+        loc,
+        min: table.str("min"),
+        max: table.str("max"),
+    };
+    table.finish();
+    Some(revisit)
 }
 
 fn read_follow(t: &TableReader<'_>) -> FollowFile {

@@ -150,8 +150,33 @@ pub struct Rule {
     pub matches: Vec<Regex>,
     pub extract: Vec<Extract>,
     pub follow: Vec<Follow>,
-    /// Fetch a page this rule handled again after this long (`revisit`).
-    pub revisit: Option<std::time::Duration>,
+    /// Fetch the pages this rule handles again (`revisit`).
+    pub revisit: Option<RevisitRule>,
+}
+
+/// How a rule revisits its pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RevisitRule {
+    /// The shortest interval, and the first; equal to `max` for a fixed
+    /// `revisit = "10m"`.
+    pub min: std::time::Duration,
+    /// The longest interval an unchanged page grows to.
+    pub max: std::time::Duration,
+    /// What decides that a page changed.
+    pub change: Change,
+    /// Push a revisited page's items only when they changed.
+    pub emit_changed: bool,
+}
+
+/// What a revisit compares to tell that a page changed, when the server
+/// did not answer 304.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The items and links extracted (a list page's changing timestamp or
+    /// ad does not count).
+    Extracted,
+    /// The response body, byte for byte.
+    Body,
 }
 
 /// One item type extracted by a rule.

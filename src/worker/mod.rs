@@ -18,6 +18,7 @@
 mod page;
 pub mod pool;
 pub mod progress;
+mod revisit;
 pub mod shared;
 
 use std::collections::HashSet;

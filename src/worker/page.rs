@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::downloader::{Downloaded, Downloader, Fetched};
 use crate::extract::{self, Response};
 use crate::frontier::outage::until_done;
-use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult, Revisit};
+use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
 use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::spider::Spider;
@@ -140,49 +140,35 @@ async fn process(
         .downloader
         .download(request, wait, paced_with, &mut stats, &ctx.shutdown)
         .await;
-    let (mut result, status) = match downloaded {
-        Downloaded::Decided(result) => (*result, None),
-        Downloaded::Response { fetched, host } => (
-            extract_page(&ctx.spider, request, &fetched, host, &mut stats),
-            Some(fetched.status),
-        ),
+    let mut result = match downloaded {
+        Downloaded::Decided(mut result) => {
+            super::revisit::decide(&ctx.spider, request, &mut result, None, &mut stats);
+            *result
+        }
+        Downloaded::Response { fetched, host } => {
+            let mut result = if super::revisit::not_modified(request, &fetched) {
+                // Unchanged since the last visit: nothing to parse.
+                stats.add(stats::REVISIT_NOT_MODIFIED, 1);
+                PageResult {
+                    host,
+                    ..PageResult::default()
+                }
+            } else {
+                extract_page(&ctx.spider, request, &fetched, host, &mut stats)
+            };
+            super::revisit::decide(
+                &ctx.spider,
+                request,
+                &mut result,
+                Some(&fetched),
+                &mut stats,
+            );
+            result
+        }
         Downloaded::NotStarted => return None,
     };
-    result.revisit = revisit(&ctx.spider, request, &result, status);
     result.stats = stats;
     Some(result)
-}
-
-/// What a page's commit does to the revisit schedule: a page whose rule
-/// says `revisit` is fetched again after that long, whatever became of this
-/// fetch (a failure is tried again at the next revisit), unless it is
-/// being retried (its retry's commit decides) or it is gone (404, 410:
-/// `revisit_drop_status`).
-fn revisit(
-    spider: &Spider,
-    request: &Request,
-    result: &PageResult,
-    status: Option<u16>,
-) -> Option<Revisit> {
-    let every = spider
-        .rule_for(request.rule.as_deref(), &request.url)?
-        .revisit?;
-    if result.retry.is_some() {
-        return None;
-    }
-    // The request as first made: no retries or redirects carried over.
-    let mut again = request.clone();
-    again.retry_times = 0;
-    again.redirect_urls.clear();
-    Some(
-        match status.filter(|s| spider.settings.revisit_drop_status.contains(s)) {
-            Some(_) => Revisit::Drop { request: again },
-            None => Revisit::At {
-                request: again,
-                after: every,
-            },
-        },
-    )
 }
 
 /// The items and follow-up requests of a downloaded page.

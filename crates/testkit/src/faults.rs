@@ -38,6 +38,7 @@
 //! | `/fault/trickle?bytes_per_sec=N` | 200, chunked, an HTML start at once, then `.` bytes at N per second (1–1,000,000, default 10): one byte every 1/N s up to 1,000 per second, evenly spread over 1 ms ticks above. Never ends. |
 //! | `/fault/gzip` | 200 with `Content-Encoding: gzip`: a small page in a valid gzip member (stored deflate blocks, correct CRC-32 and size). |
 //! | `/fault/links?to=P1,P2,…` | 200 with one `<a href="Pi">` per comma-separated value (escaped), so a spider can be led into fault routes. |
+//! | `/fault/changing?every=N&validators=V&key=K` | A page whose content changes every N requests for (path, key) (0: never; default 1): version = (request − 1) ÷ N, shown as `<p class="version">v</p>`. Validators V: `etag` (default: `ETag: "v<version>"`), `last-modified` (one hour per version after 2023-11-14), `both` or `none`. A request whose `If-None-Match` or `If-Modified-Since` matches the current version answers 304 with no body (and counts as a request). With `gone_after=G`, requests after the G-th answer 410 Gone. |
 //!
 //! `/robots.txt` is not a fault route but is configured here: see
 //! [`Robots`] and [`crate::FixtureServer::set_robots`]. Its default is the
@@ -64,7 +65,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 use hyper::header::{
-    HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, RETRY_AFTER,
+    HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_MODIFIED_SINCE,
+    IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER,
 };
 use hyper::{Response, StatusCode, Uri};
 use tokio::sync::watch;
@@ -217,7 +219,7 @@ impl Routes for Faults {
             server: Arc::clone(&self.state),
             conn: conn.clone(),
         };
-        route(&faults, uri)
+        route(&faults, uri, request.headers())
     }
 }
 
@@ -227,12 +229,12 @@ fn stopping() -> io::Error {
 }
 
 /// The reply for a `/fault/…` request, or `None` for any other path.
-fn route(conn: &ConnectionFaults, uri: &Uri) -> Option<Reply> {
+fn route(conn: &ConnectionFaults, uri: &Uri, headers: &hyper::HeaderMap) -> Option<Reply> {
     let path = uri.path();
     let rest = path.strip_prefix(PREFIX)?;
     let query = Query::parse(uri.query().unwrap_or(""));
     let segments: Vec<&str> = rest.split('/').collect();
-    Some(match dispatch(conn, path, &segments, &query) {
+    Some(match dispatch(conn, path, &segments, &query, headers) {
         Ok(Some(reply)) => reply,
         Ok(None) => Reply::Now(page(
             StatusCode::NOT_FOUND,
@@ -257,6 +259,7 @@ fn dispatch(
     path: &str,
     segments: &[&str],
     query: &Query,
+    headers: &hyper::HeaderMap,
 ) -> Result<Option<Reply>, String> {
     let reply = match segments {
         ["status", code] => {
@@ -417,9 +420,68 @@ fn dispatch(
             list.push_str("</ul>");
             Reply::Now(page(StatusCode::OK, "Links", &list))
         }
+        ["changing"] => changing(conn, path, query, headers)?,
         _ => return Ok(None),
     };
     Ok(Some(reply))
+}
+
+/// `/fault/changing`: a page whose version moves on every N requests, with
+/// the validators asked for, answering conditional requests.
+fn changing(
+    conn: &ConnectionFaults,
+    path: &str,
+    query: &Query,
+    headers: &hyper::HeaderMap,
+) -> Result<Reply, String> {
+    let every = match query.get("every") {
+        Some(n) => number::<u64>("every", n)?,
+        None => 1,
+    };
+    let validators = query.get("validators").unwrap_or("etag");
+    let (etag, modified) = match validators {
+        "etag" => (true, false),
+        "last-modified" => (false, true),
+        "both" => (true, true),
+        "none" => (false, false),
+        other => {
+            return Err(format!(
+                "validators must be etag, last-modified, both or none, not {other:?}"
+            ))
+        }
+    };
+    let n = conn.server.count(path, query.get("key").unwrap_or(""));
+    if let Some(gone) = query.get("gone_after") {
+        if n > number::<u64>("gone_after", gone)? {
+            return Ok(Reply::Now(response_page(StatusCode::GONE, "<p>Gone.</p>")));
+        }
+    }
+    let version = (n - 1).checked_div(every).unwrap_or(0);
+    let tag = format!("\"v{version}\"");
+    let date = http_date(1_700_000_000 + version * 3_600);
+    let sent = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    let unchanged = (etag && sent(IF_NONE_MATCH) == Some(tag.as_str()))
+        || (modified && sent(IF_MODIFIED_SINCE) == Some(date.as_str()));
+    let mut response = if unchanged {
+        response(StatusCode::NOT_MODIFIED, HTML, Bytes::new())
+    } else {
+        page(
+            StatusCode::OK,
+            &format!("Version {version}"),
+            &format!("<p class=\"version\">{version}</p>"),
+        )
+    };
+    for (on, name, value) in [(etag, ETAG, &tag), (modified, LAST_MODIFIED, &date)] {
+        if on {
+            let value = HeaderValue::from_str(value).map_err(|e| e.to_string())?;
+            response.headers_mut().insert(name, value);
+        }
+    }
+    Ok(Reply::Now(response))
 }
 
 /// The first `times` requests for (path, key) get `fail(body)`, with a body
@@ -887,6 +949,37 @@ mod tests {
             [200]
         );
         server.stop().await.expect("stop");
+    }
+
+    #[tokio::test]
+    async fn changing_pages_move_on_answer_conditional_requests_and_go_away() {
+        let server = start().await;
+        let path = "/fault/changing?every=2&validators=both&key=c&gone_after=5";
+        let first = get(&server, path).await;
+        assert_eq!(header(&first, "etag"), Some("\"v0\""));
+        let date = header(&first, "last-modified").unwrap().to_string();
+        assert_eq!(date, "Tue, 14 Nov 2023 22:13:20 GMT");
+        assert!(first
+            .text()
+            .await
+            .unwrap()
+            .contains("<p class=\"version\">0</p>"));
+        // The second request: still version 0, so a matching ETag is 304.
+        let conditional = |name: &'static str, value: String| {
+            let url = server.url(path);
+            async move { client().get(url).header(name, value).send().await.unwrap() }
+        };
+        let same = conditional("if-none-match", "\"v0\"".into()).await;
+        assert_eq!(same.status(), 304);
+        assert!(same.text().await.unwrap().is_empty());
+        // The third: version 1, so the old date no longer matches.
+        let moved = conditional("if-modified-since", date).await;
+        assert_eq!(moved.status(), 200);
+        assert_eq!(header(&moved, "etag"), Some("\"v1\""));
+        assert_eq!(get(&server, path).await.status(), 200);
+        assert_eq!(get(&server, path).await.status(), 200);
+        assert_eq!(get(&server, path).await.status(), 410);
+        stop_promptly(server).await;
     }
 
     #[tokio::test]

@@ -1,0 +1,212 @@
+//! What a fetch of a page that a `revisit` rule schedules means for its
+//! schedule: whether the page changed (a 304, else a digest of what the
+//! rule compares), when to fetch it next (a fixed interval, or an adaptive
+//! one that grows while the page stays the same and shrinks when it
+//! changes, as Nutch's AdaptiveFetchSchedule does), the validators to send
+//! next time, and whether its items are pushed (`emit = "changed"`).
+
+use std::time::Duration;
+
+use sha1::{Digest, Sha1};
+
+use crate::downloader::client::Fetched;
+use crate::frontier::{PageResult, Revisit};
+use crate::request::{Request, RevisitState, MAX_VALIDATOR};
+use crate::spider::{Change, RevisitRule, Spider};
+use crate::stats::{self, Tally};
+
+/// An unchanged page's next interval is this much longer (Nutch's
+/// `db.fetch.schedule.adaptive.inc_rate`, 0.4)...
+const GROW: f64 = 1.4;
+/// ...and a changed page's this much shorter (its `dec_rate`, 0.2).
+const SHRINK: f64 = 0.8;
+
+/// The request headers that make a revisit conditional.
+const CONDITIONAL: [&str; 2] = ["If-None-Match", "If-Modified-Since"];
+
+/// A fetched page's revisit rule, when its rule has one.
+pub fn rule_of<'s>(spider: &'s Spider, request: &Request) -> Option<&'s RevisitRule> {
+    spider
+        .rule_for(request.rule.as_deref(), &request.url)?
+        .revisit
+        .as_ref()
+}
+
+/// Whether a response is a 304 answering this revisit's validators: the
+/// page is unchanged and there is nothing to parse.
+pub fn not_modified(request: &Request, fetched: &Fetched) -> bool {
+    fetched.status == 304 && request.revisit.is_some()
+}
+
+/// The SHA-1 of what `change` compares: the body, or the items and links
+/// extracted (so a timestamp or an advert on the page does not count).
+fn digest(change: Change, result: &PageResult, fetched: &Fetched) -> String {
+    let mut hash = Sha1::new();
+    match change {
+        Change::Body => hash.update(&fetched.body),
+        Change::Extracted => {
+            for item in &result.items {
+                hash.update(serde_json::Value::Object(item.clone()).to_string());
+                hash.update(b"\n");
+            }
+            for url in result
+                .requests
+                .iter()
+                .map(|r| &r.url)
+                .chain(result.tasks.iter().map(|t| &t.request.url))
+            {
+                hash.update(url);
+                hash.update(b"\n");
+            }
+        }
+    }
+    hex::encode(hash.finalize())
+}
+
+/// The next interval: fixed, or the last one grown or shrunk, within
+/// `min`..`max`. A first visit (or an unknown change) keeps the last one.
+fn next_interval(
+    rule: &RevisitRule,
+    last: Option<&RevisitState>,
+    changed: Option<bool>,
+) -> Duration {
+    let Some(last) = last.filter(|s| s.interval_ms > 0) else {
+        return rule.min;
+    };
+    let last = Duration::from_millis(last.interval_ms);
+    let next = match changed {
+        Some(true) => last.mul_f64(SHRINK),
+        Some(false) => last.mul_f64(GROW),
+        None => last,
+    };
+    next.clamp(rule.min, rule.max)
+}
+
+/// A validator worth keeping: present and bounded.
+fn validator(fetched: Option<&Fetched>, name: &str, last: Option<&String>) -> Option<String> {
+    fetched
+        .and_then(|f| f.header(name))
+        .filter(|v| v.len() <= MAX_VALIDATOR)
+        .map(str::to_string)
+        .or_else(|| last.cloned())
+}
+
+/// Decides a fetched page's revisit (and, with `emit = "changed"`, drops
+/// the items of an unchanged one). `fetched` is the response, if there was
+/// one; `status` drops a page that is gone.
+pub fn decide(
+    spider: &Spider,
+    request: &Request,
+    result: &mut PageResult,
+    fetched: Option<&Fetched>,
+    stats: &mut Tally,
+) {
+    let Some(rule) = rule_of(spider, request) else {
+        return;
+    };
+    // A retry's own commit decides.
+    if result.retry.is_some() {
+        return;
+    }
+    // The request as first made: no retries, redirects or old validators.
+    let mut again = request.clone();
+    again.retry_times = 0;
+    again.redirect_urls.clear();
+    again
+        .headers
+        .retain(|(k, _)| !CONDITIONAL.iter().any(|c| k.eq_ignore_ascii_case(c)));
+    let status = fetched.map(|f| f.status);
+    if status.is_some_and(|s| spider.settings.revisit_drop_status.contains(&s)) {
+        again.revisit = None;
+        result.revisit = Some(Revisit::Drop { request: again });
+        return;
+    }
+    let last = request.revisit.as_ref();
+    let (changed, digest) = match fetched {
+        Some(f) if not_modified(request, f) => (Some(false), last.and_then(|s| s.digest.clone())),
+        Some(f) if (200..300).contains(&f.status) => {
+            let now = digest(rule.change, result, f);
+            let before = last.and_then(|s| s.digest.as_deref());
+            (before.map(|b| b != now), Some(now))
+        }
+        // A failure or an error page says nothing about the content.
+        _ => (None, last.and_then(|s| s.digest.clone())),
+    };
+    match changed {
+        Some(true) => stats.add(stats::REVISIT_CHANGED, 1),
+        Some(false) => {
+            stats.add(stats::REVISIT_UNCHANGED, 1);
+            if rule.emit_changed && !result.items.is_empty() {
+                stats.add(stats::REVISIT_ITEMS_UNCHANGED, result.items.len() as i64);
+                result.items.clear();
+            }
+        }
+        None => {}
+    }
+    let interval = next_interval(rule, last, changed);
+    let state = RevisitState {
+        etag: validator(fetched, "ETag", last.and_then(|s| s.etag.as_ref())),
+        last_modified: validator(
+            fetched,
+            "Last-Modified",
+            last.and_then(|s| s.last_modified.as_ref()),
+        ),
+        digest,
+        interval_ms: interval.as_millis() as u64,
+    };
+    if let Some(etag) = &state.etag {
+        again.headers.push((CONDITIONAL[0].into(), etag.clone()));
+    }
+    if let Some(date) = &state.last_modified {
+        again.headers.push((CONDITIONAL[1].into(), date.clone()));
+    }
+    again.revisit = Some(state);
+    result.revisit = Some(Revisit::At {
+        request: again,
+        after: interval,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_adaptive_interval_grows_while_unchanged_and_shrinks_on_change() {
+        let rule = RevisitRule {
+            min: Duration::from_secs(60),
+            max: Duration::from_secs(600),
+            change: Change::Extracted,
+            emit_changed: false,
+        };
+        let at = |ms| RevisitState {
+            interval_ms: ms,
+            ..RevisitState::default()
+        };
+        assert_eq!(next_interval(&rule, None, None), Duration::from_secs(60));
+        assert_eq!(
+            next_interval(&rule, Some(&at(100_000)), Some(false)),
+            Duration::from_secs(140)
+        );
+        assert_eq!(
+            next_interval(&rule, Some(&at(100_000)), Some(true)),
+            Duration::from_secs(80)
+        );
+        assert_eq!(
+            next_interval(&rule, Some(&at(500_000)), Some(false)),
+            Duration::from_secs(600)
+        );
+        assert_eq!(
+            next_interval(&rule, Some(&at(61_000)), Some(true)),
+            Duration::from_secs(60)
+        );
+        let fixed = RevisitRule {
+            max: rule.min,
+            ..rule
+        };
+        assert_eq!(
+            next_interval(&fixed, Some(&at(60_000)), Some(false)),
+            Duration::from_secs(60)
+        );
+    }
+}
