@@ -211,6 +211,8 @@ stats! {
     REVISIT_ITEMS_UNCHANGED = "revisit/items_unchanged", Counter;
     /// Scheduled pages dropped from the schedule (a 404 or 410, `revisit_drop_status`).
     REVISIT_DROPPED = "revisit/dropped", Counter => "revisits_dropped";
+    /// Requests dropped because their host had its `max_pages_per_host` pages.
+    QUOTA_HOST_DROPPED = "quota/host_dropped", Counter;
     /// The deepest request queued.
     REQUEST_DEPTH_MAX = "request_depth_max", Max;
 }

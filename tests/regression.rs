@@ -39,6 +39,7 @@ allow_private_networks = true
 robotstxt_obey = true
 download_delay = 0.01
 retry_backoff_max = "1h"
+max_pages_per_host = 1000
 
 [items.page]
 url = { page = "url" }
@@ -145,6 +146,8 @@ match = '/fault/'
     f.push_start(&[server.url("/fault/status/200?key=start")], 0.0, None)
         .await
         .unwrap();
+    // Crawl control: a pause (the pages per host are counted above).
+    assert!(f.pause().await.unwrap());
     f.heartbeat(&Heartbeat {
         host: "h".into(),
         pid: 1,

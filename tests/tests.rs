@@ -11,6 +11,7 @@ mod migration;
 
 mod check;
 mod cluster;
+mod control;
 mod dashboard;
 mod docs;
 mod downloader;

@@ -143,6 +143,23 @@ pub enum Command {
         #[command(flatten)]
         redis: RedisArgs,
     },
+    /// Pause a spider for the whole cluster: no worker leases a request
+    /// until `resume` (pages in flight finish and commit; workers stay up).
+    #[command(after_help = "Example:\n  crawlworker pause spiders/bbs.toml")]
+    Pause {
+        /// The spider file (TOML).
+        spider: SpiderPath,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Resume a paused spider: every worker leases again at once.
+    #[command(after_help = "Example:\n  crawlworker resume spiders/bbs.toml")]
+    Resume {
+        /// The spider file (TOML).
+        spider: SpiderPath,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
     /// Delete a spider's crawl state in Redis, in one step (asks first on a
     /// terminal).
     #[command(

@@ -87,6 +87,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 tools::push_urls(&spider, &redis, push).await
             }
         }
+        Command::Pause { spider, redis } => tools::pause(&spider, &redis, true).await,
+        Command::Resume { spider, redis } => tools::pause(&spider, &redis, false).await,
         Command::Flush {
             spider,
             requests,
@@ -112,6 +114,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (dead, KeyGroup::Dead),
                 (schedule, KeyGroup::Schedule),
                 (false, KeyGroup::Workers),
+                (false, KeyGroup::Control),
             ]
             .into_iter()
             .filter(|(asked, _)| *asked || all)

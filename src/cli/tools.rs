@@ -60,6 +60,27 @@ pub struct Push {
     pub max_queue: Option<u64>,
 }
 
+/// `crawlworker pause` (`pause`) and `resume`.
+pub async fn pause(path: &Path, redis: &RedisArgs, pause: bool) -> anyhow::Result<ExitCode> {
+    let (spider, frontier) = open(path, redis).await?;
+    let name = &spider.name;
+    let changed = if pause {
+        frontier.pause().await?
+    } else {
+        frontier.resume().await?
+    };
+    println!(
+        "{}",
+        match (pause, changed) {
+            (true, true) => format!("paused {name}: no worker leases a request until `crawlworker resume` (pages in flight finish)"),
+            (true, false) => format!("{name} was already paused"),
+            (false, true) => format!("resumed {name}: workers lease again"),
+            (false, false) => format!("{name} was not paused"),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn push_urls(path: &Path, redis: &RedisArgs, push: Push) -> anyhow::Result<ExitCode> {
     if !push.entries.is_empty() && push.file.is_some() {
         return Err(
@@ -379,10 +400,17 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
         return Ok(ExitCode::SUCCESS);
     }
     let mut o = String::new();
-    o += &format!(
-        "spider {} at {}\n\nqueues\n",
-        spider.name, spider.settings.redis_url
-    );
+    o += &format!("spider {} at {}\n", spider.name, spider.settings.redis_url);
+    if status.paused {
+        o += "  PAUSED: no worker leases a request until `crawlworker resume`\n";
+    }
+    if status.page_limit_reached && spider.settings.max_pages > 0 {
+        o += &format!(
+            "  max_pages ({}) reached: no worker leases a request; the rest stays queued\n",
+            spider.settings.max_pages
+        );
+    }
+    o += "\nqueues\n";
     for (label, n, key) in [
         ("start entries", status.start, k.start_urls.as_str()),
         ("queued", status.queued, &k.requests),

@@ -305,6 +305,45 @@ impl Frontier {
         Ok(())
     }
 
+    /// Pauses the spider for the whole cluster: no worker leases a request
+    /// until [`Frontier::resume`] (pages in flight finish and commit).
+    /// False if it was paused already.
+    pub async fn pause(&self) -> Result<bool> {
+        let set: bool = redis::cmd("HSETNX")
+            .arg(&self.keys.control)
+            .arg("paused")
+            .arg((super::now_secs() * 1000.0) as u64)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("pause", &self.keys.control))?;
+        Ok(set)
+    }
+
+    /// Ends a pause and wakes idle workers; false if it was not paused.
+    pub async fn resume(&self) -> Result<bool> {
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .hdel(&self.keys.control, "paused")
+            .publish(&self.keys.wake, 1)
+            .ignore();
+        let (removed,): (u64,) = pipe
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("resume", &self.keys.control))?;
+        Ok(removed > 0)
+    }
+
+    /// Since when the spider is paused (seconds since the epoch), if it is.
+    pub async fn paused_since(&self) -> Result<Option<f64>> {
+        let ms: Option<u64> = redis::cmd("HGET")
+            .arg(&self.keys.control)
+            .arg("paused")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.control))?;
+        Ok(ms.map(|ms| ms as f64 / 1000.0))
+    }
+
     /// Adds stats increments and sets `start_time` if no worker has yet.
     pub async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()> {
         let mut pipe = redis::pipe();

@@ -56,6 +56,8 @@ pub enum KeyGroup {
     Dead,
     /// Pages to fetch again (`revisit`), with the requests that fetch them.
     Schedule,
+    /// Crawl control: paused or not, quotas reached, pages per host.
+    Control,
     /// Worker heartbeats.
     Workers,
     /// Not a key: a pub/sub channel, nothing to delete.
@@ -146,6 +148,10 @@ key_kinds! {
     ScheduleData, schedule_data = "{name}:schedule:data", "hash", Schedule;
     /// Page fingerprint → the due time of a revisit queued but not yet fetched (overdue).
     ScheduleDue, schedule_due = "{name}:schedule:due", "zset", Schedule;
+    /// Crawl control: `paused` (since when, ms) set by `crawlworker pause`, `max_pages_reached` (when, ms).
+    Control, control = "{name}:control", "hash", Control;
+    /// Host → pages leased, for `max_pages_per_host`.
+    HostPages, host_pages = "{name}:control:hosts", "hash", Control;
     /// Host → next free politeness slot (ms), for the whole cluster.
     Pace, pace = "{name}:pace", "hash", Politeness;
     /// Host → Crawl-delay from its robots.txt (ms).

@@ -228,6 +228,10 @@ pub struct QueueStatus {
     /// Scheduled pages whose time has passed and that are not fetched
     /// yet: near zero in a cluster that keeps up.
     pub overdue: u64,
+    /// `crawlworker pause`: no worker leases until `resume`.
+    pub paused: bool,
+    /// The cluster has received `max_pages` responses and leases no more.
+    pub page_limit_reached: bool,
 }
 
 impl QueueStatus {
@@ -264,6 +268,17 @@ pub struct Options {
     pub dupefilter: Dupefilter,
     /// The spiders its pages hand links to, by index (see [`Task`]).
     pub handoffs: Vec<Handoff>,
+    pub quota: Quota,
+}
+
+/// How much the whole cluster may fetch, enforced where requests are
+/// leased (0: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quota {
+    /// Responses received, in all.
+    pub max_pages: u64,
+    /// Pages leased per host.
+    pub max_pages_per_host: u64,
 }
 
 /// One spider's view of the shared crawl.
@@ -280,6 +295,7 @@ pub struct Frontier {
     dupe_spec: String,
     /// The spiders pages hand links to.
     handoffs: Vec<Handoff>,
+    quota: Quota,
 }
 
 /// The request as the queue stores it.
@@ -320,6 +336,7 @@ impl Frontier {
             pacing: options.pacing,
             dupe_spec: options.dupefilter.spec(),
             handoffs: options.handoffs,
+            quota: options.quota,
         })
     }
 
@@ -347,7 +364,9 @@ impl Frontier {
             .key(&k.sequence)
             .key(&k.schedule)
             .key(&k.schedule_data)
-            .key(&k.schedule_due);
+            .key(&k.schedule_due)
+            .key(&k.control)
+            .key(&k.host_pages);
     }
 
     pub fn worker(&self) -> &str {
@@ -368,7 +387,9 @@ impl Frontier {
             .arg(peek)
             .arg(self.pacing.interval.as_millis() as u64)
             .arg(u8::from(self.pacing.jitter))
-            .arg(self.max_wait_ms());
+            .arg(self.max_wait_ms())
+            .arg(self.quota.max_pages)
+            .arg(self.quota.max_pages_per_host);
         let (leases, start): (Vec<redis::Value>, Vec<String>) = inv
             .invoke_async(&mut self.conn.clone())
             .await
@@ -518,6 +539,9 @@ impl Frontier {
                 .arg(""),
             None => invocation.arg("").arg("").arg(0).arg(""),
         };
+        invocation
+            .arg(self.quota.max_pages)
+            .arg(self.quota.max_pages_per_host);
         for h in &self.handoffs {
             invocation.arg(h.kind.as_str()).arg(&h.wake);
         }
@@ -665,6 +689,7 @@ impl Frontier {
             .key(&k.dupefilter_meta)
             .key(&k.schedule)
             .key(&k.schedule_due)
+            .key(&k.control)
             .arg(self.kind.as_str())
             .arg(&self.dupe_spec)
             .invoke_async(&mut self.conn.clone())
@@ -682,6 +707,8 @@ impl Frontier {
             delayed: at(7),
             scheduled: at(8),
             overdue: at(9),
+            paused: at(10) == 1,
+            page_limit_reached: at(11) == 1,
         })
     }
 }

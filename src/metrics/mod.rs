@@ -48,6 +48,7 @@ pub mod names {
     pub const DUPEFILTER_ENTRIES: &str = "dupefilter_entries";
     pub const CLUSTER_LEASES_EXPIRED: &str = "cluster_leases_expired";
     pub const HOSTS_BACKED_OFF: &str = "hosts_backed_off";
+    pub const PAUSED: &str = "paused";
     pub const BUILD_INFO: &str = "build_info";
 }
 
@@ -263,42 +264,32 @@ impl Collector for ClusterState {
                 }
             }
         }
-        {
-            let mut family = encoder.encode_descriptor(
+        for (name, help, value) in [
+            (
                 names::DUPEFILTER_ENTRIES,
                 "Fingerprints the spider's dupefilter holds, for the whole cluster (aggregate with max)",
-                None,
-                gauge.metric_type(),
-            )?;
-            for (spider, c) in &spiders {
-                let labels: Labels = vec![("spider".into(), spider.clone())];
-                ConstGauge::new(c.queues.dupefilter as i64)
-                    .encode(family.encode_family(&labels)?)?;
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
+                (|c| c.queues.dupefilter) as fn(&Cluster) -> u64,
+            ),
+            (
                 names::WORKERS_LIVE,
                 "Workers whose heartbeat is fresh, for the whole cluster (aggregate with max)",
-                None,
-                gauge.metric_type(),
-            )?;
-            for (spider, c) in &spiders {
-                let labels: Labels = vec![("spider".into(), spider.clone())];
-                ConstGauge::new(c.workers_live as i64).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
+                |c| c.workers_live,
+            ),
+            (
                 names::HOSTS_BACKED_OFF,
                 "Hosts the cluster has slowed down after 429/503 responses, right now (aggregate with max)",
-                None,
-                gauge.metric_type(),
-            )?;
+                |c| c.hosts_backed_off,
+            ),
+            (
+                names::PAUSED,
+                "1 while the spider is paused (crawlworker pause), for the whole cluster (aggregate with max)",
+                |c| u64::from(c.queues.paused),
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
             for (spider, c) in &spiders {
                 let labels: Labels = vec![("spider".into(), spider.clone())];
-                ConstGauge::new(c.hosts_backed_off as i64)
-                    .encode(family.encode_family(&labels)?)?;
+                ConstGauge::new(value(c) as i64).encode(family.encode_family(&labels)?)?;
             }
         }
         {

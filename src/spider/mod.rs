@@ -278,6 +278,10 @@ impl Spider {
             pacing: pacing(&self.settings),
             dupefilter: dupefilter(&self.settings),
             handoffs: self.handoffs.clone(),
+            quota: crate::frontier::Quota {
+                max_pages: u64::from(self.settings.max_pages),
+                max_pages_per_host: u64::from(self.settings.max_pages_per_host),
+            },
         }
     }
 

@@ -61,6 +61,8 @@ pub enum StopReason {
     Idle,
     /// `--until-drained`: the whole crawl is finished.
     Drained,
+    /// `--until-drained`: the cluster has fetched `max_pages`.
+    PageLimit,
 }
 
 impl StopReason {
@@ -70,6 +72,7 @@ impl StopReason {
             StopReason::Shutdown => "shutdown",
             StopReason::Idle => "idle",
             StopReason::Drained => "finished",
+            StopReason::PageLimit => "closespider_pagecount",
         }
     }
 }
@@ -80,6 +83,7 @@ impl std::fmt::Display for StopReason {
             StopReason::Shutdown => "asked to stop",
             StopReason::Idle => "idle",
             StopReason::Drained => "the crawl is drained",
+            StopReason::PageLimit => "max_pages reached",
         })
     }
 }
@@ -319,6 +323,9 @@ impl SpiderRun {
                     {
                         if status.drained() {
                             break StopReason::Drained;
+                        }
+                        if status.page_limit_reached && status.inflight == 0 {
+                            break StopReason::PageLimit;
                         }
                         // Only other workers' leases keep the crawl open: a
                         // dead worker's come back when they expire.

@@ -5,11 +5,12 @@
 -- request ARGV[2]: a page is committed once. Then lease up to ARGV[10]
 -- requests to replace it, so a busy worker needs one round trip per page.
 --
--- KEYS: 1-15 as in lease.lua (requests, data, in-flight, owners, dead,
+-- KEYS: 1-17 as in lease.lua (requests, data, in-flight, owners, dead,
 --       stats, delayed, delayed scores, pace, host delays, back-off,
---       sequence, revisit schedule, its requests, revisits queued),
---       16 dupefilter, 17 items, 18 failed, 19 dupefilter meta, then one
---       start key per spider links are handed to (`to_spider`)
+--       sequence, revisit schedule, its requests, revisits queued, crawl
+--       control, pages per host), 18 dupefilter, 19 items, 20 failed,
+--       21 dupefilter meta, then one start key per spider links are
+--       handed to (`to_spider`)
 -- ARGV: 1 worker, 2 request id, 3 wake channel, 4 #requests, 5 #items,
 --       6 #stat pairs, 7 depth of the new requests, 8 dead-letter JSON or
 --       '', 9 failed JSON or '', 10 requests to lease next, 11 lease ms,
@@ -21,7 +22,8 @@
 --       22 #spiders handed to, 23 #tasks, 24 revisit ('at': schedule the
 --       page again, 'drop': take it off the schedule, '' neither), 25 the
 --       page's fingerprint, 26 ms until it is due, 27 the request JSON that
---       fetches it again, then per spider handed to its
+--       fetches it again, 28 max_pages, 29 max_pages_per_host, then per
+--       spider handed to its
 --       start key type and wake channel, #tasks quadruples (spider number,
 --       fingerprint, priority, task JSON), #requests triples (fingerprint,
 --       priority, JSON), #items JSON strings, #stat pairs (field, delta).
@@ -29,8 +31,8 @@
 -- leases), or
 -- {-1, 0} when the lease was lost.
 local K = shared_keys()
-local seq_key, items_key, failed_key = K.seq, KEYS[17], KEYS[18]
-local dupe = dupe_config(ARGV[21], KEYS[16], KEYS[19])
+local seq_key, items_key, failed_key = K.seq, KEYS[19], KEYS[20]
+local dupe = dupe_config(ARGV[21], KEYS[18], KEYS[21])
 local worker, id, channel = ARGV[1], ARGV[2], ARGV[3]
 local n_requests, n_items, n_stats = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local depth = tonumber(ARGV[7])
@@ -105,10 +107,10 @@ if revisit ~= '' then
 end
 
 local n_targets, n_tasks = tonumber(ARGV[22]), tonumber(ARGV[23])
-local at = 28
+local at = 30
 local targets = {}
 for i = 1, n_targets do
-  targets[i] = {key = KEYS[19 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
+  targets[i] = {key = KEYS[21 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
   at = at + 2
 end
 local enqueued, filtered, handed = 0, 0, 0
@@ -174,5 +176,6 @@ if filtered > 0 then
   redis.call('HINCRBY', K.stats, STAT.DUPEFILTER_FILTERED, filtered)
 end
 local out = {enqueued, filtered}
-lease_requests(K, worker, tonumber(ARGV[11]), tonumber(ARGV[10]), now, tonumber(ARGV[12]), ARGV[13] == '1', tonumber(ARGV[20]), out)
+lease_requests(K, worker, tonumber(ARGV[11]), tonumber(ARGV[10]), now, tonumber(ARGV[12]), ARGV[13] == '1', tonumber(ARGV[20]),
+  tonumber(ARGV[28]), tonumber(ARGV[29]), out)
 return out

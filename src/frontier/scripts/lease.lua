@@ -12,18 +12,21 @@
 --       10 host crawl delays (hash), 11 adaptive back-off (hash),
 --       12 sequence, 13 revisit schedule (zset fingerprint -> due ms),
 --       14 its requests (hash fingerprint -> JSON), 15 revisits queued and
---       not yet fetched (zset fingerprint -> due ms), 16 start key
+--       not yet fetched (zset fingerprint -> due ms), 16 crawl control
+--       (hash), 17 pages leased per host (hash), 18 start key
 -- ARGV: 1 worker, 2 lease ms, 3 max, 4 start key type, 5 start peek count,
 --       6 politeness interval ms, 7 randomise it (1/0), 8 longest
---       politeness wait worth leasing for (ms)
+--       politeness wait worth leasing for (ms), 9 max_pages (0: none),
+--       10 max_pages_per_host (0: none)
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}}.
 local K = shared_keys()
 local max = tonumber(ARGV[3])
 local now = now_ms()
 local out = {}
-lease_requests(K, ARGV[1], tonumber(ARGV[2]), max, now, tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8]), out)
+lease_requests(K, ARGV[1], tonumber(ARGV[2]), max, now, tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8]),
+  tonumber(ARGV[9]), tonumber(ARGV[10]), out)
 local start = {}
 if #out / 4 < max or max == 0 then
-  start = peek_start(KEYS[16], ARGV[4], tonumber(ARGV[5]))
+  start = peek_start(KEYS[18], ARGV[4], tonumber(ARGV[5]))
 end
 return {out, start}

@@ -145,15 +145,31 @@ end
 -- queue entries deep. A queue member with no request behind it (written by
 -- something other than crawlworker) is set aside rather than left to block
 -- the queue.
-local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, out)
+--
+-- Nothing is leased while the spider is paused (`crawlworker pause`), nor
+-- beyond `max_pages` responses for the whole cluster (responses received
+-- plus requests in flight); a request whose host has had
+-- `max_per_host` pages leased is dropped and counted.
+local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host, out)
   requeue_expired(K.requests, K.data, K.inflight, K.owners, K.stats, now)
   requeue_due(K.delayed, K.delayed_scores, K.requests, K.data, now)
   release_revisits(K, now)
-  if max <= 0 then
+  if max <= 0 or redis.call('HEXISTS', K.control, 'paused') == 1 then
     return
   end
+  if max_pages > 0 then
+    local used = tonumber(redis.call('HGET', K.stats, STAT.RESPONSE_RECEIVED_COUNT) or '0')
+      + redis.call('ZCARD', K.inflight)
+    if used >= max_pages then
+      redis.call('HSETNX', K.control, 'max_pages_reached', now)
+      return
+    end
+    -- A limit raised since it was reached.
+    redis.call('HDEL', K.control, 'max_pages_reached')
+    max = math.min(max, max_pages - used)
+  end
   local candidates = redis.call('ZRANGE', K.requests, 0, max * 4 - 1, 'WITHSCORES')
-  local leased, set_aside = 0, 0
+  local leased, set_aside, host_dropped = 0, 0, 0
   for i = 1, #candidates, 2 do
     if leased >= max then
       break
@@ -171,7 +187,15 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     else
       local host = host_of(json)
       local next_free = host and tonumber(redis.call('HGET', K.pace, host) or '0') or 0
-      if next_free - now <= max_wait then
+      if host and max_per_host > 0
+          and tonumber(redis.call('HGET', K.host_pages, host) or '0') >= max_per_host then
+        redis.call('ZREM', K.requests, id)
+        redis.call('HDEL', K.data, id)
+        host_dropped = host_dropped + 1
+      elseif next_free - now <= max_wait then
+        if host and max_per_host > 0 then
+          redis.call('HINCRBY', K.host_pages, host, 1)
+        end
         redis.call('ZREM', K.requests, id)
         redis.call('ZADD', K.inflight, now + lease_ms, id)
         redis.call('HSET', K.owners, id, worker .. '|' .. score)
@@ -193,6 +217,9 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
   if set_aside > 0 then
     redis.call('HINCRBY', K.stats, STAT.DEADLETTER_COUNT, set_aside)
   end
+  if host_dropped > 0 then
+    redis.call('HINCRBY', K.stats, STAT.QUOTA_HOST_DROPPED, host_dropped)
+  end
 end
 
 -- The keys every leasing script receives first, in this order.
@@ -202,6 +229,7 @@ local function shared_keys()
     dead = KEYS[5], stats = KEYS[6], delayed = KEYS[7], delayed_scores = KEYS[8],
     pace = KEYS[9], host_delay = KEYS[10], backoff = KEYS[11], seq = KEYS[12],
     schedule = KEYS[13], schedule_data = KEYS[14], schedule_due = KEYS[15],
+    control = KEYS[16], host_pages = KEYS[17],
   }
 end
 

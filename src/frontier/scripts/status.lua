@@ -4,10 +4,11 @@
 --
 -- KEYS: 1 start key, 2 requests, 3 in-flight, 4 dead letters, 5 failed,
 --       6 dupefilter, 7 items, 8 delayed retries, 9 dupefilter meta,
---       10 revisit schedule, 11 revisits queued and not yet fetched
+--       10 revisit schedule, 11 revisits queued and not yet fetched,
+--       12 crawl control
 -- ARGV: 1 start key type, 2 dupefilter spec
 -- Returns {start, queued, inflight, dead, failed, dupefilter, items, delayed,
--- scheduled, overdue}: scheduled pages are those waiting for their time and
+-- scheduled, overdue, paused (0/1), max_pages reached (0/1)}: scheduled pages are those waiting for their time and
 -- those queued; overdue are those whose time has passed (queued, or not
 -- yet moved to the queue because no worker has leased since).
 local kind = ARGV[1]
@@ -32,4 +33,6 @@ return {
   redis.call('ZCARD', KEYS[8]),
   redis.call('ZCARD', KEYS[10]) + redis.call('ZCARD', KEYS[11]),
   redis.call('ZCOUNT', KEYS[10], '-inf', now_ms()) + redis.call('ZCARD', KEYS[11]),
+  redis.call('HEXISTS', KEYS[12], 'paused'),
+  redis.call('HEXISTS', KEYS[12], 'max_pages_reached'),
 }

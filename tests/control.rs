@@ -1,0 +1,120 @@
+//! Crawl control (issue 11): `pause` and `resume` a running cluster, and
+//! the cluster-wide quotas `max_pages` and `max_pages_per_host`.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crawlworker_testkit::{crawlworker_with_redis, eventually, stderr, stdout, DemoCrawl, Worker};
+
+use crate::expect::{assert_exact, expected, scraped};
+
+fn stats(crawl: &DemoCrawl) -> Value {
+    let out = crawlworker_with_redis(&crawl.redis.url(), &["stats", crawl.spider_arg(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn run(crawl: &DemoCrawl, command: &str) -> String {
+    let out = crawlworker_with_redis(&crawl.redis.url(), &[command, crawl.spider_arg()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// Pages the server answered (robots.txt aside).
+fn pages(crawl: &DemoCrawl) -> u64 {
+    crawl
+        .server
+        .hit_counts()
+        .iter()
+        .filter(|(path, _)| !path.starts_with("/robots.txt"))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// A paused cluster leases nothing (its pages in flight finish), says so in
+/// `stats`, and a resumed one finishes the crawl with exactly the expected
+/// items.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_cluster_stops_leasing_and_resumes_where_it_was() {
+    let crawl = DemoCrawl::start(Duration::from_millis(20)).await;
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
+        .collect();
+    eventually("some items", Duration::from_secs(30), || {
+        (scraped(&crawl.redis).len() >= 20).then_some(())
+    });
+    assert!(run(&crawl, "pause").contains("paused bbs"));
+    eventually("pages in flight finish", Duration::from_secs(30), || {
+        (stats(&crawl)["queues"]["inflight"] == 0).then_some(())
+    });
+    let s = stats(&crawl);
+    assert_eq!(s["queues"]["paused"], true, "{s}");
+    let (fetched, items) = (pages(&crawl), scraped(&crawl.redis).len());
+    assert!(items < 243, "the crawl finished before the pause");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(pages(&crawl), fetched, "pages were fetched while paused");
+    assert_eq!(scraped(&crawl.redis).len(), items);
+    assert!(run(&crawl, "pause").contains("already paused"));
+
+    assert!(run(&crawl, "resume").contains("resumed bbs"));
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert!(status.success(), "{log}");
+    }
+    assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
+    assert_eq!(stats(&crawl)["queues"]["paused"], false);
+    crawl.stop().await;
+}
+
+/// `max_pages` holds for the whole cluster: three workers fetch exactly
+/// that many pages between them, then stop (`--until-drained`) with
+/// Scrapy's `closespider_pagecount`; the rest stays queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_pages_holds_across_three_workers() {
+    let crawl = DemoCrawl::start(Duration::from_millis(5)).await;
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", "[settings]\nmax_pages = 25\n");
+    std::fs::write(&crawl.spider, text).unwrap();
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
+        .collect();
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert!(status.success(), "{log}");
+    }
+    assert_eq!(pages(&crawl), 25);
+    let s = stats(&crawl);
+    assert_eq!(s["stats"]["response_received_count"], 25, "{s}");
+    assert_eq!(s["stats"]["finish_reason"], "closespider_pagecount", "{s}");
+    assert!(s["queues"]["queued"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["queues"]["page_limit_reached"], true, "{s}");
+    crawl.stop().await;
+}
+
+/// `max_pages_per_host`: the demo forum's one host gets that many pages;
+/// the requests beyond are dropped and counted, so the crawl drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_pages_per_host_drops_and_counts_the_rest() {
+    let crawl = DemoCrawl::start(Duration::ZERO).await;
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", "[settings]\nmax_pages_per_host = 12\n");
+    std::fs::write(&crawl.spider, text).unwrap();
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
+        .collect();
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert!(status.success(), "{log}");
+    }
+    assert_eq!(pages(&crawl), 12);
+    let s = stats(&crawl);
+    assert!(
+        s["stats"]["quota/host_dropped"].as_u64().unwrap_or(0) > 0,
+        "{s}"
+    );
+    assert_eq!(s["queues"]["queued"], 0, "{s}");
+    crawl.stop().await;
+}
