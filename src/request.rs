@@ -63,6 +63,10 @@ pub struct RevisitState {
     /// The interval the page was last scheduled with, in ms.
     #[serde(default)]
     pub interval_ms: u64,
+    /// When it was last fetched (ms since the epoch, the worker's clock):
+    /// a sitemap's or feed's entries modified before then are skipped.
+    #[serde(default)]
+    pub visited_ms: u64,
 }
 
 /// The longest validator (ETag, Last-Modified) a revisit keeps.

@@ -169,6 +169,8 @@ stats! {
     FOLLOW_FILTERED_DEPTH = "follow/filtered/depth", Counter => "links_filtered"("reason" = "depth");
     /// Links past the last page a task asks for.
     FOLLOW_FILTERED_PAGINATION = "follow/filtered/pagination", Counter => "links_filtered"("reason" = "pagination");
+    /// Sitemap or feed entries not modified since the source's last visit (their `lastmod`).
+    FOLLOW_FILTERED_NOT_MODIFIED = "follow/filtered/not_modified", Counter => "links_filtered"("reason" = "not_modified");
     /// Requests robots.txt forbids.
     ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter => "robotstxt_forbidden";
     /// Malformed entries set aside in the dead-letter key.

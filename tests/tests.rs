@@ -24,6 +24,7 @@ mod progress;
 mod redis_cluster;
 mod regression;
 mod revisit;
+mod sources;
 mod split;
 mod terminal;
 mod tools;

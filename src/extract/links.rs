@@ -10,11 +10,12 @@ use std::collections::HashSet;
 use scraper::{ElementRef, Html};
 use serde_json::Map;
 
+use super::feeds::{self, Dated};
 use super::page::Page;
 use super::Filtered;
 use crate::request::{absolute_url, NotALink, Request};
 use crate::spider::selector::Selected;
-use crate::spider::{Follow, IntSource, LinkSource, MetaCarry, Spider};
+use crate::spider::{Follow, IntSource, LinkSource, MetaCarry, Rule, Spider};
 
 /// The `href` of a link element, and of the links inside it (Scrapy's
 /// LinkExtractor `restrict_css`).
@@ -32,18 +33,69 @@ fn element_links(el: ElementRef<'_>, out: &mut Vec<String>) {
 pub struct Follower<'a> {
     spider: &'a Spider,
     page: &'a Page<'a>,
+    /// The rule reading the page (a sitemap index's sitemaps go to it).
+    rule: &'a Rule,
     filtered: &'a mut Filtered,
     seen: HashSet<String>,
 }
 
+/// What a found link is, besides a link.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Found {
+    Link,
+    /// A sitemap or feed entry modified since the source's last visit:
+    /// fetched again, past the dupefilter.
+    Modified,
+    /// A sitemap listed by a sitemap index: read by the same rule.
+    Sitemap,
+}
+
 impl<'a> Follower<'a> {
-    pub fn new(spider: &'a Spider, page: &'a Page<'a>, filtered: &'a mut Filtered) -> Self {
+    pub fn new(
+        spider: &'a Spider,
+        page: &'a Page<'a>,
+        rule: &'a Rule,
+        filtered: &'a mut Filtered,
+    ) -> Self {
         Follower {
             spider,
             page,
+            rule,
             filtered,
             seen: HashSet::new(),
         }
+    }
+
+    /// A sitemap's or feed's entries, each skipped if it was not modified
+    /// since this source's last visit, and marked to be fetched again if it
+    /// was.
+    fn dated(&mut self, entries: Vec<Dated>, kind: Found, raw: &mut Vec<(String, Found)>) {
+        let visited = self
+            .page
+            .request
+            .revisit
+            .as_ref()
+            .map(|r| (r.visited_ms / 1000) as i64)
+            .filter(|v| *v > 0);
+        for entry in entries {
+            match (visited, entry.modified) {
+                (Some(v), Some(m)) if m <= v => self.filtered.not_modified += 1,
+                (Some(_), Some(_)) if kind == Found::Link => raw.push((entry.url, Found::Modified)),
+                _ => raw.push((entry.url, kind)),
+            }
+        }
+    }
+
+    /// The response body as a sitemap or feed: unpacked if gzip, within
+    /// `download_maxsize`.
+    fn xml(&self) -> Vec<u8> {
+        let limit = match self.spider.settings.download_maxsize.0 {
+            0 => u64::MAX,
+            n => n,
+        };
+        feeds::unpack(self.page.response.body, limit)
+            .map(|b| b.into_owned())
+            .unwrap_or_default()
     }
 
     /// Adds the requests of one follow entry to `out`.
@@ -51,21 +103,32 @@ impl<'a> Follower<'a> {
         let mut raw = Vec::new();
         match &follow.links {
             LinkSource::Css(sel) => {
+                let mut hrefs = Vec::new();
                 for s in sel.select(doc.root_element()) {
                     match s {
-                        Selected::Text(t) => raw.push(t),
-                        Selected::Element(e) => element_links(e, &mut raw),
+                        Selected::Text(t) => hrefs.push(t),
+                        Selected::Element(e) => element_links(e, &mut hrefs),
                     }
                 }
+                raw.extend(hrefs.into_iter().map(|h| (h, Found::Link)));
             }
             LinkSource::Re(re) => {
                 for caps in re.captures_iter(text) {
                     raw.extend(
                         caps.get(1)
                             .or_else(|| caps.get(0))
-                            .map(|m| m.as_str().to_string()),
+                            .map(|m| (m.as_str().to_string(), Found::Link)),
                     );
                 }
+            }
+            LinkSource::Sitemap => {
+                let sitemap = feeds::sitemap(&self.xml());
+                self.dated(sitemap.sitemaps, Found::Sitemap, &mut raw);
+                self.dated(sitemap.pages, Found::Link, &mut raw);
+            }
+            LinkSource::Feed => {
+                let entries = feeds::feed(&self.xml());
+                self.dated(entries, Found::Link, &mut raw);
             }
         }
         let depth = self.page.request.depth + 1;
@@ -76,7 +139,7 @@ impl<'a> Follower<'a> {
                 .ok()
                 .and_then(|s| s.trim().parse::<i64>().ok()),
         });
-        for href in raw {
+        for (href, found) in raw {
             let Some(url) = self.resolve(&href) else {
                 continue;
             };
@@ -103,7 +166,13 @@ impl<'a> Follower<'a> {
                 self.filtered.duplicate += 1;
                 continue;
             }
-            out.push(self.request(follow, url, depth));
+            let mut request = self.request(follow, url, depth);
+            match found {
+                Found::Link => {}
+                Found::Modified => request.dont_filter = true,
+                Found::Sitemap => request.rule = Some(self.rule.name.clone()),
+            }
+            out.push(request);
         }
     }
 

@@ -8,6 +8,7 @@
 //! ([`links`]) runs over the same document.
 
 pub mod charset;
+pub mod feeds;
 pub mod fields;
 pub mod links;
 pub mod page;
@@ -72,6 +73,13 @@ pub struct Filtered {
     pub pagination: u64,
     /// The same URL already followed from this page.
     pub duplicate: u64,
+    /// A sitemap or feed entry not modified since the source's last visit.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_modified: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What one page gave.
@@ -153,7 +161,7 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
             }
         }
     }
-    let mut follower = links::Follower::new(spider, &page, &mut out.filtered);
+    let mut follower = links::Follower::new(spider, &page, rule, &mut out.filtered);
     for follow in &rule.follow {
         match follow.to_spider {
             None => follower.follow(follow, &doc, &decoded.text, &mut out.requests),

@@ -797,22 +797,31 @@ impl Compiler<'_> {
     }
 
     fn follow(&self, f: &FollowFile, rules: &[&str]) -> Option<Follow> {
-        let links = match (&f.css, &f.re) {
-            (Some(css), None) => self.selector(css).map(LinkSource::Css),
-            (None, Some(re)) => self.regex(re).map(LinkSource::Re),
-            (Some(_), Some(_)) => {
+        let flag = |b: &Option<At<bool>>| b.as_ref().is_some_and(|b| b.value);
+        let ways = usize::from(f.css.is_some())
+            + usize::from(f.re.is_some())
+            + usize::from(flag(&f.sitemap))
+            + usize::from(flag(&f.feed));
+        let links = match ways {
+            1 => match (&f.css, &f.re) {
+                (Some(css), _) => self.selector(css).map(LinkSource::Css),
+                (_, Some(re)) => self.regex(re).map(LinkSource::Re),
+                _ if flag(&f.sitemap) => Some(LinkSource::Sitemap),
+                _ => Some(LinkSource::Feed),
+            },
+            0 => {
                 self.problem(
                     &f.loc,
-                    "a follow entry has both `css` and `re`",
-                    "keep one way of finding links per follow entry",
+                    "a follow entry has no `css`, `re`, `sitemap` or `feed` to find links with",
+                    "add e.g. `css = \"a.next::attr(href)\"`, or `sitemap = true` for a sitemap's pages",
                 );
                 None
             }
-            (None, None) => {
+            _ => {
                 self.problem(
                     &f.loc,
-                    "a follow entry has no `css` or `re` to find links with",
-                    "add e.g. `css = \"a.next::attr(href)\"`",
+                    "a follow entry has more than one of `css`, `re`, `sitemap` and `feed`",
+                    "keep one way of finding links per follow entry",
                 );
                 None
             }

@@ -194,6 +194,11 @@ pub enum LinkSource {
     Css(Selector),
     /// Over the decoded page text; group 1 (or the whole match) is the link.
     Re(Regex),
+    /// A sitemap's pages (its sitemaps, for an index, go to the rule that
+    /// read it).
+    Sitemap,
+    /// An RSS, Atom or JSON feed's entries.
+    Feed,
 }
 
 /// Which context a followed request carries.

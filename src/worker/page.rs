@@ -220,6 +220,7 @@ fn extract_page(
         (stats::FOLLOW_FILTERED_DENIED, f.denied),
         (stats::FOLLOW_FILTERED_DEPTH, f.depth),
         (stats::FOLLOW_FILTERED_PAGINATION, f.pagination),
+        (stats::FOLLOW_FILTERED_NOT_MODIFIED, f.not_modified),
     ] {
         stats.add(stat, n as i64);
     }

@@ -153,6 +153,7 @@ pub fn decide(
         ),
         digest,
         interval_ms: interval.as_millis() as u64,
+        visited_ms: (crate::frontier::now_secs() * 1000.0) as u64,
     };
     if let Some(etag) = &state.etag {
         again.headers.push((CONDITIONAL[0].into(), etag.clone()));

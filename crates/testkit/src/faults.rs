@@ -38,6 +38,9 @@
 //! | `/fault/trickle?bytes_per_sec=N` | 200, chunked, an HTML start at once, then `.` bytes at N per second (1–1,000,000, default 10): one byte every 1/N s up to 1,000 per second, evenly spread over 1 ms ticks above. Never ends. |
 //! | `/fault/gzip` | 200 with `Content-Encoding: gzip`: a small page in a valid gzip member (stored deflate blocks, correct CRC-32 and size). |
 //! | `/fault/links?to=P1,P2,…` | 200 with one `<a href="Pi">` per comma-separated value (escaped), so a spider can be led into fault routes. |
+//! | `/fault/sitemap?to=U1+U2+…&lastmod=D&gzip=1` | A sitemap (`<urlset>`) with one `<url><loc>Ui</loc></url>` per space-separated value (`+` in the query; a URL with its own query goes percent-encoded), escaped, each with `<lastmod>D</lastmod>` when given. With `gzip=1` the body is the gzip file itself (`application/x-gzip`, no Content-Encoding), as a `sitemap.xml.gz` is served. |
+//! | `/fault/sitemap-index?to=S1+S2+…` | A sitemap index (`<sitemapindex>`) listing the sitemaps Si. |
+//! | `/fault/feed/rss?to=U1+…` and `/fault/feed/atom?to=U1+…` | An RSS 2.0 or Atom feed with one entry per Ui, linking to it. |
 //! | `/fault/changing?every=N&validators=V&key=K` | A page whose content changes every N requests for (path, key) (0: never; default 1): version = (request − 1) ÷ N, shown as `<p class="version">v</p>`. Validators V: `etag` (default: `ETag: "v<version>"`), `last-modified` (one hour per version after 2023-11-14), `both` or `none`. A request whose `If-None-Match` or `If-Modified-Since` matches the current version answers 304 with no body (and counts as a request). With `gone_after=G`, requests after the G-th answer 410 Gone. |
 //!
 //! `/robots.txt` is not a fault route but is configured here: see
@@ -92,6 +95,7 @@ static DOTS: [u8; 1000] = [b'.'; 1000];
 const HTML_START: &str = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>never ends</title></head><body>\n<p>";
 
 const HTML: &str = "text/html; charset=utf-8";
+const XML: &str = "application/xml; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Trickle's default rate, in bytes per second.
@@ -421,9 +425,77 @@ fn dispatch(
             Reply::Now(page(StatusCode::OK, "Links", &list))
         }
         ["changing"] => changing(conn, path, query, headers)?,
+        ["sitemap"] => {
+            let lastmod = query
+                .get("lastmod")
+                .map(|d| format!("<lastmod>{}</lastmod>", escape(d)))
+                .unwrap_or_default();
+            let body = xml_list(
+                query,
+                "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">",
+                |u| format!("<url><loc>{u}</loc>{lastmod}</url>"),
+                "</urlset>",
+            );
+            Reply::Now(if query.get("gzip") == Some("1") {
+                response(
+                    StatusCode::OK,
+                    "application/x-gzip",
+                    Bytes::from(gzip_stored(body.as_bytes())),
+                )
+            } else {
+                response(StatusCode::OK, XML, Bytes::from(body))
+            })
+        }
+        ["sitemap-index"] => {
+            let body = xml_list(
+                query,
+                "<sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">",
+                |u| format!("<sitemap><loc>{u}</loc></sitemap>"),
+                "</sitemapindex>",
+            );
+            Reply::Now(response(StatusCode::OK, XML, Bytes::from(body)))
+        }
+        ["feed", "rss"] => {
+            let body = xml_list(
+                query,
+                "<rss version=\"2.0\"><channel><title>Feed</title><link>http://127.0.0.1/</link><description>d</description>",
+                |u| format!("<item><title>{u}</title><link>{u}</link><guid>{u}</guid></item>"),
+                "</channel></rss>",
+            );
+            Reply::Now(response(
+                StatusCode::OK,
+                "application/rss+xml",
+                Bytes::from(body),
+            ))
+        }
+        ["feed", "atom"] => {
+            let body = xml_list(
+                query,
+                "<feed xmlns=\"http://www.w3.org/2005/Atom\"><title>Feed</title><id>urn:feed</id><updated>2024-05-01T00:00:00Z</updated>",
+                |u| format!("<entry><title>{u}</title><id>{u}</id><updated>2024-05-01T00:00:00Z</updated><link rel=\"alternate\" href=\"{u}\"/></entry>"),
+                "</feed>",
+            );
+            Reply::Now(response(
+                StatusCode::OK,
+                "application/atom+xml",
+                Bytes::from(body),
+            ))
+        }
         _ => return Ok(None),
     };
     Ok(Some(reply))
+}
+
+/// An XML document: `head`, one `entry` per space-separated (escaped)
+/// value of `to`, `tail`.
+fn xml_list(query: &Query, head: &str, entry: impl Fn(&str) -> String, tail: &str) -> String {
+    let mut body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{head}\n");
+    for to in query.get("to").unwrap_or("").split_whitespace() {
+        body.push_str(&entry(&escape(to)));
+        body.push('\n');
+    }
+    body.push_str(tail);
+    body
 }
 
 /// `/fault/changing`: a page whose version moves on every N requests, with

@@ -1,0 +1,143 @@
+//! Sitemaps and feeds as sources (issue 11): a crawl from a sitemap index
+//! (one of its sitemaps gzip-compressed), an RSS feed and an Atom feed
+//! reaches exactly the posts they list; a revisited sitemap skips entries
+//! not modified since its last visit and fetches modified ones again.
+
+use std::time::Duration;
+
+use redis::Commands;
+use serde_json::Value;
+
+use crawlworker_demo::Site;
+use crawlworker_testkit::{
+    crawlworker_with_redis, eventually, stderr, stdout, temp_dir, FixtureServer, RedisServer,
+    Worker,
+};
+
+use crate::expect::expected;
+
+const SPIDER: &str = r#"name = "sources"
+[settings]
+allow_private_networks = true
+[items.post]
+url = { page = "url" }
+title = { css = "h1.post-title::text", required = true }
+[[rules]]
+name = "sitemap"
+match = '/fault/sitemap'
+revisit = "300ms"
+  [[rules.follow]]
+  sitemap = true
+  rule = "post"
+[[rules]]
+name = "feed"
+match = '/fault/feed/'
+  [[rules.follow]]
+  feed = true
+  rule = "post"
+[[rules]]
+name = "post"
+match = '/post/\d+$'
+  [[rules.extract]]
+  item = "post"
+"#;
+
+/// `url` percent-encoded as one query value.
+fn encoded(url: &str) -> String {
+    url::form_urlencoded::byte_serialize(url.as_bytes()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crawl_starts_from_a_sitemap_index_and_from_rss_and_atom_feeds() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("sources");
+    let path = dir.path().join("sources.toml");
+    std::fs::write(&path, SPIDER).unwrap();
+    let posts: Vec<String> = expected(&server.base_url())
+        .iter()
+        .filter_map(|i| serde_json::from_str::<Value>(i).ok())
+        .filter(|i| i["kind"] == "post")
+        .filter_map(|i| i["url"].as_str().map(str::to_string))
+        .take(14)
+        .collect();
+    let list = |urls: &[String]| urls.join("+");
+    // A gzip sitemap, one whose pages were last modified long ago, one
+    // whose page is always newer than the last visit.
+    let gzip = server.url(&format!("/fault/sitemap?to={}&gzip=1", list(&posts[0..4])));
+    let old = server.url(&format!(
+        "/fault/sitemap?to={}&lastmod=2020-01-01",
+        list(&posts[4..6])
+    ));
+    let fresh = server.url(&format!(
+        "/fault/sitemap?to={}&lastmod=2999-01-01T00:00:00Z",
+        list(&posts[6..7])
+    ));
+    let index = server.url(&format!(
+        "/fault/sitemap-index?to={}+{}+{}",
+        encoded(&gzip),
+        encoded(&old),
+        encoded(&fresh)
+    ));
+    let rss = server.url(&format!("/fault/feed/rss?to={}", list(&posts[7..10])));
+    let atom = server.url(&format!("/fault/feed/atom?to={}", list(&posts[10..14])));
+    let mut conn = redis.conn();
+    let _: () = conn
+        .rpush("sources:start_urls", vec![&index, &rss, &atom])
+        .unwrap();
+    let worker = Worker::spawn(
+        &path,
+        &redis.url(),
+        &[],
+        &[("CRAWLWORKER_IDLE_RECHECK", "50ms")],
+    );
+    let path_of = |url: &str| url.trim_start_matches(&server.base_url()).to_string();
+    // Every listed post, and the always-modified one three times over.
+    eventually(
+        "every post, one of them again",
+        Duration::from_secs(30),
+        || {
+            (posts.iter().all(|p| server.hits(&path_of(p)) >= 1)
+                && server.hits(&path_of(&posts[6])) >= 3)
+                .then_some(())
+        },
+    );
+    worker.terminate();
+    let (status, log) = worker.wait(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
+    let items: Vec<Value> = conn
+        .lrange::<_, Vec<String>>("sources:items", 0, -1)
+        .unwrap()
+        .iter()
+        .map(|i| serde_json::from_str(i).unwrap())
+        .collect();
+    let mut got: Vec<String> = items
+        .iter()
+        .map(|i| i["url"].as_str().unwrap().to_string())
+        .filter(|u| u != &posts[6])
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = posts.clone();
+    want.retain(|u| u != &posts[6]);
+    want.sort();
+    // Once each: a sitemap revisited every 300 ms skips what it listed
+    // before (the dupefilter, and lastmod older than its last visit).
+    assert_eq!(got, want);
+    for p in posts.iter().filter(|p| *p != &posts[6]) {
+        assert_eq!(server.hits(&path_of(p)), 1, "{p}");
+    }
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["stats", &path.display().to_string(), "--json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        s["stats"]["follow/filtered/not_modified"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 2,
+        "{s}"
+    );
+    let _ = server.stop().await;
+}
