@@ -90,6 +90,12 @@ async fn max_pages_holds_across_three_workers() {
     assert_eq!(s["stats"]["finish_reason"], "closespider_pagecount", "{s}");
     assert!(s["queues"]["queued"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["queues"]["page_limit_reached"], true, "{s}");
+    // The crawl's identity, in `stats`: started, pages, how it ended.
+    let text = run(&crawl, "stats");
+    assert!(text.contains("\ncrawl\n  started        20"), "{text}");
+    assert!(text.contains("  pages          25  items "), "{text}");
+    assert!(text.contains("  max_pages      reached; last worker stopped 20"), "{text}");
+    assert!(text.contains("max_pages (25) reached"), "{text}");
     crawl.stop().await;
 }
 

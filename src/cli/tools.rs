@@ -410,6 +410,29 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
             spider.settings.max_pages
         );
     }
+    // The crawl itself: when it started, what it did, how it ended.
+    let stat = |name: &str| {
+        stats
+            .iter()
+            .find(|(f, _)| f == name)
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(started) = stat(crate::stats::START_TIME.name) {
+        o += &format!(
+            "\ncrawl\n  started        {started}\n  pages          {}  items {}\n",
+            stat(crate::stats::RESPONSE_RECEIVED_COUNT.name).unwrap_or("0"),
+            stat(crate::stats::ITEM_SCRAPED_COUNT.name).unwrap_or("0"),
+        );
+        // When no worker runs: how the last one stopped.
+        if let Some(at) = stat(crate::stats::FINISH_TIME.name).filter(|_| workers.is_empty()) {
+            let reason = stat(crate::stats::FINISH_REASON.name).unwrap_or("");
+            o += &match reason {
+                "finished" => format!("  drained        {at}\n"),
+                "closespider_pagecount" => format!("  max_pages      reached; last worker stopped {at}\n"),
+                _ => format!("  last stop      {at} ({reason})\n"),
+            };
+        }
+    }
     o += "\nqueues\n";
     for (label, n, key) in [
         ("start entries", status.start, k.start_urls.as_str()),
