@@ -94,7 +94,10 @@ async fn max_pages_holds_across_three_workers() {
     let text = run(&crawl, "stats");
     assert!(text.contains("\ncrawl\n  started        20"), "{text}");
     assert!(text.contains("  pages          25  items "), "{text}");
-    assert!(text.contains("  max_pages      reached; last worker stopped 20"), "{text}");
+    assert!(
+        text.contains("  max_pages      reached; last worker stopped 20"),
+        "{text}"
+    );
     assert!(text.contains("max_pages (25) reached"), "{text}");
     crawl.stop().await;
 }

@@ -428,7 +428,9 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
             let reason = stat(crate::stats::FINISH_REASON.name).unwrap_or("");
             o += &match reason {
                 "finished" => format!("  drained        {at}\n"),
-                "closespider_pagecount" => format!("  max_pages      reached; last worker stopped {at}\n"),
+                "closespider_pagecount" => {
+                    format!("  max_pages      reached; last worker stopped {at}\n")
+                }
                 _ => format!("  last stop      {at} ({reason})\n"),
             };
         }

@@ -160,7 +160,7 @@ impl Compiler<'_> {
         let rules: Vec<Option<Rule>> = file
             .rules
             .iter()
-            .map(|r| self.rule(r, &item_names, &rule_names))
+            .map(|r| self.rule(r, &item_names, &rule_names, &file.items))
             .collect();
         if file.rules.is_empty() {
             self.problem(
@@ -652,7 +652,13 @@ impl Compiler<'_> {
         })
     }
 
-    fn rule(&self, r: &RuleFile, items: &[&str], rules: &[&str]) -> Option<Rule> {
+    fn rule(
+        &self,
+        r: &RuleFile,
+        items: &[&str],
+        rules: &[&str],
+        item_files: &[ItemFile],
+    ) -> Option<Rule> {
         let matches: Vec<Option<Regex>> = r.matches.iter().map(|m| self.regex(m)).collect();
         let extract: Vec<Option<Extract>> = r
             .extract
@@ -691,12 +697,13 @@ impl Compiler<'_> {
             }
         }
         let revisit = match &r.revisit {
-            Some(file) => Some(self.revisit(file, r)?),
+            Some(file) => Some(self.revisit(file, r, item_files)?),
             None => {
-                for at in [&r.change, &r.emit].into_iter().flatten() {
+                let fields = r.change_fields.iter().flatten().take(1);
+                for at in [&r.change, &r.emit].into_iter().flatten().chain(fields) {
                     self.problem(
                         &at.loc,
-                        "`change` and `emit` apply to pages a rule revisits, and this rule has no `revisit`",
+                        "`change`, `change_fields` and `emit` apply to pages a rule revisits, and this rule has no `revisit`",
                         "add `revisit = \"10m\"` (or { min = \"5m\", max = \"6h\" }), or remove the key",
                     );
                 }
@@ -735,7 +742,12 @@ impl Compiler<'_> {
         }
     }
 
-    fn revisit(&self, file: &RevisitFile, r: &RuleFile) -> Option<RevisitRule> {
+    fn revisit(
+        &self,
+        file: &RevisitFile,
+        r: &RuleFile,
+        item_files: &[ItemFile],
+    ) -> Option<RevisitRule> {
         let (min, max) = match file {
             RevisitFile::Every(at) => {
                 let every = self.revisit_interval(at);
@@ -788,9 +800,40 @@ impl Compiler<'_> {
                 None
             }
         };
+        // The fields named must be fields of the items this rule extracts.
+        let known: Vec<&str> = r
+            .extract
+            .iter()
+            .filter_map(|e| e.item.as_ref())
+            .filter_map(|i| item_files.iter().find(|d| d.name.value == i.value))
+            .flat_map(|d| d.fields.iter().map(|f| f.name.value.as_str()))
+            .collect();
+        let mut fields_ok = true;
+        for f in r.change_fields.iter().flatten() {
+            if !known.contains(&f.value.as_str()) {
+                fields_ok = false;
+                self.problem(
+                    &f.loc,
+                    format!(
+                        "`{}` is not a field of the items this rule extracts",
+                        f.value
+                    ),
+                    format!("name fields of its items: {}", known.join(", ")),
+                );
+            }
+        }
+        if !fields_ok {
+            return None;
+        }
         Some(RevisitRule {
             min: min?,
             max: max?,
+            change_fields: r
+                .change_fields
+                .iter()
+                .flatten()
+                .map(|f| f.value.clone())
+                .collect(),
             change: change?,
             emit_changed: emit_changed?,
         })

@@ -92,6 +92,8 @@ pub struct RuleFile {
     pub revisit: Option<RevisitFile>,
     /// What decides that a revisited page changed: "extracted" or "body".
     pub change: Option<At<String>>,
+    /// The item fields that count as a change (all when absent).
+    pub change_fields: Option<Vec<At<String>>>,
     /// "all" (default) or "changed": push a revisited page's items only
     /// when they changed.
     pub emit: Option<At<String>>,
@@ -346,6 +348,7 @@ fn read_rule(t: &TableReader<'_>) -> RuleFile {
         follow,
         revisit: read_revisit(t),
         change: t.str("change"),
+        change_fields: t.str_list("change_fields"),
         emit: t.str("emit"),
     };
     t.finish();

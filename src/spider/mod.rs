@@ -155,7 +155,7 @@ pub struct Rule {
 }
 
 /// How a rule revisits its pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevisitRule {
     /// The shortest interval, and the first; equal to `max` for a fixed
     /// `revisit = "10m"`.
@@ -164,6 +164,9 @@ pub struct RevisitRule {
     pub max: std::time::Duration,
     /// What decides that a page changed.
     pub change: Change,
+    /// With `Change::Extracted`: the item fields that count (a view
+    /// counter left out); empty for all fields and the links too.
+    pub change_fields: Vec<String>,
     /// Push a revisited page's items only when they changed.
     pub emit_changed: bool,
 }

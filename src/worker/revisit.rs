@@ -40,10 +40,20 @@ pub fn not_modified(request: &Request, fetched: &Fetched) -> bool {
 
 /// The SHA-1 of what `change` compares: the body, or the items and links
 /// extracted (so a timestamp or an advert on the page does not count).
-fn digest(change: Change, result: &PageResult, fetched: &Fetched) -> String {
+fn digest(rule: &RevisitRule, result: &PageResult, fetched: &Fetched) -> String {
     let mut hash = Sha1::new();
-    match change {
+    match rule.change {
         Change::Body => hash.update(&fetched.body),
+        // Only the fields that matter, of every item.
+        Change::Extracted if !rule.change_fields.is_empty() => {
+            for item in &result.items {
+                for field in &rule.change_fields {
+                    hash.update(item.get(field).map(|v| v.to_string()).unwrap_or_default());
+                    hash.update(b"\t");
+                }
+                hash.update(b"\n");
+            }
+        }
         Change::Extracted => {
             for item in &result.items {
                 hash.update(serde_json::Value::Object(item.clone()).to_string());
@@ -125,7 +135,7 @@ pub fn decide(
     let (changed, digest) = match fetched {
         Some(f) if not_modified(request, f) => (Some(false), last.and_then(|s| s.digest.clone())),
         Some(f) if (200..300).contains(&f.status) => {
-            let now = digest(rule.change, result, f);
+            let now = digest(rule, result, f);
             let before = last.and_then(|s| s.digest.as_deref());
             (before.map(|b| b != now), Some(now))
         }
@@ -178,6 +188,7 @@ mod tests {
             min: Duration::from_secs(60),
             max: Duration::from_secs(600),
             change: Change::Extracted,
+            change_fields: Vec::new(),
             emit_changed: false,
         };
         let at = |ms| RevisitState {
@@ -203,7 +214,7 @@ mod tests {
         );
         let fixed = RevisitRule {
             max: rule.min,
-            ..rule
+            ..rule.clone()
         };
         assert_eq!(
             next_interval(&fixed, Some(&at(60_000)), Some(false)),

@@ -41,7 +41,7 @@
 //! | `/fault/sitemap?to=U1+U2+…&lastmod=D&gzip=1` | A sitemap (`<urlset>`) with one `<url><loc>Ui</loc></url>` per space-separated value (`+` in the query; a URL with its own query goes percent-encoded), escaped, each with `<lastmod>D</lastmod>` when given. With `gzip=1` the body is the gzip file itself (`application/x-gzip`, no Content-Encoding), as a `sitemap.xml.gz` is served. |
 //! | `/fault/sitemap-index?to=S1+S2+…` | A sitemap index (`<sitemapindex>`) listing the sitemaps Si. |
 //! | `/fault/feed/rss?to=U1+…` and `/fault/feed/atom?to=U1+…` | An RSS 2.0 or Atom feed with one entry per Ui, linking to it. |
-//! | `/fault/changing?every=N&validators=V&key=K` | A page whose content changes every N requests for (path, key) (0: never; default 1): version = (request − 1) ÷ N, shown as `<p class="version">v</p>`. Validators V: `etag` (default: `ETag: "v<version>"`), `last-modified` (one hour per version after 2023-11-14), `both` or `none`. A request whose `If-None-Match` or `If-Modified-Since` matches the current version answers 304 with no body (and counts as a request). With `gone_after=G`, requests after the G-th answer 410 Gone. |
+//! | `/fault/changing?every=N&validators=V&key=K` | A page whose content changes every N requests for (path, key) (0: never; default 1): version = (request − 1) ÷ N, shown as `<p class="version">v</p>` (beside a `<p class="stable">` that never changes). Validators V: `etag` (default: `ETag: "v<version>"`), `last-modified` (one hour per version after 2023-11-14), `both` or `none`. A request whose `If-None-Match` or `If-Modified-Since` matches the current version answers 304 with no body (and counts as a request). With `gone_after=G`, requests after the G-th answer 410 Gone. |
 //!
 //! `/robots.txt` is not a fault route but is configured here: see
 //! [`Robots`] and [`crate::FixtureServer::set_robots`]. Its default is the
@@ -544,7 +544,7 @@ fn changing(
         page(
             StatusCode::OK,
             &format!("Version {version}"),
-            &format!("<p class=\"version\">{version}</p>"),
+            &format!("<p class=\"version\">{version}</p><p class=\"stable\">unchanged</p>"),
         )
     };
     for (on, name, value) in [(etag, ETAG, &tag), (modified, LAST_MODIFIED, &date)] {
