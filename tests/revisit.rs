@@ -90,9 +90,13 @@ async fn a_revisited_page_is_fetched_once_per_due_time_by_a_cluster() {
         .collect();
     let arrivals = server.arrivals(list);
     // Never two fetches for one due time: each comes about a second after
-    // the one before (the schedule is kept from the commit, in Redis; an
-    // idle worker looks every `idle_recheck`, 1 s, so a revisit may come up
-    // to that much late, never early).
+    // the one before (the schedule is kept from the commit, in Redis, and
+    // idle workers wake when it is due: never early).
+    let gaps: Vec<u128> = arrivals
+        .windows(2)
+        .map(|p| (p[1] - p[0]).as_millis())
+        .collect();
+    eprintln!("revisit gaps (ms): {gaps:?}");
     for pair in arrivals.windows(2) {
         let gap = pair[1] - pair[0];
         assert!(

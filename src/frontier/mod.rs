@@ -32,7 +32,8 @@ pub mod redis_url;
 mod scripts;
 pub mod wake;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
@@ -296,6 +297,8 @@ pub struct Frontier {
     /// The spiders pages hand links to.
     handoffs: Vec<Handoff>,
     quota: Quota,
+    /// When the next scheduled revisit is due, as the last lease saw.
+    next_revisit: Arc<std::sync::Mutex<Option<Instant>>>,
 }
 
 /// The request as the queue stores it.
@@ -337,6 +340,7 @@ impl Frontier {
             dupe_spec: options.dupefilter.spec(),
             handoffs: options.handoffs,
             quota: options.quota,
+            next_revisit: Arc::default(),
         })
     }
 
@@ -390,11 +394,23 @@ impl Frontier {
             .arg(self.max_wait_ms())
             .arg(self.quota.max_pages)
             .arg(self.quota.max_pages_per_host);
-        let (leases, start): (Vec<redis::Value>, Vec<String>) = inv
+        let (leases, start, next_due): (Vec<redis::Value>, Vec<String>, i64) = inv
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("lease", &k.requests))?;
+        if let Ok(mut due) = self.next_revisit.lock() {
+            *due = u64::try_from(next_due)
+                .ok()
+                .map(|ms| Instant::now() + Duration::from_millis(ms));
+        }
         Ok((self.decode_leases(leases.into_iter()), start))
+    }
+
+    /// How long until the next scheduled revisit is due, as of the last
+    /// lease (an idle worker wakes then, not only every `idle_recheck`).
+    pub fn next_revisit_in(&self) -> Option<Duration> {
+        let due = (*self.next_revisit.lock().ok()?)?;
+        Some(due.saturating_duration_since(Instant::now()))
     }
 
     /// Parses `id, JSON, wait, interval` groups; a request whose JSON is unusable

@@ -350,6 +350,10 @@ impl SpiderRun {
                     break StopReason::Idle;
                 }
                 let mut wait = self.settings.idle_recheck;
+                // A revisit coming due sooner: be there when it does.
+                if let Some(due) = self.frontier.next_revisit_in() {
+                    wait = wait.min(due + Duration::from_millis(1));
+                }
                 if let Some(d) = rules.idle_exit {
                     wait = wait.min(
                         d.saturating_sub(idle_since.elapsed())

@@ -18,7 +18,8 @@
 --       6 politeness interval ms, 7 randomise it (1/0), 8 longest
 --       politeness wait worth leasing for (ms), 9 max_pages (0: none),
 --       10 max_pages_per_host (0: none)
--- Returns {{id1, json1, wait1, interval1, ...}, {start entries}}.
+-- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
+-- the next scheduled revisit is due (-1: none scheduled)}.
 local K = shared_keys()
 local max = tonumber(ARGV[3])
 local now = now_ms()
@@ -29,4 +30,9 @@ local start = {}
 if #out / 4 < max or max == 0 then
   start = peek_start(KEYS[18], ARGV[4], tonumber(ARGV[5]))
 end
-return {out, start}
+local next_due = -1
+local first = redis.call('ZRANGE', K.schedule, 0, 0, 'WITHSCORES')
+if #first == 2 then
+  next_due = math.max(0, tonumber(first[2]) - now)
+end
+return {out, start, next_due}
