@@ -146,8 +146,12 @@ match = '/fault/'
     f.push_start(&[server.url("/fault/status/200?key=start")], 0.0, None)
         .await
         .unwrap();
-    // Crawl control: a pause (the pages per host are counted above).
+    // Crawl control: a pause (the pages per host are counted above), and
+    // a seed queued once (as `[start] sitemap` does).
     assert!(f.pause().await.unwrap());
+    let seed = crawlworker::request::Request::get(&server.url("/fault/sitemap"));
+    assert_eq!(f.seed(std::slice::from_ref(&seed)).await.unwrap(), 1);
+    assert_eq!(f.seed(&[seed]).await.unwrap(), 0);
     f.heartbeat(&Heartbeat {
         host: "h".into(),
         pid: 1,

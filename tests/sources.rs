@@ -141,3 +141,60 @@ async fn a_crawl_starts_from_a_sitemap_index_and_from_rss_and_atom_feeds() {
     );
     let _ = server.stop().await;
 }
+
+/// `[start] sitemap` and `feed` are queued once per crawl, whichever worker
+/// starts first, with the rule that reads them: no start entry is pushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_sitemaps_and_feeds_are_seeded_once_per_crawl() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("seeds");
+    let posts: Vec<String> = expected(&server.base_url())
+        .iter()
+        .filter_map(|i| serde_json::from_str::<Value>(i).ok())
+        .filter(|i| i["kind"] == "post")
+        .filter_map(|i| i["url"].as_str().map(str::to_string))
+        .take(6)
+        .collect();
+    let sitemap = server.url(&format!("/fault/sitemap?to={}", posts[0..3].join("+")));
+    let feed = server.url(&format!("/fault/feed/atom?to={}", posts[3..6].join("+")));
+    let path = dir.path().join("sources.toml");
+    std::fs::write(
+        &path,
+        // Without the revisit, so each source is fetched at its seeding only.
+        SPIDER.replace("revisit = \"300ms\"\n", "").replace(
+            "[settings]",
+            &format!("[start]\nsitemap = \"{sitemap}\"\nfeed = [\"{feed}\"]\n[settings]"),
+        ),
+    )
+    .unwrap();
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::spawn(&path, &redis.url(), &["--until-drained"], &[]))
+        .collect();
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(30));
+        assert!(status.success(), "{log}");
+    }
+    let path_of = |url: &str| url.trim_start_matches(&server.base_url()).to_string();
+    assert_eq!(server.hits(&path_of(&sitemap)), 1);
+    assert_eq!(server.hits(&path_of(&feed)), 1);
+    let mut conn = redis.conn();
+    let mut got: Vec<String> = conn
+        .lrange::<_, Vec<String>>("sources:items", 0, -1)
+        .unwrap()
+        .iter()
+        .map(|i| {
+            serde_json::from_str::<Value>(i).unwrap()["url"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    got.sort();
+    let mut want = posts.clone();
+    want.sort();
+    assert_eq!(got, want);
+    let seeds: u64 = conn.hlen("sources:schedule:seeds").unwrap();
+    assert_eq!(seeds, 2);
+    let _ = server.stop().await;
+}

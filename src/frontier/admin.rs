@@ -305,6 +305,27 @@ impl Frontier {
         Ok(())
     }
 
+    /// Queues the spider's seeds (`[start] sitemap` and `feed`) that this
+    /// crawl has not queued yet; returns how many were.
+    pub async fn seed(&self, seeds: &[Request]) -> Result<u64> {
+        if seeds.is_empty() {
+            return Ok(0);
+        }
+        let mut inv = SCRIPTS.seed.prepare_invoke();
+        inv.key(&self.keys.seeds)
+            .key(&self.keys.requests)
+            .key(&self.keys.request_data)
+            .key(&self.keys.sequence)
+            .key(&self.keys.stats)
+            .arg(&self.keys.wake);
+        for s in seeds {
+            inv.arg(&s.url).arg(encode(s).unwrap_or_default());
+        }
+        inv.invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("seed", &self.keys.seeds))
+    }
+
     /// Pauses the spider for the whole cluster: no worker leases a request
     /// until [`Frontier::resume`] (pages in flight finish and commit).
     /// False if it was paused already.

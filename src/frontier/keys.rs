@@ -148,6 +148,8 @@ key_kinds! {
     ScheduleData, schedule_data = "{name}:schedule:data", "hash", Schedule;
     /// Page fingerprint → the due time of a revisit queued but not yet fetched (overdue).
     ScheduleDue, schedule_due = "{name}:schedule:due", "zset", Schedule;
+    /// Seed URL (`[start] sitemap` and `feed`) → when it was queued (ms): each is queued once per crawl.
+    Seeds, seeds = "{name}:schedule:seeds", "hash", Schedule;
     /// Crawl control: `paused` (since when, ms) set by `crawlworker pause`, `max_pages_reached` (when, ms).
     Control, control = "{name}:control", "hash", Control;
     /// Host → pages leased, for `max_pages_per_host`.

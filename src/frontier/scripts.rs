@@ -23,6 +23,7 @@ pub(super) struct Scripts {
     pub dupe_bulk: Script,
     pub dupe_prepare: Script,
     pub dupe_info: Script,
+    pub seed: Script,
 }
 
 /// The text every script starts with.
@@ -55,6 +56,7 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dupe_bulk: script(include_str!("scripts/dupe_bulk.lua")),
     dupe_prepare: script(include_str!("scripts/dupe_prepare.lua")),
     dupe_info: script(include_str!("scripts/dupe_info.lua")),
+    seed: script(include_str!("scripts/seed.lua")),
 });
 
 /// Every script's own text (without the preamble), by file name.
@@ -78,6 +80,7 @@ pub(super) const SOURCES: &[(&str, &str)] = &[
     ),
     ("pace.lua", include_str!("scripts/pace.lua")),
     ("robots_lock.lua", include_str!("scripts/robots_lock.lua")),
+    ("seed.lua", include_str!("scripts/seed.lua")),
     ("flush.lua", include_str!("scripts/flush.lua")),
     ("leases.lua", include_str!("scripts/leases.lua")),
 ];

@@ -183,6 +183,9 @@ impl Compiler<'_> {
         let items = items.into_iter().collect::<Option<Vec<_>>>()?;
         let rules = rules.into_iter().collect::<Option<Vec<_>>>()?;
         let overrides = file.settings.clone();
+        let seeds = self.seeds(file);
+        let mut start = start?;
+        start.seeds = seeds?;
         Some(Spider {
             name: name?.value.clone(),
             source: path.to_path_buf(),
@@ -190,13 +193,63 @@ impl Compiler<'_> {
             deny,
             settings: settings::layered(&[&overrides]),
             overrides,
-            start: start?,
+            start,
             keys: keys?,
             handoffs: handoffs.into_iter().map(|(h, _)| h).collect(),
             warnings: Vec::new(),
             items,
             rules,
         })
+    }
+
+    /// The requests of `[start] sitemap` and `feed`: each URL read by the
+    /// first rule with a `sitemap = true` (resp. `feed = true`) follow
+    /// entry.
+    fn seeds(&self, file: &SpiderFile) -> Option<Vec<crate::request::Request>> {
+        let mut seeds = Vec::new();
+        let mut ok = true;
+        for (urls, kind) in [(&file.start.sitemap, "sitemap"), (&file.start.feed, "feed")] {
+            let Some(urls) = urls else { continue };
+            let reader = file.rules.iter().find(|r| {
+                r.follow.iter().any(|f| {
+                    let flag = if kind == "sitemap" {
+                        &f.sitemap
+                    } else {
+                        &f.feed
+                    };
+                    flag.as_ref().is_some_and(|b| b.value)
+                })
+            });
+            for at in urls {
+                let Some(rule) = reader.and_then(|r| r.name.as_ref()) else {
+                    ok = false;
+                    self.problem(
+                        &at.loc,
+                        format!("no rule reads a {kind}: `[start] {kind}` needs a rule with a `{kind} = true` follow entry"),
+                        format!("add a rule that matches the URL, with `[[rules.follow]]` `{kind} = true` and the rule of the pages it lists"),
+                    );
+                    continue;
+                };
+                match url::Url::parse(&at.value) {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+                        seeds.push(crate::request::Request {
+                            rule: Some(rule.value.clone()),
+                            dont_filter: true,
+                            ..crate::request::Request::get(&at.value)
+                        });
+                    }
+                    _ => {
+                        ok = false;
+                        self.problem(
+                            &at.loc,
+                            format!("`{}` is not an http(s) URL", at.value),
+                            format!("write the {kind}'s full address, e.g. \"https://news.example.com/{kind}.xml\""),
+                        );
+                    }
+                }
+            }
+        }
+        ok.then_some(seeds)
     }
 
     /// Resolves the spider's key names from `[keys]` and `[start] key`.
@@ -482,6 +535,7 @@ impl Compiler<'_> {
             rule,
             dont_filter: s.dont_filter.as_ref().is_none_or(|d| d.value),
             task_fields,
+            seeds: Vec::new(),
         })
     }
 

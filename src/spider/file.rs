@@ -46,6 +46,9 @@ pub struct StartFile {
     pub rule: Option<At<String>>,
     pub dont_filter: Option<At<bool>>,
     pub task_fields: Option<Vec<At<String>>>,
+    /// Sitemap and feed URLs to crawl from, once per crawl.
+    pub sitemap: Option<Vec<At<String>>>,
+    pub feed: Option<Vec<At<String>>>,
 }
 
 /// A number written as a number, or a `{field}` template giving one.
@@ -246,6 +249,8 @@ fn read_start(t: &TableReader<'_>) -> StartFile {
         rule: t.str("rule"),
         dont_filter: t.bool("dont_filter"),
         task_fields: t.str_list("task_fields"),
+        sitemap: t.str_list("sitemap"),
+        feed: t.str_list("feed"),
     };
     t.finish();
     start

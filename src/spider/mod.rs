@@ -70,6 +70,9 @@ pub struct Start {
     pub dont_filter: bool,
     /// Fields every task has, when the spider declares them.
     pub task_fields: Option<Vec<String>>,
+    /// Sitemaps and feeds the crawl starts from (`[start] sitemap` and
+    /// `feed`), each queued once per crawl with the rule that reads it.
+    pub seeds: Vec<crate::request::Request>,
 }
 
 /// A whole number given directly or read from the request context.

@@ -194,6 +194,13 @@ impl SpiderRun {
             .prepare_dupefilter()
             .await
             .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
+        let seeded = frontier
+            .seed(&spider.start.seeds)
+            .await
+            .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
+        if seeded > 0 {
+            tracing::info!(spider = %spider.name, "queued {seeded} of the spider's sitemaps and feeds ([start] sitemap and feed)");
+        }
         let share = Arc::new(pool.share(settings.concurrent_requests as usize));
         let settings = Arc::new(settings);
         let spider = Arc::new(spider);
