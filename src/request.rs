@@ -67,7 +67,15 @@ pub struct RevisitState {
     /// a sitemap's or feed's entries modified before then are skipped.
     #[serde(default)]
     pub visited_ms: u64,
+    /// With `emit = "changed"`: short digests of the items the last visit
+    /// extracted (at most [`MAX_ITEM_DIGESTS`]); an item found again is
+    /// not pushed again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<String>,
 }
+
+/// The most item digests a revisit keeps (16 hex characters each).
+pub const MAX_ITEM_DIGESTS: usize = 1000;
 
 /// The longest validator (ETag, Last-Modified) a revisit keeps.
 pub const MAX_VALIDATOR: usize = 256;

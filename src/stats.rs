@@ -209,7 +209,7 @@ stats! {
     REVISIT_CHANGED = "revisit/changed", Counter => "revisits_changed";
     /// Revisits whose page had not changed (a 304, or the same digest).
     REVISIT_UNCHANGED = "revisit/unchanged", Counter => "revisits_unchanged";
-    /// Items of unchanged revisits not pushed (`emit = "changed"`).
+    /// Items of revisits not pushed because the last visit had them (`emit = "changed"`).
     REVISIT_ITEMS_UNCHANGED = "revisit/items_unchanged", Counter;
     /// Scheduled pages dropped from the schedule (a 404 or 410, `revisit_drop_status`).
     REVISIT_DROPPED = "revisit/dropped", Counter => "revisits_dropped";

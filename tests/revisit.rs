@@ -168,6 +168,17 @@ allow_private_networks = true
 url = {{ page = "url" }}
 version = {{ css = "p.version::text" }}
 stable = {{ css = "p.stable::text" }}
+[items.para]
+url = {{ page = "url" }}
+text = {{ css = "::text" }}
+[[rules]]
+name = "paras"
+match = 'key=paras'
+revisit = "300ms"
+emit = "changed"
+  [[rules.extract]]
+  item = "para"
+  each = "p"
 [[rules]]
 name = "views"
 match = 'key=views'
@@ -200,8 +211,9 @@ match = '/fault/changing'
     let emit = page("every=3&validators=none&key=emit");
     let gone = page("every=0&validators=none&key=gone&gone_after=2");
     let views = page("every=1&validators=none&key=views");
+    let paras = page("every=1&validators=none&key=paras");
     let mut conn = redis.conn();
-    for p in [&same, &dated, &moving, &emit, &gone, &views] {
+    for p in [&same, &dated, &moving, &emit, &gone, &views, &paras] {
         let _: () = conn.rpush("pages:start_urls", server.url(p)).unwrap();
     }
     let idle = [("CRAWLWORKER_IDLE_RECHECK", "50ms")];
@@ -256,15 +268,29 @@ match = '/fault/changing'
     // left out (a view counter) gave its item once.
     assert_eq!(of(&views), ["0"]);
     assert!(server.hits(&views) >= 3);
+    // Per item: of a page with a changing and an unchanged paragraph, the
+    // unchanged one was pushed once, the changing one at every visit.
+    let texts: Vec<&str> = items
+        .iter()
+        .filter(|i| i["url"] == server.url(&paras))
+        .filter_map(|i| i["text"].as_str())
+        .collect();
+    let hits = server.hits(&paras);
+    assert_eq!(
+        texts.iter().filter(|t| **t == "unchanged").count(),
+        1,
+        "{texts:?}"
+    );
+    assert_eq!(texts.len() as u64, hits + 1, "{texts:?}");
     assert_eq!(
         stat("revisit/items_unchanged"),
-        server.hits(&emit) - versions + server.hits(&views) - 1,
+        server.hits(&emit) - versions + server.hits(&views) - 1 + hits - 1,
         "{s}"
     );
     // The page that went away (410 on its third visit) left the schedule.
     assert_eq!(server.hits(&gone), 3);
     assert_eq!(stat("revisit/dropped"), 1, "{s}");
-    assert_eq!(s["queues"]["scheduled"], 5, "{s}");
+    assert_eq!(s["queues"]["scheduled"], 6, "{s}");
     // The unchanged pages' intervals grew from 300 ms; the changing one's
     // stayed at the minimum.
     let mut interval = |p: &str| -> u64 {

@@ -849,7 +849,7 @@ impl Compiler<'_> {
                 self.problem(
                     &at.loc,
                     format!("`emit = \"{other}\"` is not an emit mode"),
-                    "use \"all\" (push every visit's items: the default) or \"changed\" (only when they changed since the last visit)",
+                    "use \"all\" (push every visit's items: the default) or \"changed\" (only the items the last visit did not have)",
                 );
                 None
             }

@@ -3,7 +3,8 @@
 //! rule compares), when to fetch it next (a fixed interval, or an adaptive
 //! one that grows while the page stays the same and shrinks when it
 //! changes, as Nutch's AdaptiveFetchSchedule does), the validators to send
-//! next time, and whether its items are pushed (`emit = "changed"`).
+//! next time, and which of its items are pushed (`emit = "changed"`: those
+//! the last visit did not have, by their `change_fields`).
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use sha1::{Digest, Sha1};
 
 use crate::downloader::client::Fetched;
 use crate::frontier::{PageResult, Revisit};
-use crate::request::{Request, RevisitState, MAX_VALIDATOR};
+use crate::request::{Request, RevisitState, MAX_ITEM_DIGESTS, MAX_VALIDATOR};
 use crate::spider::{Change, RevisitRule, Spider};
 use crate::stats::{self, Tally};
 
@@ -47,10 +48,7 @@ fn digest(rule: &RevisitRule, result: &PageResult, fetched: &Fetched) -> String 
         // Only the fields that matter, of every item.
         Change::Extracted if !rule.change_fields.is_empty() => {
             for item in &result.items {
-                for field in &rule.change_fields {
-                    hash.update(item.get(field).map(|v| v.to_string()).unwrap_or_default());
-                    hash.update(b"\t");
-                }
+                hash.update(item_digest(rule, item));
                 hash.update(b"\n");
             }
         }
@@ -71,6 +69,48 @@ fn digest(rule: &RevisitRule, result: &PageResult, fetched: &Fetched) -> String 
         }
     }
     hex::encode(hash.finalize())
+}
+
+/// A short digest (16 hex characters of SHA-1) of what counts in one item:
+/// its `change_fields`, or all of it.
+fn item_digest(rule: &RevisitRule, item: &serde_json::Map<String, serde_json::Value>) -> String {
+    let mut hash = Sha1::new();
+    if rule.change_fields.is_empty() {
+        hash.update(serde_json::Value::Object(item.clone()).to_string());
+    } else {
+        for field in &rule.change_fields {
+            hash.update(item.get(field).map(|v| v.to_string()).unwrap_or_default());
+            hash.update(b"\t");
+        }
+    }
+    let mut hex = hex::encode(hash.finalize());
+    hex.truncate(16);
+    hex
+}
+
+/// `emit = "changed"`: keeps the items the last visit did not have, and
+/// returns the digests of this visit's items, to compare the next with.
+fn new_items(
+    rule: &RevisitRule,
+    result: &mut PageResult,
+    last: Option<&RevisitState>,
+    stats: &mut Tally,
+) -> Vec<String> {
+    let digests: Vec<String> = result.items.iter().map(|i| item_digest(rule, i)).collect();
+    if let Some(last) = last.filter(|s| s.visited_ms > 0) {
+        let before = result.items.len();
+        let mut seen = digests.iter();
+        result
+            .items
+            .retain(|_| seen.next().is_none_or(|d| !last.items.contains(d)));
+        stats.add(
+            stats::REVISIT_ITEMS_UNCHANGED,
+            (before - result.items.len()) as i64,
+        );
+    }
+    let mut kept = digests;
+    kept.truncate(MAX_ITEM_DIGESTS);
+    kept
 }
 
 /// The next interval: fixed, or the last one grown or shrunk, within
@@ -132,11 +172,15 @@ pub fn decide(
         return;
     }
     let last = request.revisit.as_ref();
+    let mut items = last.map(|s| s.items.clone()).unwrap_or_default();
     let (changed, digest) = match fetched {
         Some(f) if not_modified(request, f) => (Some(false), last.and_then(|s| s.digest.clone())),
         Some(f) if (200..300).contains(&f.status) => {
             let now = digest(rule, result, f);
             let before = last.and_then(|s| s.digest.as_deref());
+            if rule.emit_changed {
+                items = new_items(rule, result, last, stats);
+            }
             (before.map(|b| b != now), Some(now))
         }
         // A failure or an error page says nothing about the content.
@@ -144,13 +188,7 @@ pub fn decide(
     };
     match changed {
         Some(true) => stats.add(stats::REVISIT_CHANGED, 1),
-        Some(false) => {
-            stats.add(stats::REVISIT_UNCHANGED, 1);
-            if rule.emit_changed && !result.items.is_empty() {
-                stats.add(stats::REVISIT_ITEMS_UNCHANGED, result.items.len() as i64);
-                result.items.clear();
-            }
-        }
+        Some(false) => stats.add(stats::REVISIT_UNCHANGED, 1),
         None => {}
     }
     let interval = next_interval(rule, last, changed);
@@ -164,6 +202,7 @@ pub fn decide(
         digest,
         interval_ms: interval.as_millis() as u64,
         visited_ms: (crate::frontier::now_secs() * 1000.0) as u64,
+        items,
     };
     if let Some(etag) = &state.etag {
         again.headers.push((CONDITIONAL[0].into(), etag.clone()));
