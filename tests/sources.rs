@@ -11,7 +11,7 @@ use serde_json::Value;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
     crawlworker_with_redis, eventually, stderr, stdout, temp_dir, FixtureServer, RedisServer,
-    Worker,
+    Robots, Worker,
 };
 
 use crate::expect::expected;
@@ -144,6 +144,7 @@ async fn a_crawl_starts_from_a_sitemap_index_and_from_rss_and_atom_feeds() {
 
 /// `[start] sitemap` and `feed` are queued once per crawl, whichever worker
 /// starts first, with the rule that reads them: no start entry is pushed.
+/// The sitemap seed is a robots.txt, whose `Sitemap:` line leads on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_sitemaps_and_feeds_are_seeded_once_per_crawl() {
     let redis = RedisServer::start();
@@ -158,13 +159,18 @@ async fn start_sitemaps_and_feeds_are_seeded_once_per_crawl() {
         .collect();
     let sitemap = server.url(&format!("/fault/sitemap?to={}", posts[0..3].join("+")));
     let feed = server.url(&format!("/fault/feed/atom?to={}", posts[3..6].join("+")));
+    // The sitemap is found through robots.txt's `Sitemap:` line.
+    server.set_robots(Robots::Body(format!(
+        "User-agent: *\nDisallow: /private/\nSitemap: {sitemap}\n"
+    )));
+    let robots = server.url("/robots.txt");
     let path = dir.path().join("sources.toml");
     std::fs::write(
         &path,
         // Without the revisit, so each source is fetched at its seeding only.
         SPIDER.replace("revisit = \"300ms\"\n", "").replace(
             "[settings]",
-            &format!("[start]\nsitemap = \"{sitemap}\"\nfeed = [\"{feed}\"]\n[settings]"),
+            &format!("[start]\nsitemap = \"{robots}\"\nfeed = [\"{feed}\"]\n[settings]"),
         ),
     )
     .unwrap();
@@ -176,6 +182,7 @@ async fn start_sitemaps_and_feeds_are_seeded_once_per_crawl() {
         assert!(status.success(), "{log}");
     }
     let path_of = |url: &str| url.trim_start_matches(&server.base_url()).to_string();
+    assert_eq!(server.hits("/robots.txt"), 1);
     assert_eq!(server.hits(&path_of(&sitemap)), 1);
     assert_eq!(server.hits(&path_of(&feed)), 1);
     let mut conn = redis.conn();

@@ -29,6 +29,11 @@ fn element_links(el: ElementRef<'_>, out: &mut Vec<String>) {
     }
 }
 
+/// Whether `url` is a host's robots.txt.
+fn is_robots_txt(url: &str) -> bool {
+    url::Url::parse(url).is_ok_and(|u| u.path() == "/robots.txt")
+}
+
 /// Builds the follow-up requests of one page.
 pub struct Follower<'a> {
     spider: &'a Spider,
@@ -120,6 +125,17 @@ impl<'a> Follower<'a> {
                             .map(|m| (m.as_str().to_string(), Found::Link)),
                     );
                 }
+            }
+            // A robots.txt lists sitemaps on `Sitemap:` lines (as Scrapy's
+            // SitemapSpider reads it).
+            LinkSource::Sitemap if is_robots_txt(self.page.response.url) => {
+                let robots = robotxt::Robots::parse(self.page.response.body, "*");
+                raw.extend(
+                    robots
+                        .sitemaps()
+                        .iter()
+                        .map(|u| (u.to_string(), Found::Sitemap)),
+                );
             }
             LinkSource::Sitemap => {
                 let sitemap = feeds::sitemap(&self.xml());
