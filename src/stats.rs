@@ -214,7 +214,9 @@ stats! {
     /// Scheduled pages dropped from the schedule (a 404 or 410, `revisit_drop_status`).
     REVISIT_DROPPED = "revisit/dropped", Counter => "revisits_dropped";
     /// Requests dropped because their host had its `max_pages_per_host` pages.
-    QUOTA_HOST_DROPPED = "quota/host_dropped", Counter;
+    QUOTA_HOST_DROPPED = "quota/host_dropped", Counter => "quota_host_dropped";
+    /// Times the cluster reached `max_pages` and stopped leasing.
+    QUOTA_MAX_PAGES_REACHED = "quota/max_pages_reached", Counter => "quota_max_pages_reached";
     /// The deepest request queued.
     REQUEST_DEPTH_MAX = "request_depth_max", Max;
 }

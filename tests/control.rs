@@ -88,6 +88,7 @@ async fn max_pages_holds_across_three_workers() {
     let s = stats(&crawl);
     assert_eq!(s["stats"]["response_received_count"], 25, "{s}");
     assert_eq!(s["stats"]["finish_reason"], "closespider_pagecount", "{s}");
+    assert_eq!(s["stats"]["quota/max_pages_reached"], 1, "{s}");
     assert!(s["queues"]["queued"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["queues"]["page_limit_reached"], true, "{s}");
     // The crawl's identity, in `stats`: started, pages, how it ended.

@@ -212,8 +212,9 @@ match = '/fault/changing'
     let gone = page("every=0&validators=none&key=gone&gone_after=2");
     let views = page("every=1&validators=none&key=views");
     let paras = page("every=1&validators=none&key=paras");
+    let steps = page("every=4&validators=none&key=steps");
     let mut conn = redis.conn();
-    for p in [&same, &dated, &moving, &emit, &gone, &views, &paras] {
+    for p in [&same, &dated, &moving, &emit, &gone, &views, &paras, &steps] {
         let _: () = conn.rpush("pages:start_urls", server.url(p)).unwrap();
     }
     let idle = [("CRAWLWORKER_IDLE_RECHECK", "50ms")];
@@ -223,7 +224,10 @@ match = '/fault/changing'
     eventually(
         "eight visits of the emit page",
         Duration::from_secs(30),
-        || (server.hits(&emit) >= 8 && server.hits(&same) >= 4).then_some(()),
+        || {
+            (server.hits(&emit) >= 8 && server.hits(&same) >= 4 && server.hits(&steps) >= 6)
+                .then_some(())
+        },
     );
     for w in &workers {
         w.terminate();
@@ -290,7 +294,7 @@ match = '/fault/changing'
     // The page that went away (410 on its third visit) left the schedule.
     assert_eq!(server.hits(&gone), 3);
     assert_eq!(stat("revisit/dropped"), 1, "{s}");
-    assert_eq!(s["queues"]["scheduled"], 6, "{s}");
+    assert_eq!(s["queues"]["scheduled"], 7, "{s}");
     // The unchanged pages' intervals grew from 300 ms; the changing one's
     // stayed at the minimum.
     let mut interval = |p: &str| -> u64 {
@@ -301,5 +305,25 @@ match = '/fault/changing'
     };
     let (a, b, c) = (interval(&same), interval(&dated), interval(&moving));
     assert!(a > 500 && b > 500 && c == 300, "{a} {b} {c}");
+    // A page that changes on every fourth visit: its interval grew three
+    // visits long (x1.4), then shrank (x0.8) when it changed, and so on;
+    // worked out from its visits as the worker does.
+    let visits = server.hits(&steps);
+    assert!(visits >= 6, "{visits}");
+    let (min, max) = (Duration::from_millis(300), Duration::from_secs(2));
+    let mut ms = 300u64;
+    let mut shrank = false;
+    for visit in 2..=visits {
+        let changed = (visit - 1) / 4 != (visit - 2) / 4;
+        let rate = if changed { 0.8 } else { 1.4 };
+        let next = Duration::from_millis(ms)
+            .mul_f64(rate)
+            .clamp(min, max)
+            .as_millis() as u64;
+        shrank |= next < ms;
+        ms = next;
+    }
+    assert!(shrank);
+    assert_eq!(interval(&steps), ms, "after {visits} visits");
     let _ = server.stop().await;
 }

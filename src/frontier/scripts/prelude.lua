@@ -161,7 +161,9 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     local used = tonumber(redis.call('HGET', K.stats, STAT.RESPONSE_RECEIVED_COUNT) or '0')
       + redis.call('ZCARD', K.inflight)
     if used >= max_pages then
-      redis.call('HSETNX', K.control, 'max_pages_reached', now)
+      if redis.call('HSETNX', K.control, 'max_pages_reached', now) == 1 then
+        redis.call('HINCRBY', K.stats, STAT.QUOTA_MAX_PAGES_REACHED, 1)
+      end
       return
     end
     -- A limit raised since it was reached.
