@@ -189,6 +189,36 @@ async fn a_spider_whose_mode_changed_is_refused() {
     crawl.stop().await;
 }
 
+/// The frontier of a small spider `name` with dupefilter `mode`, the
+/// filter prepared.
+async fn frontier_with(
+    client: &redis::Client,
+    name: &str,
+    mode: crawlworker::frontier::Dupefilter,
+) -> crawlworker::frontier::Frontier {
+    use crawlworker::frontier::{Frontier, Options};
+    let spider = crawlworker::spider::Spider::from_str(
+        "m.toml".as_ref(),
+        &format!(
+            "name = \"{name}\"\n[start]\nurl = \"http://127.0.0.1/{{n}}\"\n\
+             [items.x]\nn = {{ meta = \"n\" }}\n\
+             [[rules]]\nname = \"all\"\nmatch = '/'\n[[rules.extract]]\nitem = \"x\"\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut f = Frontier::connect(
+        &client.clone().into(),
+        Options {
+            dupefilter: mode,
+            ..spider.frontier_options("w")
+        },
+    )
+    .await
+    .unwrap();
+    f.prepare_dupefilter().await.unwrap();
+    f
+}
+
 /// Every mode remembers what it was given and only that: 5,000 added
 /// fingerprints are all found, 5,000 others are not (a Bloom filter may
 /// say "seen" for about error rate × 5,000 of them: a millionth here),
@@ -198,7 +228,7 @@ async fn a_spider_whose_mode_changed_is_refused() {
 /// 28 pieces.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_mode_finds_what_it_was_given_and_only_that() {
-    use crawlworker::frontier::{Dupefilter, Frontier, Options};
+    use crawlworker::frontier::Dupefilter;
     let redis = crawlworker_testkit::RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
     let fp =
@@ -232,25 +262,7 @@ async fn every_mode_finds_what_it_was_given_and_only_that() {
             },
         ),
     ] {
-        let spider = crawlworker::spider::Spider::from_str(
-            "m.toml".as_ref(),
-            &format!(
-                "name = \"{name}\"\n[start]\nurl = \"http://127.0.0.1/{{n}}\"\n\
-                 [items.x]\nn = {{ meta = \"n\" }}\n\
-                 [[rules]]\nname = \"all\"\nmatch = '/'\n[[rules.extract]]\nitem = \"x\"\n"
-            ),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let mut f = Frontier::connect(
-            &client.clone().into(),
-            Options {
-                dupefilter: mode,
-                ..spider.frontier_options("w")
-            },
-        )
-        .await
-        .unwrap();
-        f.prepare_dupefilter().await.unwrap();
+        let f = frontier_with(&client, name, mode).await;
         assert_eq!(f.mark_seen(&added).await.unwrap(), 5000, "{name}");
         assert_eq!(f.mark_seen(&added[..100]).await.unwrap(), 0, "{name}");
         assert_eq!(f.count_seen(&added).await.unwrap(), 5000, "{name}");
@@ -276,7 +288,7 @@ async fn every_mode_finds_what_it_was_given_and_only_that() {
 /// rate, and flushing the dupefilter deletes every piece of both filters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_bloom_filter_is_followed_by_a_larger_tighter_one() {
-    use crawlworker::frontier::{bloom_chain, Dupefilter, Frontier, KeyGroup, Options};
+    use crawlworker::frontier::{bloom_chain, Dupefilter, KeyGroup};
     let redis = crawlworker_testkit::RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
     let fp = |i: u32| {
@@ -286,29 +298,13 @@ async fn a_full_bloom_filter_is_followed_by_a_larger_tighter_one() {
     let others: Vec<String> = (60_000..80_000).map(fp).collect();
     let added: Vec<&str> = added.iter().map(String::as_str).collect();
     let others: Vec<&str> = others.iter().map(String::as_str).collect();
-    let spider = crawlworker::spider::Spider::from_str(
-        "chain.toml".as_ref(),
-        "name = \"chain\"\n[start]\nurl = \"http://127.0.0.1/{n}\"\n\
-         [items.x]\nn = { meta = \"n\" }\n\
-         [[rules]]\nname = \"all\"\nmatch = '/'\n[[rules.extract]]\nitem = \"x\"\n",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
     let mode = Dupefilter::Bloom {
         capacity: 40_000,
         error_rate: 0.001,
     };
     let chain = bloom_chain(40_000, 0.001);
     assert_eq!((chain[0].pieces, chain[1].pieces), (18, 20));
-    let mut f = Frontier::connect(
-        &client.clone().into(),
-        Options {
-            dupefilter: mode,
-            ..spider.frontier_options("w")
-        },
-    )
-    .await
-    .unwrap();
-    f.prepare_dupefilter().await.unwrap();
+    let f = frontier_with(&client, "chain", mode).await;
     for batch in added.chunks(5000) {
         f.mark_seen(batch).await.unwrap();
     }

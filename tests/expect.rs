@@ -56,6 +56,16 @@ pub fn expected(base: &str) -> Vec<String> {
     items
 }
 
+/// The demo forum's post URLs, in the order of its expected items.
+pub fn post_urls(base: &str) -> Vec<String> {
+    expected(base)
+        .iter()
+        .filter_map(|i| serde_json::from_str::<serde_json::Value>(i).ok())
+        .filter(|i| i["kind"] == "post")
+        .filter_map(|i| i["url"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// Compares item multisets and says what is missing and what is doubled.
 pub fn assert_exact(got: &[String], want: &[String]) {
     if got == want {

@@ -13,17 +13,7 @@ use serde_json::Value;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{eventually, temp_dir, FixtureServer, RedisServer, Worker};
 
-use crate::expect::expected;
-
-/// The demo forum's post URLs.
-fn post_urls(base: &str) -> Vec<String> {
-    expected(base)
-        .iter()
-        .filter_map(|i| serde_json::from_str::<Value>(i).ok())
-        .filter(|i| i["kind"] == "post")
-        .filter_map(|i| i["url"].as_str().map(str::to_string))
-        .collect()
-}
+use crate::expect::post_urls;
 
 /// The top of every generated spider: its name, the fixture server's host,
 /// 16 slots, and the rule its start requests go to.

@@ -14,7 +14,7 @@ use crawlworker_testkit::{
     Robots, Worker,
 };
 
-use crate::expect::expected;
+use crate::expect::post_urls;
 
 const SPIDER: &str = r#"name = "sources"
 [settings]
@@ -54,13 +54,7 @@ async fn a_crawl_starts_from_a_sitemap_index_and_from_rss_and_atom_feeds() {
     let dir = temp_dir("sources");
     let path = dir.path().join("sources.toml");
     std::fs::write(&path, SPIDER).unwrap();
-    let posts: Vec<String> = expected(&server.base_url())
-        .iter()
-        .filter_map(|i| serde_json::from_str::<Value>(i).ok())
-        .filter(|i| i["kind"] == "post")
-        .filter_map(|i| i["url"].as_str().map(str::to_string))
-        .take(14)
-        .collect();
+    let posts: Vec<String> = post_urls(&server.base_url()).into_iter().take(14).collect();
     let list = |urls: &[String]| urls.join("+");
     // A gzip sitemap, one whose pages were last modified long ago, one
     // whose page is always newer than the last visit.
@@ -150,13 +144,7 @@ async fn start_sitemaps_and_feeds_are_seeded_once_per_crawl() {
     let redis = RedisServer::start();
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     let dir = temp_dir("seeds");
-    let posts: Vec<String> = expected(&server.base_url())
-        .iter()
-        .filter_map(|i| serde_json::from_str::<Value>(i).ok())
-        .filter(|i| i["kind"] == "post")
-        .filter_map(|i| i["url"].as_str().map(str::to_string))
-        .take(6)
-        .collect();
+    let posts: Vec<String> = post_urls(&server.base_url()).into_iter().take(6).collect();
     let sitemap = server.url(&format!("/fault/sitemap?to={}", posts[0..3].join("+")));
     let feed = server.url(&format!("/fault/feed/atom?to={}", posts[3..6].join("+")));
     // The sitemap is found through robots.txt's `Sitemap:` line.
