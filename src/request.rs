@@ -80,6 +80,9 @@ pub const MAX_ITEM_DIGESTS: usize = 1000;
 /// The longest validator (ETag, Last-Modified) a revisit keeps.
 pub const MAX_VALIDATOR: usize = 256;
 
+/// The request headers a revisit adds to make itself conditional.
+pub const CONDITIONAL_HEADERS: [&str; 2] = ["If-None-Match", "If-Modified-Since"];
+
 /// See [`Request::host_key`].
 pub fn host_key(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
@@ -105,6 +108,17 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl Request {
+    /// Drops what a revisit carries (its state and conditional headers),
+    /// for a request that is not that revisit (a redirect's target).
+    pub fn forget_revisit(&mut self) {
+        self.revisit = None;
+        self.headers.retain(|(k, _)| {
+            !CONDITIONAL_HEADERS
+                .iter()
+                .any(|c| k.eq_ignore_ascii_case(c))
+        });
+    }
+
     /// A GET request for `url` (brought into safe form) with no context.
     pub fn get(url: &str) -> Request {
         Request::new(safe_url_string(url, encoding_rs::UTF_8))
@@ -203,5 +217,30 @@ pub fn absolute_url(
             Ok(safe_url_string(u.as_str(), encoding_rs::UTF_8))
         }
         _ => Err(NotALink::Scheme),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_that_is_not_the_revisit_forgets_its_validators() {
+        let mut r = Request::get("http://127.0.0.1/list/1");
+        r.headers = vec![
+            ("if-none-match".into(), "\"v1\"".into()),
+            ("Accept".into(), "text/html".into()),
+            (
+                "If-Modified-Since".into(),
+                "Tue, 14 Nov 2023 22:13:20 GMT".into(),
+            ),
+        ];
+        r.revisit = Some(RevisitState {
+            etag: Some("\"v1\"".into()),
+            ..RevisitState::default()
+        });
+        r.forget_revisit();
+        assert_eq!(r.revisit, None);
+        assert_eq!(r.headers, vec![("Accept".into(), "text/html".into())]);
     }
 }

@@ -101,7 +101,7 @@ pub fn follow(
         )
     };
     stats.add(stats::REDIRECT_COUNT, 1);
-    let next = Request {
+    let mut next = Request {
         url: target,
         method,
         body,
@@ -112,6 +112,8 @@ pub fn follow(
         retry_times: 0,
         ..request.clone()
     };
+    // The target is not the page a revisit asked about: no validators of it.
+    next.forget_revisit();
     PageResult {
         requests: vec![next],
         host,

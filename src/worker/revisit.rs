@@ -12,7 +12,7 @@ use sha1::{Digest, Sha1};
 
 use crate::downloader::client::Fetched;
 use crate::frontier::{PageResult, Revisit};
-use crate::request::{Request, RevisitState, MAX_ITEM_DIGESTS, MAX_VALIDATOR};
+use crate::request::{Request, RevisitState, CONDITIONAL_HEADERS, MAX_ITEM_DIGESTS, MAX_VALIDATOR};
 use crate::spider::{Change, RevisitRule, Spider};
 use crate::stats::{self, Tally};
 
@@ -21,9 +21,6 @@ use crate::stats::{self, Tally};
 const GROW: f64 = 1.4;
 /// ...and a changed page's this much shorter (its `dec_rate`, 0.2).
 const SHRINK: f64 = 0.8;
-
-/// The request headers that make a revisit conditional.
-const CONDITIONAL: [&str; 2] = ["If-None-Match", "If-Modified-Since"];
 
 /// A fetched page's revisit rule, when its rule has one.
 pub fn rule_of<'s>(spider: &'s Spider, request: &Request) -> Option<&'s RevisitRule> {
@@ -162,12 +159,9 @@ pub fn decide(
     let mut again = request.clone();
     again.retry_times = 0;
     again.redirect_urls.clear();
-    again
-        .headers
-        .retain(|(k, _)| !CONDITIONAL.iter().any(|c| k.eq_ignore_ascii_case(c)));
+    again.forget_revisit();
     let status = fetched.map(|f| f.status);
     if status.is_some_and(|s| spider.settings.revisit_drop_status.contains(&s)) {
-        again.revisit = None;
         result.revisit = Some(Revisit::Drop { request: again });
         return;
     }
@@ -205,10 +199,14 @@ pub fn decide(
         items,
     };
     if let Some(etag) = &state.etag {
-        again.headers.push((CONDITIONAL[0].into(), etag.clone()));
+        again
+            .headers
+            .push((CONDITIONAL_HEADERS[0].into(), etag.clone()));
     }
     if let Some(date) = &state.last_modified {
-        again.headers.push((CONDITIONAL[1].into(), date.clone()));
+        again
+            .headers
+            .push((CONDITIONAL_HEADERS[1].into(), date.clone()));
     }
     again.revisit = Some(state);
     result.revisit = Some(Revisit::At {
