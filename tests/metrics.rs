@@ -70,8 +70,10 @@ async fn metrics_agree_with_the_stats_hash_and_the_items() {
         patience,
         || {
             let addr = addr.clone();
-            let stats: HashMap<String, String> = conn.hgetall("bbs:stats").unwrap();
+            // Items first: once all are there, every commit that pushed
+            // them (and counted them, in the same step) is in the stats.
             let items: u64 = conn.llen("bbs:items").unwrap();
+            let stats: HashMap<String, String> = conn.hgetall("bbs:stats").unwrap();
             async move {
                 let text = scrape(&addr).await?;
                 let samples = parse(&text);
