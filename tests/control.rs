@@ -7,12 +7,10 @@ use serde_json::Value;
 
 use crawlworker_testkit::{crawlworker_with_redis, eventually, stderr, stdout, DemoCrawl, Worker};
 
-use crate::expect::{assert_exact, expected, scraped};
+use crate::expect::{assert_exact, expected, scraped, stats_json};
 
 fn stats(crawl: &DemoCrawl) -> Value {
-    let out = crawlworker_with_redis(&crawl.redis.url(), &["stats", crawl.spider_arg(), "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
+    stats_json(&crawl.redis.url(), crawl.spider_arg())
 }
 
 fn run(crawl: &DemoCrawl, command: &str) -> String {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crawlworker::worker::StopRules;
 use crawlworker_testkit::{crawlworker_with_redis, eventually, stderr, stdout, DemoCrawl};
 
-use crate::expect::{assert_exact, expected, scraped};
+use crate::expect::{assert_exact, expected, scraped, stats_json};
 use crate::in_process::InProcess;
 
 /// The demo crawl with `settings` added to the spider.
@@ -35,9 +35,7 @@ async fn drain(crawl: &DemoCrawl) {
 }
 
 fn stats(crawl: &DemoCrawl) -> Value {
-    let out = crawlworker_with_redis(&crawl.redis.url(), &["stats", crawl.spider_arg(), "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
+    stats_json(&crawl.redis.url(), crawl.spider_arg())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

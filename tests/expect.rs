@@ -1,6 +1,6 @@
 //! What a crawl of the demo forum must give: the expected items, computed
 //! from the demo site's model, and a comparison that says what is missing
-//! and what is doubled.
+//! and what is doubled; and what a crawl reports (`stats --json`).
 
 use std::collections::BTreeMap;
 
@@ -54,6 +54,17 @@ pub fn expected(base: &str) -> Vec<String> {
         .collect();
     items.sort();
     items
+}
+
+/// `crawlworker stats SPIDER --json` against `redis`, which must succeed.
+pub fn stats_json(redis: &str, spider: &str) -> Value {
+    let out = crawlworker_testkit::crawlworker_with_redis(redis, &["stats", spider, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        crawlworker_testkit::stderr(&out)
+    );
+    serde_json::from_str(&crawlworker_testkit::stdout(&out)).unwrap()
 }
 
 /// The demo forum's post URLs, in the order of its expected items.

@@ -12,8 +12,7 @@ use redis::Commands;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::{demo_tasks, Site};
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, spider_for, stderr, stdout, temp_dir, FixtureServer,
-    RedisCluster,
+    crawlworker_with_redis, eventually, spider_for, stderr, temp_dir, FixtureServer, RedisCluster,
 };
 
 use crate::expect::{assert_exact, expected, scraped_from};
@@ -83,9 +82,7 @@ async fn crawl_through_a_failover(how: Failover) {
         assert!(twice.is_empty(), "fetched twice: {twice:?}");
     }
     // The tools work through the cluster too.
-    let out = crawlworker_with_redis(&cluster.url(), &["stats", spider_arg, "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let stats: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let stats = crate::expect::stats_json(&cluster.url(), spider_arg);
     assert_eq!(stats["queues"]["items"], got.len(), "{stats}");
     assert_eq!(stats["queues"]["queued"], 0, "{stats}");
     let _ = server.stop().await;

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use serde_json::Value;
 
+use crate::expect::stats_json;
+
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, stderr, stdout, temp_dir, FixtureServer, RedisServer,
-    Worker,
+    crawlworker_with_redis, eventually, stderr, temp_dir, FixtureServer, RedisServer, Worker,
 };
 
 /// Forum 00001's first list page, revisited every `every`; its posts once.
@@ -43,12 +44,7 @@ match = '/post/\d+$'
 }
 
 fn stats(redis: &RedisServer, spider: &std::path::Path) -> Value {
-    let out = crawlworker_with_redis(
-        &redis.url(),
-        &["stats", &spider.display().to_string(), "--json"],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
+    stats_json(&redis.url(), &spider.display().to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,12 +9,9 @@ use redis::Commands;
 use serde_json::Value;
 
 use crawlworker_demo::Site;
-use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, stderr, stdout, temp_dir, FixtureServer, RedisServer,
-    Robots, Worker,
-};
+use crawlworker_testkit::{eventually, temp_dir, FixtureServer, RedisServer, Robots, Worker};
 
-use crate::expect::post_urls;
+use crate::expect::{post_urls, stats_json};
 
 const SPIDER: &str = r#"name = "sources"
 [settings]
@@ -120,12 +117,7 @@ async fn a_crawl_starts_from_a_sitemap_index_and_from_rss_and_atom_feeds() {
     for p in posts.iter().filter(|p| *p != &posts[6]) {
         assert_eq!(server.hits(&path_of(p)), 1, "{p}");
     }
-    let out = crawlworker_with_redis(
-        &redis.url(),
-        &["stats", &path.display().to_string(), "--json"],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let s: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let s = stats_json(&redis.url(), &path.display().to_string());
     assert!(
         s["stats"]["follow/filtered/not_modified"]
             .as_u64()
