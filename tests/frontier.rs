@@ -120,7 +120,7 @@ async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(
         ..PageResult::default()
     };
     assert_eq!(
-        a.commit(&first[0].id, &page, 0).await.unwrap().0,
+        a.commit(&first[0], &page, 0).await.unwrap().0,
         Committed::LeaseLost
     );
     let mut conn = redis.conn();
@@ -130,15 +130,105 @@ async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(
         "a lost lease must not push items"
     );
     assert!(matches!(
-        b.commit(&first[0].id, &page, 0).await.unwrap().0,
+        b.commit(&first[0], &page, 0).await.unwrap().0,
         Committed::Done { .. }
     ));
     // A second commit of the same page (a retry after a lost reply) is refused.
     assert_eq!(
-        b.commit(&first[0].id, &page, 0).await.unwrap().0,
+        b.commit(&first[0], &page, 0).await.unwrap().0,
         Committed::LeaseLost
     );
     assert_eq!(conn.llen::<_, u64>("q:items").unwrap(), 1);
+}
+
+/// Pages finished together are committed in one script call: each still
+/// only while its lease is the worker's. A batch holding a lost page is
+/// written without it (nothing of it: items, links, stats), and the other
+/// pages' links, items and stats all land; duplicates across the batch's
+/// pages are filtered as if committed one by one.
+#[tokio::test]
+async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
+    let redis = RedisServer::start();
+    let (spider, short) = frontier(&redis, "worker-a", Duration::from_millis(200)).await;
+    let (_, other) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
+    // Worker a's frontier waits for pages to share a commit.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let a = Frontier::connect(
+        &client.into(),
+        Options {
+            lease: Duration::from_secs(60),
+            commit_wait: Duration::from_millis(300),
+            ..spider.frontier_options("worker-a")
+        },
+    )
+    .await
+    .unwrap();
+    enqueue(&spider, &a, &[(1, 0), (2, 0), (3, 0)]).await;
+    // Request 1 is leased by a with a short lease, which expires and goes
+    // to b; 2 and 3 are a's for a minute.
+    let lost = short.lease(1, 0).await.unwrap().0;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(order(&other.lease(1, 0).await.unwrap().0), vec![1]);
+    let held = a.lease(2, 0).await.unwrap().0;
+    assert_eq!(order(&held), vec![2, 3]);
+    let page = |n: u32, link: &str| PageResult {
+        items: vec![serde_json::from_str(&format!(r#"{{"n": {n}}}"#)).unwrap()],
+        requests: vec![crawlworker::request::Request::get(link)],
+        stats: {
+            let mut t = crawlworker::stats::Tally::default();
+            t.add(crawlworker::stats::ITEM_SCRAPED_COUNT, 1);
+            t
+        },
+        ..PageResult::default()
+    };
+    // Page 1 says it is a's (it is not any more), 2 and 3 share a link.
+    let (p1, p2, p3) = (
+        page(1, "http://127.0.0.1:8700/lost"),
+        page(2, "http://127.0.0.1:8700/shared"),
+        page(3, "http://127.0.0.1:8700/shared"),
+    );
+    let (r1, r2, r3) = tokio::join!(
+        a.commit(&lost[0], &p1, 0),
+        a.commit(&held[0], &p2, 0),
+        a.commit(&held[1], &p3, 0),
+    );
+    assert_eq!(r1.unwrap().0, Committed::LeaseLost);
+    let (r2, r3) = (r2.unwrap().0, r3.unwrap().0);
+    assert_eq!(
+        (r2, r3),
+        (
+            Committed::Done {
+                enqueued: 1,
+                filtered: 0
+            },
+            Committed::Done {
+                enqueued: 0,
+                filtered: 1
+            }
+        )
+    );
+    let mut conn = redis.conn();
+    let mut items: Vec<String> = conn.lrange("q:items", 0, -1).unwrap();
+    items.sort();
+    assert_eq!(items, vec![r#"{"n":2}"#, r#"{"n":3}"#]);
+    let mut stat = |field: &str| -> i64 {
+        conn.hget::<_, _, Option<i64>>("q:stats", field)
+            .unwrap()
+            .unwrap_or(0)
+    };
+    assert_eq!(stat("item_scraped_count"), 2);
+    assert_eq!(stat("dupefilter/filtered"), 1);
+    let lost_fp = crawlworker::request::Request::get("http://127.0.0.1:8700/lost").fingerprint();
+    let mut conn = redis.conn();
+    assert!(!conn
+        .sismember::<_, _, bool>("q:dupefilter", &lost_fp)
+        .unwrap());
+    // The lost page is still b's to commit.
+    assert!(matches!(
+        other.commit(&lost[0], &p1, 0).await.unwrap().0,
+        Committed::Done { .. }
+    ));
+    assert_eq!(conn.llen::<_, u64>("q:items").unwrap(), 3);
 }
 
 #[tokio::test]
@@ -160,7 +250,7 @@ async fn the_dupefilter_filters_unless_dont_filter() {
         ..PageResult::default()
     };
     assert_eq!(
-        f.commit(&leased[0].id, &page, 0).await.unwrap().0,
+        f.commit(&leased[0], &page, 0).await.unwrap().0,
         Committed::Done {
             enqueued: 2,
             filtered: 1

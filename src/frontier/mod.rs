@@ -22,6 +22,7 @@
 //! loads the Lua scripts of `scripts/*.lua`.
 
 pub mod admin;
+mod commits;
 pub mod connection;
 pub mod dupefilter;
 pub mod hosts;
@@ -43,7 +44,7 @@ pub use keys::{KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
 
 use crate::request::{Request, Task};
-use crate::stats::{self, Stat, Tally};
+use crate::stats::{Stat, Tally};
 use scripts::SCRIPTS;
 
 /// The largest request JSON the queue holds; larger ones are refused where
@@ -270,6 +271,10 @@ pub struct Options {
     /// The spiders its pages hand links to, by index (see [`Task`]).
     pub handoffs: Vec<Handoff>,
     pub quota: Quota,
+    /// How long a finished page may wait for others to share its commit's
+    /// script call (0: only pages finished while the previous commit was
+    /// on its way wait).
+    pub commit_wait: Duration,
 }
 
 /// How much the whole cluster may fetch, enforced where requests are
@@ -299,6 +304,10 @@ pub struct Frontier {
     quota: Quota,
     /// When the next scheduled revisit is due, as the last lease saw.
     next_revisit: Arc<std::sync::Mutex<Option<Instant>>>,
+    /// The task that commits pages in batches (see [`commits`]).
+    batcher: commits::Batcher,
+    /// How long a finished page may wait for others to share its commit.
+    commit_wait: Duration,
 }
 
 /// The request as the queue stores it.
@@ -341,6 +350,8 @@ impl Frontier {
             handoffs: options.handoffs,
             quota: options.quota,
             next_revisit: Arc::default(),
+            batcher: commits::Batcher::default(),
+            commit_wait: options.commit_wait,
         })
     }
 
@@ -446,155 +457,6 @@ impl Frontier {
             });
         }
         out
-    }
-
-    /// Commits one page (see the module docs), then leases up to
-    /// `lease_next` requests to replace it.
-    pub async fn commit(
-        &self,
-        id: &str,
-        page: &PageResult,
-        lease_next: usize,
-    ) -> Result<(Committed, Vec<Leased>)> {
-        let k = &self.keys;
-        let requests: Vec<(String, i64, String)> = page
-            .requests
-            .iter()
-            .filter_map(|r| {
-                let json = encode(r)?;
-                Some((
-                    fingerprint_arg(r),
-                    r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
-                    json,
-                ))
-            })
-            .collect();
-        let tasks: Vec<(usize, String, i64, String)> = page
-            .tasks
-            .iter()
-            .filter(|t| t.to < self.handoffs.len())
-            .map(|t| {
-                (
-                    t.to + 1,
-                    fingerprint_arg(&t.request),
-                    t.request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
-                    t.entry(),
-                )
-            })
-            .filter(|t| t.3.len() <= MAX_REQUEST_BYTES)
-            .collect();
-        let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
-        // Requests over the size bound are not queued; say so and count them.
-        let oversized = page.requests.len() - requests.len() + page.tasks.len() - tasks.len();
-        let mut extra = Tally::default();
-        extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
-        if oversized > 0 {
-            tracing::warn!(
-                id,
-                count = oversized,
-                "follow-up requests over {MAX_REQUEST_BYTES} bytes were not queued"
-            );
-        }
-        let (retry_ms, retry_json, retry_priority) = match &page.retry {
-            Some(r) => (
-                r.delay.as_millis() as i64,
-                encode(&r.request).unwrap_or_default(),
-                r.request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
-            ),
-            None => (-1, String::new(), 0),
-        };
-        let (outcome, slow_ms) = match page.host {
-            HostOutcome::None => ("", 0),
-            HostOutcome::Slow { wait } => ("slow", wait.as_millis() as u64),
-            HostOutcome::Ok => ("ok", 0),
-        };
-        let mut invocation = SCRIPTS.commit.prepare_invoke();
-        self.shared_keys(&mut invocation);
-        invocation
-            .key(&k.dupefilter)
-            .key(&k.items)
-            .key(&k.failed)
-            .key(&k.dupefilter_meta);
-        for h in &self.handoffs {
-            invocation.key(&h.start_key);
-        }
-        invocation
-            .arg(&self.worker)
-            .arg(id)
-            .arg(&k.wake)
-            .arg(requests.len())
-            .arg(page.items.len())
-            .arg(page.stats.len() + extra.len())
-            .arg(depth)
-            .arg(page.dead.as_ref().map(to_json).unwrap_or_default())
-            .arg(page.failed.as_ref().map(to_json).unwrap_or_default())
-            .arg(lease_next)
-            .arg(self.lease.as_millis() as u64)
-            .arg(self.pacing.interval.as_millis() as u64)
-            .arg(u8::from(self.pacing.jitter))
-            .arg(retry_ms)
-            .arg(retry_json)
-            .arg(retry_priority)
-            .arg(outcome)
-            .arg(slow_ms)
-            .arg(self.pacing.backoff_max.as_millis() as u64)
-            .arg(self.max_wait_ms())
-            .arg(&self.dupe_spec)
-            .arg(self.handoffs.len())
-            .arg(tasks.len());
-        match &page.revisit {
-            Some(Revisit::At { request, after }) => invocation
-                .arg("at")
-                .arg(request.fingerprint())
-                .arg(after.as_millis() as u64)
-                .arg(encode(request).unwrap_or_default()),
-            Some(Revisit::Drop { request }) => invocation
-                .arg("drop")
-                .arg(request.fingerprint())
-                .arg(0)
-                .arg(""),
-            None => invocation.arg("").arg("").arg(0).arg(""),
-        };
-        invocation
-            .arg(self.quota.max_pages)
-            .arg(self.quota.max_pages_per_host);
-        for h in &self.handoffs {
-            invocation.arg(h.kind.as_str()).arg(&h.wake);
-        }
-        for (to, fp, priority, entry) in &tasks {
-            invocation.arg(to).arg(fp).arg(priority).arg(entry);
-        }
-        for (fp, priority, json) in &requests {
-            invocation.arg(fp).arg(priority).arg(json);
-        }
-        for item in &page.items {
-            invocation.arg(to_json(item));
-        }
-        for (field, delta) in page.stats.iter().chain(extra.iter()) {
-            invocation.arg(field).arg(delta);
-        }
-        let reply: Vec<redis::Value> = invocation
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err("commit", &k.requests))?;
-        let mut reply = reply.into_iter();
-        let mut number = || {
-            reply
-                .next()
-                .and_then(|v| redis::from_redis_value::<i64>(&v).ok())
-                .unwrap_or(-1)
-        };
-        let (enqueued, filtered) = (number(), number());
-        if enqueued < 0 {
-            return Ok((Committed::LeaseLost, Vec::new()));
-        }
-        Ok((
-            Committed::Done {
-                enqueued: enqueued as u64,
-                filtered: filtered as u64,
-            },
-            self.decode_leases(reply),
-        ))
     }
 
     /// Extends this worker's leases on `ids`; returns the ids it lost.

@@ -26,18 +26,16 @@ pub(super) struct Scripts {
     pub seed: Script,
 }
 
-/// The text every script starts with.
-fn preamble() -> String {
-    format!(
-        "{}\n{}\n{}\n",
-        crate::stats::lua_table(),
+/// A script: `body` after the `STAT` table of the stats it (or the shared
+/// helpers) names, the dupefilter's modes and the shared helpers.
+fn script(body: &str) -> Script {
+    let shared = format!(
+        "{}\n{}\n",
         include_str!("scripts/dupefilter.lua"),
         include_str!("scripts/prelude.lua")
-    )
-}
-
-fn script(body: &str) -> Script {
-    Script::new(&format!("{}{body}", preamble()))
+    );
+    let stats = crate::stats::lua_table(&format!("{shared}{body}"));
+    Script::new(&format!("{stats}\n{shared}{body}"))
 }
 
 pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {

@@ -293,6 +293,7 @@ impl Spider {
                 max_pages: u64::from(self.settings.max_pages),
                 max_pages_per_host: u64::from(self.settings.max_pages_per_host),
             },
+            commit_wait: self.settings.commit_wait,
         }
     }
 

@@ -68,7 +68,7 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     let lease_next = usize::from(!*ctx.shutdown.borrow() && ctx.share.may_replace());
     let started = std::time::Instant::now();
     let committed = until_done("commit a page", || {
-        ctx.frontier.commit(&leased.id, &result, lease_next)
+        ctx.frontier.commit(&leased, &result, lease_next)
     })
     .await;
     let next = match committed {

@@ -15,6 +15,7 @@ local kind = ARGV[1]
 local dupe = dupe_config(ARGV[3], KEYS[4], KEYS[8])
 local now = now_ms()
 local claimed, enqueued, filtered, dead = 0, 0, 0, 0
+local next_seq = seq_block(KEYS[5], (#ARGV - 3) / 5)
 for i = 4, #ARGV, 5 do
   local entry = ARGV[i]
   local removed
@@ -33,7 +34,7 @@ for i = 4, #ARGV, 5 do
       if ARGV[i + 2] ~= '' then
         redis.call('HINCRBY', KEYS[7], ARGV[i + 2], 1)
       end
-    elseif enqueue(KEYS[2], KEYS[3], dupe, KEYS[5], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now) == 1 then
+    elseif enqueue(KEYS[2], KEYS[3], dupe, next_seq, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now) == 1 then
       enqueued = enqueued + 1
     else
       filtered = filtered + 1

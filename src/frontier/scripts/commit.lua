@@ -1,9 +1,15 @@
--- Commit one page: release its lease and, in the same atomic step, enqueue
--- its new requests (deduplicated), push its items, record a failure or a
--- dead letter, schedule its retry, adjust its host's back-off, and count
--- its stats. Does nothing unless worker ARGV[1] still holds the lease on
--- request ARGV[2]: a page is committed once. Then lease up to ARGV[10]
--- requests to replace it, so a busy worker needs one round trip per page.
+-- Commit a batch of pages: for each page, release its lease and, in the
+-- same atomic step, enqueue its new requests (deduplicated), push its
+-- items, record a failure or a dead letter, schedule its retry, adjust its
+-- host's back-off and schedule or drop its revisit; count the batch's
+-- stats. Only while worker ARGV[1] still holds every page's lease: a page
+-- is committed once. Then lease as many requests as the pages asked for to
+-- replace them, so a busy worker needs at most one round trip per page,
+-- and fewer when pages finish together.
+--
+-- Stats are summed over the batch (by the worker, and here for what the
+-- script counts) and written once each; the queue's wake channel is
+-- published once.
 --
 -- KEYS: 1-17 as in lease.lua (requests, data, in-flight, owners, dead,
 --       stats, delayed, delayed scores, pace, host delays, back-off,
@@ -11,171 +17,273 @@
 --       control, pages per host), 18 dupefilter, 19 items, 20 failed,
 --       21 dupefilter meta, then one start key per spider links are
 --       handed to (`to_spider`)
--- ARGV: 1 worker, 2 request id, 3 wake channel, 4 #requests, 5 #items,
---       6 #stat pairs, 7 depth of the new requests, 8 dead-letter JSON or
---       '', 9 failed JSON or '', 10 requests to lease next, 11 lease ms,
---       12 politeness interval ms, 13 randomise it (1/0), 14 retry delay ms
---       (-1: no retry), 15 the retried request's JSON, 16 its priority,
---       17 host outcome ('slow' for 429/503, 'ok', or ''), 18 ms the server
---       asked to wait (Retry-After), 19 longest back-off ms, 20 longest
---       politeness wait worth leasing for (ms), 21 dupefilter spec,
---       22 #spiders handed to, 23 #tasks, 24 revisit ('at': schedule the
---       page again, 'drop': take it off the schedule, '' neither), 25 the
---       page's fingerprint, 26 ms until it is due, 27 the request JSON that
---       fetches it again, 28 max_pages, 29 max_pages_per_host, then per
---       spider handed to its
---       start key type and wake channel, #tasks quadruples (spider number,
---       fingerprint, priority, task JSON), #requests triples (fingerprint,
---       priority, JSON), #items JSON strings, #stat pairs (field, delta).
--- Returns {enqueued, filtered, id1, json1, wait1, interval1, ...} (the new
--- leases), or
--- {-1, 0} when the lease was lost.
+-- ARGV: 1 worker, 2 wake channel, 3 lease ms, 4 politeness interval ms,
+--       5 randomise it (1/0), 6 longest back-off ms, 7 longest politeness
+--       wait worth leasing for (ms), 8 dupefilter spec, 9 #spiders handed
+--       to, 10 max_pages, 11 max_pages_per_host, 12 put due work back in
+--       the queue first (1/0, see lease_requests), 13 #pages, 14 #stat
+--       pairs, then per spider handed to its start key type and wake
+--       channel, the stat pairs (field, delta: the pages' stats summed),
+--       then each page:
+--         +0 request id, +1 #requests, +2 #items, +3 #tasks, +4 depth of
+--         its new requests, +5 dead-letter JSON or '', +6 failed JSON or
+--         '', +7 retry delay ms (-1: no retry), +8 the retried request's
+--         JSON, +9 its priority, +10 host outcome ('slow' for 429/503,
+--         'ok', or ''), +11 ms the server asked to wait (Retry-After),
+--         +12 revisit ('at': schedule the page again, 'drop': take it off
+--         the schedule, '' neither), +13 the page's fingerprint, +14 ms
+--         until it is due, +15 the request JSON that fetches it again,
+--         +16 requests to lease to replace it, +17 its request's host (its
+--         politeness key, see host_of; '' if unknown),
+--         then #tasks quadruples (spider number, fingerprint, priority,
+--         task JSON), #requests triples (fingerprint, priority, JSON),
+--         #items JSON strings.
+-- Returns {1, enqueued1, filtered1, ..., id1, json1, wait1, interval1,
+-- ...}: per page what it queued and filtered, then the new leases. If the
+-- lease of any page is no longer this worker's, nothing is written and it
+-- returns {-1, page number, ...} (those pages, counted from 1): the worker
+-- sends the batch again without them and their stats.
+local PAGE_HEAD = 18
 local K = shared_keys()
-local seq_key, items_key, failed_key = K.seq, KEYS[19], KEYS[20]
-local dupe = dupe_config(ARGV[21], KEYS[18], KEYS[21])
-local worker, id, channel = ARGV[1], ARGV[2], ARGV[3]
-local n_requests, n_items, n_stats = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local depth = tonumber(ARGV[7])
+local items_key, failed_key = KEYS[19], KEYS[20]
+local worker, channel = ARGV[1], ARGV[2]
+local backoff_max = tonumber(ARGV[6])
+local n_targets, n_pages, n_stats = tonumber(ARGV[9]), tonumber(ARGV[13]), tonumber(ARGV[14])
 
-if not owned_by(redis.call('HGET', K.owners, id), worker) then
-  return {-1, 0}
-end
-local now = now_ms()
-local old_json = redis.call('HGET', K.data, id)
-redis.call('ZREM', K.inflight, id)
-redis.call('HDEL', K.owners, id)
-
-local retry_ms = tonumber(ARGV[14])
-if retry_ms >= 0 then
-  -- The same id waits in the delayed set, then returns to the queue.
-  redis.call('HSET', K.data, id, ARGV[15])
-  local seq = redis.call('INCR', seq_key)
-  redis.call('HSET', K.delayed_scores, id, queue_score(ARGV[16], seq))
-  redis.call('ZADD', K.delayed, now + retry_ms, id)
-else
-  redis.call('HDEL', K.data, id)
-end
-
--- Counted where they are written, so the stats and the keys agree.
-if ARGV[8] ~= '' then
-  redis.call('RPUSH', K.dead, ARGV[8])
-  redis.call('HINCRBY', K.stats, STAT.DEADLETTER_COUNT, 1)
-end
-if ARGV[9] ~= '' then
-  redis.call('RPUSH', failed_key, ARGV[9])
-  redis.call('HINCRBY', K.stats, STAT.FAILED_COUNT, 1)
-end
-
--- Adaptive back-off, shared by the cluster: a 429/503 doubles the host's
--- delay (at least 1 s, at least Retry-After, at most ARGV[19]) and keeps
--- everyone away until Retry-After has passed; each good response takes a
--- fifth off again.
-local host = old_json and host_of(old_json)
-if host and ARGV[17] ~= '' then
-  local old = tonumber(redis.call('HGET', K.backoff, host) or '0')
-  if ARGV[17] == 'slow' then
-    local wait = tonumber(ARGV[18])
-    local new = math.min(math.max(old * 2, 1000, wait), tonumber(ARGV[19]))
-    redis.call('HSET', K.backoff, host, new)
-    local next_free = tonumber(redis.call('HGET', K.pace, host) or '0')
-    if now + wait > next_free then
-      redis.call('HSET', K.pace, host, now + wait)
-    end
-    redis.call('HINCRBY', K.stats, STAT.BACKOFF_SLOWED, 1)
-  elseif old > 0 then
-    local new = math.floor(old * 0.8)
-    if new < 50 then
-      redis.call('HDEL', K.backoff, host)
-    else
-      redis.call('HSET', K.backoff, host, new)
-    end
-  end
-end
-
--- A page a revisit rule fetched is due again (whether it came from the
--- schedule or not), or leaves the schedule; either way its revisit is no
--- longer overdue.
-local revisit, revisit_fp = ARGV[24], ARGV[25]
-if revisit ~= '' then
-  redis.call('ZREM', K.schedule_due, revisit_fp)
-  if revisit == 'at' then
-    redis.call('ZADD', K.schedule, now + tonumber(ARGV[26]), revisit_fp)
-    redis.call('HSET', K.schedule_data, revisit_fp, ARGV[27])
-  elseif redis.call('ZREM', K.schedule, revisit_fp) + redis.call('HDEL', K.schedule_data, revisit_fp) > 0 then
-    redis.call('HINCRBY', K.stats, STAT.REVISIT_DROPPED, 1)
-  end
-end
-
-local n_targets, n_tasks = tonumber(ARGV[22]), tonumber(ARGV[23])
-local at = 30
+local at = 15
 local targets = {}
 for i = 1, n_targets do
   targets[i] = {key = KEYS[21 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
   at = at + 2
 end
-local enqueued, filtered, handed = 0, 0, 0
--- A handed link passes this spider's dupefilter, then becomes a task on
--- the other spider's start key.
-for _ = 1, n_tasks do
-  local t = targets[tonumber(ARGV[at])]
-  local fp = ARGV[at + 1]
-  if fp ~= '' and dupe and not dupe_add(dupe, fp, now) then
-    filtered = filtered + 1
-  else
-    if t.kind == 'list' then
-      redis.call('RPUSH', t.key, ARGV[at + 3])
-    elseif t.kind == 'set' then
-      redis.call('SADD', t.key, ARGV[at + 3])
-    else
-      redis.call('ZADD', t.key, ARGV[at + 2], ARGV[at + 3])
-    end
-    t.pushed = t.pushed + 1
-    handed = handed + 1
-  end
-  at = at + 4
+local stats_at = at
+at = at + 2 * n_stats
+
+-- Every page's place in ARGV, and whether its lease is still ours, before
+-- anything is written.
+local pages, ids, wanted, n_tasks_all = {}, {}, 0, 0
+for i = 1, n_pages do
+  local p = at
+  local n_requests, n_items, n_tasks = tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3])
+  pages[i] = {p, n_requests, n_items, n_tasks}
+  ids[i] = ARGV[p]
+  wanted = wanted + n_requests + 1
+  n_tasks_all = n_tasks_all + n_tasks
+  at = p + PAGE_HEAD + 4 * n_tasks + 3 * n_requests + n_items
 end
+local owner_prefix = worker .. '|'
+local lost = {-1}
+local owners = redis.call('HMGET', K.owners, unpack(ids))
+for i = 1, n_pages do
+  local owner = owners[i]
+  if not owner or string.sub(owner, 1, #owner_prefix) ~= owner_prefix then
+    lost[#lost + 1] = i
+  end
+end
+if #lost > 1 then
+  return lost
+end
+
+local dupe = dupe_config(ARGV[8], KEYS[18], KEYS[21])
+local now = now_ms()
+-- Sequence numbers for every request the batch may queue (retries too).
+local next_seq = seq_block(K.seq, wanted)
+for i = stats_at, stats_at + 2 * n_stats - 1, 2 do
+  count(ARGV[i], ARGV[i + 1])
+end
+
+-- With the exact dupefilter (a set) and no links handed to other spiders,
+-- one SMISMEMBER tells which of the batch's fingerprints were seen, and
+-- one SADD records the new ones. Otherwise each request goes through the
+-- dupefilter in turn, as handed links do (so a link both handed and
+-- queued is decided in page order).
+local known
+if dupe and dupe.mode == 'exact' and n_tasks_all == 0 then
+  known = {}
+  local fps = {}
+  for _, page in ipairs(pages) do
+    local p, n_requests = page[1], page[2]
+    for r = p + PAGE_HEAD, p + PAGE_HEAD + 3 * (n_requests - 1), 3 do
+      if ARGV[r] ~= '' then
+        fps[#fps + 1] = ARGV[r]
+      end
+    end
+  end
+  for first = 1, #fps, 1000 do
+    local last = math.min(first + 999, #fps)
+    local seen = redis.call('SMISMEMBER', dupe.key, unpack(fps, first, last))
+    for i = first, last do
+      if seen[i - first + 1] == 1 then
+        known[fps[i]] = true
+      end
+    end
+  end
+end
+local new_fps, queue_args, data_args = {}, {}, {}
+
+-- Whether a request with fingerprint `fp` is new (and now remembered).
+local function first_seen(fp)
+  if fp == '' or not dupe then
+    return true
+  elseif known then
+    if known[fp] then
+      return false
+    end
+    known[fp] = true
+    new_fps[#new_fps + 1] = fp
+    return true
+  end
+  return dupe_add(dupe, fp, now)
+end
+
+-- Adaptive back-off, shared by the cluster: a 429/503 doubles the host's
+-- delay (at least 1 s, at least Retry-After, at most the longest back-off)
+-- and keeps everyone away until Retry-After has passed; each good response
+-- takes a fifth off again.
+local function host_news(host, outcome, wait)
+  local old = host_get(K.backoff, host)
+  if outcome == 'slow' then
+    host_set(K.backoff, host, math.min(math.max(old * 2, 1000, wait), backoff_max))
+    if now + wait > host_get(K.pace, host) then
+      host_set(K.pace, host, now + wait)
+    end
+    count(STAT.BACKOFF_SLOWED, 1)
+  elseif old > 0 then
+    local new = math.floor(old * 0.8)
+    if new < 50 then
+      host_del(K.backoff, host)
+    else
+      host_set(K.backoff, host, new)
+    end
+  end
+end
+
+local out = {1}
+local items, done_data, dead, failed = {}, {}, {}, {}
+local retry_data, retry_scores, retry_due = {}, {}, {}
+local enqueued_all, depth_max, lease_next = 0, -1, 0
+call_many('ZREM', K.inflight, ids)
+call_many('HDEL', K.owners, ids)
+for _, page in ipairs(pages) do
+  local p, n_requests, n_items, n_tasks = page[1], page[2], page[3], page[4]
+  local id = ARGV[p]
+  at = p + PAGE_HEAD
+  lease_next = lease_next + tonumber(ARGV[p + 16])
+
+  local retry_ms = tonumber(ARGV[p + 7])
+  if retry_ms >= 0 then
+    -- The same id waits in the delayed set, then returns to the queue.
+    retry_data[#retry_data + 1] = id
+    retry_data[#retry_data + 1] = ARGV[p + 8]
+    retry_scores[#retry_scores + 1] = id
+    retry_scores[#retry_scores + 1] = int(queue_score(ARGV[p + 9], next_seq()))
+    retry_due[#retry_due + 1] = int(now + retry_ms)
+    retry_due[#retry_due + 1] = id
+  else
+    done_data[#done_data + 1] = id
+  end
+
+  -- Counted where they are written, so the stats and the keys agree.
+  if ARGV[p + 5] ~= '' then
+    dead[#dead + 1] = ARGV[p + 5]
+    count(STAT.DEADLETTER_COUNT, 1)
+  end
+  if ARGV[p + 6] ~= '' then
+    failed[#failed + 1] = ARGV[p + 6]
+    count(STAT.FAILED_COUNT, 1)
+  end
+
+  local host = ARGV[p + 17]
+  if host ~= '' and ARGV[p + 10] ~= '' then
+    host_news(host, ARGV[p + 10], tonumber(ARGV[p + 11]))
+  end
+
+  -- A page a revisit rule fetched is due again (whether it came from the
+  -- schedule or not), or leaves the schedule; either way its revisit is
+  -- no longer overdue.
+  local revisit, revisit_fp = ARGV[p + 12], ARGV[p + 13]
+  if revisit ~= '' then
+    redis.call('ZREM', K.schedule_due, revisit_fp)
+    if revisit == 'at' then
+      redis.call('ZADD', K.schedule, now + tonumber(ARGV[p + 14]), revisit_fp)
+      redis.call('HSET', K.schedule_data, revisit_fp, ARGV[p + 15])
+    elseif redis.call('ZREM', K.schedule, revisit_fp) + redis.call('HDEL', K.schedule_data, revisit_fp) > 0 then
+      count(STAT.REVISIT_DROPPED, 1)
+    end
+  end
+
+  local enqueued, filtered = 0, 0
+  -- A handed link passes this spider's dupefilter, then becomes a task on
+  -- the other spider's start key.
+  for _ = 1, n_tasks do
+    local t = targets[tonumber(ARGV[at])]
+    if not first_seen(ARGV[at + 1]) then
+      filtered = filtered + 1
+    else
+      if t.kind == 'list' then
+        redis.call('RPUSH', t.key, ARGV[at + 3])
+      elseif t.kind == 'set' then
+        redis.call('SADD', t.key, ARGV[at + 3])
+      else
+        redis.call('ZADD', t.key, ARGV[at + 2], ARGV[at + 3])
+      end
+      t.pushed = t.pushed + 1
+      count(STAT.SCHEDULER_HANDED_OFF, 1)
+    end
+    at = at + 4
+  end
+  for _ = 1, n_requests do
+    if first_seen(ARGV[at]) then
+      local n = next_seq()
+      local seq = int(n)
+      queue_args[#queue_args + 1] = int(queue_score(ARGV[at + 1], n))
+      queue_args[#queue_args + 1] = seq
+      data_args[#data_args + 1] = seq
+      data_args[#data_args + 1] = ARGV[at + 2]
+      enqueued = enqueued + 1
+    else
+      filtered = filtered + 1
+    end
+    at = at + 3
+  end
+  if enqueued > 0 then
+    depth_max = math.max(depth_max, tonumber(ARGV[p + 4]))
+  end
+  enqueued_all = enqueued_all + enqueued
+  count(STAT.SCHEDULER_ENQUEUED, enqueued)
+  count(STAT.DUPEFILTER_FILTERED, filtered)
+  for i = at, at + n_items - 1 do
+    items[#items + 1] = ARGV[i]
+  end
+  out[#out + 1] = enqueued
+  out[#out + 1] = filtered
+end
+call_many('HDEL', K.data, done_data)
+call_many('HSET', K.data, retry_data)
+call_many('HSET', K.delayed_scores, retry_scores)
+call_many('ZADD', K.delayed, retry_due)
+call_many('RPUSH', K.dead, dead)
+call_many('RPUSH', failed_key, failed)
+if dupe then
+  call_many('SADD', dupe.key, new_fps)
+end
+call_many('ZADD', K.requests, queue_args)
+call_many('HSET', K.data, data_args)
+call_many('RPUSH', items_key, items)
 for _, t in ipairs(targets) do
   if t.pushed > 0 then
     redis.call('PUBLISH', t.channel, t.pushed)
   end
 end
-if handed > 0 then
-  redis.call('HINCRBY', K.stats, STAT.SCHEDULER_HANDED_OFF, handed)
-end
-for _ = 1, n_requests do
-  if enqueue(K.requests, K.data, dupe, seq_key, ARGV[at], ARGV[at + 1], ARGV[at + 2], now) == 1 then
-    enqueued = enqueued + 1
-  else
-    filtered = filtered + 1
+if enqueued_all > 0 then
+  local old_depth = tonumber(redis.call('HGET', K.stats, STAT.REQUEST_DEPTH_MAX) or '0')
+  if depth_max > old_depth then
+    redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, depth_max)
   end
-  at = at + 3
+  redis.call('PUBLISH', channel, enqueued_all)
 end
-
--- RPUSH takes many values at once; unpack in chunks to stay within Lua's
--- stack limit.
-local first = at
-while at < first + n_items do
-  local last = math.min(at + 999, first + n_items - 1)
-  redis.call('RPUSH', items_key, unpack(ARGV, at, last))
-  at = last + 1
-end
-
-for _ = 1, n_stats do
-  redis.call('HINCRBY', K.stats, ARGV[at], ARGV[at + 1])
-  at = at + 2
-end
-if enqueued > 0 then
-  redis.call('HINCRBY', K.stats, STAT.SCHEDULER_ENQUEUED, enqueued)
-  local max_depth = tonumber(redis.call('HGET', K.stats, STAT.REQUEST_DEPTH_MAX) or '0')
-  if depth > max_depth then
-    redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, depth)
-  end
-  redis.call('PUBLISH', channel, enqueued)
-end
-if filtered > 0 then
-  redis.call('HINCRBY', K.stats, STAT.DUPEFILTER_FILTERED, filtered)
-end
-local out = {enqueued, filtered}
-lease_requests(K, worker, tonumber(ARGV[11]), tonumber(ARGV[10]), now, tonumber(ARGV[12]), ARGV[13] == '1', tonumber(ARGV[20]),
-  tonumber(ARGV[28]), tonumber(ARGV[29]), out)
+lease_requests(K, worker, tonumber(ARGV[3]), lease_next, now, tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[7]),
+  tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12] == '1', out)
+flush_hosts()
+flush_tally(K.stats)
 return out

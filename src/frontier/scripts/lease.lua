@@ -1,9 +1,9 @@
 -- Lease up to ARGV[3] requests for worker ARGV[1] for ARGV[2] ms, after
--- returning expired leases (of any worker) and due retries to the queue.
--- Each leased request gets its host's next politeness slot, for the whole
--- cluster. When fewer than asked for are queued (or none were asked for),
--- also peek at up to ARGV[5] start entries, so the worker can claim them
--- without another round trip.
+-- returning expired leases (of any worker), due retries and due revisits
+-- to the queue. Each leased request gets its host's next politeness slot,
+-- for the whole cluster. When fewer than asked for are queued (or none
+-- were asked for), also peek at up to ARGV[5] start entries, so the worker
+-- can claim them without another round trip.
 --
 -- KEYS: 1 requests (zset of ids), 2 request data (hash id -> JSON),
 --       3 in-flight (zset id -> deadline ms), 4 lease owners (hash),
@@ -25,7 +25,9 @@ local max = tonumber(ARGV[3])
 local now = now_ms()
 local out = {}
 lease_requests(K, ARGV[1], tonumber(ARGV[2]), max, now, tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8]),
-  tonumber(ARGV[9]), tonumber(ARGV[10]), out)
+  tonumber(ARGV[9]), tonumber(ARGV[10]), true, out)
+flush_hosts()
+flush_tally(K.stats)
 local start = {}
 if #out / 4 < max or max == 0 then
   start = peek_start(KEYS[18], ARGV[4], tonumber(ARGV[5]))

@@ -11,21 +11,150 @@ local function queue_score(priority, seq)
   return -tonumber(priority) * SEQ_SPAN + (seq % SEQ_SPAN)
 end
 
+-- A whole number as Redis receives it: '%d' is much cheaper than the
+-- '%.17g' a Lua number passed to redis.call is formatted with.
+local function int(n)
+  return string.format('%d', n)
+end
+
 -- Milliseconds of the Redis server's clock, so lease deadlines do not
--- depend on the clocks of the workers' hosts.
+-- depend on the clocks of the workers' hosts. The microseconds of the
+-- reading are kept as a seed for jitter (Redis scripts have no useful
+-- random source).
+local clock_us = 0
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  clock_us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(clock_us / 1000)
+end
+
+-- Stat increments, summed over the script call and written once per stat
+-- at its end (flush_tally): a batch of pages costs one HINCRBY per stat,
+-- not one per page and stat. Fields keep the order they were first
+-- counted in.
+local tally_fields, tally = {}, {}
+
+local function count(field, n)
+  n = tonumber(n)
+  if not n or n == 0 then
+    return
+  end
+  local old = tally[field]
+  if old == nil then
+    tally_fields[#tally_fields + 1] = field
+    tally[field] = n
+  else
+    tally[field] = old + n
+  end
+end
+
+local function flush_tally(stats)
+  for _, field in ipairs(tally_fields) do
+    if tally[field] ~= 0 then
+      redis.call('HINCRBY', stats, field, tally[field])
+    end
+  end
+  tally_fields, tally = {}, {}
+end
+
+-- Runs `command key v1 v2 …` over the values of `list`, 1000 at a time
+-- (Lua's unpack has a limit): one command for a whole batch. Pairs stay
+-- whole (1000 is even).
+local function call_many(command, key, list)
+  for first = 1, #list, 1000 do
+    redis.call(command, key, unpack(list, first, math.min(first + 999, #list)))
+  end
+end
+
+-- Per-host numbers (politeness slots, Crawl-delays, back-off, pages per
+-- host), read once per script call and written at its end (flush_hosts,
+-- one HSET and one HDEL per key): a batch of pages and leases for one host
+-- reads and writes each of them once.
+local host_cache, host_dirty, host_dirty_list = {}, {}, {}
+
+local function host_get(key, host)
+  local by_host = host_cache[key]
+  if not by_host then
+    by_host = {}
+    host_cache[key] = by_host
+  end
+  local v = by_host[host]
+  if v == nil then
+    v = tonumber(redis.call('HGET', key, host) or '0') or 0
+    by_host[host] = v
+  end
+  return v
+end
+
+-- `v` false deletes the field.
+local function host_put(key, host, v)
+  host_get(key, host)
+  local by_host = host_cache[key]
+  local mark = key .. '\n' .. host
+  if host_dirty[mark] == nil then
+    host_dirty_list[#host_dirty_list + 1] = {key, host}
+  end
+  host_dirty[mark] = v ~= false
+  by_host[host] = v or 0
+end
+
+local function host_set(key, host, v)
+  host_put(key, host, v)
+end
+
+local function host_del(key, host)
+  host_put(key, host, false)
+end
+
+local function flush_hosts()
+  local keys, sets, dels = {}, {}, {}
+  for _, kh in ipairs(host_dirty_list) do
+    local key, host = kh[1], kh[2]
+    if not sets[key] then
+      keys[#keys + 1] = key
+      sets[key], dels[key] = {}, {}
+    end
+    if host_dirty[key .. '\n' .. host] then
+      local list = sets[key]
+      list[#list + 1] = host
+      list[#list + 1] = host_cache[key][host]
+    else
+      local list = dels[key]
+      list[#list + 1] = host
+    end
+  end
+  for _, key in ipairs(keys) do
+    call_many('HSET', key, sets[key])
+    call_many('HDEL', key, dels[key])
+  end
+  host_dirty, host_dirty_list = {}, {}
+end
+
+-- Queue sequence numbers from the counter `key`, taken `n` at a time: one
+-- INCRBY serves a whole batch of requests (numbers left unused are gaps,
+-- which keep the order). Returns a function giving the next number.
+local function seq_block(key, n)
+  local next_seq, last = 1, 0
+  n = math.max(1, n)
+  return function()
+    if next_seq > last then
+      last = redis.call('INCRBY', key, n)
+      next_seq = last - n + 1
+    end
+    next_seq = next_seq + 1
+    return next_seq - 1
+  end
 end
 
 -- Enqueues one request unless the dupefilter `d` (see dupefilter.lua) has
--- seen its fingerprint (an empty fingerprint, or no `d`, means no filter).
--- Returns 1 if enqueued, 0 if filtered.
-local function enqueue(requests, data, d, seq_key, fingerprint, priority, json, now)
+-- seen its fingerprint (an empty fingerprint, or no `d`, means no filter),
+-- numbered by `next_seq` (see seq_block). Returns 1 if enqueued, 0 if
+-- filtered.
+local function enqueue(requests, data, d, next_seq, fingerprint, priority, json, now)
   if fingerprint ~= '' and d and not dupe_add(d, fingerprint, now) then
     return 0
   end
-  local seq = redis.call('INCR', seq_key)
+  local seq = next_seq()
   redis.call('ZADD', requests, queue_score(priority, seq), seq)
   redis.call('HSET', data, seq, json)
   return 1
@@ -42,7 +171,7 @@ local function owner_score(owner)
 end
 
 -- Returns expired leases (of any worker) to the queue at their old place.
-local function requeue_expired(requests, data, inflight, owners, stats, now)
+local function requeue_expired(requests, data, inflight, owners, now)
   local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 512)
   for _, id in ipairs(expired) do
     local owner = redis.call('HGET', owners, id)
@@ -53,46 +182,50 @@ local function requeue_expired(requests, data, inflight, owners, stats, now)
       redis.call('ZADD', requests, score, id)
     end
   end
-  if #expired > 0 then
-    redis.call('HINCRBY', stats, STAT.LEASE_EXPIRED, #expired)
-  end
+  count(STAT.LEASE_EXPIRED, #expired)
 end
 
 -- The politeness key of a stored request: its URL's authority without user
 -- info, lower-cased. Request::host_key in Rust computes the same.
+-- crawlworker writes "url" first, so the common case is one anchored
+-- match.
 local function host_of(json)
-  local url = string.match(json, '"url":"([^"]*)"')
-  if not url then
-    return nil
+  local authority = string.match(json, '^{"url":"[%a][%w+.-]*://([^/?#"]*)')
+  if not authority then
+    local url = string.match(json, '"url":"([^"]*)"')
+    if not url then
+      return nil
+    end
+    local rest = string.match(url, '^[%a][%w+.-]*://(.*)$') or url
+    authority = string.match(rest, '^([^/?#]*)') or ''
   end
-  local rest = string.match(url, '^[%a][%w+.-]*://(.*)$') or url
-  local authority = string.match(rest, '^([^/?#]*)') or ''
-  authority = string.match(authority, '@([^@]*)$') or authority
-  return string.lower(authority)
+  if string.find(authority, '@', 1, true) then
+    authority = string.match(authority, '@([^@]*)$')
+  end
+  if string.find(authority, '%u') then
+    authority = string.lower(authority)
+  end
+  return authority
 end
 
 -- Reserves the next politeness slot of `host` for the whole cluster and
--- returns how many ms to wait for it, and the interval applied. The interval is the largest of the
--- spider's (`base_ms`, randomised 0.5x-1.5x when `jitter` is set), the
--- host's Crawl-delay and its adaptive back-off. With no interval at all
--- nothing is written.
+-- returns how many ms to wait for it, and the interval applied. The
+-- interval is the largest of the spider's (`base_ms`, randomised
+-- 0.5x-1.5x when `jitter` is set), the host's Crawl-delay and its adaptive
+-- back-off. With no interval at all nothing is written.
 local function reserve_slot(pace, host_delay, backoff, host, base_ms, jitter, now, salt)
   local interval = base_ms
   if jitter and base_ms > 0 then
-    -- Redis scripts have no useful random source; the clock's microseconds
-    -- spread the factor well enough.
-    local t = redis.call('TIME')
-    local r = ((tonumber(t[2]) * 7919 + salt * 104729) % 1000) / 1000
+    local r = ((clock_us * 7919 + salt * 104729) % 1000) / 1000
     interval = math.floor(base_ms * (0.5 + r))
   end
-  interval = math.max(interval, tonumber(redis.call('HGET', host_delay, host) or '0'),
-    tonumber(redis.call('HGET', backoff, host) or '0'))
-  local next_free = tonumber(redis.call('HGET', pace, host) or '0')
+  interval = math.max(interval, host_get(host_delay, host), host_get(backoff, host))
+  local next_free = host_get(pace, host)
   if interval <= 0 and next_free <= now then
     return 0, 0
   end
   local slot = math.max(now, next_free)
-  redis.call('HSET', pace, host, slot + interval)
+  host_set(pace, host, slot + interval)
   return slot - now, interval
 end
 
@@ -115,6 +248,7 @@ end
 -- them queued-but-not-fetched until their commit (the overdue set).
 local function release_revisits(K, now)
   local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 512)
+  local next_seq = seq_block(K.seq, #due / 2)
   local queued = 0
   for i = 1, #due, 2 do
     local fp, at = due[i], due[i + 1]
@@ -122,21 +256,23 @@ local function release_revisits(K, now)
     redis.call('ZREM', K.schedule, fp)
     if json then
       local priority = tonumber(string.match(json, '"priority":(-?%d+)') or '0')
-      local seq = redis.call('INCR', K.seq)
+      local seq = next_seq()
       redis.call('ZADD', K.requests, queue_score(priority, seq), seq)
       redis.call('HSET', K.data, seq, json)
       redis.call('ZADD', K.schedule_due, at, fp)
       queued = queued + 1
     end
   end
-  if queued > 0 then
-    redis.call('HINCRBY', K.stats, STAT.REVISIT_QUEUED, queued)
-  end
+  count(STAT.REVISIT_QUEUED, queued)
 end
 
 -- Leases up to `max` requests to `worker` until now + lease_ms, appending
 -- id, JSON, politeness wait (ms), interval applied (ms) to `out`. K is the
--- shared key table (see KEYS in lease.lua).
+-- shared key table (see KEYS in lease.lua). With `release` set, work that
+-- has come due is put back in the queue first: expired leases, retries
+-- whose delay has passed, scheduled revisits. (The lease script always
+-- does; a commit only when its worker asks, a few times a second, since
+-- one ZRANGEBYSCORE each per page would be most of a commit's cost.)
 --
 -- Requests are taken in queue order, but one whose host's next slot is
 -- more than `max_wait` ms away is left queued for later: a worker never
@@ -147,22 +283,25 @@ end
 -- the queue.
 --
 -- Nothing is leased while the spider is paused (`crawlworker pause`), nor
--- beyond `max_pages` responses for the whole cluster (responses received
--- plus requests in flight); a request whose host has had
--- `max_per_host` pages leased is dropped and counted.
-local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host, out)
-  requeue_expired(K.requests, K.data, K.inflight, K.owners, K.stats, now)
-  requeue_due(K.delayed, K.delayed_scores, K.requests, K.data, now)
-  release_revisits(K, now)
+-- beyond `max_pages` responses for the whole cluster (responses received,
+-- counted ones included, plus requests in flight); a request whose host
+-- has had `max_per_host` pages leased is dropped and counted.
+local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
+                              release, out)
+  if release then
+    requeue_expired(K.requests, K.data, K.inflight, K.owners, now)
+    requeue_due(K.delayed, K.delayed_scores, K.requests, K.data, now)
+    release_revisits(K, now)
+  end
   if max <= 0 or redis.call('HEXISTS', K.control, 'paused') == 1 then
     return
   end
   if max_pages > 0 then
     local used = tonumber(redis.call('HGET', K.stats, STAT.RESPONSE_RECEIVED_COUNT) or '0')
-      + redis.call('ZCARD', K.inflight)
+      + (tally[STAT.RESPONSE_RECEIVED_COUNT] or 0) + redis.call('ZCARD', K.inflight)
     if used >= max_pages then
       if redis.call('HSETNX', K.control, 'max_pages_reached', now) == 1 then
-        redis.call('HINCRBY', K.stats, STAT.QUOTA_MAX_PAGES_REACHED, 1)
+        count(STAT.QUOTA_MAX_PAGES_REACHED, 1)
       end
       return
     end
@@ -170,58 +309,70 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     redis.call('HDEL', K.control, 'max_pages_reached')
     max = math.min(max, max_pages - used)
   end
-  local candidates = redis.call('ZRANGE', K.requests, 0, max * 4 - 1, 'WITHSCORES')
-  local leased, set_aside, host_dropped = 0, 0, 0
-  for i = 1, #candidates, 2 do
-    if leased >= max then
+  local deadline = string.format('%d', now + lease_ms)
+  local owner_prefix = worker .. '|'
+  local leased = 0
+  local unqueue, forget, inflight, owners = {}, {}, {}, {}
+  -- The queue is read from the head in windows of as many entries as
+  -- leases are missing (scores formatted and parsed cost Redis more than
+  -- anything else here), up to 4 x `max` entries deep. Nothing leaves
+  -- the queue until the scan is over, so the windows do not shift.
+  local from, depth = 0, max * 4
+  while leased < max and from < depth do
+    local want = math.min(max - leased, 500, depth - from)
+    local window = redis.call('ZRANGE', K.requests, from, from + want - 1, 'WITHSCORES')
+    if #window == 0 then
       break
     end
-    local id, score = candidates[i], candidates[i + 1]
-    local json = redis.call('HGET', K.data, id)
-    if not json then
-      redis.call('ZREM', K.requests, id)
-      redis.call('RPUSH', K.dead, cjson.encode({
-        key = K.requests, entry = string.sub(id, 1, 1024), bytes = #id,
-        reason = 'queue member has no request data (not written by crawlworker?)',
-        time = now / 1000,
-      }))
-      set_aside = set_aside + 1
-    else
-      local host = host_of(json)
-      local next_free = host and tonumber(redis.call('HGET', K.pace, host) or '0') or 0
-      if host and max_per_host > 0
-          and tonumber(redis.call('HGET', K.host_pages, host) or '0') >= max_per_host then
-        redis.call('ZREM', K.requests, id)
-        redis.call('HDEL', K.data, id)
-        host_dropped = host_dropped + 1
-      elseif next_free - now <= max_wait then
-        if host and max_per_host > 0 then
-          redis.call('HINCRBY', K.host_pages, host, 1)
+    from = from + #window / 2
+    local ids = {}
+    for j = 1, #window, 2 do
+      ids[#ids + 1] = window[j]
+    end
+    local jsons = redis.call('HMGET', K.data, unpack(ids))
+    for j = 1, #ids do
+      local id, score, json = ids[j], window[2 * j], jsons[j]
+      if not json then
+        unqueue[#unqueue + 1] = id
+        redis.call('RPUSH', K.dead, cjson.encode({
+          key = K.requests, entry = string.sub(id, 1, 1024), bytes = #id,
+          reason = 'queue member has no request data (not written by crawlworker?)',
+          time = now / 1000,
+        }))
+        count(STAT.DEADLETTER_COUNT, 1)
+      else
+        local host = host_of(json)
+        if host and max_per_host > 0 and host_get(K.host_pages, host) >= max_per_host then
+          unqueue[#unqueue + 1] = id
+          forget[#forget + 1] = id
+          count(STAT.QUOTA_HOST_DROPPED, 1)
+        elseif not host or host_get(K.pace, host) - now <= max_wait then
+          if host and max_per_host > 0 then
+            host_set(K.host_pages, host, host_get(K.host_pages, host) + 1)
+          end
+          unqueue[#unqueue + 1] = id
+          inflight[#inflight + 1] = deadline
+          inflight[#inflight + 1] = id
+          owners[#owners + 1] = id
+          owners[#owners + 1] = owner_prefix .. score
+          local wait, interval = 0, 0
+          if host then
+            wait, interval = reserve_slot(K.pace, K.host_delay, K.backoff, host, pace_ms, jitter, now, from + j)
+          end
+          out[#out + 1] = id
+          out[#out + 1] = json
+          out[#out + 1] = wait
+          out[#out + 1] = interval
+          leased = leased + 1
         end
-        redis.call('ZREM', K.requests, id)
-        redis.call('ZADD', K.inflight, now + lease_ms, id)
-        redis.call('HSET', K.owners, id, worker .. '|' .. score)
-        local wait, interval = 0, 0
-        if host then
-          wait, interval = reserve_slot(K.pace, K.host_delay, K.backoff, host, pace_ms, jitter, now, i)
-        end
-        out[#out + 1] = id
-        out[#out + 1] = json
-        out[#out + 1] = wait
-        out[#out + 1] = interval
-        leased = leased + 1
       end
     end
   end
-  if leased > 0 then
-    redis.call('HINCRBY', K.stats, STAT.SCHEDULER_DEQUEUED, leased)
-  end
-  if set_aside > 0 then
-    redis.call('HINCRBY', K.stats, STAT.DEADLETTER_COUNT, set_aside)
-  end
-  if host_dropped > 0 then
-    redis.call('HINCRBY', K.stats, STAT.QUOTA_HOST_DROPPED, host_dropped)
-  end
+  call_many('ZREM', K.requests, unqueue)
+  call_many('HDEL', K.data, forget)
+  call_many('ZADD', K.inflight, inflight)
+  call_many('HSET', K.owners, owners)
+  count(STAT.SCHEDULER_DEQUEUED, leased)
 end
 
 -- The keys every leasing script receives first, in this order.

@@ -9,9 +9,10 @@
 --       request's priority, the request JSON.
 -- Returns how many were re-queued.
 local n = 0
+local next_seq = seq_block(KEYS[5], (#ARGV - 1) / 3)
 for i = 2, #ARGV, 3 do
   if redis.call('LREM', KEYS[1], 1, ARGV[i]) > 0 then
-    enqueue(KEYS[2], KEYS[3], nil, KEYS[5], '', ARGV[i + 1], ARGV[i + 2], 0)
+    enqueue(KEYS[2], KEYS[3], nil, next_seq, '', ARGV[i + 1], ARGV[i + 2], 0)
     n = n + 1
   end
 end

@@ -8,9 +8,10 @@
 -- Returns how many were queued.
 local now = now_ms()
 local queued = 0
+local next_seq = seq_block(KEYS[4], (#ARGV - 1) / 2)
 for i = 2, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[1], ARGV[i], now) == 1 then
-    queued = queued + enqueue(KEYS[2], KEYS[3], nil, KEYS[4], '', 0, ARGV[i + 1], now)
+    queued = queued + enqueue(KEYS[2], KEYS[3], nil, next_seq, '', 0, ARGV[i + 1], now)
   end
 end
 if queued > 0 then

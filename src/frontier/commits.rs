@@ -1,0 +1,370 @@
+//! Committing pages in batches: the pages a worker finishes while its
+//! previous commit is on its way to Redis (or within `commit_wait` of the
+//! first) go to Redis together, in one call of `scripts/commit.lua`. Each
+//! page is still all-or-nothing and still committed only while its lease
+//! is this worker's; a batch only shares the script call's fixed cost (the
+//! round trip, the clock, the stats writes, the wake-up, the lease of
+//! replacements) between its pages. That cost is most of what a page costs
+//! Redis, so batching is what lets one Redis serve many busy workers.
+//!
+//! One task per frontier sends the batches, one at a time; a page's
+//! [`Frontier::commit`] hands its encoded page to it and waits for its own
+//! result. The task rides out Redis outages as a page's commit always did
+//! (see [`super::outage::until_done`]): a commit, once started, finishes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    encode, fingerprint_arg, to_json, Committed, Frontier, HostOutcome, Leased, PageResult, Result,
+    Revisit, MAX_PRIORITY, MAX_REQUEST_BYTES,
+};
+use crate::request::Request;
+use crate::stats::{self, Tally};
+
+/// At most this many pages go in one script call…
+const MAX_PAGES: usize = 64;
+/// …and at most about this many bytes of arguments (one page over it goes
+/// alone), so one call never keeps Redis busy for long.
+const MAX_BYTES: usize = 1 << 20;
+/// How often a commit also puts work that came due back in the queue
+/// (expired leases, retries, revisits). The lease script always does; a
+/// busy worker leases only through commits.
+const RELEASE_EVERY: Duration = Duration::from_millis(200);
+
+/// One page's part of a commit script's arguments (see
+/// `scripts/commit.lua`), encoded by the page's own task.
+pub(super) struct PageArgs {
+    args: Vec<String>,
+    /// Its stats increments, summed with the batch's other pages'.
+    stats: Vec<(String, i64)>,
+    bytes: usize,
+    lease_next: usize,
+}
+
+/// A page waiting for its batch: its arguments and where its result goes.
+pub(super) struct Pending {
+    page: PageArgs,
+    reply: oneshot::Sender<(Committed, Vec<Leased>)>,
+}
+
+/// The sending side of a frontier's commit task, started by its first
+/// commit (a frontier used only by `stats` or `push-urls` never starts
+/// one). Dropping the last frontier clone stops the task.
+pub(super) type Batcher = Arc<std::sync::OnceLock<mpsc::UnboundedSender<Pending>>>;
+
+impl Frontier {
+    /// Commits one page (see the module docs), then leases up to
+    /// `lease_next` requests to replace it.
+    pub async fn commit(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        lease_next: usize,
+    ) -> Result<(Committed, Vec<Leased>)> {
+        let args = self.page_args(leased, page, lease_next);
+        let batcher = self.batcher.get_or_init(|| self.start_batcher());
+        let (reply, result) = oneshot::channel();
+        if let Err(mpsc::error::SendError(pending)) = batcher.send(Pending { page: args, reply }) {
+            // Cannot happen while `self` lives; commit alone all the same.
+            let mut done = self.commit_batch(&[pending.page], true).await?;
+            return Ok(done.pop().unwrap_or((Committed::LeaseLost, Vec::new())));
+        }
+        match result.await {
+            Ok(done) => Ok(done),
+            // The task ended without answering (the runtime is shutting
+            // down): the page may or may not be committed; a repeat finds
+            // out safely.
+            Err(_) => {
+                let mut done = self
+                    .commit_batch(&[self.page_args(leased, page, lease_next)], true)
+                    .await?;
+                Ok(done.pop().unwrap_or((Committed::LeaseLost, Vec::new())))
+            }
+        }
+    }
+
+    fn start_batcher(&self) -> mpsc::UnboundedSender<Pending> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        // The task's own frontier has a batcher of its own, never started,
+        // so it does not keep its channel open.
+        let mut frontier = self.clone();
+        frontier.batcher = Batcher::default();
+        tokio::spawn(send_batches(frontier, rx));
+        tx
+    }
+
+    /// One page's arguments, in the order `scripts/commit.lua` reads them.
+    pub(super) fn page_args(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        lease_next: usize,
+    ) -> PageArgs {
+        let id = leased.id.as_str();
+        let requests: Vec<(String, i64, String)> = page
+            .requests
+            .iter()
+            .filter_map(|r| {
+                let json = encode(r)?;
+                Some((
+                    fingerprint_arg(r),
+                    r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
+                    json,
+                ))
+            })
+            .collect();
+        let tasks: Vec<(usize, String, i64, String)> = page
+            .tasks
+            .iter()
+            .filter(|t| t.to < self.handoffs.len())
+            .map(|t| {
+                (
+                    t.to + 1,
+                    fingerprint_arg(&t.request),
+                    t.request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
+                    t.entry(),
+                )
+            })
+            .filter(|t| t.3.len() <= MAX_REQUEST_BYTES)
+            .collect();
+        let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
+        // Requests over the size bound are not queued; say so and count them.
+        let oversized = page.requests.len() - requests.len() + page.tasks.len() - tasks.len();
+        let mut extra = Tally::default();
+        extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
+        if oversized > 0 {
+            tracing::warn!(
+                id,
+                count = oversized,
+                "follow-up requests over {MAX_REQUEST_BYTES} bytes were not queued"
+            );
+        }
+        let (retry_ms, retry_json, retry_priority) = match &page.retry {
+            Some(r) => (
+                r.delay.as_millis() as i64,
+                encode(&r.request).unwrap_or_default(),
+                r.request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
+            ),
+            None => (-1, String::new(), 0),
+        };
+        let (outcome, slow_ms) = match page.host {
+            HostOutcome::None => ("", 0),
+            HostOutcome::Slow { wait } => ("slow", wait.as_millis() as u64),
+            HostOutcome::Ok => ("ok", 0),
+        };
+        let (revisit, revisit_fp, revisit_ms, revisit_json) = match &page.revisit {
+            Some(Revisit::At { request, after }) => (
+                "at",
+                request.fingerprint(),
+                after.as_millis() as u64,
+                encode(request).unwrap_or_default(),
+            ),
+            Some(Revisit::Drop { request }) => ("drop", request.fingerprint(), 0, String::new()),
+            None => ("", String::new(), 0, String::new()),
+        };
+        let mut args = vec![
+            id.to_string(),
+            requests.len().to_string(),
+            page.items.len().to_string(),
+            tasks.len().to_string(),
+            depth.to_string(),
+            page.dead.as_ref().map(to_json).unwrap_or_default(),
+            page.failed.as_ref().map(to_json).unwrap_or_default(),
+            retry_ms.to_string(),
+            retry_json,
+            retry_priority.to_string(),
+            outcome.to_string(),
+            slow_ms.to_string(),
+            revisit.to_string(),
+            revisit_fp,
+            revisit_ms.to_string(),
+            revisit_json,
+            lease_next.to_string(),
+            leased
+                .request
+                .as_ref()
+                .map(Request::host_key)
+                .unwrap_or_default(),
+        ];
+        for (to, fp, priority, entry) in tasks {
+            args.extend([to.to_string(), fp, priority.to_string(), entry]);
+        }
+        for (fp, priority, json) in requests {
+            args.extend([fp, priority.to_string(), json]);
+        }
+        args.extend(page.items.iter().map(to_json));
+        let stats: Vec<(String, i64)> = page
+            .stats
+            .iter()
+            .chain(extra.iter())
+            .map(|(field, delta)| (field.into_owned(), delta))
+            .collect();
+        let bytes = args.iter().map(String::len).sum::<usize>()
+            + stats.iter().map(|(f, _)| f.len() + 8).sum::<usize>();
+        PageArgs {
+            args,
+            stats,
+            bytes,
+            lease_next,
+        }
+    }
+
+    /// Commits `pages` in one script call; `release` also puts work that
+    /// came due back in the queue first. Returns each page's result, in
+    /// order, with the leases that replace it. A page whose lease is lost
+    /// makes the script write nothing and name it; the rest go again.
+    pub(super) async fn commit_batch(
+        &self,
+        pages: &[PageArgs],
+        release: bool,
+    ) -> Result<Vec<(Committed, Vec<Leased>)>> {
+        let mut lost = vec![false; pages.len()];
+        loop {
+            let sent: Vec<usize> = (0..pages.len()).filter(|&i| !lost[i]).collect();
+            if sent.is_empty() {
+                return Ok(vec![(Committed::LeaseLost, Vec::new()); pages.len()]);
+            }
+            let reply = self.invoke_commit(pages, &sent, release).await?;
+            let mut reply = reply.into_iter();
+            let mut number = || {
+                reply
+                    .next()
+                    .and_then(|v| redis::from_redis_value::<i64>(&v).ok())
+                    .unwrap_or(-1)
+            };
+            if number() < 0 {
+                let before = lost.iter().filter(|l| **l).count();
+                while let Some(n) = usize::try_from(number()).ok().filter(|n| *n >= 1) {
+                    if let Some(&i) = sent.get(n - 1) {
+                        lost[i] = true;
+                    }
+                }
+                if lost.iter().filter(|l| **l).count() == before {
+                    // Cannot happen (the script names at least one page);
+                    // never loop on it.
+                    lost.iter_mut().for_each(|l| *l = true);
+                }
+                continue;
+            }
+            let mut done: Vec<(Committed, usize)> = vec![(Committed::LeaseLost, 0); pages.len()];
+            for &i in &sent {
+                let (enqueued, filtered) = (number(), number());
+                done[i] = (
+                    Committed::Done {
+                        enqueued: enqueued.max(0) as u64,
+                        filtered: filtered.max(0) as u64,
+                    },
+                    pages[i].lease_next,
+                );
+            }
+            // The new leases go to the pages that asked for them, in order.
+            let mut leases = self.decode_leases(reply).into_iter();
+            return Ok(done
+                .into_iter()
+                .map(|(committed, asked)| (committed, leases.by_ref().take(asked).collect()))
+                .collect());
+        }
+    }
+
+    /// One call of the commit script for `pages[i]`, i in `sent`.
+    async fn invoke_commit(
+        &self,
+        pages: &[PageArgs],
+        sent: &[usize],
+        release: bool,
+    ) -> Result<Vec<redis::Value>> {
+        let k = &self.keys;
+        // The pages' stats, summed (in the order first counted).
+        let mut stats: Vec<(&str, i64)> = Vec::new();
+        for &i in sent {
+            for (field, delta) in &pages[i].stats {
+                match stats.iter_mut().find(|(f, _)| f == field) {
+                    Some((_, sum)) => *sum += delta,
+                    None => stats.push((field, *delta)),
+                }
+            }
+        }
+        let mut invocation = super::scripts::SCRIPTS.commit.prepare_invoke();
+        self.shared_keys(&mut invocation);
+        invocation
+            .key(&k.dupefilter)
+            .key(&k.items)
+            .key(&k.failed)
+            .key(&k.dupefilter_meta);
+        for h in &self.handoffs {
+            invocation.key(&h.start_key);
+        }
+        invocation
+            .arg(&self.worker)
+            .arg(&k.wake)
+            .arg(self.lease.as_millis() as u64)
+            .arg(self.pacing.interval.as_millis() as u64)
+            .arg(u8::from(self.pacing.jitter))
+            .arg(self.pacing.backoff_max.as_millis() as u64)
+            .arg(self.max_wait_ms())
+            .arg(&self.dupe_spec)
+            .arg(self.handoffs.len())
+            .arg(self.quota.max_pages)
+            .arg(self.quota.max_pages_per_host)
+            .arg(u8::from(release))
+            .arg(sent.len())
+            .arg(stats.len());
+        for h in &self.handoffs {
+            invocation.arg(h.kind.as_str()).arg(&h.wake);
+        }
+        for (field, delta) in &stats {
+            invocation.arg(*field).arg(*delta);
+        }
+        for &i in sent {
+            for arg in &pages[i].args {
+                invocation.arg(arg);
+            }
+        }
+        invocation
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(super::err("commit", &k.requests))
+    }
+}
+
+/// The commit task: sends the pages waiting as one batch, waits for Redis,
+/// hands each page its result, and starts over.
+async fn send_batches(frontier: Frontier, mut pending: mpsc::UnboundedReceiver<Pending>) {
+    let mut released = Instant::now();
+    while let Some(first) = pending.recv().await {
+        let mut batch = vec![first];
+        let mut bytes = batch[0].page.bytes;
+        let full =
+            |batch: &Vec<Pending>, bytes: usize| batch.len() >= MAX_PAGES || bytes >= MAX_BYTES;
+        let deadline = tokio::time::Instant::now() + frontier.commit_wait;
+        while !full(&batch, bytes) {
+            let next = match pending.try_recv() {
+                Ok(p) => p,
+                Err(_) if frontier.commit_wait.is_zero() => break,
+                Err(_) => match tokio::time::timeout_at(deadline, pending.recv()).await {
+                    Ok(Some(p)) => p,
+                    _ => break,
+                },
+            };
+            bytes += next.page.bytes;
+            batch.push(next);
+        }
+        let release = released.elapsed() >= RELEASE_EVERY;
+        let (pages, replies): (Vec<PageArgs>, Vec<_>) =
+            batch.into_iter().map(|p| (p.page, p.reply)).unzip();
+        let done =
+            super::outage::until_done("commit pages", || frontier.commit_batch(&pages, release))
+                .await;
+        if release {
+            released = Instant::now();
+        }
+        for (reply, result) in replies.into_iter().zip(done) {
+            // A page whose task is gone (aborted at shutdown) is committed
+            // all the same; its replacement's lease expires unused.
+            let _ = reply.send(result);
+        }
+    }
+}
