@@ -116,17 +116,30 @@ mod tests {
             site(&url("http://forum.Example.com./a")).as_deref(),
             Some("example.com")
         );
-        assert_eq!(site(&url("http://localhost:8080/")).as_deref(), Some("localhost"));
-        assert_eq!(site(&url("http://127.0.0.1:80/")).as_deref(), Some("127.0.0.1"));
+        assert_eq!(
+            site(&url("http://localhost:8080/")).as_deref(),
+            Some("localhost")
+        );
+        assert_eq!(
+            site(&url("http://127.0.0.1:80/")).as_deref(),
+            Some("127.0.0.1")
+        );
         assert_eq!(site(&url("http://[::1]/")).as_deref(), Some("[::1]"));
     }
 
     #[test]
     fn cookies_follow_the_jar_rules_within_a_site() {
         let jar = CookieJar::default();
-        set(&jar, "http://www.example.com/", "wide=1; Domain=example.com; Path=/");
+        set(
+            &jar,
+            "http://www.example.com/",
+            "wide=1; Domain=example.com; Path=/",
+        );
         set(&jar, "http://www.example.com/", "narrow=2; Path=/");
-        assert_eq!(sent(&jar, "http://forum.example.com/x").as_deref(), Some("wide=1"));
+        assert_eq!(
+            sent(&jar, "http://forum.example.com/x").as_deref(),
+            Some("wide=1")
+        );
         let www = sent(&jar, "http://www.example.com/").unwrap_or_default();
         assert!(www.contains("wide=1") && www.contains("narrow=2"), "{www}");
         assert_eq!(sent(&jar, "http://other.test/"), None);
@@ -145,7 +158,10 @@ mod tests {
         }
         assert!(jar.sites() <= 100, "{} sites", jar.sites());
         // The most recent site is still there.
-        assert_eq!(sent(&jar, "http://h9999.test9999/").as_deref(), Some("id=9999"));
+        assert_eq!(
+            sent(&jar, "http://h9999.test9999/").as_deref(),
+            Some("id=9999")
+        );
     }
 
     #[test]

@@ -302,7 +302,7 @@ mod tests {
             "{} entries of {each} bytes",
             cache.len()
         );
-        assert!(cache.len() > 0, "recent policies are kept");
+        assert!(!cache.is_empty(), "recent policies are kept");
     }
 
     #[test]
