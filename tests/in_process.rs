@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crawlworker::cli::load_spider;
 use crawlworker::config::Config;
+use crawlworker::downloader::Downloader;
 use crawlworker::settings::{Overrides, RedisUrl};
 use crawlworker::worker::shared::Shared;
 use crawlworker::worker::{RunSummary, SpiderRun, StopRules};
@@ -24,6 +25,8 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 pub struct InProcess {
     task: JoinHandle<anyhow::Result<RunSummary>>,
     stop: watch::Sender<bool>,
+    /// Its spider's downloader, to look at what it keeps.
+    downloader: std::sync::Arc<Downloader>,
 }
 
 impl InProcess {
@@ -53,10 +56,17 @@ impl InProcess {
             .await
             .unwrap_or_else(|e| panic!("cannot start an in-process worker: {e:#}"))
             .unwrap_or_else(|| panic!("the in-process worker stopped before it started"));
+        let downloader = run.downloader();
         InProcess {
             task: tokio::spawn(run.run(rules, shutdown)),
             stop,
+            downloader,
         }
+    }
+
+    /// The running spider's downloader.
+    pub fn downloader(&self) -> std::sync::Arc<Downloader> {
+        std::sync::Arc::clone(&self.downloader)
     }
 
     /// Waits up to `limit` for the worker to stop on its own.

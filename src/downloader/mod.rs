@@ -14,8 +14,14 @@
 //! What it returns ([`Downloaded`]) is either a response to extract or the
 //! page's commit, already decided; the stats of the download are counted
 //! into the caller's tally either way. It never parses a page.
+//!
+//! What it keeps per host is bounded whatever the crawl ([`PerHost`]): a
+//! host's slots and robots.txt fetch lock exist while a request for it is
+//! in progress ([`in_use`]), robots.txt policies and cookies are caches
+//! with a size cap, and idle connections close after a short timeout.
 
 pub mod client;
+mod in_use;
 pub mod politeness;
 pub mod redirect;
 pub mod retry;
@@ -50,6 +56,19 @@ pub enum Downloaded {
     /// The worker is stopping and the download had not started: the
     /// request goes back to the queue.
     NotStarted,
+}
+
+/// What a downloader keeps per host right now (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerHost {
+    /// Hosts with a request waiting for or holding one of their slots.
+    pub slots: usize,
+    /// Hosts whose robots.txt policy is cached in this worker.
+    pub robots_cached: usize,
+    /// Hosts whose robots.txt policy a task is fetching or waiting for.
+    pub robots_fetching: usize,
+    /// Sites whose cookies the jar remembers.
+    pub cookie_sites: usize,
 }
 
 /// What happens before a download: its slots, or an outcome already.
@@ -93,6 +112,17 @@ impl Downloader {
     /// The worker's download slots, and the requests waiting for their turn.
     pub fn politeness(&self) -> &Politeness {
         &self.politeness
+    }
+
+    /// What it keeps per host right now.
+    pub fn per_host(&self) -> PerHost {
+        let (robots_cached, robots_fetching) = self.robots.hosts_cached();
+        PerHost {
+            slots: self.politeness.hosts_in_use(),
+            robots_cached,
+            robots_fetching,
+            cookie_sites: self.client.cookie_sites(),
+        }
     }
 
     /// Downloads `request` after waiting `wait` for its host's slot (it was

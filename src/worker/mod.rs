@@ -116,6 +116,13 @@ pub struct SpiderRun {
     share: Arc<Share>,
 }
 
+impl SpiderRun {
+    /// The spider's downloader, to see what it keeps per host.
+    pub fn downloader(&self) -> Arc<Downloader> {
+        Arc::clone(&self.downloader)
+    }
+}
+
 /// Requests leased per download slot at most (the others wait for their
 /// hosts' politeness slots).
 const LEASES_PER_SLOT: usize = 4;

@@ -5,7 +5,18 @@
 //! It owns the HTTP clients and everything about one exchange: only http and
 //! https, the SSRF guard (`guard`), connect and whole-download timeouts,
 //! the size limits while streaming (`body`), decompression (gzip, deflate,
-//! brotli, zstd), HTTP/2 by ALPN, proxies (`proxy`) and the cookie jar.
+//! brotli, zstd), HTTP/2 by ALPN, proxies (`proxy`), the cookie jar
+//! (`cookies`) and the connection pools.
+//!
+//! # What it keeps per host
+//!
+//! Idle keep-alive connections: at most `concurrent_requests_per_domain`
+//! per host (no request could use more at once), each closed after
+//! [`POOL_IDLE_TIMEOUT`] unused, so a crawl over many hosts holds the
+//! connections of the hosts it used lately rather than of every host it
+//! has seen (each one a socket and a few KiB of buffers). Cookies: the
+//! most recent [`cookies::MAX_SITES`] sites'. Names are resolved for each
+//! connection and not cached here.
 //!
 //! It does not follow redirects (a redirect is a response like any other;
 //! [`super::redirect`] turns a Location into a new request), retry, wait for
@@ -23,6 +34,7 @@
 //! resolver, on the addresses the connection then uses.
 
 mod body;
+pub mod cookies;
 mod guard;
 mod proxy;
 #[cfg(test)]
@@ -39,6 +51,11 @@ pub use proxy::{redact as redact_proxy, BadProxy, ProxyMode, ProxyUrl};
 
 use crate::request::Request;
 use crate::settings::Settings;
+
+/// How long an idle keep-alive connection is kept for its host's next
+/// request. A host crawled politely (a request every few seconds) keeps
+/// its connection; one left behind gives its socket back soon.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A downloaded response.
 #[derive(Debug, Clone)]
@@ -180,7 +197,8 @@ struct Inner {
     routes: Vec<Route>,
     rotation: proxy::Rotation,
     policy: Policy,
-    cookies: bool,
+    /// The cookie jar the routes share, when cookies are enabled.
+    jar: Option<Arc<cookies::CookieJar>>,
     http2: bool,
 }
 
@@ -213,7 +231,7 @@ impl fmt::Debug for HttpClient {
             .field("download_timeout", &i.policy.download_timeout)
             .field("connect_timeout", &i.policy.connect_timeout)
             .field("limits", &i.policy.limits)
-            .field("cookies", &i.cookies)
+            .field("cookies", &i.jar)
             .field("http2", &i.http2)
             .finish()
     }
@@ -286,7 +304,8 @@ impl HttpClient {
         let headers = default_headers(settings);
         let jar = settings
             .cookies_enabled
-            .then(|| Arc::new(reqwest::cookie::Jar::default()));
+            .then(|| Arc::new(cookies::CookieJar::default()));
+        let idle_per_host = settings.concurrent_requests_per_domain.max(1) as usize;
         let build = |proxy: Option<&ProxyUrl>| -> Result<reqwest::Client, FetchError> {
             let mut b = reqwest::Client::builder()
                 .user_agent(settings.user_agent.as_str())
@@ -294,6 +313,8 @@ impl HttpClient {
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(settings.connect_timeout)
                 .dns_resolver(resolver.clone())
+                .pool_max_idle_per_host(idle_per_host)
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
                 .gzip(true)
                 .deflate(true)
                 .brotli(true)
@@ -335,10 +356,15 @@ impl HttpClient {
                 routes,
                 rotation: proxy::Rotation::new(mode),
                 policy,
-                cookies: settings.cookies_enabled,
+                jar,
                 http2: settings.http2,
             }),
         })
+    }
+
+    /// Sites whose cookies the jar remembers (0 without cookies).
+    pub fn cookie_sites(&self) -> usize {
+        self.inner.jar.as_ref().map_or(0, |jar| jar.sites())
     }
 
     /// Downloads `request`: at most `download_timeout` in all, at most

@@ -6,14 +6,21 @@
 //! paces the host for the whole cluster. The policy itself (matching,
 //! semantics) is [`policy`]; the record cached in Redis is the frontier's
 //! [`RobotsRecord`].
+//!
+//! What a worker keeps is bounded whatever the crawl: the policies in
+//! memory are a cache of at most [`LOCAL_CACHE_BYTES`] (estimated), least
+//! recently used first out, and an entry past its TTL goes when next asked
+//! for; a host whose policy was evicted is read again from Redis (or
+//! fetched again), which is what its expiry would have done anyway. The
+//! per-host fetch locks exist only while a task waits for or holds one.
 
 pub mod policy;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::client::HttpClient;
+use super::in_use::InUse;
 use crate::frontier::{now_secs, Frontier, RobotsRecord};
 use crate::request::Request;
 use crate::settings::Settings;
@@ -27,6 +34,26 @@ const LOCK_TTL: Duration = Duration::from_secs(20);
 const WAIT_FOR_OTHERS: Duration = Duration::from_secs(10);
 /// robots.txt redirects followed (Google follows five).
 const MAX_REDIRECTS: usize = 5;
+/// The most memory (estimated, see [`Robots::approx_bytes`]) the policies
+/// cached in one spider's worker may take: thousands of typical files
+/// (a few KiB each), or 16 of the largest ones `robotxt` reads (500 KiB).
+pub const LOCAL_CACHE_BYTES: u64 = 32 * 1024 * 1024;
+/// Cache shards: few, so that one shard (an even part of the budget) can
+/// still hold the largest file.
+const LOCAL_CACHE_SHARDS: usize = 4;
+
+/// A cached policy and when it expires in this worker.
+type Cached = (Arc<Robots>, Instant);
+
+/// Weighs a cached policy by the memory it takes (estimated).
+#[derive(Debug, Clone, Copy)]
+struct ByBytes;
+
+impl quick_cache::Weighter<String, Cached> for ByBytes {
+    fn weight(&self, host: &String, cached: &Cached) -> u64 {
+        (host.len() + cached.0.approx_bytes()) as u64
+    }
+}
 
 /// May the request go out?
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,10 +81,12 @@ pub struct RobotsGate {
     frontier: Frontier,
     client: HttpClient,
     settings: Arc<Settings>,
-    /// host -> (policy, when it expires here).
-    local: Mutex<HashMap<String, (Arc<Robots>, Instant)>>,
-    /// One fetch at a time per host in this worker.
-    fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// host -> (policy, when it expires here), at most
+    /// [`LOCAL_CACHE_BYTES`] of them.
+    local: quick_cache::sync::Cache<String, Cached, ByBytes>,
+    /// One fetch at a time per host in this worker (an entry while a task
+    /// fetches or waits for the host's policy).
+    fetching: InUse<tokio::sync::Mutex<()>>,
 }
 
 impl RobotsGate {
@@ -66,9 +95,15 @@ impl RobotsGate {
             frontier,
             client,
             settings,
-            local: Mutex::new(HashMap::new()),
-            fetching: Mutex::new(HashMap::new()),
+            local: local_cache(LOCAL_CACHE_BYTES),
+            fetching: InUse::default(),
         }
+    }
+
+    /// Policies cached in this worker, and fetch locks in use: for tests
+    /// and diagnostics.
+    pub fn hosts_cached(&self) -> (usize, usize) {
+        (self.local.len(), self.fetching.len())
     }
 
     /// Whether `request` may be fetched.
@@ -94,9 +129,12 @@ impl RobotsGate {
     }
 
     fn cached_here(&self, host: &str) -> Option<Arc<Robots>> {
-        let local = self.local.lock().ok()?;
-        let (robots, expires) = local.get(host)?;
-        (Instant::now() < *expires).then(|| robots.clone())
+        let (robots, expires) = self.local.get(host)?;
+        if Instant::now() < expires {
+            return Some(robots);
+        }
+        self.local.remove_if(host, |(_, e)| *e == expires);
+        None
     }
 
     fn keep_here(&self, host: &str, robots: Arc<Robots>, record: &RobotsRecord) -> Arc<Robots> {
@@ -107,9 +145,8 @@ impl RobotsGate {
         };
         let age = Duration::from_secs_f64((now_secs() - record.fetched_at).max(0.0));
         let expires = Instant::now() + ttl.saturating_sub(age);
-        if let Ok(mut local) = self.local.lock() {
-            local.insert(host.to_string(), (robots.clone(), expires));
-        }
+        self.local
+            .insert(host.to_string(), (robots.clone(), expires));
         robots
     }
 
@@ -117,13 +154,7 @@ impl RobotsGate {
         if let Some(r) = self.cached_here(host) {
             return r;
         }
-        let gate = {
-            let mut f = match self.fetching.lock() {
-                Ok(f) => f,
-                Err(p) => p.into_inner(),
-            };
-            f.entry(host.to_string()).or_default().clone()
-        };
+        let gate = self.fetching.hold(host, tokio::sync::Mutex::default);
         let _one_at_a_time = gate.lock().await;
         if let Some(r) = self.cached_here(host) {
             return r;
@@ -220,5 +251,66 @@ impl RobotsGate {
             body: String::new(),
             fetched_at: now_secs(),
         }
+    }
+}
+
+/// A cache of policies weighing at most `bytes` (estimated).
+fn local_cache(bytes: u64) -> quick_cache::sync::Cache<String, Cached, ByBytes> {
+    let options = quick_cache::OptionsBuilder::new()
+        // A guess for the index's first allocation: small files.
+        .estimated_items_capacity(usize::try_from(bytes / 4096).unwrap_or(1024))
+        .weight_capacity(bytes)
+        .shards(LOCAL_CACHE_SHARDS)
+        .build();
+    match options {
+        Ok(options) => quick_cache::sync::Cache::with_options(
+            options,
+            ByBytes,
+            Default::default(),
+            Default::default(),
+        ),
+        // Every field is set above, so this is not reached; an item count
+        // bound is the safe fallback.
+        Err(_) => quick_cache::sync::Cache::with_weighter(1024, bytes, ByBytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(body: &str) -> Arc<Robots> {
+        Arc::new(Robots::from_fetch(&Fetched::Status {
+            status: 200,
+            body: body.as_bytes().to_vec(),
+        }))
+    }
+
+    #[test]
+    fn the_local_cache_stays_within_its_budget_over_many_hosts() {
+        let budget = 256 * 1024;
+        let cache = local_cache(budget);
+        let expires = Instant::now() + Duration::from_secs(3600);
+        let body = "User-agent: *\nDisallow: /private/\n".repeat(20);
+        for i in 0..20_000 {
+            cache.insert(format!("h{i}.test"), (policy(&body), expires));
+        }
+        assert!(cache.weight() <= budget, "{} > {budget}", cache.weight());
+        let each = policy(&body).approx_bytes() as u64;
+        assert!(
+            (cache.len() as u64) <= budget / each,
+            "{} entries of {each} bytes",
+            cache.len()
+        );
+        assert!(!cache.is_empty(), "recent policies are kept");
+    }
+
+    #[test]
+    fn the_largest_file_fits_in_the_cache() {
+        let cache = local_cache(LOCAL_CACHE_BYTES);
+        let huge = "Disallow: /x\n".repeat(robotxt::BYTE_LIMIT / 13 + 1);
+        let expires = Instant::now() + Duration::from_secs(3600);
+        cache.insert("big.test".into(), (policy(&huge), expires));
+        assert!(cache.get("big.test").is_some());
     }
 }

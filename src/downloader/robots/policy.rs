@@ -201,6 +201,19 @@ impl Robots {
     pub fn is_failure(&self) -> bool {
         matches!(self.policy, Policy::Unreachable)
     }
+
+    /// About how many bytes this policy takes, for a cache's budget: the
+    /// kept body, and as much again twice for the file parsed for the
+    /// spider's agent (rules as strings, plus the index `robotxt` builds),
+    /// which a worker does on the first check. Without a body, the fixed
+    /// part only.
+    pub fn approx_bytes(&self) -> usize {
+        const FIXED: usize = 256;
+        match &self.policy {
+            Policy::AllowAll | Policy::Unreachable => FIXED,
+            Policy::Rules(rules) => FIXED + 3 * rules.body.len(),
+        }
+    }
 }
 
 impl fmt::Debug for Robots {
