@@ -20,6 +20,7 @@ mod fingerprint_cli;
 mod frontier;
 mod news;
 mod parse;
+mod pickup;
 mod progress;
 mod redis_cluster;
 mod regression;
