@@ -14,8 +14,10 @@
 //!   worker then finds the entry at its next `idle_recheck`).
 //!
 //! Then, for a list, a set with notifications and a set without, the Redis
-//! commands one idle worker sends per second: `INFO commandstats` before
-//! and after 30 s of idleness (the benchmark's own `INFO` left out).
+//! commands one idle worker costs per second over 30 s of idleness: those
+//! it sends (`redis-cli monitor`), and those Redis executes, counting the
+//! ones inside its scripts (`INFO commandstats` before and after; the
+//! benchmark's own `INFO` left out).
 //!
 //!     cargo bench --bench pickup        # needs redis-server; ~6 minutes
 //!
@@ -190,7 +192,9 @@ async fn main() {
         if s.idle_cost {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let before = command_stats(&mut conn).await;
+            let monitor = Monitor::start(&redis.url());
             tokio::time::sleep(idle).await;
+            let (sent, in_scripts) = monitor.stop();
             let mut after = command_stats(&mut conn).await;
             // The benchmark's own INFO.
             if let Some(n) = after.get_mut("info") {
@@ -201,18 +205,23 @@ async fn main() {
                 .map(|(c, n)| (c.clone(), n - before.get(&c).copied().unwrap_or(0)))
                 .filter(|(_, n)| *n > 0)
                 .collect();
-            costs.push((s.label, delta));
+            costs.push((s.label, delta, sent, in_scripts));
         }
         drop(worker);
     }
     println!();
-    for (label, delta) in costs {
+    let secs = idle.as_secs_f64();
+    for (label, delta, sent, in_scripts) in costs {
         let total: u64 = delta.values().sum();
         let each: Vec<String> = delta.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let sent_each: Vec<String> = sent.iter().map(|(c, n)| format!("{c} {n}")).collect();
         println!(
-            "idle worker, {label}: {:.2} commands/s over {} s ({})",
-            total as f64 / idle.as_secs_f64(),
+            "idle worker, {label}, over {} s: sent {:.2} commands/s ({}); executed {:.2} commands/s with those inside scripts ({} of them; INFO commandstats: {})",
             idle.as_secs(),
+            sent.values().sum::<u64>() as f64 / secs,
+            sent_each.join(", "),
+            total as f64 / secs,
+            in_scripts,
             each.join(", ")
         );
     }
@@ -250,4 +259,51 @@ async fn command_stats(conn: &mut redis::aio::MultiplexedConnection) -> BTreeMap
             Some((name.to_string(), calls))
         })
         .collect()
+}
+
+/// `redis-cli monitor` in the background: which commands clients send
+/// (scripts' own commands are shown as `[0 lua]`).
+struct Monitor {
+    child: std::process::Child,
+    out: crawlworker_testkit::TempDir,
+}
+
+impl Monitor {
+    fn start(url: &str) -> Monitor {
+        let out = crawlworker_testkit::temp_dir("pickup-monitor");
+        let file = std::fs::File::create(out.path().join("monitor.txt")).expect("monitor file");
+        let child = std::process::Command::new("redis-cli")
+            .args(["-u", url, "monitor"])
+            .stdout(file)
+            .spawn()
+            .expect("redis-cli monitor (from the redis-tools package)");
+        std::thread::sleep(Duration::from_millis(200));
+        Monitor { child, out }
+    }
+
+    /// Commands sent by clients, by name (the benchmark's INFO left out),
+    /// and how many ran inside scripts.
+    fn stop(mut self) -> (BTreeMap<String, u64>, u64) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let text = std::fs::read_to_string(self.out.path().join("monitor.txt")).unwrap_or_default();
+        let (mut sent, mut in_scripts) = (BTreeMap::new(), 0);
+        for line in text.lines() {
+            let Some((source, command)) = line.split_once("] ") else {
+                continue;
+            };
+            let command = command
+                .split(' ')
+                .next()
+                .unwrap_or("")
+                .trim_matches('"')
+                .to_lowercase();
+            if source.ends_with(" lua") {
+                in_scripts += 1;
+            } else if command != "info" && !command.is_empty() {
+                *sent.entry(command).or_insert(0) += 1;
+            }
+        }
+        (sent, in_scripts)
+    }
 }

@@ -748,7 +748,7 @@ settings! {
     redis_url: RedisUrl = RedisUrl::local();
     /// How long a leased request stays with a worker that stops renewing it (a dead worker's requests return to the queue after this).
     lease_timeout: Duration = Duration::from_secs(30);
-    /// How often an idle worker looks at the start key for entries pushed without a wake-up (by producers other than crawlworker); it also wakes when the next scheduled revisit is due.
+    /// How often an idle worker looks for work that announces itself to nobody: retries coming due, expired leases, and start entries its start-key watch cannot see (a set or zset without keyspace notifications, a list beyond the worker's 16 blocking waits); it also wakes when the next scheduled revisit is due.
     idle_recheck: Duration = Duration::from_secs(1);
     /// How often a worker logs its progress (pages and items with their rates, the cluster's queue), as Scrapy's LogStats (0: never).
     log_stats_interval: Duration = Duration::from_secs(60);

@@ -13,7 +13,7 @@ use redis::Commands;
 
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    eventually, spider_for, temp_dir, FixtureServer, RedisServer, TempDir, Worker,
+    eventually, spider_for, temp_dir, FixtureServer, RedisCluster, RedisServer, TempDir, Worker,
 };
 
 /// Far longer than the tests wait: a fetch within [`SOON`] is the watch's.
@@ -55,10 +55,11 @@ fn worker(spider: &Path, redis: &RedisServer) -> Worker {
 
 /// Clients blocked in a command (here: workers waiting in BLMOVE).
 fn blocked_clients(redis: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("clients")
-        .query(&mut redis.conn())
-        .unwrap();
+    blocked_on(&mut redis.conn())
+}
+
+fn blocked_on(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("blocked_clients:"))
         .and_then(|n| n.trim().parse().ok())
@@ -255,4 +256,28 @@ async fn sadd_and_zadd_wake_an_idle_worker_through_keyspace_notifications() {
         assert_eq!(server.hits(&list_page(forum)), 1);
         let _ = server.stop().await;
     }
+}
+
+/// On a Redis Cluster the blocking wait goes to the node holding the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_rpush_on_a_redis_cluster_wakes_the_worker_blocked_on_the_keys_node() {
+    let cluster = RedisCluster::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let (_dir, spider) = spider(&server, "list");
+    let text = std::fs::read_to_string(&spider).unwrap();
+    std::fs::write(&spider, format!("{text}\n[keys]\nmode = \"cluster\"\n")).unwrap();
+    let key = "{bbs}:start_urls";
+    let w = Worker::spawn(
+        &spider,
+        &cluster.url(),
+        &[],
+        &[("CRAWLWORKER_IDLE_RECHECK", RECHECK)],
+    );
+    eventually("the worker blocked on the key's node", SOON, || {
+        (blocked_on(&mut cluster.conn_for(key)) == 1).then_some(())
+    });
+    let pushed = Instant::now();
+    let _: () = cluster.conn_for(key).rpush(key, task(8)).unwrap();
+    wait_fetched(&server, 8, pushed, &[&w]);
+    let _ = server.stop().await;
 }

@@ -11,7 +11,10 @@
 //!   happens to the worker (a worker killed while blocked has changed
 //!   nothing; one killed after being served has changed nothing either).
 //!   Redis serves every client blocked on the key in turn (the list stays
-//!   non-empty), so every idle worker wakes. A blocking command stalls its
+//!   non-empty), so every idle worker wakes. Being a write, each served
+//!   wait is replicated and appended to the AOF as `LMOVE` (one per idle
+//!   worker per push that finds the cluster idle), and aborts a producer's
+//!   `WATCH`/`MULTI` on the key, as any write would. A blocking command stalls its
 //!   connection, so each wait has one of its own, from a pool of at most
 //!   [`MAX_BLOCKING`] per worker and Redis, reused from one wait to the
 //!   next; a spider that finds the pool taken notices such pushes within
@@ -31,7 +34,7 @@
 //!   later takes effect without a restart. On a Redis Cluster each node
 //!   publishes the events of its own keys only, and the subscription is on
 //!   one node: pickup is immediate only when that node holds the spider's
-//!   slot.
+//!   slot (lists always use `BLMOVE` there).
 //!
 //! A watch wakes the spider; the spider then leases and claims as usual
 //! (`claim_start`), so every promise of the start key holds unchanged.
@@ -180,9 +183,13 @@ impl Pickups {
         })
     }
 
-    async fn notifications(&self, target: &RedisTarget) -> &Notifications {
-        self.notifications
-            .get_or_init(|| async {
+    /// The server's `notify-keyspace-events`, read once (the spiders
+    /// starting together wait for one read); an outage is not remembered,
+    /// so the next spider to start reads it again.
+    async fn notifications(&self, target: &RedisTarget) -> Notifications {
+        let read = self
+            .notifications
+            .get_or_try_init(|| async {
                 let read = async {
                     let mut conn = target.connect().await?;
                     redis::cmd("CONFIG")
@@ -192,14 +199,30 @@ impl Pickups {
                         .await
                 };
                 match read.await {
-                    Ok(pair) => match pair.get(1) {
+                    Ok(pair) => Ok(match pair.get(1) {
                         Some(flags) => Notifications::Read(flags.clone()),
                         None => Notifications::Unreadable("CONFIG GET answered nothing".into()),
-                    },
-                    Err(e) => Notifications::Unreadable(e.to_string()),
+                    }),
+                    Err(cause) => {
+                        let e = FrontierError {
+                            op: "CONFIG GET",
+                            key: "notify-keyspace-events".into(),
+                            cause,
+                        };
+                        if e.is_outage() {
+                            Err(e)
+                        } else {
+                            // An ACL or a managed Redis refusing CONFIG: for good.
+                            Ok(Notifications::Unreadable(e.cause.to_string()))
+                        }
+                    }
                 }
             })
-            .await
+            .await;
+        match read {
+            Ok(n) => n.clone(),
+            Err(e) => Notifications::Unreadable(e.to_string()),
+        }
     }
 }
 
@@ -268,14 +291,16 @@ impl StartWatch {
         recheck: Duration,
     ) -> StartWatch {
         let pickups = target.pickups();
-        let notifications = pickups.notifications(target).await;
+        let notifications = &pickups.notifications(target).await;
         let recheck = crate::wording::duration(recheck);
         let published = match notifications {
             Notifications::Read(flags) => Some(notifies(flags, kind)),
             Notifications::Unreadable(_) => None,
         };
         let channel = format!("__keyspace@{}__:{key}", pickups.db);
-        if kind == StartKind::List && published != Some(true) {
+        // On a cluster the events come from one node only, while BLMOVE
+        // reaches the key's node wherever it is.
+        if kind == StartKind::List && (published != Some(true) || target.is_cluster()) {
             tracing::debug!(%key, "list start key watched with a blocking BLMOVE that leaves it unchanged: entries pushed by any producer are picked up at once");
             return StartWatch {
                 way: Way::Blocking(ListWatch {

@@ -406,6 +406,9 @@ impl SpiderRun {
             }
         };
 
+        // Its blocking wait, if any, ends now (its connection is free for
+        // the next spider, e.g. this one's reloaded version).
+        drop(start_watch);
         if reason == StopReason::Shutdown {
             self.drain(&mut tasks).await;
         }
