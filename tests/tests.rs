@@ -21,6 +21,7 @@ mod frontier;
 mod news;
 mod parse;
 mod per_host;
+mod pickup;
 mod progress;
 mod redis_cluster;
 mod regression;

@@ -22,7 +22,8 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::keys::Keys;
+use super::keys::{Keys, StartKind};
+use super::pickup::{Pickups, StartWatch};
 use super::wake::{Wake, Wakes};
 use super::Handoff;
 
@@ -34,7 +35,7 @@ pub struct RedisTarget {
 }
 
 #[derive(Clone)]
-enum Place {
+pub(super) enum Place {
     Server(redis::Client),
     Cluster {
         client: ClusterClient,
@@ -49,6 +50,8 @@ enum Place {
 struct Shared {
     conn: tokio::sync::Mutex<Option<Conn>>,
     wakes: OnceLock<Wakes>,
+    /// Blocking connections for start-key watches (see [`super::pickup`]).
+    pickups: OnceLock<Arc<Pickups>>,
 }
 
 impl From<Place> for RedisTarget {
@@ -67,9 +70,9 @@ impl From<redis::Client> for RedisTarget {
 }
 
 /// How long connecting may take before Redis counts as unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long one command may take.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl RedisTarget {
     /// A cluster reached through `nodes` (`redis://` or `rediss://` URLs of
@@ -116,6 +119,19 @@ impl RedisTarget {
             .wakes
             .get_or_init(|| Wakes::start(self.pubsub_nodes()))
             .subscribe(channel)
+    }
+
+    /// A watch on a spider's start key, for pushes that publish no wake-up
+    /// (see [`super::pickup`]); the watches of every clone of this target
+    /// share its blocking connections.
+    pub async fn watch_start(&self, key: &str, kind: StartKind, recheck: Duration) -> StartWatch {
+        StartWatch::start(self, key, kind, recheck).await
+    }
+
+    pub(super) fn pickups(&self) -> &Arc<Pickups> {
+        self.shared
+            .pickups
+            .get_or_init(|| Arc::new(Pickups::new(self.place.clone())))
     }
 
     async fn open(&self) -> redis::RedisResult<Conn> {

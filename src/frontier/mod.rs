@@ -16,8 +16,9 @@
 //!
 //! Around the crawl: [`hosts`] keeps per-host state for the cluster
 //! (politeness slots, robots.txt), [`admin`] serves the operator's commands
-//! (`push-urls`, `flush`, `stats`), and [`outage`] lets callers ride out a
-//! Redis outage. [`keys`] names every key, [`records`]
+//! (`push-urls`, `flush`, `stats`), [`outage`] lets callers ride out a
+//! Redis outage, and [`wake`] and [`pickup`] wake idle workers when work
+//! arrives (announced, or pushed to a start key by any producer). [`keys`] names every key, [`records`]
 //! defines every JSON record besides requests and items, and [`scripts`]
 //! loads the Lua scripts of `scripts/*.lua`.
 
@@ -28,6 +29,7 @@ pub mod dupefilter;
 pub mod hosts;
 pub mod keys;
 pub mod outage;
+pub mod pickup;
 pub mod records;
 pub mod redis_url;
 mod scripts;

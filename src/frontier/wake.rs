@@ -1,7 +1,8 @@
 //! Wake-ups for idle workers: a pub/sub subscription to each spider's wake
 //! channel, which every step that enqueues work publishes to. An idle
 //! spider waits on it instead of polling, so new work is picked up in
-//! milliseconds.
+//! milliseconds. The same subscription carries the keyspace notifications
+//! a spider watches its set or zset start key with ([`super::pickup`]).
 //!
 //! One subscription ([`Wakes`]) serves every spider of a worker that uses
 //! the same Redis: it subscribes to their channels as spiders start and
@@ -45,7 +46,7 @@ pub struct Wake {
     changes: mpsc::UnboundedSender<Change>,
 }
 
-fn wake_up(notify: &Notify) {
+pub(super) fn wake_up(notify: &Notify) {
     // Wakes a spider waiting now, or the next wait if none is.
     notify.notify_waiters();
     notify.notify_one();
@@ -157,6 +158,12 @@ impl Wake {
     /// Waits until work is announced or `timeout` passes.
     pub async fn wait(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
+    }
+
+    /// Waits until a message arrives on the channel (or the subscription
+    /// was re-made: something may have been missed).
+    pub async fn notified(&self) {
+        self.notify.notified().await;
     }
 }
 

@@ -6,8 +6,10 @@
 //!    in flight); when the queue cannot fill the room, claim start entries;
 //! 2. each leased request becomes a page task: download → extract → commit
 //!    (one atomic step, see [`crate::frontier`]);
-//! 3. with nothing to do, wait for a wake-up from Redis (pub/sub), not a
-//!    poll; `--idle-exit` and `--until-drained` end the loop.
+//! 3. with nothing to do, wait for a wake-up from Redis (pub/sub, or the
+//!    start key's watch for producers that publish none: see
+//!    [`crate::frontier::pickup`]), not a poll; `--idle-exit` and
+//!    `--until-drained` end the loop.
 //!
 //! A background task renews the leases of pages in flight and records the
 //! worker's heartbeat. Redis outages are retried with backoff: the worker
@@ -271,6 +273,15 @@ impl SpiderRun {
         })
         .await;
         let wake = self.redis.wake(&self.frontier.keys.wake);
+        // Entries other producers push publish no wake-up: watched apart.
+        let start_watch = self
+            .redis
+            .watch_start(
+                &self.frontier.keys.start_urls,
+                self.spider.start.kind,
+                self.settings.idle_recheck,
+            )
+            .await;
         let upkeep = self.spawn_upkeep();
         let log_stats = progress::spawn_log_stats(
             name.clone(),
@@ -302,6 +313,8 @@ impl SpiderRun {
                 .saturating_sub(self.busy(&tasks))
                 .min(max_tasks.saturating_sub(tasks.len()));
             let mut got = 0;
+            // The last look found no start entry: the watch may wait for one.
+            let mut start_empty = false;
             if room > 0 {
                 let peek = batch.min(room);
                 let asked = Instant::now();
@@ -320,6 +333,7 @@ impl SpiderRun {
                     m.count(&name, &t);
                 }
                 self.spawn_pages(&mut tasks, leased, &shutdown);
+                start_empty = start.is_empty();
                 if got < room && !start.is_empty() && self.claim_start(start, &shutdown).await > 0 {
                     idle_since = Instant::now();
                     continue;
@@ -328,6 +342,7 @@ impl SpiderRun {
             if got > 0 || !tasks.is_empty() {
                 idle_since = Instant::now();
                 self.share.set_active(true);
+                start_watch.disarm();
             }
             if tasks.is_empty() && got == 0 {
                 self.share.set_active(false);
@@ -374,8 +389,12 @@ impl SpiderRun {
                             .max(Duration::from_millis(10)),
                     );
                 }
+                if start_empty {
+                    start_watch.arm();
+                }
                 tokio::select! {
                     _ = wake.wait(wait) => {}
+                    _ = start_watch.changed() => {}
                     _ = shutdown.changed() => {}
                 }
                 continue;
@@ -394,6 +413,9 @@ impl SpiderRun {
             }
         };
 
+        // Its blocking wait, if any, ends now (its connection is free for
+        // the next spider, e.g. this one's reloaded version).
+        drop(start_watch);
         if reason == StopReason::Shutdown {
             self.drain(&mut tasks).await;
         }
