@@ -36,3 +36,28 @@ pub fn base_url(doc: &Html, page_url: &str) -> Option<url::Url> {
         .and_then(|href| page.join(href.trim()).ok());
     Some(base.unwrap_or(page))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base(html: &str) -> Option<String> {
+        base_url(&Html::parse_document(html), "http://h/dir/page").map(String::from)
+    }
+
+    #[test]
+    fn first_base_with_an_href_wins() {
+        let html = r#"<head><base target="_blank"><base href="/a/"></head>
+            <body><base href="/b/"></body>"#;
+        assert_eq!(base(html).as_deref(), Some("http://h/a/"));
+    }
+
+    #[test]
+    fn a_base_in_the_body_counts_and_none_means_the_page() {
+        assert_eq!(
+            base(r#"<p>x</p><base href=" sub/ ">"#).as_deref(),
+            Some("http://h/dir/sub/")
+        );
+        assert_eq!(base("<p>x</p>").as_deref(), Some("http://h/dir/page"));
+    }
+}
