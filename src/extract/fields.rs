@@ -2,11 +2,14 @@
 //! cleaning, regex capture, URL resolution, type conversion, and first /
 //! all / joined, with defaults and required fields.
 
+use std::borrow::Cow;
+
 use scraper::ElementRef;
 use serde_json::{Map, Number, Value};
 
 use super::page::Page;
 use crate::request::absolute_url;
+use crate::spider::selector::Selected;
 use crate::spider::{Field, FieldSource, FieldType, ItemDef, PageValue, Whitespace};
 
 /// The fields of one item, or why it was dropped.
@@ -15,7 +18,7 @@ pub fn item(
     scope: ElementRef<'_>,
     page: &Page<'_>,
 ) -> Result<Map<String, Value>, String> {
-    let mut out = Map::new();
+    let mut out = Map::with_capacity(def.fields.len());
     for field in &def.fields {
         let value = match value(field, scope, page)? {
             Some(v) => v,
@@ -43,7 +46,16 @@ fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option
         if raw.is_empty() {
             return Ok(None);
         }
-        let joined = raw.iter().map(as_text).collect::<Vec<_>>().join(sep);
+        let mut joined = String::new();
+        for (i, v) in raw.iter().enumerate() {
+            if i > 0 {
+                joined.push_str(sep);
+            }
+            match v {
+                Value::String(s) => joined.push_str(s),
+                other => joined.push_str(&other.to_string()),
+            }
+        }
         raw = vec![Value::String(joined)];
     }
     let mut values = Vec::new();
@@ -52,7 +64,7 @@ fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option
             values.push(v);
             continue;
         };
-        for s in capture(field, clean(&s, field.whitespace)) {
+        for s in capture(field, clean(s, field.whitespace)) {
             if s.is_empty() {
                 continue;
             }
@@ -86,7 +98,16 @@ fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option
 
 fn source_values(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Vec<Value> {
     match &field.source {
-        FieldSource::Css(sel) => sel.strings(scope).into_iter().map(Value::String).collect(),
+        FieldSource::Css(sel) => {
+            let mut values = Vec::new();
+            sel.each(scope, |s| {
+                values.push(Value::String(match s {
+                    Selected::Element(e) => e.html(),
+                    Selected::Text(t) => t.to_owned(),
+                }))
+            });
+            values
+        }
         FieldSource::Page(PageValue::Url) => vec![Value::String(page.response.url.to_string())],
         FieldSource::Page(PageValue::Status) => vec![Value::from(page.response.status)],
         FieldSource::Page(PageValue::Depth) => vec![Value::from(page.request.depth)],
@@ -99,11 +120,21 @@ fn source_values(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Vec<V
     }
 }
 
-fn clean(s: &str, mode: Whitespace) -> String {
+fn clean(s: String, mode: Whitespace) -> String {
     match mode {
-        Whitespace::Keep => s.to_string(),
+        Whitespace::Keep => s,
+        Whitespace::Strip if s.trim().len() == s.len() => s,
         Whitespace::Strip => s.trim().to_string(),
-        Whitespace::Normalize => s.split_whitespace().collect::<Vec<_>>().join(" "),
+        Whitespace::Normalize => {
+            let mut out = String::with_capacity(s.len());
+            for word in s.split_whitespace() {
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                out.push_str(word);
+            }
+            out
+        }
     }
 }
 
@@ -132,20 +163,32 @@ fn capture(field: &Field, s: String) -> Vec<String> {
     out
 }
 
-fn as_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// Converts one value; the error shows the value that did not fit.
 fn convert(v: Value, kind: FieldType) -> Result<Value, String> {
-    let text = match &v {
-        Value::String(s) => s.trim().to_string(),
-        other => other.to_string(),
+    let text: Cow<'_, str> = match (&v, kind) {
+        (Value::String(_), FieldType::String) => return Ok(v),
+        (other, FieldType::String) => return Ok(Value::String(other.to_string())),
+        (Value::String(s), _) => Cow::Borrowed(s.trim()),
+        (other, _) => Cow::Owned(other.to_string()),
     };
-    let bad = || {
+    let converted = match kind {
+        FieldType::String => None,
+        FieldType::Int => without_separators(&text)
+            .parse::<i64>()
+            .ok()
+            .map(Value::from),
+        FieldType::Float => without_separators(&text)
+            .parse::<f64>()
+            .ok()
+            .and_then(Number::from_f64)
+            .map(Value::Number),
+        FieldType::Bool => match text.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Some(Value::Bool(true)),
+            "false" | "no" | "off" | "0" => Some(Value::Bool(false)),
+            _ => None,
+        },
+    };
+    converted.ok_or_else(|| {
         format!(
             "`{text}` is not {}",
             match kind {
@@ -155,36 +198,16 @@ fn convert(v: Value, kind: FieldType) -> Result<Value, String> {
                 FieldType::String => "text",
             }
         )
-    };
-    match kind {
-        FieldType::String => Ok(match v {
-            Value::String(_) => v,
-            other => Value::String(other.to_string()),
-        }),
-        FieldType::Int => {
-            // Pages write thousands separators: "1,234", "1 234", "1_234".
-            let digits: String = text
-                .chars()
-                .filter(|c| !matches!(c, ',' | '_' | ' ' | '\u{a0}'))
-                .collect();
-            digits.parse::<i64>().map(Value::from).map_err(|_| bad())
-        }
-        FieldType::Float => {
-            let digits: String = text
-                .chars()
-                .filter(|c| !matches!(c, ',' | '_' | ' ' | '\u{a0}'))
-                .collect();
-            digits
-                .parse::<f64>()
-                .ok()
-                .and_then(Number::from_f64)
-                .map(Value::Number)
-                .ok_or_else(bad)
-        }
-        FieldType::Bool => match text.to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" | "1" => Ok(Value::Bool(true)),
-            "false" | "no" | "off" | "0" => Ok(Value::Bool(false)),
-            _ => Err(bad()),
-        },
+    })
+}
+
+/// `text` without the thousands separators pages write: "1,234", "1 234",
+/// "1_234" (copied only when it has some).
+fn without_separators(text: &str) -> Cow<'_, str> {
+    let separator = |c: char| matches!(c, ',' | '_' | ' ' | '\u{a0}');
+    if text.contains(separator) {
+        Cow::Owned(text.chars().filter(|c| !separator(*c)).collect())
+    } else {
+        Cow::Borrowed(text)
     }
 }

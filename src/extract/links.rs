@@ -109,12 +109,10 @@ impl<'a> Follower<'a> {
         match &follow.links {
             LinkSource::Css(sel) => {
                 let mut hrefs = Vec::new();
-                for s in sel.select(doc.root_element()) {
-                    match s {
-                        Selected::Text(t) => hrefs.push(t),
-                        Selected::Element(e) => element_links(e, &mut hrefs),
-                    }
-                }
+                sel.each(doc.root_element(), |s| match s {
+                    Selected::Text(t) => hrefs.push(t.to_owned()),
+                    Selected::Element(e) => element_links(e, &mut hrefs),
+                });
                 raw.extend(hrefs.into_iter().map(|h| (h, Found::Link)));
             }
             LinkSource::Re(re) => {

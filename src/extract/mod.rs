@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::request::{Request, Task};
+use crate::spider::selector::Selected;
 use crate::spider::Spider;
 
 /// A downloaded response, as the extractor needs it.
@@ -138,14 +139,15 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
     for ex in &rule.extract {
         let def = &spider.items[ex.item];
         let scopes = match &ex.each {
-            Some(each) => each
-                .select(doc.root_element())
-                .into_iter()
-                .filter_map(|s| match s {
-                    crate::spider::selector::Selected::Element(e) => Some(e),
-                    crate::spider::selector::Selected::Text(_) => None,
-                })
-                .collect(),
+            Some(each) => {
+                let mut scopes = Vec::new();
+                each.each(doc.root_element(), |s| {
+                    if let Selected::Element(e) = s {
+                        scopes.push(e);
+                    }
+                });
+                scopes
+            }
             None => vec![doc.root_element()],
         };
         for scope in scopes {

@@ -3,9 +3,7 @@
 //! and its character set (which link queries are encoded in). Shared by
 //! [`super::fields`] and [`super::links`].
 
-use std::sync::LazyLock;
-
-use scraper::Html;
+use scraper::{ElementRef, Html};
 
 use super::Response;
 use crate::request::Request;
@@ -22,14 +20,44 @@ pub struct Page<'a> {
 
 /// The page's base URL: `<base href>` resolved against the response URL,
 /// else the response URL.
+///
+/// The `<base>` is the first element named `base` with an `href`, in the
+/// order the parser created the elements and among those in the tree: what
+/// `doc.select("base[href]")` finds, without running the selector engine
+/// over every element of every page.
 pub fn base_url(doc: &Html, page_url: &str) -> Option<url::Url> {
-    static BASE: LazyLock<Option<scraper::Selector>> =
-        LazyLock::new(|| scraper::Selector::parse("base[href]").ok());
     let page = url::Url::parse(page_url).ok()?;
-    let base = BASE
-        .as_ref()
-        .and_then(|sel| doc.select(sel).next())
-        .and_then(|b| b.value().attr("href"))
+    let base = doc
+        .tree
+        .nodes()
+        .filter_map(ElementRef::wrap)
+        .filter(|e| e.value().name() == "base" && e.parent().is_some())
+        .find_map(|e| e.value().attr("href"))
         .and_then(|href| page.join(href.trim()).ok());
     Some(base.unwrap_or(page))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base(html: &str) -> Option<String> {
+        base_url(&Html::parse_document(html), "http://h/dir/page").map(String::from)
+    }
+
+    #[test]
+    fn first_base_with_an_href_wins() {
+        let html = r#"<head><base target="_blank"><base href="/a/"></head>
+            <body><base href="/b/"></body>"#;
+        assert_eq!(base(html).as_deref(), Some("http://h/a/"));
+    }
+
+    #[test]
+    fn a_base_in_the_body_counts_and_none_means_the_page() {
+        assert_eq!(
+            base(r#"<p>x</p><base href=" sub/ ">"#).as_deref(),
+            Some("http://h/dir/sub/")
+        );
+        assert_eq!(base("<p>x</p>").as_deref(), Some("http://h/dir/page"));
+    }
 }

@@ -31,11 +31,11 @@ pub enum Target {
     Attr(String),
 }
 
-/// One value a selector found.
-#[derive(Debug, Clone)]
+/// One value a selector found, borrowed from the document.
+#[derive(Debug, Clone, Copy)]
 pub enum Selected<'a> {
     Element(ElementRef<'a>),
-    Text(String),
+    Text(&'a str),
 }
 
 impl Selector {
@@ -66,47 +66,62 @@ impl Selector {
         &self.target
     }
 
-    /// Everything the selector yields within `scope` (the scope itself
-    /// included, as parsel's `descendant-or-self` does).
-    pub fn select<'a>(&self, scope: ElementRef<'a>) -> Vec<Selected<'a>> {
-        let elements: Vec<ElementRef<'a>> = match &self.css {
-            Some(css) => scope.select(css).collect(),
-            None => vec![scope],
-        };
-        let mut out = Vec::new();
-        for el in elements {
-            match &self.target {
-                Target::Elements => out.push(Selected::Element(el)),
-                Target::Attr(name) => {
-                    if let Some(v) = el.value().attr(name) {
-                        out.push(Selected::Text(v.to_string()));
-                    }
-                }
-                Target::Text { descendants } => {
-                    let texts: Box<dyn Iterator<Item = _>> = if *descendants {
-                        Box::new(el.descendants())
-                    } else {
-                        Box::new(el.children())
-                    };
-                    out.extend(texts.filter_map(|n| match n.value() {
-                        Node::Text(t) => Some(Selected::Text(t.to_string())),
-                        _ => None,
-                    }));
+    /// Calls `found` with everything the selector yields within `scope`
+    /// (the scope itself included, as parsel's `descendant-or-self` does),
+    /// in document order. Nothing is copied: pages have many selectors and
+    /// most of what they yield is read once.
+    pub fn each<'a>(&self, scope: ElementRef<'a>, mut found: impl FnMut(Selected<'a>)) {
+        match &self.css {
+            Some(css) => {
+                for el in scope.select(css) {
+                    self.yield_from(el, &mut found);
                 }
             }
+            None => self.yield_from(scope, &mut found),
         }
+    }
+
+    /// What the target yields from one matched element.
+    fn yield_from<'a>(&self, el: ElementRef<'a>, found: &mut impl FnMut(Selected<'a>)) {
+        let text = |node: &'a Node| match node {
+            Node::Text(t) => Some(Selected::Text(t)),
+            _ => None,
+        };
+        match &self.target {
+            Target::Elements => found(Selected::Element(el)),
+            Target::Attr(name) => {
+                if let Some(v) = el.value().attr(name) {
+                    found(Selected::Text(v));
+                }
+            }
+            Target::Text { descendants: true } => el
+                .descendants()
+                .filter_map(|n| text(n.value()))
+                .for_each(found),
+            Target::Text { descendants: false } => el
+                .children()
+                .filter_map(|n| text(n.value()))
+                .for_each(found),
+        }
+    }
+
+    /// Everything the selector yields within `scope`, in document order.
+    pub fn select<'a>(&self, scope: ElementRef<'a>) -> Vec<Selected<'a>> {
+        let mut out = Vec::new();
+        self.each(scope, |s| out.push(s));
         out
     }
 
     /// The yielded values as strings (elements as their outer HTML).
     pub fn strings(&self, scope: ElementRef<'_>) -> Vec<String> {
-        self.select(scope)
-            .into_iter()
-            .map(|s| match s {
+        let mut out = Vec::new();
+        self.each(scope, |s| {
+            out.push(match s {
                 Selected::Element(e) => e.html(),
-                Selected::Text(t) => t,
+                Selected::Text(t) => t.to_owned(),
             })
-            .collect()
+        });
+        out
     }
 }
 

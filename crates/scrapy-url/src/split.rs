@@ -7,6 +7,8 @@
 //! Every place where Python raises `ValueError` returns an
 //! [`UrlErrorKind`] instead.
 
+use std::borrow::Cow;
+
 use super::ipaddr::{self, IpAddress};
 use super::pycase;
 use super::unicode::{nfkc, UnicodeData};
@@ -91,7 +93,12 @@ pub(super) fn urlsplit(url: &str) -> Result<SplitUrl, UrlErrorKind> {
     if url.is_empty() {
         return Ok(SplitUrl::default());
     }
-    let url: String = url.chars().filter(|&c| !is_tab_or_newline(c)).collect();
+    // Links rarely hold tabs or newlines: copy only those that do.
+    let url: Cow<'_, str> = if url.contains(is_tab_or_newline) {
+        Cow::Owned(url.chars().filter(|&c| !is_tab_or_newline(c)).collect())
+    } else {
+        Cow::Borrowed(url)
+    };
     let url = url.trim_start_matches(is_c0_or_space);
 
     let (scheme, rest) = match split_scheme(url) {
@@ -101,7 +108,7 @@ pub(super) fn urlsplit(url: &str) -> Result<SplitUrl, UrlErrorKind> {
     let rest = if is_special(&scheme) {
         backslashes_to_slashes(rest)
     } else {
-        rest.to_owned()
+        Cow::Borrowed(rest)
     };
 
     let (netloc, rest, brackets) = split_authority(&rest)?;
@@ -131,11 +138,14 @@ pub(super) fn urlsplit(url: &str) -> Result<SplitUrl, UrlErrorKind> {
 }
 
 /// In a special-scheme URL, `\` before the query or fragment means `/`.
-fn backslashes_to_slashes(rest: &str) -> String {
+fn backslashes_to_slashes(rest: &str) -> Cow<'_, str> {
     let cut = rest.find(['?', '#']).unwrap_or(rest.len());
+    if !rest[..cut].contains('\\') {
+        return Cow::Borrowed(rest);
+    }
     let mut out = rest[..cut].replace('\\', "/");
     out.push_str(&rest[cut..]);
-    out
+    Cow::Owned(out)
 }
 
 /// Cuts `//authority` off the front of `rest`. Returns the netloc (empty
