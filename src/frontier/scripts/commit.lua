@@ -64,7 +64,7 @@ at = at + 2 * n_stats
 local pages, ids, wanted, n_tasks_all = {}, {}, 0, 0
 for i = 1, n_pages do
   local p = at
-  local n_requests, n_items, n_tasks = tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3])
+  local n_requests, n_items, n_tasks = num(ARGV[p + 1]), num(ARGV[p + 2]), num(ARGV[p + 3])
   pages[i] = {p, n_requests, n_items, n_tasks}
   ids[i] = ARGV[p]
   wanted = wanted + n_requests + 1
@@ -143,6 +143,7 @@ end
 local function host_news(host, outcome, wait)
   local old = host_get(K.backoff, host)
   if outcome == 'slow' then
+    wait = tonumber(wait)
     host_set(K.backoff, host, math.min(math.max(old * 2, 1000, wait), backoff_max))
     if now + wait > host_get(K.pace, host) then
       host_set(K.pace, host, now + wait)
@@ -161,17 +162,17 @@ end
 local out = {1}
 local items, done_data, dead, failed = {}, {}, {}, {}
 local retry_data, retry_scores, retry_due = {}, {}, {}
-local enqueued_all, depth_max, lease_next = 0, -1, 0
+local enqueued_all, filtered_all, depth_max, lease_next = 0, 0, -1, 0
 call_many('ZREM', K.inflight, ids)
 call_many('HDEL', K.owners, ids)
 for _, page in ipairs(pages) do
   local p, n_requests, n_items, n_tasks = page[1], page[2], page[3], page[4]
   local id = ARGV[p]
   at = p + PAGE_HEAD
-  lease_next = lease_next + tonumber(ARGV[p + 16])
+  lease_next = lease_next + num(ARGV[p + 16])
 
-  local retry_ms = tonumber(ARGV[p + 7])
-  if retry_ms >= 0 then
+  if ARGV[p + 7] ~= '-1' then
+    local retry_ms = tonumber(ARGV[p + 7])
     -- The same id waits in the delayed set, then returns to the queue.
     retry_data[#retry_data + 1] = id
     retry_data[#retry_data + 1] = ARGV[p + 8]
@@ -195,7 +196,7 @@ for _, page in ipairs(pages) do
 
   local host = ARGV[p + 17]
   if host ~= '' and ARGV[p + 10] ~= '' then
-    host_news(host, ARGV[p + 10], tonumber(ARGV[p + 11]))
+    host_news(host, ARGV[p + 10], ARGV[p + 11])
   end
 
   -- A page a revisit rule fetched is due again (whether it came from the
@@ -250,14 +251,15 @@ for _, page in ipairs(pages) do
     depth_max = math.max(depth_max, tonumber(ARGV[p + 4]))
   end
   enqueued_all = enqueued_all + enqueued
-  count(STAT.SCHEDULER_ENQUEUED, enqueued)
-  count(STAT.DUPEFILTER_FILTERED, filtered)
+  filtered_all = filtered_all + filtered
   for i = at, at + n_items - 1 do
     items[#items + 1] = ARGV[i]
   end
   out[#out + 1] = enqueued
   out[#out + 1] = filtered
 end
+count(STAT.SCHEDULER_ENQUEUED, enqueued_all)
+count(STAT.DUPEFILTER_FILTERED, filtered_all)
 call_many('HDEL', K.data, done_data)
 call_many('HSET', K.data, retry_data)
 call_many('HSET', K.delayed_scores, retry_scores)
