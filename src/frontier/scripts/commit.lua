@@ -286,6 +286,12 @@ if enqueued_all > 0 then
 end
 lease_requests(K, worker, tonumber(ARGV[3]), lease_next, now, tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[7]),
   tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12] == '1', out)
+-- The last pages of a crawl: nothing is in flight any more, so idle
+-- workers (waiting for `--until-drained` to see the crawl drained, or for
+-- work) look again now rather than at their next recheck.
+if enqueued_all == 0 and redis.call('ZCARD', K.inflight) == 0 then
+  redis.call('PUBLISH', channel, 0)
+end
 flush_hosts()
 flush_tally(K.stats)
 return out
