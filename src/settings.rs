@@ -718,7 +718,7 @@ settings! {
     robotstxt_obey: bool = false;
     /// How long a host's robots.txt is trusted before it is fetched again (once for the whole cluster).
     robotstxt_ttl: Duration = Duration::from_secs(3600);
-    /// When a 429 or 503 comes back, slow the host down for the whole cluster, recovering gradually.
+    /// Slow hosts down for the whole cluster: a 429 (or a 5xx with Retry-After) at once, other 5xx in proportion to the host's recent share of them (none while under one in five, up to `adaptive_backoff_max_delay` when all fail), recovering with good responses.
     adaptive_backoff: bool = true;
     /// The slowest pace adaptive back-off imposes on a host (delay between requests).
     adaptive_backoff_max_delay: Duration = Duration::from_secs(60);

@@ -199,7 +199,7 @@ stats! {
     START_URLS_CLAIMED = "start_urls/claimed_count", Counter;
     /// Leases that expired (a worker died or stalled) and went back to the queue.
     LEASE_EXPIRED = "lease/expired_count", Counter;
-    /// Hosts slowed down after a 429 or 503.
+    /// Responses that slowed their host down: a 429, a 5xx with Retry-After, or a 5xx while the host's recent error share is high.
     BACKOFF_SLOWED = "backoff/slowed_count", Counter => "hosts_slowed";
     /// Revisits (pages a `revisit` rule scheduled) put in the queue when due.
     REVISIT_QUEUED = "revisit/queued", Counter => "revisits_queued";

@@ -426,8 +426,28 @@ async fn the_request_rate_limit_holds_for_the_whole_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_slows_the_host_down_for_every_worker() {
+    held_off_for_retry_after(
+        "/fault/retry-after/1?times=1&key=slow",
+        "/fault/retry-after/",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_with_retry_after_is_as_strict_as_a_429() {
+    held_off_for_retry_after(
+        "/fault/503-retry-after/1?times=1&key=slow",
+        "/fault/503-retry-after/",
+    )
+    .await;
+}
+
+/// `first` answers once with Retry-After: 1 (`prefix` its route): no
+/// request of the cluster reaches the host for a second after it, however
+/// healthy the host otherwise is.
+async fn held_off_for_retry_after(first: &str, prefix: &str) {
     let env = Env::new("concurrent_requests = 4").await;
-    let mut paths = vec!["/fault/retry-after/1?times=1&key=slow".to_string()];
+    let mut paths = vec![first.to_string()];
     paths.extend((0..6).map(|i| format!("/fault/status/200?key=after{i}")));
     let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
     // The 429 goes first; the others are queued behind it.
@@ -439,7 +459,7 @@ async fn a_429_slows_the_host_down_for_every_worker() {
         (conn.hlen::<_, u64>("faults:pace:backoff").unwrap() == 1).then_some(())
     });
     env.push(&refs[1..]);
-    let t429 = env.server.arrivals("/fault/retry-after/")[0];
+    let t429 = env.server.arrivals(prefix)[0];
     env.drain(1).await;
     first.stop().await;
     let after = env.server.arrivals("/fault/status/");
@@ -450,6 +470,93 @@ async fn a_429_slows_the_host_down_for_every_worker() {
         "a request reached the host {earliest:?} after its 429 (Retry-After: 1)"
     );
     assert_eq!(env.stat("backoff/slowed_count"), 1);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sporadic_503s_leave_their_host_at_full_speed() {
+    let env = Env::new("").await;
+    // One page in twenty answers 503 once (a busy but healthy server).
+    let paths: Vec<String> = (0..100)
+        .map(|i| match i % 20 {
+            10 => format!("/fault/status/503?times=1&key=busy{i}"),
+            _ => format!("/fault/status/200?key=fine{i}"),
+        })
+        .collect();
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    env.push(&refs);
+    env.drain(1).await;
+    let items = env.items();
+    assert_eq!(items.len(), 100, "every page arrives");
+    assert!(items.iter().all(|i| i["status"] == 200));
+    assert_eq!(env.stat("retry/reason_count/503"), 5);
+    assert_eq!(
+        env.stat("backoff/slowed_count"),
+        0,
+        "no 503 slowed the host"
+    );
+    let mut conn = env.redis.conn();
+    let host = env.server.base_url().replace("http://", "");
+    let delay: Option<u64> = conn.hget("faults:pace:backoff", &host).unwrap();
+    assert_eq!(delay, None, "no back-off left");
+    let share: Option<u64> = conn.hget("faults:pace:errors", &host).unwrap();
+    assert!(
+        share.unwrap_or(0) <= 200,
+        "error share {share:?} per mille, at most the tolerated one in five"
+    );
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_failing_everything_backs_off_hard_then_recovers() {
+    let env = Env::new(r#"adaptive_backoff_max_delay = "2s""#).await;
+    let host = env.server.base_url().replace("http://", "");
+    let mut conn = env.redis.conn();
+    // 503 to everything for 8 s from the first request. The delay climbs
+    // with each failure, so a fourth of the longest back-off takes a few
+    // seconds of failures.
+    let down: Vec<String> = (0..40)
+        .map(|i| format!("/fault/outage/503?ms=8000&key=down&page={i}"))
+        .collect();
+    let refs: Vec<&str> = down.iter().map(String::as_str).collect();
+    env.push(&refs);
+    let first = env.worker().await;
+    let peak = eventually("the host is backed off hard", PATIENCE, || {
+        let ms: Option<u64> = conn.hget("faults:pace:backoff", &host).unwrap();
+        ms.filter(|&ms| ms >= 500)
+    });
+    assert!(peak <= 2000, "{peak} ms, over adaptive_backoff_max_delay");
+    let outage_over = env.server.arrivals("/fault/outage/")[0] + Duration::from_secs(8);
+    tokio::time::sleep_until(outage_over.into()).await;
+    // Healthy again: its good responses bring the pace back.
+    let healthy: Vec<String> = (0..30)
+        .map(|i| format!("/fault/status/200?key=healthy{i}"))
+        .collect();
+    let refs: Vec<&str> = healthy.iter().map(String::as_str).collect();
+    env.push(&refs);
+    env.drain(1).await;
+    first.stop().await;
+    let items = env.items();
+    assert_eq!(
+        items.len() + env.failed().len(),
+        70,
+        "each page arrives or fails for good after its retries"
+    );
+    let arrived = |prefix: &str| {
+        items
+            .iter()
+            .filter(|i| i["url"].as_str().unwrap().contains(prefix))
+            .count()
+    };
+    assert_eq!(arrived("/fault/status/200"), 30);
+    assert!(env.stat("backoff/slowed_count") > 0);
+    let delay: Option<u64> = conn.hget("faults:pace:backoff", &host).unwrap();
+    assert_eq!(delay, None, "recovered: no back-off left");
+    let share: Option<u64> = conn.hget("faults:pace:errors", &host).unwrap();
+    assert!(
+        share.unwrap_or(0) <= 200,
+        "recovered: error share {share:?} per mille"
+    );
     env.finish().await;
 }
 

@@ -221,12 +221,17 @@ impl Downloader {
             .and_then(retry::parse_retry_after);
         let host = if !settings.adaptive_backoff {
             HostOutcome::None
-        } else if status == 429 || status == 503 {
+        } else if status == 429 || (retry_after.is_some() && (500..600).contains(&status)) {
+            // The server said how busy it is: strict, for the whole cluster.
             HostOutcome::Slow {
                 wait: retry_after
                     .unwrap_or_default()
                     .min(settings.adaptive_backoff_max_delay),
             }
+        } else if (500..600).contains(&status) {
+            // Sporadic ones cost nothing; a host failing most requests
+            // backs off (in proportion to its recent error share).
+            HostOutcome::Error
         } else if (200..400).contains(&status) {
             HostOutcome::Ok
         } else {

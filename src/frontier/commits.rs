@@ -153,6 +153,7 @@ impl Frontier {
         let (outcome, slow_ms) = match page.host {
             HostOutcome::None => ("", 0),
             HostOutcome::Slow { wait } => ("slow", wait.as_millis() as u64),
+            HostOutcome::Error => ("error", 0),
             HostOutcome::Ok => ("ok", 0),
         };
         let (revisit, revisit_fp, revisit_ms, revisit_json) = match &page.revisit {
@@ -293,7 +294,8 @@ impl Frontier {
             .key(&k.dupefilter)
             .key(&k.items)
             .key(&k.failed)
-            .key(&k.dupefilter_meta);
+            .key(&k.dupefilter_meta)
+            .key(&k.backoff_errors);
         for h in &self.handoffs {
             invocation.key(&h.start_key);
         }

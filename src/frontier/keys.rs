@@ -158,8 +158,10 @@ key_kinds! {
     Pace, pace = "{name}:pace", "hash", Politeness;
     /// Host → Crawl-delay from its robots.txt (ms).
     HostDelay, host_delay = "{name}:pace:delay", "hash", Politeness;
-    /// Host → adaptive back-off delay (ms) after 429/503.
+    /// Host → adaptive back-off delay (ms) after 429, Retry-After or a high share of 5xx.
     Backoff, backoff = "{name}:pace:backoff", "hash", Politeness;
+    /// Host → recent share of its responses that were 5xx or 429 (per mille, weighted 1/10 per response), driving adaptive back-off.
+    BackoffErrors, backoff_errors = "{name}:pace:errors", "hash", Politeness;
     /// Host → cached robots.txt record (JSON: status, body, fetch time).
     Robots, robots = "{name}:robots", "hash", Politeness;
     /// Host → until when (ms) one worker holds the right to fetch its robots.txt.

@@ -121,8 +121,12 @@ pub enum HostOutcome {
     /// Nothing to learn (no response, or back-off is off).
     #[default]
     None,
-    /// A 429 or 503: slow the host down; `wait` is its Retry-After.
+    /// A 429, or a 5xx with Retry-After: slow the host down at once, for
+    /// at least `wait` (its Retry-After) for the whole cluster.
     Slow { wait: Duration },
+    /// Another 5xx: counts towards the host's recent error share, which
+    /// slows it only once it is high (see `host_news` in commit.lua).
+    Error,
     /// A good response: let the host recover.
     Ok,
 }

@@ -58,7 +58,7 @@ pub struct Cluster {
     pub queues: QueueStatus,
     pub workers_live: u64,
     pub leases_expired: u64,
-    /// Hosts slowed down by adaptive back-off (after 429/503) right now.
+    /// Hosts slowed down by adaptive back-off (after 429s or 5xx) right now.
     pub hosts_backed_off: u64,
 }
 
@@ -277,7 +277,7 @@ impl Collector for ClusterState {
             ),
             (
                 names::HOSTS_BACKED_OFF,
-                "Hosts the cluster has slowed down after 429/503 responses, right now (aggregate with max)",
+                "Hosts the cluster has slowed down after 429 or 5xx responses, right now (aggregate with max)",
                 |c| c.hosts_backed_off,
             ),
             (

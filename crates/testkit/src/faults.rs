@@ -27,6 +27,7 @@
 //! | `/fault/retry-after/{s}?times=N&key=K` | 429 with `Retry-After: {s}` the first N (default 1) times, then 200. |
 //! | `/fault/retry-after-date/{s}?times=N&key=K` | 429 with `Retry-After` as an HTTP-date at least `s` seconds ahead (the current time plus `s`, rounded up to the whole second), then 200. |
 //! | `/fault/503-retry-after/{s}?times=N&key=K` | 503 with `Retry-After: {s}` the first N (default 1) times, then 200. |
+//! | `/fault/outage/{code}?ms=T&key=K` | A host that is down for a while: `code` (200–999, e.g. 503) to every request for (path, key) until T ms (default 1000) after the first of them, then 200. Other parameters are ignored, so `&page=P` makes distinct URLs sharing one outage. |
 //! | `/fault/delay/{ms}` | 200 after `ms` milliseconds; headers and body are sent at once after the pause. |
 //! | `/fault/hang` | Never answers. The connection is held until the client closes it or the server stops (then it is closed without an answer). |
 //! | `/fault/redirect/{n}?code=C` | `n` > 0: status C (any 3xx, default 302) with the relative `Location: /fault/redirect/{n-1}` (keeping `?code=C` if given); `n` = 0: 200. |
@@ -140,6 +141,8 @@ pub(crate) struct FaultState {
     robots: Mutex<Robots>,
     /// Fault responses in progress on all connections.
     in_progress: Arc<AtomicUsize>,
+    /// When the first request per (path, key) of the outage route came.
+    outages: Mutex<HashMap<(String, String), Instant>>,
 }
 
 impl FaultState {
@@ -160,6 +163,16 @@ impl FaultState {
             .or_insert(0);
         *n += 1;
         *n
+    }
+
+    /// How long ago the first request for (`path`, `key`) came (zero for
+    /// this one if it is the first).
+    fn since_first(&self, path: &str, key: &str) -> Duration {
+        let mut outages = self.outages.lock().unwrap_or_else(PoisonError::into_inner);
+        outages
+            .entry((path.to_owned(), key.to_owned()))
+            .or_insert_with(Instant::now)
+            .elapsed()
     }
 
     /// The `/robots.txt` response, or `None` for the site's 404 page.
@@ -269,6 +282,26 @@ fn dispatch(
         ["status", code] => {
             let status = status_param("status code", code, |s| s.as_u16() >= 200)?;
             fail_first(conn, path, query, |body| response_page(status, body))?
+        }
+        ["outage", code] => {
+            let status = status_param("status code", code, |s| s.as_u16() >= 200)?;
+            let ms = match query.get("ms") {
+                Some(ms) => number::<u64>("ms", ms)?,
+                None => 1000,
+            };
+            let key = query.get("key").unwrap_or("");
+            let since = conn.server.since_first(path, key);
+            Reply::Now(if since < Duration::from_millis(ms) {
+                response_page(
+                    status,
+                    &format!(
+                        "<p>Down for {ms} ms from the first request for key “{}”.</p>",
+                        escape(key)
+                    ),
+                )
+            } else {
+                page(StatusCode::OK, "Recovered", "<p>The outage is over.</p>")
+            })
         }
         ["retry-after", seconds] => {
             let seconds = number::<u64>("seconds", seconds)?;
@@ -975,6 +1008,34 @@ mod tests {
             .expect("server stops promptly")
             .expect("stop");
         assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn outage_fails_everything_for_a_while_per_path_and_key() {
+        let server = start().await;
+        assert_eq!(
+            statuses(&server, "/fault/outage/503?ms=60000&key=a&page=1", 2).await,
+            [503, 503]
+        );
+        assert_eq!(
+            statuses(&server, "/fault/outage/503?ms=60000&key=a&page=2", 1).await,
+            [503],
+            "the same outage, another page"
+        );
+        assert_eq!(
+            statuses(&server, "/fault/outage/503?ms=0&key=b", 1).await,
+            [200],
+            "another key, over at once"
+        );
+        assert_eq!(
+            statuses(&server, "/fault/outage/500?ms=200&key=c", 1).await,
+            [500]
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(
+            statuses(&server, "/fault/outage/500?ms=200&key=c", 1).await,
+            [200]
+        );
     }
 
     #[tokio::test]

@@ -15,8 +15,8 @@
 --       stats, delayed, delayed scores, pace, host delays, back-off,
 --       sequence, revisit schedule, its requests, revisits queued, crawl
 --       control, pages per host), 18 dupefilter, 19 items, 20 failed,
---       21 dupefilter meta, then one start key per spider links are
---       handed to (`to_spider`)
+--       21 dupefilter meta, 22 back-off error shares, then one start key
+--       per spider links are handed to (`to_spider`)
 -- ARGV: 1 worker, 2 wake channel, 3 lease ms, 4 politeness interval ms,
 --       5 randomise it (1/0), 6 longest back-off ms, 7 longest politeness
 --       wait worth leasing for (ms), 8 dupefilter spec, 9 #spiders handed
@@ -28,10 +28,11 @@
 --         +0 request id, +1 #requests, +2 #items, +3 #tasks, +4 depth of
 --         its new requests, +5 dead-letter JSON or '', +6 failed JSON or
 --         '', +7 retry delay ms (-1: no retry), +8 the retried request's
---         JSON, +9 its priority, +10 host outcome ('slow' for 429/503,
---         'ok', or ''), +11 ms the server asked to wait (Retry-After),
---         +12 revisit ('at': schedule the page again, 'drop': take it off
---         the schedule, '' neither), +13 the page's fingerprint, +14 ms
+--         JSON, +9 its priority, +10 host outcome ('slow' for 429 or a
+--         5xx with Retry-After, 'error' for another 5xx, 'ok', or ''),
+--         +11 ms the server asked to wait (Retry-After), +12 revisit
+--         ('at': schedule the page again, 'drop': take it off the
+--         schedule, '' neither), +13 the page's fingerprint, +14 ms
 --         until it is due, +15 the request JSON that fetches it again,
 --         +16 requests to lease to replace it, +17 its request's host (its
 --         politeness key, see host_of; '' if unknown),
@@ -45,6 +46,7 @@
 -- sends the batch again without them and their stats.
 local PAGE_HEAD = 18
 local K = shared_keys()
+K.errors = KEYS[22]
 local items_key, failed_key = KEYS[19], KEYS[20]
 local worker, channel = ARGV[1], ARGV[2]
 local backoff_max = tonumber(ARGV[6])
@@ -53,7 +55,7 @@ local n_targets, n_pages, n_stats = tonumber(ARGV[9]), tonumber(ARGV[13]), tonum
 local at = 15
 local targets = {}
 for i = 1, n_targets do
-  targets[i] = {key = KEYS[21 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
+  targets[i] = {key = KEYS[22 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
   at = at + 2
 end
 local stats_at = at
@@ -136,26 +138,74 @@ local function first_seen(fp)
   return dupe_add(dupe, fp, now)
 end
 
--- Adaptive back-off, shared by the cluster: a 429/503 doubles the host's
--- delay (at least 1 s, at least Retry-After, at most the longest back-off)
--- and keeps everyone away until Retry-After has passed; each good response
--- takes a fifth off again.
+-- Adaptive back-off, shared by the cluster. Two signals set a host's
+-- delay (the back-off hash, which reserve_slot applies to every slot):
+--
+-- * Strict: a 429, or a 5xx with Retry-After ('slow'), doubles the delay
+--   (at least 1 s, at least Retry-After, at most the longest back-off) and
+--   keeps everyone away until Retry-After has passed; each good response
+--   takes a fifth off again.
+-- * Proportional: every 5xx or 429 ('error', 'slow') and good response
+--   ('ok') moves the host's error share e (per mille, the errors hash) a
+--   tenth of the way to 1000 or 0, an exponentially weighted average over
+--   about the last ten responses. Up to ERROR_TOLERATED (one in five) the
+--   host keeps full speed; above it the delay climbs exponentially to the
+--   longest back-off at e = 1000 (error_delay). So a busy server's
+--   sporadic 503s cost nothing, one failing everything backs off hard, and
+--   it recovers as fast as its good responses bring e down.
+--
+-- The delay stored is the larger of the two. Whatever of it the error
+-- share does not explain is the strict part, so no third number is kept.
+local ERROR_WEIGHT, ERROR_TOLERATED, ERROR_STEEPNESS = 0.1, 200, 10
+local ERROR_CURVE = 2 ^ ERROR_STEEPNESS - 1
+
+-- The delay (ms) an error share of `e` per mille calls for.
+local function error_delay(e)
+  if e <= ERROR_TOLERATED then
+    return 0
+  end
+  local u = (e - ERROR_TOLERATED) / (1000 - ERROR_TOLERATED)
+  return math.floor(backoff_max * (2 ^ (ERROR_STEEPNESS * u) - 1) / ERROR_CURVE)
+end
+
 local function host_news(host, outcome, wait)
   local old = host_get(K.backoff, host)
+  local old_e = host_get(K.errors, host)
+  local e = math.floor(old_e * (1 - ERROR_WEIGHT) + (outcome == 'ok' and 0 or 1000 * ERROR_WEIGHT))
+  local strict = 0
+  if old > error_delay(old_e) then
+    strict = old
+  end
   if outcome == 'slow' then
     wait = tonumber(wait)
-    host_set(K.backoff, host, math.min(math.max(old * 2, 1000, wait), backoff_max))
+    strict = math.min(math.max(old * 2, 1000, wait), backoff_max)
     if now + wait > host_get(K.pace, host) then
       host_set(K.pace, host, now + wait)
     end
-    count(STAT.BACKOFF_SLOWED, 1)
-  elseif old > 0 then
-    local new = math.floor(old * 0.8)
-    if new < 50 then
-      host_del(K.backoff, host)
-    else
+  elseif outcome == 'ok' then
+    strict = math.floor(strict * 0.8)
+    if strict < 50 then
+      strict = 0
+    end
+  end
+  local new = math.max(strict, error_delay(e))
+  if new > 0 then
+    if new ~= old then
       host_set(K.backoff, host, new)
     end
+  elseif old > 0 then
+    host_del(K.backoff, host)
+  end
+  -- A share under 1 % is forgotten, so healthy hosts leave no entry.
+  if e >= 10 then
+    if e ~= old_e then
+      host_set(K.errors, host, e)
+    end
+  elseif old_e > 0 then
+    host_del(K.errors, host)
+  end
+  if outcome == 'slow' or (outcome == 'error' and new > 0) then
+    count(STAT.BACKOFF_SLOWED, 1)
   end
 end
 
