@@ -121,10 +121,11 @@ async fn a_revisited_page_is_fetched_once_per_due_time_by_a_cluster() {
     assert_eq!(items.len(), posts.len());
     let s = stats(&redis, &path);
     assert_eq!(s["queues"]["scheduled"], 1, "{s}");
-    assert!(
-        s["stats"]["revisit/queued"].as_u64().unwrap_or(0) >= 6,
-        "{s}"
-    );
+    // Six revisits came due: each was queued from the schedule, or (one
+    // the killed worker held) came back when its lease expired.
+    let queued = s["stats"]["revisit/queued"].as_u64().unwrap_or(0);
+    let expired = s["stats"]["lease/expired_count"].as_u64().unwrap_or(0);
+    assert!(queued + expired >= 6 && queued >= 5, "{s}");
     let _ = server.stop().await;
 
     // `flush --schedule` forgets it.
