@@ -69,8 +69,7 @@ impl Frontier {
         let (reply, result) = oneshot::channel();
         if let Err(mpsc::error::SendError(pending)) = batcher.send(Pending { page: args, reply }) {
             // Cannot happen while `self` lives; commit alone all the same.
-            let mut done = self.commit_batch(&[pending.page], true).await?;
-            return Ok(done.pop().unwrap_or((Committed::LeaseLost, Vec::new())));
+            return self.commit_alone(pending.page).await;
         }
         match result.await {
             Ok(done) => Ok(done),
@@ -78,12 +77,16 @@ impl Frontier {
             // down): the page may or may not be committed; a repeat finds
             // out safely.
             Err(_) => {
-                let mut done = self
-                    .commit_batch(&[self.page_args(leased, page, lease_next)], true)
-                    .await?;
-                Ok(done.pop().unwrap_or((Committed::LeaseLost, Vec::new())))
+                self.commit_alone(self.page_args(leased, page, lease_next))
+                    .await
             }
         }
+    }
+
+    /// Commits one page in a script call of its own.
+    async fn commit_alone(&self, page: PageArgs) -> Result<(Committed, Vec<Leased>)> {
+        let mut done = self.commit_batch(std::slice::from_ref(&page), true).await?;
+        Ok(done.pop().unwrap_or((Committed::LeaseLost, Vec::new())))
     }
 
     fn start_batcher(&self) -> mpsc::UnboundedSender<Pending> {

@@ -96,7 +96,7 @@ local function host_get(key, host)
 end
 
 -- `v` false deletes the field.
-local function host_put(key, host, v)
+local function host_set(key, host, v)
   host_get(key, host)
   local by_host = host_cache[key]
   local mark = key .. '\n' .. host
@@ -107,12 +107,8 @@ local function host_put(key, host, v)
   by_host[host] = v or 0
 end
 
-local function host_set(key, host, v)
-  host_put(key, host, v)
-end
-
 local function host_del(key, host)
-  host_put(key, host, false)
+  host_set(key, host, false)
 end
 
 local function flush_hosts()
@@ -318,7 +314,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     redis.call('HDEL', K.control, 'max_pages_reached')
     max = math.min(max, max_pages - used)
   end
-  local deadline = string.format('%d', now + lease_ms)
+  local deadline = int(now + lease_ms)
   local owner_prefix = worker .. '|'
   local leased = 0
   local unqueue, forget, inflight, owners = {}, {}, {}, {}
