@@ -18,6 +18,7 @@ mod downloader;
 mod dupefilter;
 mod fingerprint_cli;
 mod frontier;
+mod idle;
 mod news;
 mod parse;
 mod per_host;

@@ -308,8 +308,8 @@ pub struct Frontier {
     /// The spiders pages hand links to.
     handoffs: Vec<Handoff>,
     quota: Quota,
-    /// When the next scheduled revisit is due, as the last lease saw.
-    next_revisit: Arc<std::sync::Mutex<Option<Instant>>>,
+    /// When work nothing announces may be due, as the last lease saw.
+    next_due: Arc<std::sync::Mutex<Option<Instant>>>,
     /// The task that commits pages in batches (see [`commits`]).
     batcher: commits::Batcher,
     /// How long a finished page may wait for others to share its commit.
@@ -355,7 +355,7 @@ impl Frontier {
             dupe_spec: options.dupefilter.spec(),
             handoffs: options.handoffs,
             quota: options.quota,
-            next_revisit: Arc::default(),
+            next_due: Arc::default(),
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
         })
@@ -415,7 +415,7 @@ impl Frontier {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("lease", &k.requests))?;
-        if let Ok(mut due) = self.next_revisit.lock() {
+        if let Ok(mut due) = self.next_due.lock() {
             *due = u64::try_from(next_due)
                 .ok()
                 .map(|ms| Instant::now() + Duration::from_millis(ms));
@@ -423,10 +423,11 @@ impl Frontier {
         Ok((self.decode_leases(leases.into_iter()), start))
     }
 
-    /// How long until the next scheduled revisit is due, as of the last
-    /// lease (an idle worker wakes then, not only every `idle_recheck`).
-    pub fn next_revisit_in(&self) -> Option<Duration> {
-        let due = (*self.next_revisit.lock().ok()?)?;
+    /// How long until work nothing announces may be due, as of the last
+    /// lease: the next scheduled revisit, retry or lease expiry, or the
+    /// slot a request left queued waits for. An idle worker wakes then.
+    pub fn next_due_in(&self) -> Option<Duration> {
+        let due = (*self.next_due.lock().ok()?)?;
         Some(due.saturating_duration_since(Instant::now()))
     }
 

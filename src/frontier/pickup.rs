@@ -254,8 +254,9 @@ pub struct StartWatch {
 enum Way {
     /// `BLMOVE` on a list.
     Blocking(ListWatch),
-    /// Keyspace notifications.
-    Keyspace(Wake),
+    /// Keyspace notifications; whether the server is known to publish
+    /// them for this key to the node the worker listens on.
+    Keyspace(Wake, bool),
 }
 
 /// A list's blocking wait, armed while the spider is idle.
@@ -331,7 +332,10 @@ impl StartWatch {
             ),
         }
         StartWatch {
-            way: Way::Keyspace(target.wake(&channel)),
+            way: Way::Keyspace(
+                target.wake(&channel),
+                published == Some(true) && !target.is_cluster(),
+            ),
         }
     }
 
@@ -358,7 +362,23 @@ impl StartWatch {
     pub async fn changed(&self) {
         match &self.way {
             Way::Blocking(list) => list.hit.notified().await,
-            Way::Keyspace(wake) => wake.notified().await,
+            Way::Keyspace(wake, _) => wake.notified().await,
+        }
+    }
+
+    /// Whether the watch sees every entry any producer adds, as of now: a
+    /// list's blocking wait is running (armed, with a connection of the
+    /// pool, not refused), or the server publishes the key's events to the
+    /// subscription, which is up. Then an idle spider need not poll the
+    /// start key every `idle_recheck`.
+    pub fn covers(&self) -> bool {
+        match &self.way {
+            Way::Blocking(list) => list
+                .state
+                .lock()
+                .map(|s| s.running && !s.refused)
+                .unwrap_or(false),
+            Way::Keyspace(wake, published) => *published && wake.live(),
         }
     }
 }

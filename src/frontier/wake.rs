@@ -11,6 +11,7 @@
 //! (something may have been announced while nobody listened).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +36,8 @@ pub struct Wakes {
     channels: Channels,
     changes: mpsc::UnboundedSender<Change>,
     task: tokio::task::JoinHandle<()>,
+    /// The subscription is up (see [`Wake::live`]).
+    live: Arc<AtomicBool>,
 }
 
 /// One spider's wake-ups; unsubscribes when dropped (the last of a
@@ -44,6 +47,7 @@ pub struct Wake {
     notify: Arc<Notify>,
     channels: Channels,
     changes: mpsc::UnboundedSender<Change>,
+    live: Arc<AtomicBool>,
 }
 
 pub(super) fn wake_up(notify: &Notify) {
@@ -60,6 +64,8 @@ impl Wakes {
         let channels: Channels = Arc::default();
         let (changes, mut pending) = mpsc::unbounded_channel();
         let listening = channels.clone();
+        let live = Arc::new(AtomicBool::new(false));
+        let up = live.clone();
         let task = tokio::spawn(async move {
             let mut backoff = Backoff::REDIS.attempts();
             for client in nodes.iter().cycle() {
@@ -79,6 +85,7 @@ impl Wakes {
                             }
                         }
                         backoff.reset();
+                        up.store(true, Ordering::Relaxed);
                         if let Ok(c) = listening.lock() {
                             c.values().for_each(|(n, _)| wake_up(n));
                         }
@@ -96,7 +103,16 @@ impl Wakes {
                                 change = pending.recv() => {
                                     let done = match change {
                                         None => return,
-                                        Some(Change::Subscribe(c)) => sink.subscribe(&c).await,
+                                        Some(Change::Subscribe(c)) => {
+                                            let done = sink.subscribe(&c).await;
+                                            // Whatever was announced before
+                                            // the subscription took is looked for.
+                                            let notify = listening.lock().ok().and_then(|l| l.get(&c).map(|(n, _)| n.clone()));
+                                            if let (Ok(()), Some(n)) = (&done, notify) {
+                                                wake_up(&n);
+                                            }
+                                            done
+                                        }
                                         Some(Change::Unsubscribe(c)) => sink.unsubscribe(&c).await,
                                     };
                                     if done.is_err() {
@@ -105,6 +121,7 @@ impl Wakes {
                                 }
                             }
                         }
+                        up.store(false, Ordering::Relaxed);
                         tracing::warn!(redis = %address, "wake-up subscription lost; resubscribing");
                     }
                     Err(e) => tracing::debug!(
@@ -120,6 +137,7 @@ impl Wakes {
             channels,
             changes,
             task,
+            live,
         }
     }
 
@@ -144,6 +162,7 @@ impl Wakes {
             notify,
             channels: self.channels.clone(),
             changes: self.changes.clone(),
+            live: self.live.clone(),
         }
     }
 }
@@ -158,6 +177,13 @@ impl Wake {
     /// Waits until work is announced or `timeout` passes.
     pub async fn wait(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
+    }
+
+    /// Whether the subscription is up: then a wake-up reaches this spider
+    /// for everything announced, since what is announced while it is down
+    /// is looked for when it is back (every spider is woken then).
+    pub fn live(&self) -> bool {
+        self.live.load(Ordering::Relaxed)
     }
 
     /// Waits until a message arrives on the channel (or the subscription

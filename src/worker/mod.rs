@@ -129,6 +129,12 @@ impl SpiderRun {
 /// hosts' politeness slots).
 const LEASES_PER_SLOT: usize = 4;
 
+/// How often an idle spider looks for work when nothing can arrive
+/// unannounced (its start key watched, its wake-ups subscribed, the next
+/// retry, lease expiry, revisit or politeness slot known): a safety net,
+/// not the way work is found.
+const QUIET_RECHECK: Duration = Duration::from_secs(30);
+
 /// The unique id of this worker process, as it appears in `stats`.
 pub fn worker_id() -> String {
     let host = hostname();
@@ -378,9 +384,19 @@ impl SpiderRun {
                 if rules.idle_exit.is_some_and(|d| idle_since.elapsed() >= d) {
                     break StopReason::Idle;
                 }
+                if start_empty {
+                    start_watch.arm();
+                }
+                // Work that announces itself comes with a wake-up; the
+                // rest is polled for every `idle_recheck`, unless the start
+                // key's watch sees it all (then only as a safety net).
                 let mut wait = self.settings.idle_recheck;
-                // A revisit coming due sooner: be there when it does.
-                if let Some(due) = self.frontier.next_revisit_in() {
+                if start_watch.covers() && wake.live() {
+                    wait = wait.max(QUIET_RECHECK);
+                }
+                // Retries, expired leases, revisits and politeness slots
+                // coming due: be there when they do.
+                if let Some(due) = self.frontier.next_due_in() {
                     wait = wait.min(due + Duration::from_millis(1));
                 }
                 if let Some(d) = rules.idle_exit {
@@ -388,9 +404,6 @@ impl SpiderRun {
                         d.saturating_sub(idle_since.elapsed())
                             .max(Duration::from_millis(10)),
                     );
-                }
-                if start_empty {
-                    start_watch.arm();
                 }
                 tokio::select! {
                     _ = wake.wait(wait) => {}

@@ -19,7 +19,8 @@
 --       politeness wait worth leasing for (ms), 9 max_pages (0: none),
 --       10 max_pages_per_host (0: none)
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
--- the next scheduled revisit is due (-1: none scheduled)}.
+-- the next work nothing will announce may be due (see next_due; -1: none
+-- known)}.
 local K = shared_keys()
 local max = tonumber(ARGV[3])
 local now = now_ms()
@@ -32,9 +33,4 @@ local start = {}
 if #out / 4 < max or max == 0 then
   start = peek_start(KEYS[18], ARGV[4], tonumber(ARGV[5]))
 end
-local next_due = -1
-local first = redis.call('ZRANGE', K.schedule, 0, 0, 'WITHSCORES')
-if #first == 2 then
-  next_due = math.max(0, tonumber(first[2]) - now)
-end
-return {out, start, next_due}
+return {out, start, next_due(K, now)}

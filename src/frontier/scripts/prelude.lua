@@ -291,6 +291,10 @@ end
 -- beyond `max_pages` responses for the whole cluster (responses received,
 -- counted ones included, plus requests in flight); a request whose host
 -- has had `max_per_host` pages leased is dropped and counted.
+--
+-- Sets `slot_due` to the ms until the first request left queued for its
+-- host's slot may be leased (nil: none was left), for next_due.
+local slot_due = nil
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
                               release, out)
   if release then
@@ -351,7 +355,10 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
           unqueue[#unqueue + 1] = id
           forget[#forget + 1] = id
           count(STAT.QUOTA_HOST_DROPPED, 1)
-        elseif not host or host_get(K.pace, host) - now <= max_wait then
+        elseif host and host_get(K.pace, host) - now > max_wait then
+          local due = host_get(K.pace, host) - now - max_wait
+          slot_due = math.min(slot_due or due, due)
+        else
           if host and max_per_host > 0 then
             host_set(K.host_pages, host, host_get(K.host_pages, host) + 1)
           end
@@ -381,6 +388,24 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
 end
 
 -- The keys every leasing script receives first, in this order.
+-- Milliseconds until work that announces itself to nobody may be there
+-- to lease (-1: none known): the next scheduled revisit, retry or lease
+-- expiry, or the slot a request left queued waits for. An idle worker
+-- sleeps until then (or a wake-up) instead of polling.
+local function next_due(K, now)
+  local due = slot_due or -1
+  for _, key in ipairs({K.schedule, K.delayed, K.inflight}) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #first == 2 then
+      local ms = math.max(0, tonumber(first[2]) - now)
+      if due < 0 or ms < due then
+        due = ms
+      end
+    end
+  end
+  return due
+end
+
 local function shared_keys()
   return {
     requests = KEYS[1], data = KEYS[2], inflight = KEYS[3], owners = KEYS[4],
