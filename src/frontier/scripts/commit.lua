@@ -324,15 +324,15 @@ call_many('HSET', K.data, data_args)
 call_many('RPUSH', items_key, items)
 for _, t in ipairs(targets) do
   if t.pushed > 0 then
-    redis.call('PUBLISH', t.channel, t.pushed)
+    redis.call('PUBLISH', t.channel, int(t.pushed))
   end
 end
 if enqueued_all > 0 then
   local old_depth = tonumber(redis.call('HGET', K.stats, STAT.REQUEST_DEPTH_MAX) or '0')
   if depth_max > old_depth then
-    redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, depth_max)
+    redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, int(depth_max))
   end
-  redis.call('PUBLISH', channel, enqueued_all)
+  redis.call('PUBLISH', channel, int(enqueued_all))
 end
 lease_requests(K, worker, tonumber(ARGV[3]), lease_next, now, tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[7]),
   tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12] == '1', out)
@@ -340,7 +340,7 @@ lease_requests(K, worker, tonumber(ARGV[3]), lease_next, now, tonumber(ARGV[4]),
 -- workers (waiting for `--until-drained` to see the crawl drained, or for
 -- work) look again now rather than at their next recheck.
 if enqueued_all == 0 and redis.call('ZCARD', K.inflight) == 0 then
-  redis.call('PUBLISH', channel, 0)
+  redis.call('PUBLISH', channel, '0')
 end
 flush_hosts()
 flush_tally(K.stats)

@@ -7,6 +7,12 @@
 -- sequence in the low part. Every score stays below 2^53, exact in a double.
 local SEQ_SPAN = 1099511627776
 
+-- The globals the scripts use most, as locals: a local (or upvalue) is an
+-- index, a global a hash look-up, and a batch of pages reads ARGV a few
+-- thousand times.
+local redis, string, math, tonumber, ipairs, unpack, KEYS, ARGV = redis, string, math, tonumber, ipairs, unpack, KEYS,
+  ARGV
+
 -- A number from an argument: the small counts most arguments hold come
 -- from a table, since tonumber (strtod) is a large share of what a page
 -- costs a script.
@@ -60,7 +66,7 @@ end
 local function flush_tally(stats)
   for _, field in ipairs(tally_fields) do
     if tally[field] ~= 0 then
-      redis.call('HINCRBY', stats, field, tally[field])
+      redis.call('HINCRBY', stats, field, int(tally[field]))
     end
   end
   tally_fields, tally = {}, {}
@@ -122,7 +128,7 @@ local function flush_hosts()
     if host_dirty[key .. '\n' .. host] then
       local list = sets[key]
       list[#list + 1] = host
-      list[#list + 1] = host_cache[key][host]
+      list[#list + 1] = int(host_cache[key][host])
     else
       local list = dels[key]
       list[#list + 1] = host
@@ -143,7 +149,7 @@ local function seq_block(key, n)
   n = math.max(1, n)
   return function()
     if next_seq > last then
-      last = redis.call('INCRBY', key, n)
+      last = redis.call('INCRBY', key, int(n))
       next_seq = last - n + 1
     end
     next_seq = next_seq + 1
@@ -329,7 +335,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
   local from, depth = 0, max * 4
   while leased < max and from < depth do
     local want = math.min(max - leased, 500, depth - from)
-    local window = redis.call('ZRANGE', K.requests, from, from + want - 1, 'WITHSCORES')
+    local window = redis.call('ZRANGE', K.requests, int(from), int(from + want - 1), 'WITHSCORES')
     if #window == 0 then
       break
     end
