@@ -152,6 +152,18 @@ match = '/fault/'
     let seed = crawlworker::request::Request::get(&server.url("/fault/sitemap"));
     assert_eq!(f.seed(std::slice::from_ref(&seed)).await.unwrap(), 1);
     assert_eq!(f.seed(&[seed]).await.unwrap(), 0);
+    // A robots.txt fetch lock held (storing a record frees its own), and a
+    // sweep stopped partway through a large hash of slots to come (its
+    // cursor). Before the heartbeat, which is older than the sweep keeps.
+    assert!(f
+        .robots_lock("127.0.0.3", Duration::from_secs(60))
+        .await
+        .unwrap());
+    let slots: Vec<(String, u64)> = (0..600)
+        .map(|i| (format!("127.0.1.{i}"), 4_000_000_000_000))
+        .collect();
+    let _: () = conn.hset_multiple("every:pace", &slots).unwrap();
+    f.sweep(1, Duration::from_secs(3600)).await.unwrap();
     f.heartbeat(&Heartbeat {
         host: "h".into(),
         pid: 1,

@@ -25,6 +25,7 @@ mod per_host;
 mod pickup;
 mod progress;
 mod redis_cluster;
+mod redis_hosts;
 mod regression;
 mod revisit;
 mod sources;

@@ -170,7 +170,7 @@ impl Downloader {
                     // take a slot that respects it.
                     if crawl_delay > paced_with {
                         let wait = until_done("reserve a politeness slot", || {
-                            self.frontier.reserve_slot(&host)
+                            self.frontier.reserve_slot(&host, crawl_delay)
                         })
                         .await;
                         tokio::time::sleep(wait).await;

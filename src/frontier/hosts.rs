@@ -1,16 +1,23 @@
 //! Per-host state the whole cluster shares: politeness slots and the
 //! robots.txt cache with its fetch locks. The downloader decides what to do
 //! with them; this module only reads and writes them, each change one step.
+//!
+//! What Redis keeps per host is bounded by recent activity, not by the
+//! hosts a crawl has seen: [`Frontier::sweep`], which every worker calls
+//! about once a second, deletes entries that can no longer matter (slots
+//! in the past, back-off of hosts left alone, expired robots.txt records
+//! with their Crawl-delays, run-out locks), a bounded number per call.
 
 use std::time::Duration;
 
 use super::scripts::SCRIPTS;
-use super::{err, to_json, Frontier, Result, RobotsRecord};
+use super::{err, to_json, Frontier, Heartbeat, Result, RobotsRecord};
 
 impl Frontier {
-    /// Reserves another politeness slot for `host` (a request leased before
-    /// the host's Crawl-delay was known); returns how long to wait for it.
-    pub async fn reserve_slot(&self, host: &str) -> Result<Duration> {
+    /// Reserves another politeness slot for `host`, at least `crawl_delay`
+    /// after its last one (a request leased before the host's Crawl-delay
+    /// was known); returns how long to wait for it.
+    pub async fn reserve_slot(&self, host: &str, crawl_delay: Duration) -> Result<Duration> {
         let ms: u64 = SCRIPTS
             .pace
             .key(&self.keys.pace)
@@ -19,6 +26,7 @@ impl Frontier {
             .arg(host)
             .arg(self.pacing.interval.as_millis() as u64)
             .arg(u8::from(self.pacing.jitter))
+            .arg(crawl_delay.as_millis() as u64)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("reserve a politeness slot in", &self.keys.pace))?;
@@ -46,17 +54,26 @@ impl Frontier {
         Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
     }
 
-    /// Stores `host`'s robots.txt record and its Crawl-delay (0: none), in
-    /// one step.
+    /// Stores `host`'s robots.txt record, which workers use for `ttl` after
+    /// its fetch, and its Crawl-delay (0: none), and frees the host's fetch
+    /// lock, in one step. The sweep deletes the record and the Crawl-delay
+    /// once the record has expired. (A lock left to run out would make the
+    /// next fetch, once the record expires, wait for it.)
     pub async fn robots_store(
         &self,
         host: &str,
         record: &RobotsRecord,
         crawl_delay: Duration,
+        ttl: Duration,
     ) -> Result<()> {
+        let expires_ms = (record.fetched_at * 1000.0) as u64 + ttl.as_millis() as u64;
         let mut pipe = redis::pipe();
         pipe.atomic()
             .hset(&self.keys.robots, host, to_json(record))
+            .ignore()
+            .zadd(&self.keys.robots_expiry, host, expires_ms)
+            .ignore()
+            .zrem(&self.keys.robots_locks, host)
             .ignore();
         if crawl_delay.is_zero() {
             pipe.hdel(&self.keys.host_delay, host).ignore();
@@ -82,4 +99,60 @@ impl Frontier {
             .map_err(err("lock robots.txt fetch", &self.keys.robots_locks))?;
         Ok(taken == 1)
     }
+
+    /// One step of the sweep of per-host state (see `scripts/sweep.lua`):
+    /// looks at up to `budget` entries of each per-host key and deletes
+    /// those that can no longer matter. Robots.txt records written without
+    /// an expiry (by older versions) expire `robots_ttl` after their fetch.
+    pub async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept> {
+        let k = &self.keys;
+        let (slots, backoffs, robots, locks, workers): (u64, u64, u64, u64, u64) = SCRIPTS
+            .sweep
+            .key(&k.pace)
+            .key(&k.host_delay)
+            .key(&k.backoff)
+            .key(&k.backoff_errors)
+            .key(&k.sweep)
+            .key(&k.robots)
+            .key(&k.robots_expiry)
+            .key(&k.robots_locks)
+            .key(&k.workers)
+            .arg(budget.max(1))
+            .arg(self.backoff_forgotten_after().as_millis() as u64)
+            .arg(robots_ttl.as_millis() as u64)
+            .arg(Heartbeat::forgotten_after(self.lease).as_millis() as u64)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("sweep stale per-host entries from", &k.pace))?;
+        Ok(Swept {
+            slots,
+            backoffs,
+            robots,
+            locks,
+            workers,
+        })
+    }
+
+    /// How long a host must be left alone (no politeness slot taken, no
+    /// response) before its adaptive back-off is forgotten: ten turns at
+    /// the slowest pace back-off imposes (ten minutes by default). A host
+    /// the crawl comes back to after that starts afresh, as a new one.
+    pub fn backoff_forgotten_after(&self) -> Duration {
+        (self.pacing.backoff_max * 10).max(Duration::from_secs(1))
+    }
+}
+
+/// What one sweep step deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Politeness slots in the past.
+    pub slots: u64,
+    /// Back-off states of hosts left alone.
+    pub backoffs: u64,
+    /// Expired (or unreadable) robots.txt records, with their Crawl-delays.
+    pub robots: u64,
+    /// robots.txt fetch locks that had run out.
+    pub locks: u64,
+    /// Heartbeats of workers long gone.
+    pub workers: u64,
 }

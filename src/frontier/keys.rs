@@ -152,19 +152,23 @@ key_kinds! {
     Seeds, seeds = "{name}:schedule:seeds", "hash", Schedule;
     /// Crawl control: `paused` (since when, ms) set by `crawlworker pause`, `max_pages_reached` (when, ms).
     Control, control = "{name}:control", "hash", Control;
-    /// Host → pages leased, for `max_pages_per_host`.
+    /// Host → pages leased, for `max_pages_per_host`; written only while that cap is set (it is the cap's record of every host it counted).
     HostPages, host_pages = "{name}:control:hosts", "hash", Control;
-    /// Host → next free politeness slot (ms), for the whole cluster.
+    /// Host → next free politeness slot (ms), for the whole cluster; swept once in the past (with back-off, once the host is left alone).
     Pace, pace = "{name}:pace", "hash", Politeness;
-    /// Host → Crawl-delay from its robots.txt (ms).
+    /// Host → Crawl-delay from its robots.txt (ms), deleted with its robots.txt record.
     HostDelay, host_delay = "{name}:pace:delay", "hash", Politeness;
-    /// Host → adaptive back-off delay (ms) after 429, Retry-After or a high share of 5xx.
+    /// Host → adaptive back-off delay (ms) after 429, Retry-After or a high share of 5xx; forgotten after 10 × `adaptive_backoff_max_delay` without news of the host.
     Backoff, backoff = "{name}:pace:backoff", "hash", Politeness;
-    /// Host → recent share of its responses that were 5xx or 429 (per mille, weighted 1/10 per response), driving adaptive back-off.
+    /// Host → recent share of its responses that were 5xx or 429 (per mille, weighted 1/10 per response), driving adaptive back-off; dropped under 1 %, forgotten with the back-off.
     BackoffErrors, backoff_errors = "{name}:pace:errors", "hash", Politeness;
-    /// Host → cached robots.txt record (JSON: status, body, fetch time).
+    /// Per-host hash → where the sweep that deletes its stale entries has got to (HSCAN cursor).
+    Sweep, sweep = "{name}:pace:sweep", "hash", Politeness;
+    /// Host → cached robots.txt record (JSON: status, body, fetch time), until it expires.
     Robots, robots = "{name}:robots", "hash", Politeness;
-    /// Host → until when (ms) one worker holds the right to fetch its robots.txt.
+    /// Host → when its cached robots.txt record expires (ms); the sweep deletes the record then.
+    RobotsExpiry, robots_expiry = "{name}:robots:expiry", "zset", Politeness;
+    /// Host → until when (ms) one worker holds the right to fetch its robots.txt; swept once run out.
     RobotsLocks, robots_locks = "{name}:robots:locks", "zset", Politeness;
     /// Request fingerprints: a set (scrapy-redis compatible), or the `dupefilter` mode's structure.
     Dupefilter, dupefilter = "{name}:dupefilter", "set, hash or string", Dupefilter;
@@ -178,7 +182,7 @@ key_kinds! {
     Dead, dead = "{name}:dead", "list", Dead;
     /// Requests that failed for good, as JSON: URL, reason, status, time, request.
     Failed, failed = "{name}:failed", "list", Dead;
-    /// Worker id → heartbeat JSON (host, pid, started, pages).
+    /// Worker id → heartbeat JSON (host, pid, started, pages); a worker gone for an hour is forgotten.
     Workers, workers = "{name}:workers", "hash", Workers;
     /// Announces new work to idle workers.
     Wake, wake = "{name}:wake", "pub/sub channel", Channel;

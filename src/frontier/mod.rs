@@ -15,7 +15,7 @@
 //!   them back.
 //!
 //! Around the crawl: [`hosts`] keeps per-host state for the cluster
-//! (politeness slots, robots.txt), [`admin`] serves the operator's commands
+//! (politeness slots, robots.txt) and sweeps out what no longer matters, [`admin`] serves the operator's commands
 //! (`push-urls`, `flush`, `stats`), [`outage`] lets callers ride out a
 //! Redis outage, and [`wake`] and [`pickup`] wake idle workers when work
 //! arrives (announced, or pushed to a start key by any producer). [`keys`] names every key, [`records`]

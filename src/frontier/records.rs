@@ -79,6 +79,12 @@ impl Heartbeat {
     pub fn gone_after(lease: std::time::Duration) -> std::time::Duration {
         (Heartbeat::EVERY * 3).min(lease)
     }
+
+    /// How long a gone worker's last heartbeat is kept (for `stats`) before
+    /// the sweep deletes it: an hour, and long after its leases expired.
+    pub fn forgotten_after(lease: std::time::Duration) -> std::time::Duration {
+        (lease * 2).max(std::time::Duration::from_secs(3600))
+    }
 }
 
 impl FailedRecord {

@@ -24,6 +24,7 @@ pub(super) struct Scripts {
     pub dupe_prepare: Script,
     pub dupe_info: Script,
     pub seed: Script,
+    pub sweep: Script,
 }
 
 /// A script: `body` after the `STAT` table of the stats it (or the shared
@@ -55,6 +56,7 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dupe_prepare: script(include_str!("scripts/dupe_prepare.lua")),
     dupe_info: script(include_str!("scripts/dupe_info.lua")),
     seed: script(include_str!("scripts/seed.lua")),
+    sweep: script(include_str!("scripts/sweep.lua")),
 });
 
 /// Every script's own text (without the preamble), by file name.
@@ -81,6 +83,7 @@ pub(super) const SOURCES: &[(&str, &str)] = &[
     ("seed.lua", include_str!("scripts/seed.lua")),
     ("flush.lua", include_str!("scripts/flush.lua")),
     ("leases.lua", include_str!("scripts/leases.lua")),
+    ("sweep.lua", include_str!("scripts/sweep.lua")),
 ];
 
 #[cfg(test)]

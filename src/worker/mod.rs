@@ -12,7 +12,8 @@
 //!    `--until-drained` end the loop.
 //!
 //! A background task renews the leases of pages in flight and records the
-//! worker's heartbeat. Redis outages are retried with backoff: the worker
+//! worker's heartbeat; another sweeps stale per-host entries out of Redis
+//! (see [`Frontier::sweep`]). Redis outages are retried with backoff: the worker
 //! pauses, says so, and resumes when Redis returns, losing nothing (a page
 //! whose lease expired meanwhile is committed by nobody twice: the commit
 //! checks the lease).
@@ -289,6 +290,7 @@ impl SpiderRun {
             )
             .await;
         let upkeep = self.spawn_upkeep();
+        let sweep = self.spawn_sweep();
         let log_stats = progress::spawn_log_stats(
             name.clone(),
             self.frontier.clone(),
@@ -434,6 +436,7 @@ impl SpiderRun {
         }
         self.share.set_active(false);
         upkeep.abort();
+        sweep.abort();
         if let Some(task) = log_stats {
             task.abort();
         }
@@ -568,6 +571,31 @@ impl SpiderRun {
         }
     }
 
+    /// Deletes per-host entries that can no longer matter from Redis, every
+    /// [`SWEEP_EVERY`], a budget in proportion to the pages committed.
+    fn spawn_sweep(&self) -> tokio::task::JoinHandle<()> {
+        let frontier = self.frontier.clone();
+        let progress = self.progress.clone();
+        let robots_ttl = self.settings.robotstxt_ttl;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SWEEP_EVERY);
+            let mut pages = progress.counts().pages;
+            loop {
+                tick.tick().await;
+                let now = progress.counts().pages;
+                let budget = sweep_budget(now.saturating_sub(pages));
+                pages = now;
+                match frontier.sweep(budget, robots_ttl).await {
+                    Ok(swept) => tracing::trace!(?swept, "swept per-host entries"),
+                    // Nothing is lost: the next step goes on from the same place.
+                    Err(e) => {
+                        tracing::debug!(error = %e, "sweeping per-host entries failed; retrying")
+                    }
+                }
+            }
+        })
+    }
+
     /// Renews leases and records the heartbeat, every [`Heartbeat::EVERY`]
     /// (or a third of the lease timeout, when that is shorter).
     fn spawn_upkeep(&self) -> tokio::task::JoinHandle<()> {
@@ -615,6 +643,22 @@ impl SpiderRun {
             }
         })
     }
+}
+
+/// How often a worker sweeps stale per-host entries out of Redis…
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// …looking at this many entries of each per-host key when idle…
+const SWEEP_BASE: usize = 256;
+/// …plus this many per page it committed since the last sweep (a page
+/// brings at most one new host, so the sweep outpaces new hosts: the keys
+/// hold about twice the hosts of the last stretch of activity at most)…
+const SWEEP_PER_PAGE: usize = 2;
+/// …but at most this many, so one step stays short.
+const SWEEP_MAX: usize = 2048;
+
+/// The sweep's budget after `pages` committed since the last one.
+fn sweep_budget(pages: u64) -> usize {
+    (SWEEP_BASE + SWEEP_PER_PAGE * pages.min(SWEEP_MAX as u64) as usize).min(SWEEP_MAX)
 }
 
 /// The cluster's state for the metrics, read in a few round trips every

@@ -137,6 +137,16 @@ impl RobotsGate {
         None
     }
 
+    /// How long a record is used after its fetch: a failure for a minute,
+    /// a file for `robotstxt_ttl`.
+    fn ttl(&self, record: &RobotsRecord) -> Duration {
+        if record.status.is_none_or(|s| s >= 500) {
+            FAILURE_TTL
+        } else {
+            self.settings.robotstxt_ttl
+        }
+    }
+
     fn keep_here(&self, host: &str, robots: Arc<Robots>, record: &RobotsRecord) -> Arc<Robots> {
         let ttl = if robots.is_failure() {
             FAILURE_TTL
@@ -176,7 +186,8 @@ impl RobotsGate {
                 let delay = robots
                     .crawl_delay(&self.settings.user_agent)
                     .unwrap_or_default();
-                if let Err(e) = self.frontier.robots_store(host, &record, delay).await {
+                let ttl = self.ttl(&record);
+                if let Err(e) = self.frontier.robots_store(host, &record, delay, ttl).await {
                     tracing::warn!(%host, error = %e, "cannot cache robots.txt in Redis; other workers will fetch it too");
                 }
                 return self.keep_here(host, robots, &record);
@@ -188,11 +199,7 @@ impl RobotsGate {
     /// The cached record, if it is still fresh.
     async fn cached_in_redis(&self, host: &str) -> Option<RobotsRecord> {
         let record = self.frontier.robots_cached(host).await.ok()??;
-        let ttl = if record.status.is_none_or(|s| s >= 500) {
-            FAILURE_TTL
-        } else {
-            self.settings.robotstxt_ttl
-        };
+        let ttl = self.ttl(&record);
         (now_secs() - record.fetched_at < ttl.as_secs_f64()).then_some(record)
     }
 

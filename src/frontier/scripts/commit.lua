@@ -168,6 +168,15 @@ local function error_delay(e)
   return math.floor(backoff_max * (2 ^ (ERROR_STEEPNESS * u) - 1) / ERROR_CURVE)
 end
 
+-- A host that keeps back-off state gets a slot at least at now (a slot
+-- in the past is no slot at all): the time it was last heard of, by which
+-- sweep.lua forgets the state of a host left alone.
+local function mark_active(host, keeps_state)
+  if keeps_state and host_get(K.pace, host) < now then
+    host_set(K.pace, host, now)
+  end
+end
+
 local function host_news(host, outcome, wait)
   local old = host_get(K.backoff, host)
   local old_e = host_get(K.errors, host)
@@ -207,6 +216,7 @@ local function host_news(host, outcome, wait)
   if outcome == 'slow' or (outcome == 'error' and new > 0) then
     count(STAT.BACKOFF_SLOWED, 1)
   end
+  mark_active(host, new > 0 or e >= 10)
 end
 
 local out = {1}

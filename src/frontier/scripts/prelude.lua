@@ -222,15 +222,16 @@ end
 -- Reserves the next politeness slot of `host` for the whole cluster and
 -- returns how many ms to wait for it, and the interval applied. The
 -- interval is the largest of the spider's (`base_ms`, randomised
--- 0.5x-1.5x when `jitter` is set), the host's Crawl-delay and its adaptive
--- back-off. With no interval at all nothing is written.
-local function reserve_slot(pace, host_delay, backoff, host, base_ms, jitter, now, salt)
+-- 0.5x-1.5x when `jitter` is set), the host's Crawl-delay, its adaptive
+-- back-off and `floor_ms` (a Crawl-delay the caller knows, if any). With
+-- no interval at all nothing is written.
+local function reserve_slot(pace, host_delay, backoff, host, base_ms, jitter, now, salt, floor_ms)
   local interval = base_ms
   if jitter and base_ms > 0 then
     local r = ((clock_us * 7919 + salt * 104729) % 1000) / 1000
     interval = math.floor(base_ms * (0.5 + r))
   end
-  interval = math.max(interval, host_get(host_delay, host), host_get(backoff, host))
+  interval = math.max(interval, host_get(host_delay, host), host_get(backoff, host), floor_ms or 0)
   local next_free = host_get(pace, host)
   if interval <= 0 and next_free <= now then
     return 0, 0
