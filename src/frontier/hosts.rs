@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use super::scripts::SCRIPTS;
-use super::{err, to_json, Frontier, Result, RobotsRecord};
+use super::{err, to_json, RedisFrontier, Result, RobotsRecord};
 
-impl Frontier {
+impl RedisFrontier {
     /// Reserves another politeness slot for `host` (a request leased before
     /// the host's Crawl-delay was known); returns how long to wait for it.
     pub async fn reserve_slot(&self, host: &str) -> Result<Duration> {
