@@ -1,6 +1,6 @@
 //! How many pages per second one Redis instance sustains when many workers
 //! commit at once: a load generator drives the real lease and commit
-//! scripts (through [`Frontier`], as a worker does) from many concurrent
+//! scripts (through [`RedisFrontier`], as a worker does) from many concurrent
 //! connections, with synthetic pages and no HTTP. Each connection is one
 //! "worker" with pages in flight; a page is committed as soon as it is
 //! leased, with what a page of the demo forum adds on average (2–3 items,
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crawlworker::frontier::{Committed, Frontier, Leased, Options, PageResult, StartClaim};
+use crawlworker::frontier::{Committed, Leased, Options, PageResult, RedisFrontier, StartClaim};
 use crawlworker::request::Request;
 use crawlworker::spider::Spider;
 use crawlworker::stats::{self, Tally};
@@ -90,7 +90,7 @@ fn page_for(n: u64) -> PageResult {
 }
 
 /// One "worker": keeps `inflight` pages committing until `until`.
-async fn drive(f: Frontier, inflight: usize, until: Instant, pages: Arc<AtomicU64>) {
+async fn drive(f: RedisFrontier, inflight: usize, until: Instant, pages: Arc<AtomicU64>) {
     let mut tasks: JoinSet<Vec<Leased>> = JoinSet::new();
     let spawn = |tasks: &mut JoinSet<Vec<Leased>>, leased: Vec<Leased>| {
         for l in leased {
@@ -166,7 +166,7 @@ async fn run(connections: usize, inflight: usize, seconds: u64) -> (f64, f64, f6
             ..spider.frontier_options(&format!("load-{i}"))
         };
         frontiers.push(
-            Frontier::connect(&client.into(), options)
+            RedisFrontier::connect(&client.into(), options)
                 .await
                 .expect("connect"),
         );

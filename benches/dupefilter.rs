@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use crawlworker::frontier::{Dupefilter, Frontier, Options};
+use crawlworker::frontier::{Dupefilter, Options, RedisFrontier};
 use crawlworker::spider::Spider;
 
 /// The fingerprint of the `i`-th page of a made-up site (scrapy-redis's
@@ -63,7 +63,7 @@ async fn measure(redis_url: &str, mode: Dupefilter, entries: u64, probe: bool) -
         .expect("FLUSHALL");
     let _: redis::RedisResult<()> = redis::cmd("MEMORY").arg("PURGE").query(&mut conn);
     let spider = Spider::from_str("mem.toml".as_ref(), SPIDER).expect("spider");
-    let mut f = Frontier::connect(
+    let mut f = RedisFrontier::connect(
         &client.clone().into(),
         Options {
             dupefilter: mode,

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 
-use crawlworker::frontier::Frontier;
+use crawlworker::frontier::RedisFrontier;
 use crawlworker::spider::Spider;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{FixtureServer, RedisServer, Worker};
@@ -139,9 +139,10 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let spider = Spider::load(&spider_path).expect("spider");
-        let frontier = Frontier::connect(&client.clone().into(), spider.frontier_options("bench"))
-            .await
-            .expect("connect");
+        let frontier =
+            RedisFrontier::connect(&client.clone().into(), spider.frontier_options("bench"))
+                .await
+                .expect("connect");
         let mut times = Vec::new();
         for i in 0..samples {
             // Let the worker go idle (its previous pages committed).

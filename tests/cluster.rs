@@ -326,7 +326,7 @@ async fn a_dead_workers_leases_are_shown_and_waited_for() {
     // A "worker" leases the two start pages and is never heard from again.
     let spider = crawlworker::spider::Spider::load(&crawl.spider).unwrap();
     let client = redis::Client::open(crawl.redis.url()).unwrap();
-    let ghost = crawlworker::frontier::Frontier::connect(
+    let ghost = crawlworker::frontier::RedisFrontier::connect(
         &client.clone().into(),
         spider.frontier_options("ghost"),
     )

@@ -1,13 +1,18 @@
 //! The frontier's queue semantics against a real Redis, driven through the
 //! library: priority order, FIFO within a priority, leases that expire and
-//! return, commits that happen once; and the fast pickup of new work.
+//! return, commits that happen once; and the fast pickup of new work. The
+//! semantics a local crawl shares (order, the dupefilter) are checked
+//! against its frontier too.
 
 use std::time::Duration;
 
 use redis::Commands;
 
+use std::sync::Arc;
+
 use crawlworker::frontier::{
-    Committed, DeadLetter, Frontier, Options, PageResult, Refused, StartClaim,
+    Committed, DeadLetter, Frontier, LocalFrontier, Options, PageResult, RedisFrontier, Refused,
+    StartClaim,
 };
 use crawlworker::spider::Spider;
 use crawlworker_demo::Site;
@@ -32,17 +37,30 @@ match = '/list/'
   item = "x"
 "#;
 
-async fn frontier(redis: &RedisServer, worker: &str, lease: Duration) -> (Spider, Frontier) {
+async fn frontier(redis: &RedisServer, worker: &str, lease: Duration) -> (Spider, RedisFrontier) {
     let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
     let client = redis::Client::open(redis.url()).unwrap();
     let options = Options {
         lease,
         ..spider.frontier_options(worker)
     };
-    let f = Frontier::connect(&client.clone().into(), options)
+    let f = RedisFrontier::connect(&client.clone().into(), options)
         .await
         .unwrap();
     (spider, f)
+}
+
+/// Both frontiers of spider `q`: the Redis one (on `redis`) and a local
+/// one, for the semantics they share.
+async fn both(redis: &RedisServer) -> Vec<(Spider, Frontier)> {
+    let (spider, f) = frontier(redis, "w1", Duration::from_secs(60)).await;
+    let local = LocalFrontier::new(
+        spider.frontier_options("local"),
+        Vec::new(),
+        Box::new(std::io::sink()),
+    );
+    let local = (spider.clone(), Frontier::Local(Arc::new(local)));
+    vec![(spider, f.into()), local]
 }
 
 /// Pushes tasks (n, priority) and claims them all into the queue, in order.
@@ -51,10 +69,11 @@ async fn enqueue(spider: &Spider, f: &Frontier, tasks: &[(u32, i64)]) {
         .iter()
         .map(|(n, p)| format!(r#"{{"n": {n}, "p": {p}}}"#))
         .collect();
-    assert_eq!(
-        f.push_start(&entries, 0.0, None).await.unwrap(),
-        entries.len() as u64
-    );
+    let pushed = match f {
+        Frontier::Redis(f) => f.push_start(&entries, 0.0, None).await.unwrap(),
+        Frontier::Local(f) => f.push_start(&entries),
+    };
+    assert_eq!(pushed, entries.len() as u64);
     let (_, read) = f.lease(0, entries.len()).await.unwrap();
     let claims: Vec<StartClaim> = read
         .into_iter()
@@ -77,29 +96,30 @@ fn order(leased: &[crawlworker::frontier::Leased]) -> Vec<u64> {
 #[tokio::test]
 async fn equal_priorities_come_out_fifo_and_higher_priorities_first() {
     let redis = RedisServer::start();
-    let (spider, f) = frontier(&redis, "w1", Duration::from_secs(60)).await;
-    enqueue(
-        &spider,
-        &f,
-        &[
-            (1, 0),
-            (2, 0),
-            (3, 5),
-            (4, -1),
-            (5, 0),
-            (6, 5),
-            (7, 4095),
-            (8, -9999),
-        ],
-    )
-    .await;
-    let leased = f.lease(100, 0).await.unwrap().0;
-    // Priorities beyond ±4095 are clamped (8 sorts with -4095, last).
-    assert_eq!(order(&leased), vec![7, 3, 6, 1, 2, 5, 4, 8]);
-    // FIFO also across separate enqueues.
-    enqueue(&spider, &f, &[(10, 0), (11, 0)]).await;
-    enqueue(&spider, &f, &[(12, 0)]).await;
-    assert_eq!(order(&f.lease(10, 0).await.unwrap().0), vec![10, 11, 12]);
+    for (spider, f) in both(&redis).await {
+        enqueue(
+            &spider,
+            &f,
+            &[
+                (1, 0),
+                (2, 0),
+                (3, 5),
+                (4, -1),
+                (5, 0),
+                (6, 5),
+                (7, 4095),
+                (8, -9999),
+            ],
+        )
+        .await;
+        let leased = f.lease(100, 0).await.unwrap().0;
+        // Priorities beyond ±4095 are clamped (8 sorts with -4095, last).
+        assert_eq!(order(&leased), vec![7, 3, 6, 1, 2, 5, 4, 8]);
+        // FIFO also across separate enqueues.
+        enqueue(&spider, &f, &[(10, 0), (11, 0)]).await;
+        enqueue(&spider, &f, &[(12, 0)]).await;
+        assert_eq!(order(&f.lease(10, 0).await.unwrap().0), vec![10, 11, 12]);
+    }
 }
 
 #[tokio::test]
@@ -107,7 +127,7 @@ async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(
     let redis = RedisServer::start();
     let (spider, a) = frontier(&redis, "worker-a", Duration::from_millis(200)).await;
     let (_, b) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
-    enqueue(&spider, &a, &[(1, 0), (2, 0)]).await;
+    enqueue(&spider, &a.clone().into(), &[(1, 0), (2, 0)]).await;
     let first = a.lease(1, 0).await.unwrap().0;
     assert_eq!(order(&first), vec![1]);
     // Time must pass for the lease to expire (by Redis's clock); polling
@@ -153,7 +173,7 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
     let (_, other) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
     // Worker a's frontier waits for pages to share a commit.
     let client = redis::Client::open(redis.url()).unwrap();
-    let a = Frontier::connect(
+    let a = RedisFrontier::connect(
         &client.into(),
         Options {
             lease: Duration::from_secs(60),
@@ -163,7 +183,7 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
     )
     .await
     .unwrap();
-    enqueue(&spider, &a, &[(1, 0), (2, 0), (3, 0)]).await;
+    enqueue(&spider, &a.clone().into(), &[(1, 0), (2, 0), (3, 0)]).await;
     // Request 1 is leased by a with a short lease, which expires and goes
     // to b; 2 and 3 are a's for a minute.
     let lost = short.lease(1, 0).await.unwrap().0;
@@ -234,31 +254,47 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
 #[tokio::test]
 async fn the_dupefilter_filters_unless_dont_filter() {
     let redis = RedisServer::start();
-    let (spider, f) = frontier(&redis, "w", Duration::from_secs(60)).await;
-    enqueue(&spider, &f, &[(1, 0)]).await;
-    let leased = f.lease(1, 0).await.unwrap().0;
-    let follow = |url: &str, dont_filter: bool| crawlworker::request::Request {
-        dont_filter,
-        ..crawlworker::request::Request::get(url)
-    };
-    let page = PageResult {
-        requests: vec![
-            follow("http://127.0.0.1:8700/a", false),
-            follow("http://127.0.0.1:8700/a", false),
-            follow("http://127.0.0.1:8700/a", true),
-        ],
-        ..PageResult::default()
-    };
-    assert_eq!(
-        f.commit(&leased[0], &page, 0).await.unwrap().0,
-        Committed::Done {
-            enqueued: 2,
-            filtered: 1
+    for (spider, f) in both(&redis).await {
+        enqueue(&spider, &f, &[(1, 0)]).await;
+        let leased = f.lease(1, 0).await.unwrap().0;
+        let follow = |url: &str, dont_filter: bool| crawlworker::request::Request {
+            dont_filter,
+            ..crawlworker::request::Request::get(url)
+        };
+        let page = PageResult {
+            requests: vec![
+                follow("http://127.0.0.1:8700/a", false),
+                follow("http://127.0.0.1:8700/a", false),
+                follow("http://127.0.0.1:8700/a", true),
+            ],
+            ..PageResult::default()
+        };
+        assert_eq!(
+            f.commit(&leased[0], &page, 0).await.unwrap().0,
+            Committed::Done {
+                enqueued: 2,
+                filtered: 1
+            }
+        );
+        // Filtered the same way from then on.
+        let again = PageResult {
+            requests: vec![follow("http://127.0.0.1:8700/a", false)],
+            ..PageResult::default()
+        };
+        let next = f.lease(1, 0).await.unwrap().0;
+        assert_eq!(
+            f.commit(&next[0], &again, 0).await.unwrap().0,
+            Committed::Done {
+                enqueued: 0,
+                filtered: 1
+            }
+        );
+        if let Frontier::Redis(_) = f {
+            let mut conn = redis.conn();
+            let fp = crawlworker::request::Request::get("http://127.0.0.1:8700/a").fingerprint();
+            assert!(conn.sismember::<_, _, bool>("q:dupefilter", &fp).unwrap());
         }
-    );
-    let mut conn = redis.conn();
-    let fp = crawlworker::request::Request::get("http://127.0.0.1:8700/a").fingerprint();
-    assert!(conn.sismember::<_, _, bool>("q:dupefilter", &fp).unwrap());
+    }
 }
 
 /// How long a picked-up URL may take: far below the idle recheck (60 s),
@@ -292,9 +328,10 @@ async fn a_url_pushed_to_an_idle_worker_is_fetched_without_waiting_for_a_poll() 
     });
     let spider = Spider::load(&spider_path).unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
-    let producer = Frontier::connect(&client.clone().into(), spider.frontier_options("producer"))
-        .await
-        .unwrap();
+    let producer =
+        RedisFrontier::connect(&client.clone().into(), spider.frontier_options("producer"))
+            .await
+            .unwrap();
     producer
         .push_start(
             &[r#"{"forum_id": "00001", "max_page": 1}"#.to_string()],

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use crawlworker::frontier::{Frontier, Options, Pacing};
+use crawlworker::frontier::{Options, Pacing, RedisFrontier};
 use crawlworker::spider::Spider;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
@@ -167,7 +167,7 @@ match = '/list/'
 "#;
 
 /// A frontier whose back-off is forgotten after 1 s of quiet (10 x 100 ms).
-async fn frontier(redis: &RedisServer) -> Frontier {
+async fn frontier(redis: &RedisServer) -> RedisFrontier {
     let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
     let client = redis::Client::open(redis.url()).unwrap();
     let options = Options {
@@ -177,7 +177,9 @@ async fn frontier(redis: &RedisServer) -> Frontier {
         },
         ..spider.frontier_options("sweeper")
     };
-    let f = Frontier::connect(&client.into(), options).await.unwrap();
+    let f = RedisFrontier::connect(&client.into(), options)
+        .await
+        .unwrap();
     assert_eq!(f.backoff_forgotten_after(), Duration::from_secs(1));
     f
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use crawlworker::frontier::{Frontier, Heartbeat, KeyGroup, KeyKind, Refused, StartClaim};
+use crawlworker::frontier::{Heartbeat, KeyGroup, KeyKind, RedisFrontier, Refused, StartClaim};
 use crawlworker::spider::Spider;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
@@ -124,7 +124,7 @@ match = '/fault/'
     let _: () = conn.rpush("every:start_urls", "not a url either").unwrap();
     let spider = Spider::load(&path).unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
-    let f = Frontier::connect(
+    let f = RedisFrontier::connect(
         &client.clone().into(),
         spider.frontier_options("regression"),
     )
@@ -194,7 +194,7 @@ match = '/fault/'
 }
 
 /// Claims every start entry into the queue, as a worker would.
-async fn claim_all(spider: &Spider, f: &Frontier) {
+async fn claim_all(spider: &Spider, f: &RedisFrontier) {
     let (_, entries) = f.lease(0, 10).await.unwrap();
     let claims: Vec<StartClaim> = entries
         .into_iter()

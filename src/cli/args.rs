@@ -89,7 +89,7 @@ pub enum Command {
     /// number of other workers. The first Ctrl-C or SIGTERM stops it
     /// gracefully; a second one at once.
     #[command(
-        after_help = "Examples:\n  crawlworker run spiders/bbs.toml\n  crawlworker run spiders/bbs.toml --until-drained --metrics-addr 127.0.0.1:9410\n  CRAWLWORKER_REDIS_URL=redis://redis:6379 crawlworker run spiders/*.toml --idle-exit 5m"
+        after_help = "Examples:\n  crawlworker run spiders/bbs.toml\n  crawlworker run spiders/news.toml --local --start https://news.example/ -o items.jsonl\n  crawlworker run spiders/bbs.toml --until-drained --metrics-addr 127.0.0.1:9410\n  CRAWLWORKER_REDIS_URL=redis://redis:6379 crawlworker run spiders/*.toml --idle-exit 5m"
     )]
     Run {
         /// Spider files (TOML), or directories of them; one worker runs them
@@ -113,6 +113,27 @@ pub enum Command {
         /// `/healthz` for health checks), e.g. 127.0.0.1:9410.
         #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
         metrics_addr: Option<std::net::SocketAddr>,
+        /// Crawl in this process alone, without Redis: the queue, the
+        /// dupefilter and the politeness state live in memory, items go to
+        /// --output, and the command exits when the crawl is done. One spider.
+        #[arg(long, conflicts_with_all = ["until_drained", "idle_exit", "metrics_addr"])]
+        local: bool,
+        /// With --local: a start entry (URL or JSON task); repeat for more.
+        #[arg(long = "start", value_name = "ENTRY", requires = "local")]
+        start: Vec<String>,
+        /// With --local: read start entries from this file, one per line
+        /// ("-" for standard input).
+        #[arg(
+            long,
+            value_name = "FILE",
+            requires = "local",
+            conflicts_with = "start"
+        )]
+        start_file: Option<PathBuf>,
+        /// With --local: write the items to this file, as JSON Lines ("-",
+        /// the default: standard output).
+        #[arg(long, short = 'o', value_name = "FILE", requires = "local")]
+        output: Option<PathBuf>,
     },
     /// Push start entries (URLs or JSON tasks) to a spider's start key.
     #[command(

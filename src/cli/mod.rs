@@ -7,6 +7,7 @@
 
 pub mod args;
 mod items;
+mod local;
 pub mod logging;
 pub mod output;
 mod run;
@@ -45,6 +46,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             idle_exit,
             until_drained,
             metrics_addr,
+            local,
+            start,
+            start_file,
+            output,
         } => {
             let config = load_config(&redis.config)?;
             let cli_layer = Overrides {
@@ -52,6 +57,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 concurrent_requests: concurrency,
                 ..Overrides::default()
             };
+            if local {
+                let [spider] = spiders.as_slice() else {
+                    return Err(InvalidInput(
+                        "--local crawls one spider: give one spider file".into(),
+                    )
+                    .into());
+                };
+                let given = local::Local {
+                    start,
+                    start_file,
+                    output,
+                };
+                return local::run_local(&config, spider, &cli_layer, given, status_line).await;
+            }
             let rules = crate::worker::StopRules {
                 idle_exit,
                 until_drained,

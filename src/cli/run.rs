@@ -375,7 +375,7 @@ impl Supervisor {
 /// Redraws the status line: each spider's pages (and their rate), items,
 /// queue, pages in flight and failures; the queue is read from Redis every
 /// few seconds, the rest is this worker's own counts.
-async fn update_status(
+pub(super) async fn update_status(
     bar: &'static indicatif::ProgressBar,
     spiders: Vec<(String, Arc<Progress>, crate::frontier::Frontier)>,
 ) {
@@ -417,7 +417,7 @@ async fn update_status(
 }
 
 /// First signal: graceful stop. Second: exit now.
-async fn signals(stop: watch::Sender<bool>) {
+pub(super) async fn signals(stop: watch::Sender<bool>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),

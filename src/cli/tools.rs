@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{load_spider, output, InvalidInput, RedisArgs};
 use crate::frontier::admin::{DupefilterInfo, HeldLeases};
-use crate::frontier::{now_secs, Frontier, Heartbeat, KeyGroup, QueueStatus};
+use crate::frontier::{now_secs, Heartbeat, KeyGroup, QueueStatus, RedisFrontier};
 use crate::request::Request;
 use crate::settings::Overrides;
 use crate::spider::{Spider, StartKind};
@@ -20,7 +20,10 @@ use crate::wording::{count, plural};
 
 /// Loads the spider (with the configuration `redis` names) and connects to
 /// its Redis, failing at once with what to do when Redis does not answer.
-pub(super) async fn open(path: &Path, redis: &RedisArgs) -> anyhow::Result<(Spider, Frontier)> {
+pub(super) async fn open(
+    path: &Path,
+    redis: &RedisArgs,
+) -> anyhow::Result<(Spider, RedisFrontier)> {
     let config = super::load_config(&redis.config)?;
     let cli = Overrides {
         redis_url: redis.redis.clone(),
@@ -36,7 +39,7 @@ pub(super) async fn open(path: &Path, redis: &RedisArgs) -> anyhow::Result<(Spid
         .target()
         .map_err(|e| anyhow::anyhow!("invalid Redis address {url}: {e}"))?;
     let options = spider.frontier_options("tool");
-    let frontier = Frontier::connect(&target, options)
+    let frontier = RedisFrontier::connect(&target, options)
         .await
         .map_err(|e| {
             anyhow::anyhow!(
@@ -87,31 +90,7 @@ pub async fn push_urls(path: &Path, redis: &RedisArgs, push: Push) -> anyhow::Re
             InvalidInput("give entries as arguments or with --file, not both".into()).into(),
         );
     }
-    // Where each entry came from, as messages name it: `argument 2`,
-    // `tasks.txt:4`, `<stdin>:4` (lines count from 1).
-    let lines: Vec<(String, String)> = if !push.entries.is_empty() {
-        push.entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| (format!("argument {}", i + 1), e))
-            .collect()
-    } else {
-        let (name, reader): (String, Box<dyn BufRead>) = match &push.file {
-            Some(p) if p.as_os_str() != "-" => (
-                p.display().to_string(),
-                Box::new(std::io::BufReader::new(std::fs::File::open(p).map_err(
-                    |e| InvalidInput(format!("cannot read entries from {}: {e}", p.display())),
-                )?)),
-            ),
-            _ => ("<stdin>".to_string(), Box::new(std::io::stdin().lock())),
-        };
-        let mut out = Vec::new();
-        for (i, line) in reader.lines().enumerate() {
-            let line = line.with_context(|| format!("cannot read {name}:{}", i + 1))?;
-            out.push((format!("{name}:{}", i + 1), line));
-        }
-        out
-    };
+    let lines = entry_lines(push.entries, push.file.as_deref())?;
     let (spider, frontier) = open(path, redis).await?;
     if push.priority.is_some() && spider.start.kind != StartKind::Zset {
         return Err(InvalidInput(format!(
@@ -121,21 +100,7 @@ pub async fn push_urls(path: &Path, redis: &RedisArgs, push: Push) -> anyhow::Re
         ))
         .into());
     }
-    let mut good = Vec::new();
-    let mut bad = 0;
-    for (place, entry) in lines {
-        let entry = entry.trim().to_string();
-        if entry.is_empty() || entry.starts_with('#') {
-            continue;
-        }
-        match spider.start_request(&entry) {
-            Ok(_) => good.push(entry),
-            Err(e) => {
-                bad += 1;
-                eprintln!("{place}: not pushed: {e}");
-            }
-        }
-    }
+    let (good, bad) = valid_entries(&spider, lines, "not pushed");
     let pushed = frontier
         .push_start(&good, push.priority.unwrap_or(0.0), push.max_queue)
         .await? as usize;
@@ -170,6 +135,64 @@ pub async fn push_urls(path: &Path, redis: &RedisArgs, push: Push) -> anyhow::Re
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Start entries given as arguments, or else read from `file` ("-" or
+/// none: standard input), one per line, each with where it came from as
+/// messages name it: `argument 2`, `tasks.txt:4`, `<stdin>:4` (lines
+/// count from 1).
+pub(super) fn entry_lines(
+    entries: Vec<String>,
+    file: Option<&Path>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    if !entries.is_empty() {
+        return Ok(entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| (format!("argument {}", i + 1), e))
+            .collect());
+    }
+    let (name, reader): (String, Box<dyn BufRead>) = match file {
+        Some(p) if p.as_os_str() != "-" => (
+            p.display().to_string(),
+            Box::new(std::io::BufReader::new(std::fs::File::open(p).map_err(
+                |e| InvalidInput(format!("cannot read entries from {}: {e}", p.display())),
+            )?)),
+        ),
+        _ => ("<stdin>".to_string(), Box::new(std::io::stdin().lock())),
+    };
+    let mut out = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {name}:{}", i + 1))?;
+        out.push((format!("{name}:{}", i + 1), line));
+    }
+    Ok(out)
+}
+
+/// The entries `spider` can start from, trimmed, without blank lines and
+/// `#` comments; each other one is reported with its place and counted.
+/// `refused` says what happens to a bad one ("not pushed").
+pub(super) fn valid_entries(
+    spider: &Spider,
+    lines: Vec<(String, String)>,
+    refused: &str,
+) -> (Vec<String>, usize) {
+    let mut good = Vec::new();
+    let mut bad = 0;
+    for (place, entry) in lines {
+        let entry = entry.trim().to_string();
+        if entry.is_empty() || entry.starts_with('#') {
+            continue;
+        }
+        match spider.start_request(&entry) {
+            Ok(_) => good.push(entry),
+            Err(e) => {
+                bad += 1;
+                eprintln!("{place}: {refused}: {e}");
+            }
+        }
+    }
+    (good, bad)
 }
 
 /// `push-urls --from-failed`: failed requests back into the queue.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossterm::{cursor, execute, terminal};
 
 use super::{tools, RedisArgs};
-use crate::frontier::{now_secs, Frontier, Heartbeat, QueueStatus};
+use crate::frontier::{now_secs, Heartbeat, QueueStatus, RedisFrontier};
 use crate::stats;
 use crate::wording::{count, duration};
 
@@ -48,7 +48,7 @@ impl Sample {
 }
 
 /// Reads one sample.
-async fn read(frontier: &Frontier, lease: Duration) -> anyhow::Result<Sample> {
+async fn read(frontier: &RedisFrontier, lease: Duration) -> anyhow::Result<Sample> {
     let queues = frontier.status().await?;
     let stats = frontier.stats().await?.into_iter().collect();
     let now = now_secs();

@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 
 use crate::web::response;
 
-use crate::frontier::{now_secs, FailedRecord, Frontier, Heartbeat, QueueStatus};
+use crate::frontier::{now_secs, FailedRecord, Heartbeat, QueueStatus, RedisFrontier};
 use crate::stats;
 
 /// How often each spider is read.
@@ -84,7 +84,7 @@ struct State {
 /// One spider the dashboard reads.
 pub struct Watched {
     pub name: String,
-    pub frontier: Frontier,
+    pub frontier: RedisFrontier,
     pub lease: Duration,
 }
 

@@ -5,7 +5,7 @@
 
 use super::scripts::SCRIPTS;
 use super::{
-    encode, err, to_json, FailedRecord, Frontier, Heartbeat, KeyGroup, Result, MAX_PRIORITY,
+    encode, err, to_json, FailedRecord, Heartbeat, KeyGroup, RedisFrontier, Result, MAX_PRIORITY,
 };
 use crate::request::Request;
 use crate::stats::{self, Tally};
@@ -56,7 +56,7 @@ pub struct FailedEntry {
     pub record: Option<FailedRecord>,
 }
 
-impl Frontier {
+impl RedisFrontier {
     /// Pushes start entries (a zset scores them `score`), stopping once the
     /// start key holds `limit` entries; returns how many were pushed.
     pub async fn push_start(
@@ -327,7 +327,7 @@ impl Frontier {
     }
 
     /// Pauses the spider for the whole cluster: no worker leases a request
-    /// until [`Frontier::resume`] (pages in flight finish and commit).
+    /// until [`RedisFrontier::resume`] (pages in flight finish and commit).
     /// False if it was paused already.
     pub async fn pause(&self) -> Result<bool> {
         let set: bool = redis::cmd("HSETNX")

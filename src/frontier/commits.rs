@@ -8,7 +8,7 @@
 //! Redis, so batching is what lets one Redis serve many busy workers.
 //!
 //! One task per frontier sends the batches, one at a time; a page's
-//! [`Frontier::commit`] hands its encoded page to it and waits for its own
+//! [`RedisFrontier::commit`] hands its encoded page to it and waits for its own
 //! result. The task rides out Redis outages as a page's commit always did
 //! (see [`super::outage::until_done`]): a commit, once started, finishes.
 
@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    encode, fingerprint_arg, to_json, Committed, Frontier, HostOutcome, Leased, PageResult, Result,
-    Revisit, MAX_PRIORITY, MAX_REQUEST_BYTES,
+    encode, fingerprint_arg, to_json, Committed, HostOutcome, Leased, PageResult, RedisFrontier,
+    Result, Revisit, MAX_PRIORITY, MAX_REQUEST_BYTES,
 };
 use crate::request::Request;
 use crate::stats::{self, Tally};
@@ -55,7 +55,7 @@ pub(super) struct Pending {
 /// one). Dropping the last frontier clone stops the task.
 pub(super) type Batcher = Arc<std::sync::OnceLock<mpsc::UnboundedSender<Pending>>>;
 
-impl Frontier {
+impl RedisFrontier {
     /// Commits one page (see the module docs), then leases up to
     /// `lease_next` requests to replace it.
     pub async fn commit(
@@ -337,7 +337,7 @@ impl Frontier {
 
 /// The commit task: sends the pages waiting as one batch, waits for Redis,
 /// hands each page its result, and starts over.
-async fn send_batches(frontier: Frontier, mut pending: mpsc::UnboundedReceiver<Pending>) {
+async fn send_batches(frontier: RedisFrontier, mut pending: mpsc::UnboundedReceiver<Pending>) {
     let mut released = Instant::now();
     while let Some(first) = pending.recv().await {
         let mut batch = vec![first];

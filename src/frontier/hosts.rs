@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use super::scripts::SCRIPTS;
-use super::{err, to_json, Frontier, Heartbeat, Result, RobotsRecord};
+use super::{err, to_json, Heartbeat, RedisFrontier, Result, RobotsRecord};
 
-impl Frontier {
+impl RedisFrontier {
     /// Reserves another politeness slot for `host`, at least `crawl_delay`
     /// after its last one (a request leased before the host's Crawl-delay
     /// was known); returns how long to wait for it.

@@ -2,16 +2,16 @@
 //!
 //! Every state change is one Lua script, so it happens whole or not at all:
 //!
-//! - [`Frontier::claim_start`] removes start entries and enqueues their
+//! - [`RedisFrontier::claim_start`] removes start entries and enqueues their
 //!   requests in the same step (an entry another worker claimed first is
 //!   skipped);
-//! - [`Frontier::lease`] moves requests from the queue into the in-flight
+//! - [`RedisFrontier::lease`] moves requests from the queue into the in-flight
 //!   set with a deadline, after returning expired leases to the queue;
-//! - [`Frontier::commit`] releases one page's lease and, only if the lease is
+//! - [`RedisFrontier::commit`] releases one page's lease and, only if the lease is
 //!   still this worker's, enqueues its new requests through the dupefilter,
 //!   pushes its items and counts its stats — so items are pushed exactly once
 //!   even when workers die at any instant;
-//! - [`Frontier::renew`] and [`Frontier::release`] extend leases and hand
+//! - [`RedisFrontier::renew`] and [`RedisFrontier::release`] extend leases and hand
 //!   them back.
 //!
 //! Around the crawl: [`hosts`] keeps per-host state for the cluster
@@ -25,9 +25,12 @@
 pub mod admin;
 mod commits;
 pub mod connection;
+mod dispatch;
 pub mod dupefilter;
+mod host_news;
 pub mod hosts;
 pub mod keys;
+pub mod local;
 pub mod outage;
 pub mod pickup;
 pub mod records;
@@ -41,8 +44,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 pub use connection::{Conn, RedisTarget};
+pub use dispatch::Frontier;
 pub use dupefilter::{bloom_chain, bloom_plan, BloomPlan, Dupefilter};
 pub use keys::{KeyGroup, KeyKind, KeyMode, Keys, StartKind};
+pub use local::LocalFrontier;
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
 
 use crate::request::{Request, Task};
@@ -295,7 +300,7 @@ pub struct Quota {
 
 /// One spider's view of the shared crawl.
 #[derive(Clone)]
-pub struct Frontier {
+pub struct RedisFrontier {
     conn: Conn,
     pub keys: Keys,
     kind: StartKind,
@@ -335,17 +340,17 @@ fn fingerprint_arg(request: &Request) -> String {
     }
 }
 
-impl Frontier {
+impl RedisFrontier {
     /// Connects to Redis for one spider. It fails within about a second
     /// when Redis does not answer: a worker retries on its own schedule (and
     /// says so), a command reports it at once. Once connected, a lost
     /// connection is re-made when next used.
-    pub async fn connect(target: &RedisTarget, options: Options) -> Result<Frontier> {
+    pub async fn connect(target: &RedisTarget, options: Options) -> Result<RedisFrontier> {
         let conn = target
             .connect()
             .await
             .map_err(err("connect", &options.keys.requests))?;
-        Ok(Frontier {
+        Ok(RedisFrontier {
             conn,
             keys: options.keys,
             kind: options.start_kind,

@@ -257,6 +257,9 @@ enum Way {
     /// Keyspace notifications; whether the server is known to publish
     /// them for this key to the node the worker listens on.
     Keyspace(Wake, bool),
+    /// Nothing to watch: a local crawl's start entries are all known when
+    /// it starts.
+    Nothing,
 }
 
 /// A list's blocking wait, armed while the spider is idle.
@@ -339,6 +342,11 @@ impl StartWatch {
         }
     }
 
+    /// A watch for a start list nobody else can add to (a local crawl's).
+    pub fn none() -> StartWatch {
+        StartWatch { way: Way::Nothing }
+    }
+
     /// The spider is idle and its last look found the start key empty:
     /// watch it (a list's blocking wait starts, unless one runs).
     pub fn arm(&self) {
@@ -363,6 +371,7 @@ impl StartWatch {
         match &self.way {
             Way::Blocking(list) => list.hit.notified().await,
             Way::Keyspace(wake, _) => wake.notified().await,
+            Way::Nothing => std::future::pending().await,
         }
     }
 
@@ -379,6 +388,7 @@ impl StartWatch {
                 .map(|s| s.running && !s.refused)
                 .unwrap_or(false),
             Way::Keyspace(wake, published) => *published && wake.live(),
+            Way::Nothing => true,
         }
     }
 }

@@ -174,6 +174,19 @@ impl Drop for Wakes {
 }
 
 impl Wake {
+    /// Wake-ups from `notify` alone, with no Redis behind them: a local
+    /// crawl's frontier announces its work there.
+    pub fn local(notify: Arc<Notify>) -> Wake {
+        let (changes, _) = mpsc::unbounded_channel();
+        Wake {
+            channel: String::new(),
+            notify,
+            channels: Arc::default(),
+            changes,
+            live: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
     /// Waits until work is announced or `timeout` passes.
     pub async fn wait(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.notify.notified()).await;

@@ -33,7 +33,14 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::downloader::Downloader;
-use crate::frontier::{now_secs, Frontier, Heartbeat, Leased, RedisTarget, Refused, StartClaim};
+use crate::frontier::admin::DupefilterMismatch;
+use crate::frontier::hosts::Swept;
+use crate::frontier::pickup::StartWatch;
+use crate::frontier::wake::Wake;
+use crate::frontier::{
+    now_secs, Frontier, FrontierError, Heartbeat, Leased, RedisFrontier, RedisTarget, Refused,
+    StartClaim,
+};
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 use crate::spider::Spider;
@@ -108,7 +115,8 @@ pub struct SpiderRun {
     frontier: Frontier,
     /// The spider's downloader stage (HTTP client, politeness, robots.txt).
     downloader: Arc<Downloader>,
-    redis: RedisTarget,
+    /// The Redis its frontier uses (none in a local crawl).
+    redis: Option<RedisTarget>,
     /// Ids of the requests this worker holds leases on.
     inflight: Arc<Mutex<HashSet<String>>>,
     /// What this worker did, for its progress lines and heartbeat.
@@ -166,7 +174,7 @@ impl SpiderRun {
         shared: &Shared,
         shutdown: &watch::Receiver<bool>,
     ) -> anyhow::Result<Option<SpiderRun>> {
-        let (worker, metrics, pool) = (&shared.worker, shared.metrics.clone(), &shared.pool);
+        let worker = &shared.worker;
         let shown = settings.redis_url.to_string();
         if settings.redis_url.is_cluster() {
             crate::frontier::connection::check_one_slot(&spider.keys, &spider.handoffs)
@@ -177,15 +185,28 @@ impl SpiderRun {
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
         let mut backoff = crate::backoff::Backoff::REDIS.attempts();
         let (mut attempts, mut said) = (0u32, None::<Instant>);
-        let frontier = loop {
-            match Frontier::connect(&redis, spider.frontier_options(worker)).await {
-                Ok(f) => {
+        // Connecting, checking the dupefilter and queueing the seeds all
+        // ride out an outage (Redis may go away between any two of them).
+        let (frontier, seeded) = loop {
+            let started = async {
+                let mut f = RedisFrontier::connect(&redis, spider.frontier_options(worker))
+                    .await
+                    .map_err(Ok)?;
+                f.prepare_dupefilter().await.map_err(|e| match e {
+                    DupefilterMismatch::Redis(e) => Ok(e),
+                    mismatch => Err(mismatch),
+                })?;
+                let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
+                Ok::<_, std::result::Result<FrontierError, DupefilterMismatch>>((f, seeded))
+            };
+            match started.await {
+                Ok(done) => {
                     if attempts > 0 {
                         tracing::info!(redis = %shown, "Redis answers after {attempts} failed attempts; starting");
                     }
-                    break f;
+                    break done;
                 }
-                Err(e) if e.is_outage() => {
+                Err(Ok(e)) if e.is_outage() => {
                     attempts += 1;
                     // Said at once, then every half minute, not per attempt.
                     if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
@@ -202,21 +223,55 @@ impl SpiderRun {
                         return Ok(None);
                     }
                 }
-                Err(e) => return Err(anyhow::anyhow!("cannot use Redis at {shown}: {e}")),
+                Err(Ok(e)) => return Err(anyhow::anyhow!("cannot use Redis at {shown}: {e}")),
+                Err(Err(e)) => return Err(anyhow::anyhow!("spider `{}`: {e}", spider.name)),
             }
         };
-        let mut frontier = frontier;
-        frontier
-            .prepare_dupefilter()
-            .await
-            .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
-        let seeded = frontier
-            .seed(&spider.start.seeds)
-            .await
-            .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
         if seeded > 0 {
             tracing::info!(spider = %spider.name, "queued {seeded} of the spider's sitemaps and feeds ([start] sitemap and feed)");
         }
+        Self::assemble(spider, settings, shared, frontier.into(), Some(redis)).map(Some)
+    }
+
+    /// A spider crawled in this process alone, with a local frontier (`run
+    /// --local`): its start entries are `start`, its items go to `sink`.
+    pub fn local(
+        spider: Spider,
+        settings: Settings,
+        shared: &Shared,
+        start: Vec<String>,
+        sink: crate::frontier::local::ItemSink,
+    ) -> anyhow::Result<SpiderRun> {
+        if let Some(h) = spider.handoffs.first() {
+            anyhow::bail!(
+                "spider `{}` hands links to spider `{}` (to_spider), which a local crawl cannot reach: run it on a Redis cluster, or remove to_spider",
+                spider.name,
+                h.spider
+            );
+        }
+        let local = crate::frontier::LocalFrontier::new(
+            spider.frontier_options(&shared.worker),
+            start,
+            sink,
+        );
+        local.seed(&spider.start.seeds);
+        Self::assemble(
+            spider,
+            settings,
+            shared,
+            Frontier::Local(Arc::new(local)),
+            None,
+        )
+    }
+
+    fn assemble(
+        spider: Spider,
+        settings: Settings,
+        shared: &Shared,
+        frontier: Frontier,
+        redis: Option<RedisTarget>,
+    ) -> anyhow::Result<SpiderRun> {
+        let (metrics, pool) = (shared.metrics.clone(), &shared.pool);
         let share = Arc::new(pool.share(settings.concurrent_requests as usize));
         let settings = Arc::new(settings);
         let spider = Arc::new(spider);
@@ -227,7 +282,7 @@ impl SpiderRun {
             metrics.clone(),
             share.clone(),
         )?;
-        Ok(Some(SpiderRun {
+        Ok(SpiderRun {
             spider,
             settings,
             frontier,
@@ -237,7 +292,7 @@ impl SpiderRun {
             progress: Arc::default(),
             metrics,
             share,
-        }))
+        })
     }
 
     /// What this worker did so far (for a status line).
@@ -279,16 +334,21 @@ impl SpiderRun {
             self.frontier.add_stats(&nothing, Some(&started))
         })
         .await;
-        let wake = self.redis.wake(&self.frontier.keys.wake);
-        // Entries other producers push publish no wake-up: watched apart.
-        let start_watch = self
-            .redis
-            .watch_start(
-                &self.frontier.keys.start_urls,
-                self.spider.start.kind,
-                self.settings.idle_recheck,
-            )
-            .await;
+        let (wake, start_watch) = match (&self.redis, self.frontier.local()) {
+            (Some(redis), _) => (
+                redis.wake(&self.frontier.keys().wake),
+                // Entries other producers push publish no wake-up: watched apart.
+                redis
+                    .watch_start(
+                        &self.frontier.keys().start_urls,
+                        self.spider.start.kind,
+                        self.settings.idle_recheck,
+                    )
+                    .await,
+            ),
+            (None, Some(local)) => (Wake::local(local.wake()), StartWatch::none()),
+            (None, None) => (Wake::local(Arc::default()), StartWatch::none()),
+        };
         let upkeep = self.spawn_upkeep();
         let sweep = self.spawn_sweep();
         let log_stats = progress::spawn_log_stats(
@@ -303,7 +363,11 @@ impl SpiderRun {
         let mut idle_since = Instant::now();
         // When this worker last said it waits for other workers' leases.
         let mut said_waiting: Option<Instant> = None;
-        tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %self.settings.redis_url, concurrency = self.share.limit(), "worker started");
+        let redis = match &self.redis {
+            Some(_) => self.settings.redis_url.to_string(),
+            None => "none (a local crawl, in memory)".to_string(),
+        };
+        tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %redis, concurrency = self.share.limit(), "worker started");
 
         let reason = loop {
             if *shutdown.borrow() {
@@ -450,7 +514,12 @@ impl SpiderRun {
         if let Ok(mut stats) = self.frontier.stats().await {
             stats.sort();
             let lines: Vec<String> = stats.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
-            tracing::info!(spider = %name, "cluster stats:\n{}", lines.join("\n"));
+            let whose = if self.redis.is_some() {
+                "cluster stats"
+            } else {
+                "stats"
+            };
+            tracing::info!(spider = %name, "{whose}:\n{}", lines.join("\n"));
         }
         Ok(RunSummary {
             spider: name,
@@ -526,7 +595,7 @@ impl SpiderRun {
             .map(|entry| {
                 let outcome = self.spider.start_request(&entry).map_err(Refused::from);
                 if let Err(refused) = &outcome {
-                    tracing::warn!(key = %self.frontier.keys.start_urls, entry = %preview(&entry), reason = %refused.reason, "start entry set aside in the dead-letter key");
+                    tracing::warn!(key = %self.frontier.keys().start_urls, entry = %preview(&entry), reason = %refused.reason, "start entry set aside in the dead-letter key");
                 }
                 StartClaim { entry, outcome }
             })
@@ -580,13 +649,28 @@ impl SpiderRun {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(SWEEP_EVERY);
             let mut pages = progress.counts().pages;
+            // Steps skipped while the spider is idle and the last step
+            // found nothing to delete, so an idle worker costs Redis little
+            // (one step per SWEEP_IDLE_EVERY).
+            let mut skip = 0u32;
             loop {
                 tick.tick().await;
                 let now = progress.counts().pages;
+                let worked = now > pages;
+                if !worked && skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
                 let budget = sweep_budget(now.saturating_sub(pages));
                 pages = now;
                 match frontier.sweep(budget, robots_ttl).await {
-                    Ok(swept) => tracing::trace!(?swept, "swept per-host entries"),
+                    Ok(swept) => {
+                        tracing::trace!(?swept, "swept per-host entries");
+                        if !worked && swept == Swept::default() {
+                            skip = (SWEEP_IDLE_EVERY.as_secs() / SWEEP_EVERY.as_secs().max(1))
+                                .saturating_sub(1) as u32;
+                        }
+                    }
                     // Nothing is lost: the next step goes on from the same place.
                     Err(e) => {
                         tracing::debug!(error = %e, "sweeping per-host entries failed; retrying")
@@ -647,6 +731,8 @@ impl SpiderRun {
 
 /// How often a worker sweeps stale per-host entries out of Redis…
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// …or this often while the spider is idle and finds nothing to delete…
+const SWEEP_IDLE_EVERY: Duration = Duration::from_secs(10);
 /// …looking at this many entries of each per-host key when idle…
 const SWEEP_BASE: usize = 256;
 /// …plus this many per page it committed since the last sweep (a page

@@ -34,7 +34,9 @@ pub use crawl::DemoCrawl;
 pub use faults::Robots;
 pub use files::{files, root, spider_for, temp_dir};
 pub use fixture::{peak, FixtureServer};
-pub use process::{benchmarking, crawlworker, crawlworker_with_redis, stderr, stdout, Worker};
+pub use process::{
+    benchmarking, binary, crawlworker, crawlworker_with_redis, stderr, stdout, Worker,
+};
 pub use redis::RedisServer;
 pub use redis_cluster::RedisCluster;
 pub use tempfile::TempDir;

@@ -1,0 +1,125 @@
+//! `crawlworker run SPIDER --local`: a whole crawl in this process, with no
+//! Redis, as `scrapy crawl x -o items.jsonl` runs one. The spider's rules,
+//! priorities, dupefilter fingerprints, depth, politeness, retries,
+//! redirects, robots.txt and SSRF guard are the cluster's (the worker loop
+//! is the same; only its frontier is [`crate::frontier::LocalFrontier`]).
+//! Start entries come from `--start`, `--start-file` (or standard input)
+//! and the spider's `[start]` sitemaps and feeds; items go to `--output` as
+//! JSON Lines (standard output by default); the crawl ends when nothing is
+//! left, and the stats are logged then.
+
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::tools::{entry_lines, valid_entries};
+use super::{load_spider, status_line, InvalidInput};
+use crate::config::Config;
+use crate::frontier::local::ItemSink;
+use crate::settings::Overrides;
+use crate::wording::plural;
+use crate::worker::shared::Shared;
+use crate::worker::{SpiderRun, StopRules};
+
+/// What `run --local` was given besides the spider.
+pub struct Local {
+    pub start: Vec<String>,
+    pub start_file: Option<PathBuf>,
+    pub output: Option<PathBuf>,
+}
+
+pub async fn run_local(
+    config: &Config,
+    path: &Path,
+    cli: &Overrides,
+    local: Local,
+    status_line: bool,
+) -> anyhow::Result<ExitCode> {
+    let spider = load_spider(config, path, cli)?;
+    let lines = if local.start.is_empty() && local.start_file.is_none() {
+        Vec::new()
+    } else {
+        entry_lines(local.start, local.start_file.as_deref())?
+    };
+    let (entries, bad) = valid_entries(&spider, lines, "not crawled");
+    if entries.is_empty() && spider.start.seeds.is_empty() {
+        return Err(InvalidInput(format!(
+            "{}: nothing to crawl: give start entries with --start URL (repeat it for more) or --start-file FILE (- for standard input), or a [start] sitemap or feed in the spider",
+            path.display()
+        ))
+        .into());
+    }
+    let (sink, items_to): (ItemSink, String) = match &local.output {
+        Some(p) if p.as_os_str() != "-" => {
+            let file = std::fs::File::create(p)
+                .map_err(|e| InvalidInput(format!("cannot write items to {}: {e}", p.display())))?;
+            (Box::new(BufWriter::new(file)), p.display().to_string())
+        }
+        _ => (
+            Box::new(BufWriter::new(std::io::stdout())),
+            "standard output".to_string(),
+        ),
+    };
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(super::run::signals(stop.clone()));
+    let settings = spider.settings.clone();
+    let shared = Shared::new(
+        "local".to_string(),
+        settings.concurrent_requests as usize,
+        None,
+    );
+    let run = SpiderRun::local(spider, settings, &shared, entries, sink)?;
+    let frontier = run.frontier();
+    let Some(store) = frontier.local().cloned() else {
+        anyhow::bail!("a local crawl has no local frontier (a bug)");
+    };
+    // Items that cannot be written stop the crawl: nothing more is leased,
+    // and the command fails below.
+    let watched = store.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if watched.sink_error().is_some() {
+                let _ = stop.send(true);
+                return;
+            }
+        }
+    });
+    let run = match status_line.then(status_line::show).flatten() {
+        Some(bar) => {
+            let watched = vec![(run.spider.name.clone(), run.progress(), run.frontier())];
+            tokio::spawn(super::run::update_status(bar, watched));
+            run.without_progress_lines()
+        }
+        None => run,
+    };
+    let rules = StopRules {
+        idle_exit: None,
+        until_drained: true,
+    };
+    let summary = run.run(rules, shutdown).await?;
+    if let Some(e) = store.sink_error() {
+        anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped");
+    }
+    let status = store.status();
+    let (failed, _) = store.failures();
+    tracing::info!(
+        spider = %summary.spider,
+        "local crawl ended ({}): {} to {items_to}, {} failed for good, {} set aside as malformed",
+        summary.reason,
+        plural(status.items as usize, "item", "items"),
+        plural(failed.len(), "request", "requests"),
+        plural(status.dead as usize, "entry", "entries"),
+    );
+    for f in failed.iter().take(20) {
+        tracing::warn!(url = %f.request.url, reason = %f.reason, "failed");
+    }
+    Ok(if bad > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,234 @@
+//! `crawlworker run --local` (issue 13): a whole crawl in one process,
+//! without Redis, finds what a cluster finds. The demo forum is crawled by
+//! three workers sharing a real Redis, then locally; both must give the
+//! expected items, fetch the same requests once each, and fill the
+//! dupefilter with the same fingerprints.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use redis::Commands;
+
+use crawlworker::request::Request;
+use crawlworker_demo::{demo_tasks, Site};
+use crawlworker_testkit::{binary, stderr, stdout, temp_dir, DemoCrawl, FixtureServer, Worker};
+
+use crate::expect::{assert_exact, canonical, expected, scraped};
+
+/// The items of a JSON Lines text, canonical and sorted.
+fn lines_as_items(text: &str) -> Vec<String> {
+    let mut items: Vec<String> = text
+        .lines()
+        .map(|l| {
+            canonical(
+                &serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")),
+            )
+        })
+        .collect();
+    items.sort();
+    items
+}
+
+/// Requests the server answered, by path, leaving robots.txt out.
+fn pages(hits: &std::collections::HashMap<String, u64>) -> BTreeMap<String, u64> {
+    hits.iter()
+        .filter(|(path, _)| !path.starts_with("/robots.txt"))
+        .map(|(p, n)| (p.clone(), *n))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_finds_what_a_three_worker_cluster_finds() {
+    let crawl = DemoCrawl::start(Duration::from_millis(2)).await;
+    let base = crawl.server.base_url();
+
+    // The cluster: three workers on one Redis, until the crawl is drained.
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
+        .collect();
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(120));
+        assert!(status.success(), "cluster worker: {log}");
+    }
+    let cluster_items = scraped(&crawl.redis);
+    assert_exact(&cluster_items, &expected(&base));
+    let cluster_pages = pages(&crawl.server.hit_counts());
+    let cluster_fps: BTreeSet<String> = crawl.redis.conn().smembers("bbs:dupefilter").unwrap();
+
+    // The same crawl, locally: the tasks from standard input, the items to
+    // a file.
+    let out_path = crawl.dir.path().join("items.jsonl");
+    let mut child = Command::new(binary())
+        .args([
+            "run",
+            crawl.spider_arg(),
+            "--local",
+            "--start-file",
+            "-",
+            "-o",
+        ])
+        .arg(&out_path)
+        // No Redis anywhere: a local crawl must not need one.
+        .env("CRAWLWORKER_REDIS_URL", "redis://127.0.0.1:1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run crawlworker");
+    {
+        let mut stdin = child.stdin.take().expect("stdin");
+        for task in demo_tasks() {
+            writeln!(stdin, "{task}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "local crawl: {}", stderr(&out));
+    assert!(
+        stdout(&out).is_empty(),
+        "items go to the file, not stdout: {}",
+        stdout(&out)
+    );
+    let local_items = lines_as_items(&std::fs::read_to_string(&out_path).unwrap());
+    assert_exact(&local_items, &expected(&base));
+    assert_eq!(local_items, cluster_items);
+
+    // Every page fetched once by each crawl, and no other.
+    let both = pages(&crawl.server.hit_counts());
+    assert_eq!(
+        both.keys().collect::<Vec<_>>(),
+        cluster_pages.keys().collect::<Vec<_>>(),
+        "the local crawl fetched pages the cluster did not"
+    );
+    for (path, n) in &both {
+        assert_eq!(*n, 2 * cluster_pages[path], "{path}");
+    }
+    // The dupefilter holds the fingerprints of the pages both fetched
+    // (the start tasks' first pages are fetched with dont_filter).
+    let fetched_fps: BTreeSet<String> = cluster_pages
+        .keys()
+        .map(|p| Request::get(&format!("{base}{p}")).fingerprint())
+        .collect();
+    assert!(
+        cluster_fps.is_subset(&fetched_fps),
+        "fingerprints of pages nobody fetched"
+    );
+    let text = stderr(&out);
+    let enqueued = |text: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("scheduler/enqueued/redis: "))
+            .map(str::to_string)
+    };
+    let cluster: BTreeMap<String, String> = crawl.redis.conn().hgetall("bbs:stats").unwrap();
+    assert_eq!(
+        enqueued(&text),
+        cluster.get("scheduler/enqueued/redis").cloned(),
+        "{text}"
+    );
+    crawl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_writes_items_to_standard_output_and_needs_start_entries() {
+    let crawl = DemoCrawl::start(Duration::ZERO).await;
+    let task = demo_tasks().into_iter().next().unwrap();
+    let out = Command::new(binary())
+        .args(["run", crawl.spider_arg(), "--local", "--start", &task])
+        .env("CRAWLWORKER_REDIS_URL", "redis://127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let items = lines_as_items(&stdout(&out));
+    assert!(!items.is_empty(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the crawl is drained"),
+        "{}",
+        stderr(&out)
+    );
+
+    let none = Command::new(binary())
+        .args(["run", crawl.spider_arg(), "--local"])
+        .output()
+        .unwrap();
+    assert!(!none.status.success());
+    assert!(
+        stderr(&none).contains("nothing to crawl: give start entries with --start"),
+        "{}",
+        stderr(&none)
+    );
+    let two = Command::new(binary())
+        .args(["run", crawl.spider_arg(), crawl.spider_arg(), "--local"])
+        .output()
+        .unwrap();
+    assert!(!two.status.success());
+    assert!(
+        stderr(&two).contains("--local crawls one spider"),
+        "{}",
+        stderr(&two)
+    );
+    crawl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_retries_in_its_own_queue_and_keeps_each_hosts_pace() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("local");
+    let spider = dir.path().join("faults.toml");
+    std::fs::write(
+        &spider,
+        r#"
+name = "faults"
+allowed_domains = ["127.0.0.1"]
+
+[settings]
+allow_private_networks = true
+robotstxt_obey = false
+retry_backoff_base = 0.05
+download_delay = "300ms"
+randomize_download_delay = false
+
+[items.page]
+url = { page = "url" }
+status = { page = "status" }
+
+[[rules]]
+name = "page"
+match = '/fault/'
+
+  [[rules.extract]]
+  item = "page"
+"#,
+    )
+    .unwrap();
+    let flaky = "/fault/status/503?times=1&key=local";
+    let paths = [flaky, "/fault/status/200?key=b", "/fault/status/200?key=c"];
+    let mut args = vec![
+        "run".to_string(),
+        spider.display().to_string(),
+        "--local".to_string(),
+    ];
+    for p in paths {
+        args.extend(["--start".to_string(), server.url(p)]);
+    }
+    let out = Command::new(binary()).args(&args).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let items = lines_as_items(&stdout(&out));
+    assert_eq!(items.len(), 3, "{items:?}\n{}", stderr(&out));
+    assert!(
+        items.iter().all(|i| i.contains(r#""status":200"#)),
+        "{items:?}"
+    );
+    assert_eq!(server.hits(flaky), 2, "one 503, then the retry");
+    let arrivals = server.arrivals("/fault/");
+    assert_eq!(arrivals.len(), 4);
+    // Four requests 300 ms apart span 900 ms (a send delayed by a busy
+    // machine can shorten one gap, not the span).
+    let span = *arrivals.last().unwrap() - arrivals[0];
+    assert!(
+        span >= Duration::from_millis(850),
+        "4 requests to one host within {span:?}, under its 300 ms download_delay"
+    );
+    assert!(stderr(&out).contains("retry/count: 1"), "{}", stderr(&out));
+    server.stop().await.unwrap();
+}
