@@ -19,6 +19,7 @@ mod dupefilter;
 mod fingerprint_cli;
 mod frontier;
 mod idle;
+mod json_api;
 mod news;
 mod parse;
 mod per_host;
