@@ -110,6 +110,15 @@ impl Compiler<'_> {
             None => None,
         };
         let until = f.until.as_ref().and_then(|u| {
+            if f.url.is_none() && f.json.is_none() {
+                ok = false;
+                self.problem(
+                    &u.loc,
+                    "`until` reads a JSON page, and this entry takes its links from elsewhere",
+                    "use it with `json = \"$…\"` or a `url` template, in a rule that reads JSON",
+                );
+                return None;
+            }
             let conditions = [&u.empty, &u.last, &u.more];
             if conditions.iter().all(|c| c.is_none()) {
                 ok = false;
