@@ -19,6 +19,7 @@ mod dupefilter;
 mod fingerprint_cli;
 mod frontier;
 mod idle;
+mod json_api;
 mod local;
 mod news;
 mod parse;

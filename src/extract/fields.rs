@@ -1,6 +1,7 @@
-//! Item fields: the values a field's source yields, then whitespace
-//! cleaning, regex capture, URL resolution, type conversion, and first /
-//! all / joined, with defaults and required fields.
+//! Item fields: the values a field's source yields (in an HTML element, or
+//! in a JSON value: [`Scope`]), then whitespace cleaning, regex capture,
+//! URL resolution, type conversion, and first / all / joined, with
+//! defaults and required fields.
 
 use std::borrow::Cow;
 
@@ -12,10 +13,18 @@ use crate::request::absolute_url;
 use crate::spider::selector::Selected;
 use crate::spider::{Field, FieldSource, FieldType, ItemDef, PageValue, Whitespace};
 
+/// What an item's fields are read in: the page's HTML (or the `each`
+/// element), or its JSON document (or the `each` value).
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    Html(ElementRef<'a>),
+    Json(&'a Value),
+}
+
 /// The fields of one item, or why it was dropped.
 pub fn item(
     def: &ItemDef,
-    scope: ElementRef<'_>,
+    scope: Scope<'_>,
     page: &Page<'_>,
 ) -> Result<Map<String, Value>, String> {
     let mut out = Map::with_capacity(def.fields.len());
@@ -38,7 +47,7 @@ pub fn item(
 /// The finished value of a field; `None` when the page has none. A value
 /// that cannot be converted to the field's type is an error only when the
 /// field is required; otherwise it counts as missing.
-fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option<Value>, String> {
+fn value(field: &Field, scope: Scope<'_>, page: &Page<'_>) -> Result<Option<Value>, String> {
     let mut raw = source_values(field, scope, page);
     // A joined field is cleaned as one text, so the whitespace between text
     // nodes ("in <a>our archive</a>.") separates words as on the page.
@@ -96,9 +105,16 @@ fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option
     })
 }
 
-fn source_values(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Vec<Value> {
-    match &field.source {
-        FieldSource::Css(sel) => {
+fn source_values(field: &Field, scope: Scope<'_>, page: &Page<'_>) -> Vec<Value> {
+    match (&field.source, scope) {
+        (FieldSource::Json(path), Scope::Json(value)) => {
+            super::json::values(path, value, field.all)
+        }
+        // A spider never mixes the two (`check` refuses it).
+        (FieldSource::Json(_), Scope::Html(_)) | (FieldSource::Css(_), Scope::Json(_)) => {
+            Vec::new()
+        }
+        (FieldSource::Css(sel), Scope::Html(scope)) => {
             let mut values = Vec::new();
             sel.each(scope, |s| {
                 values.push(Value::String(match s {
@@ -108,15 +124,17 @@ fn source_values(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Vec<V
             });
             values
         }
-        FieldSource::Page(PageValue::Url) => vec![Value::String(page.response.url.to_string())],
-        FieldSource::Page(PageValue::Status) => vec![Value::from(page.response.status)],
-        FieldSource::Page(PageValue::Depth) => vec![Value::from(page.request.depth)],
-        FieldSource::Meta(name) => match page.request.meta.get(name) {
+        (FieldSource::Page(PageValue::Url), _) => {
+            vec![Value::String(page.response.url.to_string())]
+        }
+        (FieldSource::Page(PageValue::Status), _) => vec![Value::from(page.response.status)],
+        (FieldSource::Page(PageValue::Depth), _) => vec![Value::from(page.request.depth)],
+        (FieldSource::Meta(name), _) => match page.request.meta.get(name) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) if field.all => a.clone(),
             Some(v) => vec![v.clone()],
         },
-        FieldSource::Const(v) => vec![v.clone()],
+        (FieldSource::Const(v), _) => vec![v.clone()],
     }
 }
 

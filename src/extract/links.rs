@@ -144,50 +144,95 @@ impl<'a> Follower<'a> {
                 let entries = feeds::feed(&self.xml());
                 self.dated(entries, Found::Link, &mut raw);
             }
+            // Read from the JSON document by `super::json::follow`.
+            LinkSource::Json(_) | LinkSource::Template(_) => {}
         }
-        let depth = self.page.request.depth + 1;
-        let max_page = follow.paginate.as_ref().and_then(|p| match &p.max {
-            IntSource::Fixed(n) => Some(*n),
-            IntSource::Template(t) => t
-                .render(&self.page.request.meta)
-                .ok()
-                .and_then(|s| s.trim().parse::<i64>().ok()),
-        });
+        let max_page = self.max_page(follow);
         for (href, found) in raw {
-            let Some(url) = self.resolve(&href) else {
+            let Some(url) = self.admit(follow, &href, max_page) else {
                 continue;
             };
-            if !self.allowed(follow, &url) {
+            let Some(mut request) = self.request(follow, url, &self.page.request.meta) else {
                 continue;
-            }
-            let limit = self.spider.settings.depth_limit;
-            if (limit > 0 && depth > limit) || follow.depth_limit.is_some_and(|l| depth > l) {
-                self.filtered.depth += 1;
-                continue;
-            }
-            if let (Some(p), Some(max)) = (&follow.paginate, max_page) {
-                let page_no = p
-                    .page
-                    .captures(&url)
-                    .and_then(|c| c.get(1))
-                    .and_then(|m| m.as_str().parse::<i64>().ok());
-                if page_no.is_some_and(|n| n > max) {
-                    self.filtered.pagination += 1;
-                    continue;
-                }
-            }
-            if !self.seen.insert(url.clone()) {
-                self.filtered.duplicate += 1;
-                continue;
-            }
-            let mut request = self.request(follow, url, depth);
+            };
             match found {
                 Found::Link => {}
                 Found::Modified => request.dont_filter = true,
                 Found::Sitemap => request.rule = Some(self.rule.name.clone()),
             }
-            out.push(request);
+            if self.first_time(&request) {
+                out.push(request);
+            }
         }
+    }
+
+    /// The last page of the entry's `paginate` limit, if it has one.
+    pub(super) fn max_page(&self, follow: &Follow) -> Option<i64> {
+        follow.paginate.as_ref().and_then(|p| match &p.max {
+            IntSource::Fixed(n) => Some(*n),
+            IntSource::Template(t) => t
+                .render(&self.page.request.meta)
+                .ok()
+                .and_then(|s| s.trim().parse::<i64>().ok()),
+        })
+    }
+
+    /// The URL of a found link when it is one to follow: resolved, on an
+    /// allowed host, not denied, not too deep, not past the last page
+    /// (each refusal counted).
+    pub(super) fn admit(
+        &mut self,
+        follow: &Follow,
+        href: &str,
+        max_page: Option<i64>,
+    ) -> Option<String> {
+        let depth = self.page.request.depth + 1;
+        let url = self.resolve(href)?;
+        if !self.allowed(follow, &url) {
+            return None;
+        }
+        let limit = self.spider.settings.depth_limit;
+        if (limit > 0 && depth > limit) || follow.depth_limit.is_some_and(|l| depth > l) {
+            self.filtered.depth += 1;
+            return None;
+        }
+        if let (Some(p), Some(max)) = (&follow.paginate, max_page) {
+            let page_no = p
+                .page
+                .captures(&url)
+                .and_then(|c| c.get(1))
+                .and_then(|m| m.as_str().parse::<i64>().ok());
+            if page_no.is_some_and(|n| n > max) {
+                self.filtered.pagination += 1;
+                return None;
+            }
+        }
+        Some(url)
+    }
+
+    /// Whether this page has not yet asked for the same request (the same
+    /// URL, or for a POST the same URL and body); a repeat is counted.
+    pub(super) fn first_time(&mut self, request: &Request) -> bool {
+        let key = if request.method == "GET" && request.body.is_empty() {
+            request.url.clone()
+        } else {
+            format!("{} {}\n{}", request.method, request.url, request.body)
+        };
+        let first = self.seen.insert(key);
+        if !first {
+            self.filtered.duplicate += 1;
+        }
+        first
+    }
+
+    /// The parent page's filtered counts, for follow entries read elsewhere.
+    pub(super) fn filtered(&mut self) -> &mut Filtered {
+        self.filtered
+    }
+
+    /// The page being read.
+    pub(super) fn page(&self) -> &Page<'a> {
+        self.page
     }
 
     /// The absolute, safe URL of a link, or `None` (counted) when it is not
@@ -227,22 +272,38 @@ impl<'a> Follower<'a> {
         !denied
     }
 
-    fn request(&self, follow: &Follow, url: String, depth: u32) -> Request {
-        let parent = &self.page.request.meta;
+    /// The follow-up request for `url`: its priority, depth, rule and
+    /// context (the `meta` names, from `context`), sent as the entry says
+    /// with its templates rendered from `context`; `None` (counted) when a
+    /// template field is missing.
+    pub(super) fn request(
+        &mut self,
+        follow: &Follow,
+        url: String,
+        context: &Map<String, serde_json::Value>,
+    ) -> Option<Request> {
+        let depth = self.page.request.depth + 1;
+        // Named fields come from the context (for a JSON entry that
+        // includes the element's fields); `*` passes the page's context on.
         let meta: Map<String, serde_json::Value> = match &follow.meta {
-            MetaCarry::All => parent.clone(),
+            MetaCarry::All => self.page.request.meta.clone(),
             MetaCarry::Names(names) => names
                 .iter()
-                .filter_map(|n| parent.get(n).map(|v| (n.clone(), v.clone())))
+                .filter_map(|n| context.get(n).map(|v| (n.clone(), v.clone())))
                 .collect(),
         };
-        Request {
+        let mut request = Request {
             priority: follow.priority - i64::from(depth) * self.spider.settings.depth_priority,
             depth,
             rule: follow.rule.map(|i| self.spider.rules[i].name.clone()),
             meta,
             dont_filter: follow.dont_filter,
             ..Request::new(url)
+        };
+        if follow.sending.apply(&mut request, context).is_err() {
+            self.filtered.incomplete += 1;
+            return None;
         }
+        Some(request)
     }
 }

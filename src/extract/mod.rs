@@ -10,6 +10,7 @@
 pub mod charset;
 pub mod feeds;
 pub mod fields;
+pub mod json;
 pub mod links;
 pub mod page;
 
@@ -19,7 +20,8 @@ use serde_json::{Map, Value};
 
 use crate::request::{Request, Task};
 use crate::spider::selector::Selected;
-use crate::spider::Spider;
+use crate::spider::{Each, LinkSource, Spider};
+use fields::Scope;
 
 /// A downloaded response, as the extractor needs it.
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +79,10 @@ pub struct Filtered {
     /// A sitemap or feed entry not modified since the source's last visit.
     #[serde(skip_serializing_if = "is_zero")]
     pub not_modified: u64,
+    /// A request template named a field neither the JSON element nor the
+    /// request's context has (a cursor on the last page).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub incomplete: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -98,6 +104,10 @@ pub struct Extraction {
     pub items: Vec<Item>,
     pub dropped: Vec<Dropped>,
     pub requests: Vec<Request>,
+    /// Set when the rule reads JSON and the response is not JSON; nothing
+    /// was extracted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub json_error: Option<String>,
     /// Links handed to other spiders (follow entries with `to_spider`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<Task>,
@@ -112,6 +122,7 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
         encoding: decoded.encoding.name(),
         charset_source: decoded.source,
         ignored_status: None,
+        json_error: None,
         items: Vec::new(),
         dropped: Vec::new(),
         requests: Vec::new(),
@@ -129,26 +140,46 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
         return out;
     };
     out.rule = Some(rule.name.clone());
-    let doc = Html::parse_document(&decoded.text);
+    // A JSON rule's response is one JSON document (its HTML parse is empty,
+    // for the follow entries that read the text, a sitemap or a feed).
+    let (doc, json) = if rule.json {
+        match json::parse(&decoded.text) {
+            Ok(v) => (Html::new_document(), Some(v)),
+            Err(e) => {
+                out.json_error = Some(e);
+                return out;
+            }
+        }
+    } else {
+        (Html::parse_document(&decoded.text), None)
+    };
     let page = page::Page {
         response,
         request,
-        base: page::base_url(&doc, response.url),
+        base: match &json {
+            Some(_) => url::Url::parse(response.url).ok(),
+            None => page::base_url(&doc, response.url),
+        },
         encoding: decoded.encoding,
     };
     for ex in &rule.extract {
         let def = &spider.items[ex.item];
-        let scopes = match &ex.each {
-            Some(each) => {
+        let scopes: Vec<Scope<'_>> = match (&ex.each, &json) {
+            (Some(Each::Css(each)), _) => {
                 let mut scopes = Vec::new();
                 each.each(doc.root_element(), |s| {
                     if let Selected::Element(e) = s {
-                        scopes.push(e);
+                        scopes.push(Scope::Html(e));
                     }
                 });
                 scopes
             }
-            None => vec![doc.root_element()],
+            (Some(Each::Json(each)), Some(v)) => {
+                json::scopes(each, v).into_iter().map(Scope::Json).collect()
+            }
+            (Some(Each::Json(_)), None) => Vec::new(),
+            (None, Some(v)) => vec![Scope::Json(v)],
+            (None, None) => vec![Scope::Html(doc.root_element())],
         };
         for scope in scopes {
             match fields::item(def, scope, &page) {
@@ -165,14 +196,18 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
     }
     let mut follower = links::Follower::new(spider, &page, rule, &mut out.filtered);
     for follow in &rule.follow {
-        match follow.to_spider {
-            None => follower.follow(follow, &doc, &decoded.text, &mut out.requests),
-            Some(to) => {
-                let mut handed = Vec::new();
-                follower.follow(follow, &doc, &decoded.text, &mut handed);
-                out.tasks
-                    .extend(handed.into_iter().map(|request| Task { to, request }));
+        let mut found = Vec::new();
+        match follow.links {
+            LinkSource::Json(_) | LinkSource::Template(_) => {
+                json::follow(&mut follower, follow, json.as_ref(), &mut found)
             }
+            _ => follower.follow(follow, &doc, &decoded.text, &mut found),
+        }
+        match follow.to_spider {
+            None => out.requests.extend(found),
+            Some(to) => out
+                .tasks
+                .extend(found.into_iter().map(|request| Task { to, request })),
         }
     }
     out

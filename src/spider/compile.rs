@@ -4,6 +4,8 @@
 //! fields that no request carries). Every problem is recorded; nothing stops
 //! at the first.
 
+mod json;
+
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -15,7 +17,7 @@ use super::file::{
     SpiderFile, StartFile,
 };
 use super::{
-    Change, Extract, Field, FieldSource, FieldType, Follow, Handoff, IntSource, ItemDef,
+    Change, Each, Extract, Field, FieldSource, FieldType, Follow, Handoff, IntSource, ItemDef,
     LinkSource, MetaCarry, PageValue, Paginate, RevisitRule, Rule, Selector, Spider, Start,
     StartKind, Template, Whitespace,
 };
@@ -95,6 +97,18 @@ impl Compiler<'_> {
     }
 
     fn selector(&self, at: &At<String>) -> Option<Selector> {
+        // CSS never starts with `$`; a JSONPath always does.
+        if at.value.trim_start().starts_with('$') {
+            self.problem(
+                &at.loc,
+                format!("`{}` is a JSONPath, not a CSS selector", at.value),
+                format!(
+                    "write it as {{ json = \"{}\" }} (for a JSON response)",
+                    at.value
+                ),
+            );
+            return None;
+        }
         Selector::parse(&at.value)
             .map_err(|e| {
                 self.problem(
@@ -604,6 +618,7 @@ impl Compiler<'_> {
     fn field(&self, f: &FieldFile) -> Option<Field> {
         let given: Vec<&str> = [
             ("css", f.css.is_some()),
+            ("json", f.json.is_some()),
             ("page", f.page.is_some()),
             ("meta", f.meta.is_some()),
             ("const", f.constant.is_some()),
@@ -619,13 +634,15 @@ impl Compiler<'_> {
                         "field `{}` says nowhere to take its value from",
                         f.name.value
                     ),
-                    "add one of css = \"…\", page = \"url\", meta = \"…\" or const = …",
+                    "add one of css = \"…\", json = \"$.…\", page = \"url\", meta = \"…\" or const = …",
                 );
                 None
             }
             [_] => {
                 if let Some(css) = &f.css {
                     self.selector(css).map(FieldSource::Css)
+                } else if let Some(path) = &f.json {
+                    self.jsonpath(path).map(FieldSource::Json)
                 } else if let Some(page) = &f.page {
                     match page.value.as_str() {
                         "url" => Some(FieldSource::Page(PageValue::Url)),
@@ -724,13 +741,14 @@ impl Compiler<'_> {
                 };
                 let index = self.lookup(item, items, "item");
                 let each = match &e.each {
+                    Some(each) if each.value.starts_with('$') => Some(Each::Json(self.jsonpath(each)?)),
                     Some(each) => {
                         let sel = self.selector(each)?;
                         if *sel.target() != super::selector::Target::Elements {
                             self.problem(&each.loc, "`each` must select elements, not text or attributes", "remove the `::text` / `::attr(…)` part; fields take values from each element");
                             return None;
                         }
-                        Some(sel)
+                        Some(Each::Css(sel))
                     }
                     None => None,
                 };
@@ -750,6 +768,7 @@ impl Compiler<'_> {
                 );
             }
         }
+        let json = self.reads_json(r, item_files);
         let revisit = match &r.revisit {
             Some(file) => Some(self.revisit(file, r, item_files)?),
             None => {
@@ -770,6 +789,7 @@ impl Compiler<'_> {
             matches: matches.into_iter().collect::<Option<_>>()?,
             extract: extract.into_iter().collect::<Option<_>>()?,
             follow: follow.into_iter().collect::<Option<_>>()?,
+            json: json?,
         })
     }
 
@@ -898,31 +918,36 @@ impl Compiler<'_> {
         let ways = usize::from(f.css.is_some())
             + usize::from(f.re.is_some())
             + usize::from(flag(&f.sitemap))
-            + usize::from(flag(&f.feed));
+            + usize::from(flag(&f.feed))
+            + usize::from(f.json.is_some())
+            + usize::from(f.url.is_some());
         let links = match ways {
-            1 => match (&f.css, &f.re) {
-                (Some(css), _) => self.selector(css).map(LinkSource::Css),
-                (_, Some(re)) => self.regex(re).map(LinkSource::Re),
+            1 => match (&f.css, &f.re, &f.json, &f.url) {
+                (Some(css), ..) => self.selector(css).map(LinkSource::Css),
+                (_, Some(re), ..) => self.regex(re).map(LinkSource::Re),
+                (_, _, Some(path), _) => self.jsonpath(path).map(LinkSource::Json),
+                (.., Some(url)) => self.follow_url(url).map(LinkSource::Template),
                 _ if flag(&f.sitemap) => Some(LinkSource::Sitemap),
                 _ => Some(LinkSource::Feed),
             },
             0 => {
                 self.problem(
                     &f.loc,
-                    "a follow entry has no `css`, `re`, `sitemap` or `feed` to find links with",
-                    "add e.g. `css = \"a.next::attr(href)\"`, or `sitemap = true` for a sitemap's pages",
+                    "a follow entry has no `css`, `re`, `json`, `url`, `sitemap` or `feed` to find links with",
+                    "add e.g. `css = \"a.next::attr(href)\"`, `json = \"$.next\"`, or `sitemap = true` for a sitemap's pages",
                 );
                 None
             }
             _ => {
                 self.problem(
                     &f.loc,
-                    "a follow entry has more than one of `css`, `re`, `sitemap` and `feed`",
+                    "a follow entry has more than one of `css`, `re`, `json`, `url`, `sitemap` and `feed`",
                     "keep one way of finding links per follow entry",
                 );
                 None
             }
         };
+        let api = self.json_follow(f);
         let allow: Vec<Option<Regex>> = f.allow.iter().map(|a| self.regex(a)).collect();
         let deny: Vec<Option<Regex>> = f.deny.iter().map(|a| self.regex(a)).collect();
         let rule = f.rule.as_ref().map(|r| self.lookup(r, rules, "rule"));
@@ -940,6 +965,16 @@ impl Compiler<'_> {
             Some(to) => Some(self.handoff(to, &f.meta)?),
             None => None,
         };
+        if let (Some(to), Some(api)) = (&f.to_spider, &api) {
+            if !api.sending.is_plain() {
+                self.problem(
+                    &to.loc,
+                    "a follow entry with `to_spider` sends plain GET requests: the other spider gets a URL and context, no method, body or headers",
+                    "remove `method`, `body`, `form` and `headers`, or follow within this spider with `rule`",
+                );
+                return None;
+            }
+        }
         let depth_limit = match &f.depth_limit {
             Some(d) if d.value < 0 || d.value > u32::MAX as i64 => {
                 self.problem(
@@ -1012,6 +1047,10 @@ impl Compiler<'_> {
             depth_limit,
             meta,
             paginate,
+            each: api.as_ref()?.each.clone(),
+            counter: api.as_ref()?.counter.clone(),
+            until: api.as_ref()?.until.clone(),
+            sending: api?.sending,
         })
     }
 
@@ -1174,7 +1213,8 @@ impl Compiler<'_> {
         for (src, rule) in file.rules.iter().enumerate() {
             let rule_name = rule.name.as_ref().map_or("", |n| n.value.as_str());
             if let Known::Set(have) = &g.known[src] {
-                for f in &rule.follow {
+                // A JSON entry passes on fields of the JSON too.
+                for f in rule.follow.iter().filter(|f| !reads_json_fields(f)) {
                     for m in f.meta.iter().filter(|m| m.value != "*") {
                         if !have.contains(&m.value) {
                             self.problem(
@@ -1236,6 +1276,12 @@ fn context_hint(have: &BTreeSet<String>) -> String {
     }
 }
 
+/// Whether a follow entry reads its `meta` names (and templates) from the
+/// page's JSON as well as from the request's context.
+fn reads_json_fields(f: &FollowFile) -> bool {
+    f.url.is_some() || f.json.is_some()
+}
+
 fn is_http_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'-')
 }
@@ -1276,17 +1322,23 @@ impl Graph {
         if let Some(s) = start_rule {
             targeted[s] = true;
         }
-        // (from rule, to rule, carried names or all)
-        let mut edges: Vec<(usize, usize, Option<BTreeSet<String>>)> = Vec::new();
+        // (from rule, to rule, carried names or all, whether the names
+        // are read from the JSON as well)
+        let mut edges: Vec<(usize, usize, Option<BTreeSet<String>>, bool)> = Vec::new();
         let mut by_matching = file.start.rule.is_none();
         for (src, rule) in file.rules.iter().enumerate() {
             for f in &rule.follow {
-                let carry = (!f.meta.iter().any(|m| m.value == "*"))
-                    .then(|| f.meta.iter().map(|m| m.value.clone()).collect());
+                let carry = (!f.meta.iter().any(|m| m.value == "*")).then(|| {
+                    f.meta
+                        .iter()
+                        .chain(&f.counter)
+                        .map(|m| m.value.clone())
+                        .collect()
+                });
                 match index(&f.rule) {
                     Some(dst) => {
                         targeted[dst] = true;
-                        edges.push((src, dst, carry));
+                        edges.push((src, dst, carry, reads_json_fields(f)));
                     }
                     None => by_matching |= f.rule.is_none(),
                 }
@@ -1305,8 +1357,10 @@ impl Graph {
                 if start_rule == Some(dst) {
                     k = Some(k.map_or(task.clone(), |k| k.meet(task.clone())));
                 }
-                for (src, _, carry) in edges.iter().filter(|e| e.1 == dst) {
+                for (src, _, carry, json) in edges.iter().filter(|e| e.1 == dst) {
                     let provided = match (carry, &known[*src]) {
+                        // The JSON may hold any of the names.
+                        (Some(names), _) if *json => Known::Set(names.clone()),
                         (None, from) => from.clone(),
                         (Some(names), Known::Any) => Known::Set(names.clone()),
                         (Some(names), Known::Set(have)) => {

@@ -51,6 +51,9 @@ pub struct StartFile {
     pub feed: Option<Vec<At<String>>>,
 }
 
+/// A table of named `{field}` templates (`headers`, `form`), in file order.
+pub type Templates = Vec<(At<String>, At<String>)>;
+
 /// A number written as a number, or a `{field}` template giving one.
 #[derive(Debug, Clone, PartialEq)]
 pub enum IntOrTemplate {
@@ -71,6 +74,8 @@ pub struct FieldFile {
     pub loc: Loc,
     pub name: At<String>,
     pub css: Option<At<String>>,
+    /// A JSONPath over the JSON response (or the `each` element).
+    pub json: Option<At<String>>,
     pub page: Option<At<String>>,
     pub meta: Option<At<String>>,
     pub constant: Option<At<Value>>,
@@ -138,6 +143,29 @@ pub struct FollowFile {
     pub depth_limit: Option<At<i64>>,
     pub meta: Vec<At<String>>,
     pub paginate: Option<PaginateFile>,
+    /// JSON responses: links by JSONPath, or built from a `{field}` URL
+    /// template once per `each` element (or once per page).
+    pub json: Option<At<String>>,
+    pub url: Option<At<String>>,
+    pub each: Option<At<String>>,
+    /// The context field counting pages (`{page}` is this page's + 1).
+    pub counter: Option<At<String>>,
+    pub until: Option<UntilFile>,
+    /// How the requests are sent: method, a body template or form fields,
+    /// extra headers.
+    pub method: Option<At<String>>,
+    pub body: Option<At<String>>,
+    pub form: Option<(Loc, Templates)>,
+    pub headers: Templates,
+}
+
+/// `until = { empty = "$.comments", last = "$.total_pages", more = "$.has_more" }`.
+#[derive(Debug)]
+pub struct UntilFile {
+    pub loc: Loc,
+    pub empty: Option<At<String>>,
+    pub last: Option<At<String>>,
+    pub more: Option<At<String>>,
 }
 
 /// `paginate = { page = '…(\d+)', max = "{max_page}" }`.
@@ -212,30 +240,7 @@ fn read_keys(t: &TableReader<'_>) -> KeysFile {
 }
 
 fn read_start(t: &TableReader<'_>) -> StartFile {
-    let headers = match t.table("headers") {
-        Some(h) => {
-            let headers = h
-                .entries()
-                .into_iter()
-                .filter_map(|(name, node, loc)| match node.as_str() {
-                    Some(v) => Some((name, At::new(v.to_string(), loc))),
-                    None => {
-                        h.reader().problem(
-                            &loc,
-                            format!("expected a string, found {}", node.type_name()),
-                            Some(
-                                "header values are strings; `{field}` inserts a task field".into(),
-                            ),
-                        );
-                        None
-                    }
-                })
-                .collect();
-            h.finish();
-            headers
-        }
-        None => Vec::new(),
-    };
+    let headers = templates(t, "headers").map_or_else(Vec::new, |(_, h)| h);
     let start = StartFile {
         loc: t.loc.clone(),
         key: t.str("key"),
@@ -254,6 +259,30 @@ fn read_start(t: &TableReader<'_>) -> StartFile {
     };
     t.finish();
     start
+}
+
+/// A table of string templates (`headers`, `form`) and where it is.
+fn templates(t: &TableReader<'_>, key: &'static str) -> Option<(Loc, Templates)> {
+    let h = t.table(key)?;
+    let entries = h
+        .entries()
+        .into_iter()
+        .filter_map(|(name, node, loc)| match node.as_str() {
+            Some(v) => Some((name, At::new(v.to_string(), loc))),
+            None => {
+                h.reader().problem(
+                    &loc,
+                    format!("expected a string, found {}", node.type_name()),
+                    Some(format!(
+                        "{key} values are strings; `{{field}}` inserts a context field"
+                    )),
+                );
+                None
+            }
+        })
+        .collect();
+    h.finish();
+    Some((h.loc.clone(), entries))
 }
 
 fn int_or_template(t: &TableReader<'_>, key: &'static str) -> Option<At<IntOrTemplate>> {
@@ -314,6 +343,7 @@ fn read_field(
         loc,
         name,
         css: t.str("css"),
+        json: t.str("json"),
         page: t.str("page"),
         meta: t.str("meta"),
         constant: json("const"),
@@ -400,6 +430,24 @@ fn read_follow(t: &TableReader<'_>) -> FollowFile {
         depth_limit: t.int("depth_limit"),
         meta: t.str_list("meta").unwrap_or_default(),
         paginate,
+        json: t.str("json"),
+        url: t.str("url"),
+        each: t.str("each"),
+        counter: t.str("counter"),
+        until: t.table("until").map(|u| {
+            let x = UntilFile {
+                loc: u.loc.clone(),
+                empty: u.str("empty"),
+                last: u.str("last"),
+                more: u.str("more"),
+            };
+            u.finish();
+            x
+        }),
+        method: t.str("method"),
+        body: t.str("body"),
+        form: templates(t, "form"),
+        headers: templates(t, "headers").map_or_else(Vec::new, |(_, h)| h),
     };
     t.finish();
     follow

@@ -8,7 +8,9 @@
 
 pub mod compile;
 pub mod file;
+pub mod jsonpath;
 pub mod selector;
+pub mod sending;
 pub mod start;
 pub mod template;
 
@@ -18,7 +20,9 @@ use regex::Regex;
 use serde_json::Value;
 
 pub use crate::reader::diagnostic::{Diagnostic, LoadError};
+pub use jsonpath::{JsonPath, Until};
 pub use selector::Selector;
+pub use sending::Sending;
 pub use template::Template;
 
 pub use crate::frontier::keys::{KeyMode, Keys, StartKind};
@@ -114,6 +118,8 @@ pub struct Field {
 #[derive(Debug, Clone)]
 pub enum FieldSource {
     Css(Selector),
+    /// A JSONPath over the JSON response, or over the `each` element.
+    Json(JsonPath),
     Page(PageValue),
     Meta(String),
     Const(Value),
@@ -153,6 +159,9 @@ pub struct Rule {
     pub matches: Vec<Regex>,
     pub extract: Vec<Extract>,
     pub follow: Vec<Follow>,
+    /// The rule reads its responses as JSON (its fields, `each` or follow
+    /// entries use JSONPath), not as HTML.
+    pub json: bool,
     /// Fetch the pages this rule handles again (`revisit`).
     pub revisit: Option<RevisitRule>,
 }
@@ -191,7 +200,15 @@ pub struct Extract {
     /// Index into [`Spider::items`].
     pub item: usize,
     /// One item per node matching this, fields relative to it.
-    pub each: Option<Selector>,
+    pub each: Option<Each>,
+}
+
+/// What `each` selects: HTML elements, or JSON values (a JSONPath always
+/// starts with `$`, which a CSS selector never does).
+#[derive(Debug, Clone)]
+pub enum Each {
+    Css(Selector),
+    Json(JsonPath),
 }
 
 /// Where a follow rule finds its links.
@@ -205,6 +222,12 @@ pub enum LinkSource {
     Sitemap,
     /// An RSS, Atom or JSON feed's entries.
     Feed,
+    /// The strings a JSONPath selects in a JSON response.
+    Json(JsonPath),
+    /// A `{field}` URL template, rendered once per `each` element of a
+    /// JSON response (or once per page) from the element's fields, the
+    /// page counter and the request's context.
+    Template(Template),
 }
 
 /// Which context a followed request carries.
@@ -232,6 +255,17 @@ pub struct Follow {
     pub depth_limit: Option<u32>,
     pub meta: MetaCarry,
     pub paginate: Option<Paginate>,
+    /// JSON responses: one request per value this selects (with
+    /// `LinkSource::Template`).
+    pub each: Option<JsonPath>,
+    /// The context field that counts pages: the request is for page
+    /// (this page's number, 1 when the request has none) + 1, and
+    /// carries the new number on.
+    pub counter: Option<String>,
+    /// When a JSON page's follow-ups stop (the end of an API's pages).
+    pub until: Option<Until>,
+    /// Method, body and headers of the requests.
+    pub sending: Sending,
 }
 
 /// Stop following pages past a limit.

@@ -198,6 +198,9 @@ fn extract_page(
         plural(x.items.len(), "item", "items"),
         plural(x.requests.len(), "link", "links"),
     );
+    if let Some(error) = &x.json_error {
+        tracing::warn!(url = %request.url, rule = x.rule.as_deref().unwrap_or(""), "{error}; nothing extracted");
+    }
     if let Some(status) = x.ignored_status {
         stats.add(stats::HTTPERROR_RESPONSE_IGNORED_COUNT, 1);
         stats.add_in(stats::HTTPERROR_RESPONSE_IGNORED_STATUS, status, 1);

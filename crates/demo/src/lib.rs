@@ -10,6 +10,8 @@
 //! - [`news`]: the news section under `/news/` ([`News::demo`], fifteen
 //!   articles; a front of three pages, article and tag pages), the site
 //!   `spiders/news.toml` crawls from plain start URLs.
+//! - [`api`]: the forum as a JSON API under `/api/` (threads with a page
+//!   counter, comments with a `next` link, a POST search), for JSON spiders.
 //! - [`expected`]: the items a correct crawl of the forum yields, computed
 //!   from the model, so tests compare a crawl against them.
 //! - [`server`]: [`serve`] on a caller's listener, and [`DemoServer`], which
@@ -23,6 +25,7 @@
 //! `<base href="/">`). GBK list pages link to the next page with a raw
 //! Chinese query (`?order=最新`) that must be percent-encoded in GBK.
 
+pub mod api;
 pub mod expected;
 pub mod news;
 pub mod pages;

@@ -12,6 +12,7 @@
 //! - `/comment/{post_id}/{page}`: a page of a post's comments;
 //! - `/news/…`: the news section, rendered by [`super::news`] (its front
 //!   is paged by query, `/news/?page=2`);
+//! - `/api/…`: the forum as JSON, answered by [`super::api`];
 //! - anything else, or a page past either end: 404.
 //!
 //! Numbers in paths are canonical (no sign, no leading zero), so each page
@@ -45,6 +46,9 @@ pub fn render(site: &Site, path_and_query: &str) -> Page {
         None => (without_fragment, None),
     };
     if let Some(page) = news::page(path, query) {
+        return page;
+    }
+    if let Some(page) = super::api::get(site, path, query) {
         return page;
     }
     match route(site, path) {

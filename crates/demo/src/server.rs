@@ -37,6 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::api;
 use super::pages::{render, Page};
 use super::site::Site;
 
@@ -184,6 +185,9 @@ struct Counts {
     /// Every request's arrival time and target, in arrival order. `None`
     /// unless asked for: a long-running server would grow it for ever.
     arrivals: Option<Vec<(Instant, Arc<str>)>>,
+    /// The bodies of the requests whose body the API read (POSTs), by
+    /// target, in arrival order; kept with the arrivals only.
+    bodies: HashMap<Arc<str>, Vec<Vec<u8>>>,
 }
 
 impl Hits {
@@ -193,6 +197,7 @@ impl Hits {
         Hits(Arc::new(Mutex::new(Counts {
             by_target: HashMap::new(),
             arrivals: Some(Vec::new()),
+            bodies: HashMap::new(),
         })))
     }
 
@@ -211,6 +216,26 @@ impl Hits {
             arrivals.push((now, Arc::clone(&target)));
         }
         *counts.by_target.entry(target).or_insert(0) += 1;
+    }
+
+    /// [`Hits::record`], keeping the request's body too (with arrivals).
+    fn record_with_body(&self, target: &str, body: &[u8]) {
+        self.record(target);
+        let mut counts = self.lock();
+        if counts.arrivals.is_some() {
+            counts
+                .bodies
+                .entry(Arc::from(target))
+                .or_default()
+                .push(body.to_vec());
+        }
+    }
+
+    /// The bodies of the requests to `target` whose body the server read
+    /// (`POST /api/search`), in arrival order. Always empty unless made
+    /// with [`Hits::with_arrivals`].
+    pub fn bodies(&self, target: &str) -> Vec<Vec<u8>> {
+        self.lock().bodies.get(target).cloned().unwrap_or_default()
     }
 
     /// Requests received for this exact target, e.g.
@@ -341,15 +366,20 @@ async fn connection(
     let service = service_fn({
         let conn_state = conn_state.clone();
         move |request: Request<Incoming>| {
-            let reply = respond(&app, &conn_state, &request);
-            let latency = app.options.latency;
+            let with_body = api::takes_body(request.method().as_str(), request.uri().path());
+            let reply = (!with_body).then(|| respond(&app, &conn_state, &request));
+            let app = Arc::clone(&app);
             async move {
+                let latency = app.options.latency;
                 if !latency.is_zero() {
                     tokio::time::sleep(latency).await;
                 }
-                // Err (a slow answer cut short by shutdown) makes hyper
-                // close the connection without an answer.
-                reply.resolve().await
+                match reply {
+                    // Err (a slow answer cut short by shutdown) makes hyper
+                    // close the connection without an answer.
+                    Some(reply) => reply.resolve().await,
+                    None => Ok(respond_with_body(&app, request).await),
+                }
             }
         }
     });
@@ -381,7 +411,8 @@ async fn connection(
     }
 }
 
-/// Answers one request. The request body is never read.
+/// Answers one request. The request body is not read (the API's POSTs
+/// are answered by `respond_with_body`).
 fn respond(app: &App, conn: &Connection, request: &Request<Incoming>) -> Reply {
     let uri = request.uri();
     let target = uri
@@ -405,6 +436,28 @@ fn respond(app: &App, conn: &Connection, request: &Request<Incoming>) -> Reply {
     }
     Reply::Now(page_response(render(&app.site, target)))
 }
+
+/// Answers a request of the JSON API that reads its body (a POST search):
+/// the body, at most [`MAX_REQUEST_BODY`] bytes, is recorded with the hit.
+async fn respond_with_body(app: &App, request: Request<Incoming>) -> Response<ResponseBody> {
+    let path = request.uri().path().to_string();
+    let body = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BODY)
+        .collect()
+        .await
+        .map(|b| b.to_bytes());
+    let Ok(body) = body else {
+        app.hits.record(&path);
+        let mut response =
+            Response::new(full(Bytes::from_static(b"request body too large or cut\n")));
+        *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+        return response;
+    };
+    app.hits.record_with_body(&path, &body);
+    page_response(api::post(&app.site, &path, &body))
+}
+
+/// The largest request body the demo API reads.
+const MAX_REQUEST_BODY: usize = 64 * 1024;
 
 fn page_response(page: Page) -> Response<ResponseBody> {
     let mut response = Response::new(full(Bytes::from(page.body)));
@@ -516,6 +569,11 @@ impl DemoServer {
     /// Requests received in all.
     pub fn total_hits(&self) -> u64 {
         self.hits.total()
+    }
+
+    /// The bodies of the POSTs to `path` the API read, in arrival order.
+    pub fn bodies(&self, path: &str) -> Vec<Vec<u8>> {
+        self.hits.bodies(path)
     }
 
     /// When the requests whose target (path and query) starts with
