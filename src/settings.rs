@@ -726,6 +726,8 @@ settings! {
     download_timeout: Duration = Duration::from_secs(180);
     /// Longest a connection may take to open.
     connect_timeout: Duration = Duration::from_secs(10);
+    /// Most connections one spider keeps open, idle keep-alive ones included, besides one per request in progress (each costs the worker about 20 KiB); 0 keeps none once its response has arrived.
+    max_open_connections: u32 = 1024;
     /// Responses larger than this are cut off and fail (0: no limit).
     download_maxsize: Bytes = Bytes(1 << 30);
     /// Responses larger than this are logged as a warning (0: no warning).

@@ -6,17 +6,19 @@
 //! https, the SSRF guard (`guard`), connect and whole-download timeouts,
 //! the size limits while streaming (`body`), decompression (gzip, deflate,
 //! brotli, zstd), HTTP/2 by ALPN, proxies (`proxy`), the cookie jar
-//! (`cookies`) and the connection pools.
+//! (`cookies`) and the connection pools (`connections`).
 //!
 //! # What it keeps per host
 //!
 //! Idle keep-alive connections: at most `concurrent_requests_per_domain`
 //! per host (no request could use more at once), each closed after
-//! [`POOL_IDLE_TIMEOUT`] unused, so a crawl over many hosts holds the
-//! connections of the hosts it used lately rather than of every host it
-//! has seen (each one a socket and a few KiB of buffers). Cookies: the
-//! most recent [`cookies::MAX_SITES`] sites'. Names are resolved for each
-//! connection and not cached here.
+//! [`POOL_IDLE_TIMEOUT`] unused, and in all, idle or not, at most
+//! `max_open_connections` besides one per request in progress
+//! (`connections`), so a crawl over many hosts holds the connections of
+//! the hosts it used last rather than of every host it has seen (each one
+//! a socket and about 20 KiB). Cookies: the most recent
+//! [`cookies::MAX_SITES`] sites'. Names are resolved for each connection
+//! and not cached here.
 //!
 //! It does not follow redirects (a redirect is a response like any other;
 //! [`super::redirect`] turns a Location into a new request), retry, wait for
@@ -34,6 +36,9 @@
 //! resolver, on the addresses the connection then uses.
 
 mod body;
+mod connections;
+#[cfg(test)]
+mod connections_tests;
 pub mod cookies;
 mod guard;
 mod proxy;
@@ -178,9 +183,9 @@ impl FetchError {
     }
 }
 
-/// One route out: a client and the proxy it goes through, if any.
+/// One route out: its clients and the proxy it goes through, if any.
 struct Route {
-    client: reqwest::Client,
+    connections: connections::Connections,
     proxy: Option<ProxyUrl>,
 }
 
@@ -199,6 +204,8 @@ struct Inner {
     policy: Policy,
     /// The cookie jar the routes share, when cookies are enabled.
     jar: Option<Arc<cookies::CookieJar>>,
+    /// The connections the routes hold, under `max_open_connections`.
+    ledger: Arc<connections::Ledger>,
     http2: bool,
 }
 
@@ -232,6 +239,14 @@ impl fmt::Debug for HttpClient {
             .field("connect_timeout", &i.policy.connect_timeout)
             .field("limits", &i.policy.limits)
             .field("cookies", &i.jar)
+            .field("connections", &i.ledger)
+            .field(
+                "retired_clients",
+                &i.routes
+                    .iter()
+                    .map(|r| r.connections.retired())
+                    .sum::<usize>(),
+            )
             .field("http2", &i.http2)
             .finish()
     }
@@ -301,55 +316,36 @@ impl HttpClient {
             .map(|p| p.host().to_string())
             .chain(proxies.env.hosts.iter().cloned());
         let resolver = Arc::new(guard::GuardedResolver::new(policy.guard, trusted));
-        let headers = default_headers(settings);
         let jar = settings
             .cookies_enabled
             .then(|| Arc::new(cookies::CookieJar::default()));
-        let idle_per_host = settings.concurrent_requests_per_domain.max(1) as usize;
-        let build = |proxy: Option<&ProxyUrl>| -> Result<reqwest::Client, FetchError> {
-            let mut b = reqwest::Client::builder()
-                .user_agent(settings.user_agent.as_str())
-                .default_headers(headers.clone())
-                .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(settings.connect_timeout)
-                .dns_resolver(resolver.clone())
-                .pool_max_idle_per_host(idle_per_host)
-                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-                .gzip(true)
-                .deflate(true)
-                .brotli(true)
-                .zstd(true);
-            if !settings.http2 {
-                b = b.http1_only();
-            }
-            if let Some(jar) = &jar {
-                b = b.cookie_provider(jar.clone());
-            }
-            if let Some(p) = proxy {
-                let bad = |e: reqwest::Error| proxy::BadProxy {
-                    proxy: p.to_string(),
-                    problem: policy.scrub.scrub(chain(&e)),
-                };
-                b = b.proxy(reqwest::Proxy::all(p.secret_url()).map_err(bad)?);
-            }
-            b.build().map_err(|e| FetchError::Client {
-                detail: policy.scrub.scrub(chain(&e)),
+        let ledger = connections::Ledger::new(settings.max_open_connections as usize);
+        let route = |proxy: Option<&ProxyUrl>| -> Result<Route, FetchError> {
+            let recipe = Recipe {
+                user_agent: settings.user_agent.as_str().to_string(),
+                headers: default_headers(settings),
+                connect_timeout: settings.connect_timeout,
+                resolver: resolver.clone(),
+                idle_per_host: settings.concurrent_requests_per_domain.max(1) as usize,
+                http2: settings.http2,
+                jar: jar.clone(),
+                proxy: proxy.map(|p| reqwest_proxy(p, &policy.scrub)).transpose()?,
+                scrub: policy.scrub.clone(),
+            };
+            let make: connections::Make = Box::new(move |pooling| recipe.build(pooling));
+            Ok(Route {
+                connections: connections::Connections::new(make, ledger.clone())?,
+                proxy: proxy.cloned(),
             })
         };
         let routes = if proxies.listed.is_empty() {
-            vec![Route {
-                client: build(None)?,
-                proxy: None,
-            }]
+            vec![route(None)?]
         } else {
-            let mut routes = Vec::new();
-            for p in &proxies.listed {
-                routes.push(Route {
-                    client: build(Some(p))?,
-                    proxy: Some(p.clone()),
-                });
-            }
-            routes
+            proxies
+                .listed
+                .iter()
+                .map(|p| route(Some(p)))
+                .collect::<Result<Vec<_>, _>>()?
         };
         Ok(HttpClient {
             inner: Arc::new(Inner {
@@ -357,6 +353,7 @@ impl HttpClient {
                 rotation: proxy::Rotation::new(mode),
                 policy,
                 jar,
+                ledger,
                 http2: settings.http2,
             }),
         })
@@ -374,7 +371,7 @@ impl HttpClient {
         i.policy
             .fetch(request, |host| {
                 let route = &i.routes[i.rotation.pick(host, i.routes.len())];
-                (&route.client, route.proxy.as_ref())
+                (route.connections.lease(), route.proxy.as_ref())
             })
             .await
     }
@@ -385,7 +382,7 @@ impl Policy {
     async fn fetch<'a>(
         &self,
         request: &Request,
-        choose: impl FnOnce(&str) -> (&'a reqwest::Client, Option<&'a ProxyUrl>),
+        choose: impl FnOnce(&str) -> (connections::Lease, Option<&'a ProxyUrl>),
     ) -> Result<Fetched, FetchError> {
         let raw = &request.url;
         let url = url::Url::parse(raw).map_err(|e| FetchError::InvalidUrl {
@@ -416,9 +413,9 @@ impl Policy {
                 refused,
             })?;
         }
-        let (client, proxy) = choose(url.host_str().unwrap_or_default());
+        let (lease, proxy) = choose(url.host_str().unwrap_or_default());
         let via = Via(proxy.map(ToString::to_string));
-        let exchange = self.exchange(client, method, url, request, &via);
+        let exchange = self.exchange(lease, method, url, request, &via);
         match tokio::time::timeout(self.download_timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(FetchError::Timeout {
@@ -434,7 +431,7 @@ impl Policy {
     /// Checks the target name if needed, sends, and reads the body.
     async fn exchange(
         &self,
-        client: &reqwest::Client,
+        lease: connections::Lease,
         method: reqwest::Method,
         url: url::Url,
         request: &Request,
@@ -455,17 +452,18 @@ impl Policy {
                     },
                 })?;
         }
-        let mut builder = client.request(method, url);
+        let mut builder = lease.client.request(method, url);
         for (k, v) in &request.headers {
             builder = builder.header(k, v);
         }
         if !request.body.is_empty() {
             builder = builder.body(request.body.clone());
         }
-        let mut response = builder
-            .send()
-            .await
-            .map_err(|e| self.failure(e, raw, via))?;
+        let sent = builder.send().await;
+        // The head is in: the body needs the connection, not the client,
+        // and a client held while the body streams keeps its pool alive.
+        drop(lease);
+        let mut response = sent.map_err(|e| self.failure(e, raw, via))?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
@@ -557,6 +555,66 @@ impl Policy {
             FetchError::Http { url, via, detail }
         }
     }
+}
+
+/// What every client of a route is built from, the same for each of its
+/// generations: they share the cookie jar, the resolver (and its guard)
+/// and the proxy.
+struct Recipe {
+    user_agent: String,
+    headers: HeaderMap,
+    connect_timeout: Duration,
+    resolver: Arc<guard::GuardedResolver>,
+    /// Idle connections kept per host: `concurrent_requests_per_domain`.
+    idle_per_host: usize,
+    http2: bool,
+    jar: Option<Arc<cookies::CookieJar>>,
+    proxy: Option<reqwest::Proxy>,
+    scrub: proxy::Scrubber,
+}
+
+impl Recipe {
+    fn build(&self, pooling: connections::Pooling) -> Result<reqwest::Client, FetchError> {
+        let mut b = reqwest::Client::builder()
+            .user_agent(self.user_agent.as_str())
+            .default_headers(self.headers.clone())
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(self.connect_timeout)
+            .dns_resolver(self.resolver.clone())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .gzip(true)
+            .deflate(true)
+            .brotli(true)
+            .zstd(true);
+        b = match pooling {
+            connections::Pooling::Counted(layer) => b
+                .pool_max_idle_per_host(self.idle_per_host)
+                .connector_layer(layer),
+            connections::Pooling::Unpooled => b.pool_max_idle_per_host(0),
+        };
+        if !self.http2 {
+            b = b.http1_only();
+        }
+        if let Some(jar) = &self.jar {
+            b = b.cookie_provider(jar.clone());
+        }
+        if let Some(proxy) = &self.proxy {
+            b = b.proxy(proxy.clone());
+        }
+        b.build().map_err(|e| FetchError::Client {
+            detail: self.scrub.scrub(chain(&e)),
+        })
+    }
+}
+
+/// The reqwest form of a configured proxy (its credentials included).
+fn reqwest_proxy(p: &ProxyUrl, scrub: &proxy::Scrubber) -> Result<reqwest::Proxy, FetchError> {
+    reqwest::Proxy::all(p.secret_url()).map_err(|e| {
+        FetchError::Proxy(proxy::BadProxy {
+            proxy: p.to_string(),
+            problem: scrub.scrub(chain(&e)),
+        })
+    })
 }
 
 /// The settings' `default_request_headers` (checked when the settings
