@@ -27,6 +27,7 @@ mod progress;
 mod redis_cluster;
 mod regression;
 mod revisit;
+mod sinks;
 mod sources;
 mod split;
 mod terminal;

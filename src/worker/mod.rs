@@ -125,6 +125,21 @@ impl SpiderRun {
     }
 }
 
+/// Why a spider cannot start when its items key holds another type than
+/// its sink writes, and what to do about it.
+pub fn sink_mismatch_message(spider: &Spider, frontier: &Frontier, found: &str) -> String {
+    let sink = frontier.sink();
+    format!(
+        "spider `{}`: the items key `{}` is a {found}, but `[items] sink = \"{}\"` writes a {}; nothing was crawled. Name another key in [keys] ({} = \"…\"), or delete this one once its items are consumed (crawlworker flush {} --items)",
+        spider.name,
+        frontier.items_key(),
+        sink.as_str(),
+        sink.as_str(),
+        sink.key_kind().name(),
+        spider.source.display(),
+    )
+}
+
 /// Requests leased per download slot at most (the others wait for their
 /// hosts' politeness slots).
 const LEASES_PER_SLOT: usize = 4;
@@ -209,6 +224,13 @@ impl SpiderRun {
             .prepare_dupefilter()
             .await
             .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
+        if let Some(found) = frontier
+            .sink_mismatch()
+            .await
+            .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?
+        {
+            anyhow::bail!("{}", sink_mismatch_message(&spider, &frontier, &found));
+        }
         let seeded = frontier
             .seed(&spider.start.seeds)
             .await
