@@ -15,17 +15,17 @@
 --       stats, delayed, delayed scores, pace, host delays, back-off,
 --       sequence, revisit schedule, its requests, revisits queued, crawl
 --       control, pages per host), 18 dupefilter, 19 items (the list or
---       the stream, by ARGV 15), 20 failed,
---       21 dupefilter meta, 22 back-off error shares, then one start key
---       per spider links are handed to (`to_spider`)
+--       the stream, by ARGV 15), 20 failed, 21 dupefilter meta, 22
+--       back-off error shares, then one start key per spider links are
+--       handed to (`to_spider`)
 -- ARGV: 1 worker, 2 wake channel, 3 lease ms, 4 politeness interval ms,
 --       5 randomise it (1/0), 6 longest back-off ms, 7 longest politeness
 --       wait worth leasing for (ms), 8 dupefilter spec, 9 #spiders handed
 --       to, 10 max_pages, 11 max_pages_per_host, 12 put due work back in
 --       the queue first (1/0, see lease_requests), 13 #pages, 14 #stat
 --       pairs, 15 item sink (see item_sink), then per spider handed to its
---       start key type and wake
---       channel, the stat pairs (field, delta: the pages' stats summed),
+--       start key type and wake channel, the stat pairs (field, delta:
+--       the pages' stats summed),
 --       then each page:
 --         +0 request id, +1 #requests, +2 #items, +3 #tasks, +4 depth of
 --         its new requests, +5 dead-letter JSON or '', +6 failed JSON or
