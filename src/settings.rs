@@ -706,6 +706,8 @@ settings! {
     max_pages: u32 = 0;
     /// Fetch at most this many pages of one host, for the whole cluster (0 = no limit); further requests to it are dropped and counted (`quota/host_dropped`).
     max_pages_per_host: u32 = 0;
+    /// With `[items] sink = "stream"`: stop leasing pages, for the whole cluster, while this many of the stream's items are not yet acknowledged by its slowest consumer group (without consumer groups: while the stream holds this many); pages in flight still commit theirs. Entries every group has acknowledged are trimmed (0 = no bound, nothing trimmed).
+    items_stream_max_backlog: u32 = 100_000;
     /// Statuses that take a page off the revisit schedule (a rule's `revisit`): it is gone.
     revisit_drop_status: Vec<u16> = vec![404, 410];
     /// Non-2xx statuses whose pages are still extracted (Scrapy's HTTPERROR_ALLOWED_CODES).

@@ -155,8 +155,10 @@ stats! {
     HTTPERROR_RESPONSE_IGNORED_COUNT = "httperror/response_ignored_count", Counter;
     /// Items pushed.
     ITEM_SCRAPED_COUNT = "item_scraped_count", Counter => "items_scraped";
-    /// Items dropped (a required field was missing).
+    /// Items dropped (a required field missing, or a field failing its checks: `item_dropped_reasons_count/<reason>`).
     ITEM_DROPPED_COUNT = "item_dropped_count", Counter;
+    /// Times leasing stopped because the item stream's consumers lagged by `items_stream_max_backlog` items.
+    ITEMS_BACKLOG_FULL = "items/backlog_full_count", Counter;
     /// Links or redirects to hosts outside `allowed_domains`.
     OFFSITE_FILTERED = "offsite/filtered", Counter => "links_filtered"("reason" = "offsite");
     /// Links that are not http(s).

@@ -110,7 +110,8 @@ match = '/'
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_worker_wakes_when_a_retry_comes_due() {
-    let env = Env::new("retry_backoff_base = \"3s\"\nretry_backoff_max = \"3s\"").await;
+    // A back-off of 6 s ± 50 % capped at 3 s: exactly 3 s.
+    let env = Env::new("retry_backoff_base = \"6s\"\nretry_backoff_max = \"3s\"").await;
     let w = env.worker("30s");
     let flaky = "/fault/status/503?times=1&key=retry";
     env.push(&[flaky]);

@@ -176,6 +176,13 @@ match = '/fault/'
     .unwrap();
 
     let keys = &spider.keys;
+    // The item stream belongs to the stream sink, which this spider (on
+    // the list sink) never writes: made by hand.
+    let _: String = redis::cmd("XADD")
+        .arg(&keys.item_stream)
+        .arg(&["*", "item", "{}"])
+        .query(&mut conn)
+        .unwrap();
     let missing: Vec<&str> = KeyKind::ALL
         .iter()
         .filter(|k| k.group() != KeyGroup::Channel)

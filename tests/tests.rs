@@ -30,6 +30,7 @@ mod redis_cluster;
 mod redis_hosts;
 mod regression;
 mod revisit;
+mod sinks;
 mod sources;
 mod split;
 mod terminal;

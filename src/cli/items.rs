@@ -2,13 +2,17 @@
 //! oldest first, so nobody needs `redis-cli` to get them out. `--pop`
 //! removes what it prints (each item reaches one consumer; an item popped
 //! but not printed, because the reader went away, is put back), `--follow`
-//! keeps printing new items until interrupted.
+//! keeps printing new items until interrupted. With `[items] sink =
+//! "stream"` it prints the stream's items (the `item` field of each entry)
+//! and refuses `--pop`: a stream's consumers read it through consumer
+//! groups.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use super::{output, tools, RedisArgs};
+use crate::frontier::ItemSink;
 
 /// Items read in one round trip.
 const BATCH: usize = 500;
@@ -28,19 +32,46 @@ pub struct Read {
 }
 
 pub async fn items(path: &Path, redis: &RedisArgs, read: Read) -> anyhow::Result<ExitCode> {
-    let (_, frontier) = tools::open(path, redis).await?;
+    let (spider, frontier) = tools::open(path, redis).await?;
+    if let Some(found) = frontier.sink_mismatch().await? {
+        anyhow::bail!(
+            "{}",
+            crate::worker::sink_mismatch_message(&spider, &frontier, &found)
+        );
+    }
+    if frontier.sink() == ItemSink::Stream && read.pop {
+        anyhow::bail!(
+            "spider `{}` sends its items to the stream `{}` ([items] sink = \"stream\"), and --pop works with the list sink only: read the stream with a consumer group (redis-cli XREADGROUP GROUP <group> <consumer> COUNT 100 STREAMS {} '>' , then XACK), or print its items without --pop",
+            spider.name,
+            frontier.items_key(),
+            frontier.items_key(),
+        );
+    }
     // From here Ctrl-C ends the loop between batches, so nothing popped is
     // lost half-printed.
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
     let (mut printed, mut from) = (0u64, 0usize);
+    // Where a stream was read up to (its last entry's id).
+    let mut after: Option<String> = None;
     loop {
         let want = match read.limit {
             Some(limit) if printed >= limit => break,
             Some(limit) => BATCH.min((limit - printed) as usize),
             None => BATCH,
         };
-        let batch = if read.pop {
+        let batch = if frontier.sink() == ItemSink::Stream {
+            let (items, last) = frontier.stream_items_after(after.as_deref(), want).await?;
+            if items.is_empty() && last.is_some() {
+                // Only entries crawlworker did not write: read on.
+                after = last;
+                continue;
+            }
+            if last.is_some() {
+                after = last;
+            }
+            items
+        } else if read.pop {
             frontier.pop_items(want).await?
         } else {
             frontier.items_from(from, want).await?

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use super::tools::{entry_lines, valid_entries};
 use super::{load_spider, status_line, InvalidInput};
 use crate::config::Config;
-use crate::frontier::local::ItemSink;
+use crate::frontier::local::ItemWriter;
 use crate::settings::Overrides;
 use crate::wording::plural;
 use crate::worker::shared::Shared;
@@ -52,7 +52,7 @@ pub async fn run_local(
         ))
         .into());
     }
-    let (sink, items_to): (ItemSink, String) = match &local.output {
+    let (sink, items_to): (ItemWriter, String) = match &local.output {
         Some(p) if p.as_os_str() != "-" => {
             let file = std::fs::File::create(p)
                 .map_err(|e| InvalidInput(format!("cannot write items to {}: {e}", p.display())))?;

@@ -433,6 +433,13 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
             spider.settings.max_pages
         );
     }
+    if status.items_backlog_full {
+        o += &format!(
+            "  ITEM BACKLOG FULL: consumers of {} lag by {} items or more (items_stream_max_backlog); no worker leases a request until they catch up\n",
+            frontier.items_key(),
+            spider.settings.items_stream_max_backlog,
+        );
+    }
     // The crawl itself: when it started, what it did, how it ended.
     let stat = |name: &str| {
         stats
@@ -469,7 +476,7 @@ pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Res
         ("scheduled", status.scheduled, &k.schedule),
         ("overdue", status.overdue, &k.schedule_due),
         ("dupefilter", status.dupefilter, &k.dupefilter),
-        ("items", status.items, &k.items),
+        ("items", status.items, frontier.items_key()),
     ] {
         o += &format!("  {label:<14} {n:>10}  {key}\n");
     }

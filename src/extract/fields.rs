@@ -1,7 +1,8 @@
 //! Item fields: the values a field's source yields (in an HTML element, or
 //! in a JSON value: [`Scope`]), then whitespace cleaning, regex capture,
 //! URL resolution, type conversion, and first / all / joined, with
-//! defaults and required fields.
+//! defaults and required fields; then the field's checks (`expect`,
+//! `non_empty`, `pattern`, `min`/`max`, lengths).
 
 use std::borrow::Cow;
 
@@ -9,9 +10,15 @@ use scraper::ElementRef;
 use serde_json::{Map, Number, Value};
 
 use super::page::Page;
+use super::DropReason;
 use crate::request::absolute_url;
 use crate::spider::selector::Selected;
-use crate::spider::{Field, FieldSource, FieldType, ItemDef, PageValue, Whitespace};
+use crate::spider::{
+    Field, FieldChecks, FieldSource, FieldType, ItemDef, PageValue, ValueKind, Whitespace,
+};
+
+/// Why an item was dropped: the stat's reason and a message for people.
+pub type Drop = (DropReason, String);
 
 /// What an item's fields are read in: the page's HTML (or the `each`
 /// element), or its JSON document (or the `each` value).
@@ -22,26 +29,140 @@ pub enum Scope<'a> {
 }
 
 /// The fields of one item, or why it was dropped.
-pub fn item(
-    def: &ItemDef,
-    scope: Scope<'_>,
-    page: &Page<'_>,
-) -> Result<Map<String, Value>, String> {
+pub fn item(def: &ItemDef, scope: Scope<'_>, page: &Page<'_>) -> Result<Map<String, Value>, Drop> {
     let mut out = Map::with_capacity(def.fields.len());
     for field in &def.fields {
-        let value = match value(field, scope, page)? {
+        let value = match value(field, scope, page).map_err(|m| (DropReason::WrongType, m))? {
             Some(v) => v,
             None => match &field.default {
                 Some(d) => d.clone(),
                 None if field.required => {
-                    return Err(format!("required field `{}` is missing", field.name))
+                    return Err((
+                        DropReason::MissingRequiredField,
+                        format!("required field `{}` is missing", field.name),
+                    ))
                 }
                 None => Value::Null,
             },
         };
+        if !field.checks.is_empty() {
+            check(field, &value)?;
+        }
         out.insert(field.name.clone(), value);
     }
     Ok(out)
+}
+
+/// A field's finished value against its checks (see [`FieldChecks`]).
+fn check(field: &Field, value: &Value) -> Result<(), Drop> {
+    let c: &FieldChecks = &field.checks;
+    let name = &field.name;
+    if value.is_null() {
+        return Ok(());
+    }
+    if let Some(kind) = c.expect.filter(|k| !k.matches(value)) {
+        return Err((
+            DropReason::WrongType,
+            format!("field `{name}`: {} is not {}", shown(value), a_kind(kind)),
+        ));
+    }
+    let empty = match value {
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    };
+    if c.non_empty && empty {
+        return Err((DropReason::EmptyField, format!("field `{name}` is empty")));
+    }
+    if c.min_length.is_some() || c.max_length.is_some() {
+        let length = match value {
+            Value::String(s) => s.chars().count(),
+            Value::Array(a) => a.len(),
+            other => {
+                return Err((
+                    DropReason::WrongType,
+                    format!("field `{name}`: {} has no length (min_length, max_length measure text and lists)", shown(other)),
+                ))
+            }
+        };
+        if let Some(min) = c.min_length.filter(|m| length < *m) {
+            return Err((
+                DropReason::BadLength,
+                format!("field `{name}`: {} is shorter than {min}", shown(value)),
+            ));
+        }
+        if let Some(max) = c.max_length.filter(|m| length > *m) {
+            return Err((
+                DropReason::BadLength,
+                format!("field `{name}`: {} is longer than {max}", shown(value)),
+            ));
+        }
+    }
+    let elements = match value {
+        Value::Array(a) => a.as_slice(),
+        v => std::slice::from_ref(v),
+    };
+    for v in elements {
+        if let Some(re) = &c.pattern {
+            let text = match v {
+                Value::String(s) => Cow::Borrowed(s.as_str()),
+                other => Cow::Owned(other.to_string()),
+            };
+            if !re.is_match(&text) {
+                return Err((
+                    DropReason::PatternMismatch,
+                    format!(
+                        "field `{name}`: {} does not match `{}`",
+                        shown(v),
+                        re.as_str()
+                    ),
+                ));
+            }
+        }
+        if c.min.is_some() || c.max.is_some() {
+            let Some(n) = v.as_f64() else {
+                return Err((
+                    DropReason::WrongType,
+                    format!("field `{name}`: {} is not a number (min, max)", shown(v)),
+                ));
+            };
+            if c.min.is_some_and(|m| n < m) || c.max.is_some_and(|m| n > m) {
+                let bound = |b: Option<f64>| b.map_or("…".to_string(), |b| b.to_string());
+                return Err((
+                    DropReason::OutOfRange,
+                    format!(
+                        "field `{name}`: {} is outside {}..{}",
+                        shown(v),
+                        bound(c.min),
+                        bound(c.max)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn a_kind(kind: ValueKind) -> &'static str {
+    match kind {
+        ValueKind::String => "a string",
+        ValueKind::Integer => "an integer",
+        ValueKind::Number => "a number",
+        ValueKind::Boolean => "true or false",
+        ValueKind::List => "a list",
+        ValueKind::Object => "an object",
+    }
+}
+
+/// A value as a drop message shows it: its JSON, cut at PREVIEW_CHARS.
+fn shown(v: &Value) -> String {
+    const PREVIEW_CHARS: usize = 80;
+    let json = v.to_string();
+    match json.char_indices().nth(PREVIEW_CHARS) {
+        Some((cut, _)) => format!("{}… ({} bytes)", &json[..cut], json.len()),
+        None => json,
+    }
 }
 
 /// The finished value of a field; `None` when the page has none. A value

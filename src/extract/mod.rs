@@ -51,11 +51,49 @@ pub struct Item {
     pub fields: Map<String, Value>,
 }
 
-/// An item left out, and why (counted as `item_dropped_count`).
+/// An item left out, and why (counted as `item_dropped_count` and
+/// `item_dropped_reasons_count/<code>`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Dropped {
     pub item: String,
+    /// What failed, for people: the field and a preview of its value.
     pub reason: String,
+    /// What failed, for the stats.
+    pub code: DropReason,
+}
+
+/// Why an item was dropped: the label of its
+/// `item_dropped_reasons_count/<reason>` stat (CamelCase, as Scrapy's
+/// exception names there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum DropReason {
+    /// A `required` field had no value.
+    MissingRequiredField,
+    /// A value was not of its `expect` type, or a required field's value
+    /// did not convert to its `type`, or `min`/`max`/`min_length` met a
+    /// value they cannot measure.
+    WrongType,
+    /// `non_empty`: "", [] or {}.
+    EmptyField,
+    /// `pattern` did not match.
+    PatternMismatch,
+    /// Outside `min`/`max`.
+    OutOfRange,
+    /// Outside `min_length`/`max_length`.
+    BadLength,
+}
+
+impl DropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::MissingRequiredField => "MissingRequiredField",
+            DropReason::WrongType => "WrongType",
+            DropReason::EmptyField => "EmptyField",
+            DropReason::PatternMismatch => "PatternMismatch",
+            DropReason::OutOfRange => "OutOfRange",
+            DropReason::BadLength => "BadLength",
+        }
+    }
 }
 
 /// Links not followed, by reason.
@@ -187,9 +225,10 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
                     kind: def.name.clone(),
                     fields,
                 }),
-                Err(reason) => out.dropped.push(Dropped {
+                Err((code, reason)) => out.dropped.push(Dropped {
                     item: def.name.clone(),
                     reason,
+                    code,
                 }),
             }
         }

@@ -407,3 +407,119 @@ fn denied_links_are_counted() {
     assert_eq!(x.filtered.denied, 1);
     assert!(!urls(&x).iter().any(|u| u.ends_with("/post/1002")));
 }
+
+const CHECKED: &str = r##"
+name = "c"
+[items.x]
+id = { css = "#id::text", type = "int", min = 1, max = 100 }
+date = { css = "#date::text", pattern = '^\d{4}-\d\d-\d\d$' }
+title = { css = "h1::text", non_empty = true, max_length = 10, default = "" }
+tags = { css = "a.tag::text", all = true, expect = "list", min_length = 2, pattern = '^[a-z]+$' }
+source = { meta = "source", expect = "string" }
+[[rules]]
+name = "r"
+match = '.'
+  [[rules.extract]]
+  item = "x"
+"##;
+
+/// The item of `body` under the `CHECKED` spider, or why it was dropped.
+fn checked(body: &str, context: Value) -> Result<Map<String, Value>, (super::DropReason, String)> {
+    let spider = Spider::from_str("c.toml".as_ref(), CHECKED).unwrap_or_else(|e| panic!("{e}"));
+    let request = Request {
+        meta: meta(context),
+        ..Request::get("http://127.0.0.1:8700/x")
+    };
+    let headers = vec![("Content-Type".to_string(), "text/html".to_string())];
+    let html = format!("<html><body>{body}</body></html>");
+    let response = Response {
+        url: &request.url,
+        status: 200,
+        headers: &headers,
+        body: html.as_bytes(),
+    };
+    let x = extract(&spider, &request, &response);
+    match (x.items.first(), x.dropped.first()) {
+        (Some(item), None) => Ok(item.fields.clone()),
+        (None, Some(d)) => Err((d.code, d.reason.clone())),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn field_checks_drop_items_with_a_reason_and_pass_missing_values() {
+    use super::DropReason::*;
+    let good = r#"<p id="id">7</p><p id="date">2024-05-01</p><h1>Hello</h1><a class="tag">a</a><a class="tag">b</a>"#;
+    let item = checked(good, json!({"source": "feed"})).unwrap();
+    assert_eq!(item["id"], 7);
+    assert_eq!(item["tags"], json!(["a", "b"]));
+    // Missing values pass the checks (that is `required`'s business).
+    let item = checked(r#"<h1>Hi</h1>"#, json!({})).unwrap();
+    assert_eq!(item["id"], Value::Null);
+    let cases: &[(&str, Value, super::DropReason, &str)] = &[
+        (
+            r#"<p id="id">0</p><h1>x</h1>"#,
+            json!({}),
+            OutOfRange,
+            "field `id`: 0 is outside 1..100",
+        ),
+        (
+            r#"<p id="id">1,000</p><h1>x</h1>"#,
+            json!({}),
+            OutOfRange,
+            "field `id`: 1000 is outside 1..100",
+        ),
+        (
+            r#"<p id="date">01/05/2024</p><h1>x</h1>"#,
+            json!({}),
+            PatternMismatch,
+            r#"field `date`: "01/05/2024" does not match `^\d{4}-\d\d-\d\d$`"#,
+        ),
+        (
+            r#"<p>no title</p>"#,
+            json!({}),
+            EmptyField,
+            "field `title` is empty",
+        ),
+        (
+            r#"<h1>A much longer title</h1>"#,
+            json!({}),
+            BadLength,
+            r#"field `title`: "A much longer title" is longer than 10"#,
+        ),
+        (
+            r#"<h1>x</h1><a class="tag">a</a>"#,
+            json!({}),
+            BadLength,
+            r#"field `tags`: ["a"] is shorter than 2"#,
+        ),
+        (
+            r#"<h1>x</h1><a class="tag">a</a><a class="tag">B</a>"#,
+            json!({}),
+            PatternMismatch,
+            r#"field `tags`: "B" does not match `^[a-z]+$`"#,
+        ),
+        (
+            r#"<h1>x</h1>"#,
+            json!({"source": 5}),
+            WrongType,
+            "field `source`: 5 is not a string",
+        ),
+    ];
+    for (body, context, code, reason) in cases {
+        assert_eq!(
+            checked(body, context.clone()),
+            Err((*code, reason.to_string())),
+            "{body}"
+        );
+    }
+    // A long value is shown cut short.
+    let long = "y".repeat(500);
+    let Err((_, reason)) = checked(&format!("<h1>{long}</h1>"), json!({})) else {
+        panic!("a long title passed")
+    };
+    assert!(
+        reason.len() < 160 && reason.contains("… (502 bytes)"),
+        "{reason}"
+    );
+}

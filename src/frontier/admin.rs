@@ -206,6 +206,54 @@ impl RedisFrontier {
             .map_err(err("return items to", &self.keys.items))
     }
 
+    /// Up to `n` items of the item stream after entry `after` (from the
+    /// first when `None`), oldest first, with the id of the last one read.
+    /// Entries without an `item` field (not written by crawlworker) are
+    /// skipped.
+    pub async fn stream_items_after(
+        &self,
+        after: Option<&str>,
+        n: usize,
+    ) -> Result<(Vec<String>, Option<String>)> {
+        let key = &self.keys.item_stream;
+        let start = after.map_or("-".to_string(), |id| format!("({id}"));
+        let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+            .arg(key)
+            .arg(start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(n.max(1))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", key))?;
+        let last = entries.last().map(|(id, _)| id.clone());
+        let items = entries
+            .into_iter()
+            .filter_map(|(_, fields)| {
+                fields
+                    .chunks_exact(2)
+                    .find(|pair| pair[0] == "item")
+                    .map(|pair| pair[1].clone())
+            })
+            .collect();
+        Ok((items, last))
+    }
+
+    /// The Redis type of the items key when it is not the one the sink
+    /// writes (`None`: it is, or the key does not exist yet). Workers
+    /// refuse to start on a mismatch: the commit script would refuse every
+    /// page.
+    pub async fn sink_mismatch(&self) -> Result<Option<String>> {
+        let key = self.items_key();
+        let found: String = redis::cmd("TYPE")
+            .arg(key)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read the type of", key))?;
+        let wanted = self.sink().as_str();
+        Ok((found != "none" && found != wanted).then_some(found))
+    }
+
     /// Runs `op` (`add`, `check` or `forget`) on `fingerprints` in the
     /// dupefilter's mode, in one step (see `scripts/dupe_bulk.lua`).
     async fn dupe_bulk(&self, op: &str, fingerprints: &[&str]) -> Result<i64> {

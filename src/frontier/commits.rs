@@ -295,7 +295,7 @@ impl RedisFrontier {
         self.shared_keys(&mut invocation);
         invocation
             .key(&k.dupefilter)
-            .key(&k.items)
+            .key(self.items_key())
             .key(&k.failed)
             .key(&k.dupefilter_meta)
             .key(&k.backoff_errors);
@@ -316,7 +316,8 @@ impl RedisFrontier {
             .arg(self.quota.max_pages_per_host)
             .arg(u8::from(release))
             .arg(sent.len())
-            .arg(stats.len());
+            .arg(stats.len())
+            .arg(self.sink.arg());
         for h in &self.handoffs {
             invocation.arg(h.kind.as_str()).arg(&h.wake);
         }

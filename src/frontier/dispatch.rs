@@ -46,6 +46,15 @@ impl Frontier {
         }
     }
 
+    /// Where items go: the key of the spider's sink (a local crawl writes
+    /// them to its output instead, and names the list key here).
+    pub fn items_key(&self) -> &str {
+        match self {
+            Frontier::Redis(f) => f.items_key(),
+            Frontier::Local(f) => &f.options().keys.items,
+        }
+    }
+
     /// The local frontier, in a local crawl.
     pub fn local(&self) -> Option<&Arc<LocalFrontier>> {
         match self {

@@ -40,6 +40,35 @@ impl StartKind {
     }
 }
 
+/// Where a spider's items go, as written in `[items] sink`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ItemSink {
+    /// RPUSH to the `items` list, as scrapy-redis's RedisPipeline (the
+    /// default).
+    #[default]
+    List,
+    /// XADD to the `item_stream` stream, for consumer groups.
+    Stream,
+}
+
+impl ItemSink {
+    /// The name in `[items] sink` and in the commit script's arguments.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemSink::List => "list",
+            ItemSink::Stream => "stream",
+        }
+    }
+
+    /// The kind of key it writes to.
+    pub fn key_kind(self) -> KeyKind {
+        match self {
+            ItemSink::List => KeyKind::Items,
+            ItemSink::Stream => KeyKind::ItemStream,
+        }
+    }
+}
+
 /// What `flush` deletes together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyGroup {
@@ -176,6 +205,8 @@ key_kinds! {
     DupefilterMeta, dupefilter_meta = "{name}:dupefilter:meta", "hash", Dupefilter;
     /// Scraped items as JSON objects (RPUSH, as scrapy-redis's RedisPipeline).
     Items, items = "{name}:items", "list", Items;
+    /// Scraped items with `[items] sink = "stream"`: one entry per item, its JSON in the field `item` (XADD, read with consumer groups).
+    ItemStream, item_stream = "{name}:items:stream", "stream", Items;
     /// Counters with Scrapy's names.
     Stats, stats = "{name}:stats", "hash", Stats;
     /// Malformed entries set aside, as JSON: key, entry, reason, time.

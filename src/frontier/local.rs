@@ -42,7 +42,7 @@ use crate::stats::{self, Tally};
 type Place = (i64, u64);
 
 /// Where a local crawl's items go.
-pub type ItemSink = Box<dyn Write + Send>;
+pub type ItemWriter = Box<dyn Write + Send>;
 
 /// One spider's crawl, in memory.
 pub struct LocalFrontier {
@@ -77,7 +77,7 @@ struct State {
     /// When the first request left queued for its host's slot may be
     /// leased, as the last lease saw.
     next_due: Option<Instant>,
-    sink: Option<ItemSink>,
+    sink: Option<ItemWriter>,
     /// A write to the sink failed: the crawl stops leasing, and says why.
     sink_error: Option<String>,
     jitter_salt: u64,
@@ -107,7 +107,7 @@ fn now_ms() -> u64 {
 impl LocalFrontier {
     /// A local crawl of the spider `options` describes, starting from
     /// `start` entries, its items written to `sink`.
-    pub fn new(options: Options, start: Vec<String>, sink: ItemSink) -> LocalFrontier {
+    pub fn new(options: Options, start: Vec<String>, sink: ItemWriter) -> LocalFrontier {
         let state = State {
             start: start.into(),
             sink: Some(sink),
@@ -437,6 +437,7 @@ impl LocalFrontier {
             overdue: s.schedule_order.range(..(now, String::new())).count() as u64,
             paused: false,
             page_limit_reached: s.page_limit_reached,
+            items_backlog_full: false,
         }
     }
 

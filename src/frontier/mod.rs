@@ -46,7 +46,7 @@ use serde_json::{Map, Value};
 pub use connection::{Conn, RedisTarget};
 pub use dispatch::Frontier;
 pub use dupefilter::{bloom_chain, bloom_plan, BloomPlan, Dupefilter};
-pub use keys::{KeyGroup, KeyKind, KeyMode, Keys, StartKind};
+pub use keys::{ItemSink, KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use local::LocalFrontier;
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
 
@@ -245,6 +245,9 @@ pub struct QueueStatus {
     pub paused: bool,
     /// The cluster has received `max_pages` responses and leases no more.
     pub page_limit_reached: bool,
+    /// The item stream's consumers lag by `items_stream_max_backlog`
+    /// items: no worker leases until they catch up.
+    pub items_backlog_full: bool,
 }
 
 impl QueueStatus {
@@ -282,6 +285,8 @@ pub struct Options {
     /// The spiders its pages hand links to, by index (see [`Task`]).
     pub handoffs: Vec<Handoff>,
     pub quota: Quota,
+    /// Where items go, and the stream's back-pressure bound.
+    pub sink: SinkOptions,
     /// How long a finished page may wait for others to share its commit's
     /// script call (0: only pages finished while the previous commit was
     /// on its way wait).
@@ -296,6 +301,26 @@ pub struct Quota {
     pub max_pages: u64,
     /// Pages leased per host.
     pub max_pages_per_host: u64,
+}
+
+/// Where a spider's items go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkOptions {
+    pub sink: ItemSink,
+    /// For a stream: no leases while this many items are not acknowledged
+    /// (0: no bound). See `items_backlog` in `scripts/prelude.lua`.
+    pub max_backlog: u64,
+}
+
+impl SinkOptions {
+    /// The commit and lease scripts' argument: `list`, or
+    /// `stream:<max backlog>`.
+    fn arg(&self) -> String {
+        match self.sink {
+            ItemSink::List => "list".to_string(),
+            ItemSink::Stream => format!("stream:{}", self.max_backlog),
+        }
+    }
 }
 
 /// One spider's view of the shared crawl.
@@ -313,6 +338,7 @@ pub struct RedisFrontier {
     /// The spiders pages hand links to.
     handoffs: Vec<Handoff>,
     quota: Quota,
+    sink: SinkOptions,
     /// When work nothing announces may be due, as the last lease saw.
     next_due: Arc<std::sync::Mutex<Option<Instant>>>,
     /// The task that commits pages in batches (see [`commits`]).
@@ -360,6 +386,7 @@ impl RedisFrontier {
             dupe_spec: options.dupefilter.spec(),
             handoffs: options.handoffs,
             quota: options.quota,
+            sink: options.sink,
             next_due: Arc::default(),
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
@@ -399,6 +426,16 @@ impl RedisFrontier {
         &self.worker
     }
 
+    /// Where this spider's items go.
+    pub fn sink(&self) -> ItemSink {
+        self.sink.sink
+    }
+
+    /// The key items go to: the list, or the stream (`[items] sink`).
+    pub fn items_key(&self) -> &str {
+        self.keys.get(self.sink.sink.key_kind())
+    }
+
     /// Leases up to `max` requests; when fewer are queued, also returns up
     /// to `peek` start entries (not yet claimed) to convert and claim.
     pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
@@ -406,6 +443,7 @@ impl RedisFrontier {
         let mut inv = SCRIPTS.lease.prepare_invoke();
         self.shared_keys(&mut inv);
         inv.key(&k.start_urls)
+            .key(self.items_key())
             .arg(&self.worker)
             .arg(self.lease.as_millis() as u64)
             .arg(max)
@@ -415,7 +453,8 @@ impl RedisFrontier {
             .arg(u8::from(self.pacing.jitter))
             .arg(self.max_wait_ms())
             .arg(self.quota.max_pages)
-            .arg(self.quota.max_pages_per_host);
+            .arg(self.quota.max_pages_per_host)
+            .arg(self.sink.arg());
         let (leases, start, next_due): (Vec<redis::Value>, Vec<String>, i64) = inv
             .invoke_async(&mut self.conn.clone())
             .await
@@ -574,7 +613,7 @@ impl RedisFrontier {
             .key(&k.dead)
             .key(&k.failed)
             .key(&k.dupefilter)
-            .key(&k.items)
+            .key(self.items_key())
             .key(&k.delayed)
             .key(&k.dupefilter_meta)
             .key(&k.schedule)
@@ -582,6 +621,7 @@ impl RedisFrontier {
             .key(&k.control)
             .arg(self.kind.as_str())
             .arg(&self.dupe_spec)
+            .arg(self.sink.sink.as_str())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("read the status of", &k.requests))?;
@@ -599,6 +639,7 @@ impl RedisFrontier {
             overdue: at(9),
             paused: at(10) == 1,
             page_limit_reached: at(11) == 1,
+            items_backlog_full: at(12) == 1,
         })
     }
 }

@@ -49,6 +49,7 @@ pub mod names {
     pub const CLUSTER_LEASES_EXPIRED: &str = "cluster_leases_expired";
     pub const HOSTS_BACKED_OFF: &str = "hosts_backed_off";
     pub const PAUSED: &str = "paused";
+    pub const ITEMS_BACKLOG_FULL: &str = "items_backlog_full";
     pub const BUILD_INFO: &str = "build_info";
 }
 
@@ -284,6 +285,11 @@ impl Collector for ClusterState {
                 names::PAUSED,
                 "1 while the spider is paused (crawlworker pause), for the whole cluster (aggregate with max)",
                 |c| u64::from(c.queues.paused),
+            ),
+            (
+                names::ITEMS_BACKLOG_FULL,
+                "1 while the item stream's consumers lag by items_stream_max_backlog items and no page is leased, for the whole cluster (aggregate with max)",
+                |c| u64::from(c.queues.items_backlog_full),
             ),
         ] {
             let mut family = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;

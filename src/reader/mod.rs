@@ -146,7 +146,7 @@ impl<'d> Node<'d> {
         self.value().and_then(Value::as_bool)
     }
 
-    fn as_table_like(&self) -> Option<&'d dyn TableLike> {
+    pub(crate) fn as_table_like(&self) -> Option<&'d dyn TableLike> {
         match self {
             Node::Item(i) => i.as_table_like(),
             Node::Value(v) => v.as_inline_table().map(|t| t as &dyn TableLike),

@@ -17,11 +17,11 @@ use super::file::{
     SpiderFile, StartFile,
 };
 use super::{
-    Change, Each, Extract, Field, FieldSource, FieldType, Follow, Handoff, IntSource, ItemDef,
-    LinkSource, MetaCarry, PageValue, Paginate, RevisitRule, Rule, Selector, Spider, Start,
-    StartKind, Template, Whitespace,
+    Change, Each, Extract, Field, FieldChecks, FieldSource, FieldType, Follow, Handoff, IntSource,
+    ItemDef, LinkSource, MetaCarry, PageValue, Paginate, RevisitRule, Rule, Selector, Spider,
+    Start, StartKind, Template, ValueKind, Whitespace,
 };
-use crate::frontier::keys::{KeyKind, KeyMode, Keys};
+use crate::frontier::keys::{ItemSink, KeyKind, KeyMode, Keys};
 use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
 use crate::reader::{At, Loc, Reader};
 use crate::settings;
@@ -194,6 +194,7 @@ impl Compiler<'_> {
         self.check_reachable(file, &graph);
         self.check_context(file, &graph);
 
+        let sink = self.sink(file.items_sink.as_ref());
         let items = items.into_iter().collect::<Option<Vec<_>>>()?;
         let rules = rules.into_iter().collect::<Option<Vec<_>>>()?;
         let overrides = file.settings.clone();
@@ -212,8 +213,25 @@ impl Compiler<'_> {
             handoffs: handoffs.into_iter().map(|(h, _)| h).collect(),
             warnings: Vec::new(),
             items,
+            sink: sink?,
             rules,
         })
+    }
+
+    /// `[items] sink`.
+    fn sink(&self, sink: Option<&At<String>>) -> Option<ItemSink> {
+        match sink.map(|s| s.value.as_str()) {
+            None | Some("list") => Some(ItemSink::List),
+            Some("stream") => Some(ItemSink::Stream),
+            Some(other) => {
+                self.problem(
+                    &sink?.loc,
+                    format!("`{other}` is not an item sink"),
+                    "use \"list\" (RPUSH to <name>:items, as scrapy-redis: the default) or \"stream\" (XADD to <name>:items:stream, for consumer groups)",
+                );
+                None
+            }
+        }
     }
 
     /// The requests of `[start] sitemap` and `feed`: each URL read by the
@@ -706,10 +724,12 @@ impl Compiler<'_> {
                 None
             }
         };
+        let all = f.all.as_ref().is_some_and(|a| a.value) || f.join.is_some();
+        let checks = self.checks(f, kind.flatten(), all && f.join.is_none());
         Some(Field {
             name: f.name.value.clone(),
             source: source?,
-            all: f.all.as_ref().is_some_and(|a| a.value) || f.join.is_some(),
+            all,
             join: f.join.as_ref().map(|j| j.value.clone()),
             re: match re {
                 Some(r) => Some(r?),
@@ -720,6 +740,116 @@ impl Compiler<'_> {
             default: f.default.as_ref().map(|d| d.value.clone()),
             required: f.required.as_ref().is_some_and(|r| r.value),
             url: f.url.as_ref().is_some_and(|u| u.value),
+            checks: checks?,
+        })
+    }
+
+    /// A field's checks (`expect`, `non_empty`, `pattern`, `min`/`max`,
+    /// `min_length`/`max_length`). `kind` and `list` say what the field
+    /// makes, so a check that could never pass is refused here rather than
+    /// dropping every item at crawl time.
+    fn checks(&self, f: &FieldFile, kind: Option<FieldType>, list: bool) -> Option<FieldChecks> {
+        let mut ok = true;
+        let expect = match &f.expect {
+            None => None,
+            Some(e) => match ValueKind::NAMES.iter().find(|(n, _)| *n == e.value) {
+                Some((_, k)) => Some(*k),
+                None => {
+                    self.problem(
+                        &e.loc,
+                        format!("`{}` is not a value type", e.value),
+                        "use \"string\", \"integer\", \"number\", \"boolean\", \"list\" or \"object\"",
+                    );
+                    ok = false;
+                    None
+                }
+            },
+        };
+        // What the field is sure to make, when `type`, `all` or its source
+        // say (CSS selections and URLs are text until converted).
+        let text_source = f.css.is_some() || f.page.as_ref().is_some_and(|p| p.value == "url");
+        let made = if list {
+            Some(ValueKind::List)
+        } else {
+            match kind {
+                Some(FieldType::String) => Some(ValueKind::String),
+                Some(FieldType::Int) => Some(ValueKind::Integer),
+                Some(FieldType::Float) => Some(ValueKind::Number),
+                Some(FieldType::Bool) => Some(ValueKind::Boolean),
+                None if text_source => Some(ValueKind::String),
+                None => None,
+            }
+        };
+        if let (Some(want), Some(made), Some(at)) = (expect, made, &f.expect) {
+            let fits = want == made || (want == ValueKind::Number && made == ValueKind::Integer);
+            if !fits {
+                self.problem(
+                    &at.loc,
+                    format!(
+                        "field `{}` makes {} values, so `expect = \"{}\"` would drop every item",
+                        f.name.value,
+                        made.name(),
+                        want.name()
+                    ),
+                    "make `expect` agree with `type` (and `all = true`, which makes a list)",
+                );
+                ok = false;
+            }
+        }
+        let pattern = match &f.pattern {
+            Some(p) => {
+                let re = self.regex(p);
+                ok &= re.is_some();
+                re
+            }
+            None => None,
+        };
+        if let (Some(min), Some(max)) = (&f.min, &f.max) {
+            if min.value > max.value {
+                self.problem(
+                    &max.loc,
+                    format!("max {} is below min {}", max.value, min.value),
+                    "no value could pass: swap them",
+                );
+                ok = false;
+            }
+        }
+        if let (Some(min), Some(max)) = (&f.min_length, &f.max_length) {
+            if min.value > max.value {
+                self.problem(
+                    &max.loc,
+                    format!("max_length {} is below min_length {}", max.value, min.value),
+                    "no value could pass: swap them",
+                );
+                ok = false;
+            }
+        }
+        let bound = f.min.as_ref().or(f.max.as_ref());
+        let textual = matches!(made, Some(ValueKind::String | ValueKind::Boolean))
+            || matches!(
+                expect,
+                Some(ValueKind::String | ValueKind::Boolean | ValueKind::Object)
+            );
+        if let Some(at) = bound.filter(|_| textual) {
+            self.problem(
+                &at.loc,
+                format!(
+                    "min and max bound numbers, and field `{}` makes no numbers",
+                    f.name.value
+                ),
+                "bound a text's length with min_length / max_length, or convert it with type = \"int\" or \"float\"",
+            );
+            ok = false;
+        }
+        let length = |n: &Option<At<i64>>| n.as_ref().map(|n| n.value as usize);
+        ok.then(|| FieldChecks {
+            expect,
+            non_empty: f.non_empty.as_ref().is_some_and(|n| n.value),
+            pattern,
+            min: f.min.as_ref().map(|m| m.value),
+            max: f.max.as_ref().map(|m| m.value),
+            min_length: length(&f.min_length),
+            max_length: length(&f.max_length),
         })
     }
 

@@ -20,6 +20,8 @@ pub struct SpiderFile {
     pub start: StartFile,
     pub keys: KeysFile,
     pub items: Vec<ItemFile>,
+    /// `[items] sink = "list" | "stream"`: where items go.
+    pub items_sink: Option<At<String>>,
     pub rules: Vec<RuleFile>,
 }
 
@@ -87,6 +89,14 @@ pub struct FieldFile {
     pub default: Option<At<Value>>,
     pub required: Option<At<bool>>,
     pub url: Option<At<bool>>,
+    /// Checks of the finished value (see [`super::FieldChecks`]).
+    pub expect: Option<At<String>>,
+    pub non_empty: Option<At<bool>>,
+    pub pattern: Option<At<String>>,
+    pub min: Option<At<f64>>,
+    pub max: Option<At<f64>>,
+    pub min_length: Option<At<i64>>,
+    pub max_length: Option<At<i64>>,
 }
 
 /// `[[rules]]`.
@@ -194,12 +204,39 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         .table("keys")
         .map(|t| read_keys(&t))
         .unwrap_or_default();
+    // `[items]` holds the item types (tables) and, as a plain value,
+    // `sink`: an item type may still be called `sink` (`[items.sink]`).
+    let mut items_sink = None;
     let items = match root.table("items") {
         Some(t) => {
             let items = t
                 .entries()
                 .into_iter()
-                .filter_map(|(name, node, loc)| read_item(&t, name, node, loc))
+                .filter_map(|(name, node, loc)| {
+                    if name.value == "sink" && node.as_table_like().is_none() {
+                        match node.as_str() {
+                            Some(s) => items_sink = Some(At::new(s.to_string(), loc)),
+                            None => t.reader().problem(
+                                &loc,
+                                format!("expected a string, found {}", node.type_name()),
+                                Some("write `sink = \"list\"` or `sink = \"stream\"`".into()),
+                            ),
+                        }
+                        return None;
+                    }
+                    if node.as_table_like().is_none() {
+                        t.reader().problem(
+                            &loc,
+                            format!(
+                                "`{}` is neither an item type (a table) nor `sink`",
+                                name.value
+                            ),
+                            Some("define an item type as `[items.<name>]` with its fields; `sink = \"stream\"` chooses where items go".into()),
+                        );
+                        return None;
+                    }
+                    read_item(&t, name, node, loc)
+                })
                 .collect();
             t.finish();
             items
@@ -216,6 +253,7 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         start,
         keys,
         items,
+        items_sink,
         rules,
     }
 }
@@ -355,6 +393,13 @@ fn read_field(
         default: json("default"),
         required: t.bool("required"),
         url: t.bool("url"),
+        expect: t.str("expect"),
+        non_empty: t.bool("non_empty"),
+        pattern: t.str("pattern"),
+        min: t.float("min"),
+        max: t.float("max"),
+        min_length: t.int_in("min_length", 0, u32::MAX.into()),
+        max_length: t.int_in("max_length", 0, u32::MAX.into()),
     };
     t.finish();
     Some(field)

@@ -25,7 +25,7 @@ pub use selector::Selector;
 pub use sending::Sending;
 pub use template::Template;
 
-pub use crate::frontier::keys::{KeyMode, Keys, StartKind};
+pub use crate::frontier::keys::{ItemSink, KeyMode, Keys, StartKind};
 pub use crate::frontier::Handoff;
 use crate::settings::{Overrides, Settings};
 
@@ -51,6 +51,8 @@ pub struct Spider {
     /// What `check` warns about; the spider works as it is.
     pub warnings: Vec<Diagnostic>,
     pub items: Vec<ItemDef>,
+    /// Where its items go (`[items] sink`).
+    pub sink: ItemSink,
     pub rules: Vec<Rule>,
 }
 
@@ -113,6 +115,84 @@ pub struct Field {
     pub required: bool,
     /// Resolve values against the page's base URL.
     pub url: bool,
+    /// What the finished value must be, else the item is dropped.
+    pub checks: FieldChecks,
+}
+
+/// A field's schema beyond `required`, checked on its finished value
+/// (after conversion and default). A missing value (null) is `required`'s
+/// business and passes these. An item whose value fails one is dropped,
+/// counted by reason (`item_dropped_reasons_count/<reason>`) and logged.
+#[derive(Debug, Clone, Default)]
+pub struct FieldChecks {
+    /// `expect`: the JSON type of the whole value.
+    pub expect: Option<ValueKind>,
+    /// `non_empty`: not "", [] or {}.
+    pub non_empty: bool,
+    /// `pattern`: matched (anywhere: anchor with `^…$`) by the value, or
+    /// by each element of a list; numbers and booleans as their JSON text.
+    pub pattern: Option<Regex>,
+    /// `min` / `max`: bounds of a number, or of each number of a list.
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    /// `min_length` / `max_length`: characters of a string, elements of a
+    /// list.
+    pub min_length: Option<usize>,
+    pub max_length: Option<usize>,
+}
+
+impl FieldChecks {
+    pub fn is_empty(&self) -> bool {
+        self.expect.is_none()
+            && !self.non_empty
+            && self.pattern.is_none()
+            && self.min.is_none()
+            && self.max.is_none()
+            && self.min_length.is_none()
+            && self.max_length.is_none()
+    }
+}
+
+/// A JSON value's type, as `expect` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    String,
+    Integer,
+    /// Any number, whole or not.
+    Number,
+    Boolean,
+    List,
+    Object,
+}
+
+impl ValueKind {
+    pub const NAMES: &'static [(&'static str, ValueKind)] = &[
+        ("string", ValueKind::String),
+        ("integer", ValueKind::Integer),
+        ("number", ValueKind::Number),
+        ("boolean", ValueKind::Boolean),
+        ("list", ValueKind::List),
+        ("object", ValueKind::Object),
+    ];
+
+    pub fn name(self) -> &'static str {
+        ValueKind::NAMES
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("", |(n, _)| n)
+    }
+
+    /// Whether `v` is of this type.
+    pub fn matches(self, v: &Value) -> bool {
+        match self {
+            ValueKind::String => v.is_string(),
+            ValueKind::Integer => v.is_i64() || v.is_u64(),
+            ValueKind::Number => v.is_number(),
+            ValueKind::Boolean => v.is_boolean(),
+            ValueKind::List => v.is_array(),
+            ValueKind::Object => v.is_object(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -326,6 +406,10 @@ impl Spider {
             quota: crate::frontier::Quota {
                 max_pages: u64::from(self.settings.max_pages),
                 max_pages_per_host: u64::from(self.settings.max_pages_per_host),
+            },
+            sink: crate::frontier::SinkOptions {
+                sink: self.sink,
+                max_backlog: u64::from(self.settings.items_stream_max_backlog),
             },
             commit_wait: self.settings.commit_wait,
         }

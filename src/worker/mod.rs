@@ -134,6 +134,21 @@ impl SpiderRun {
     }
 }
 
+/// Why a spider cannot start when its items key holds another type than
+/// its sink writes, and what to do about it.
+pub fn sink_mismatch_message(spider: &Spider, frontier: &RedisFrontier, found: &str) -> String {
+    let sink = frontier.sink();
+    format!(
+        "spider `{}`: the items key `{}` is a {found}, but `[items] sink = \"{}\"` writes a {}; nothing was crawled. Name another key in [keys] ({} = \"…\"), or delete this one once its items are consumed (crawlworker flush {} --items)",
+        spider.name,
+        frontier.items_key(),
+        sink.as_str(),
+        sink.as_str(),
+        sink.key_kind().name(),
+        spider.source.display(),
+    )
+}
+
 /// Requests leased per download slot at most (the others wait for their
 /// hosts' politeness slots).
 const LEASES_PER_SLOT: usize = 4;
@@ -194,10 +209,13 @@ impl SpiderRun {
                     .map_err(Ok)?;
                 f.prepare_dupefilter().await.map_err(|e| match e {
                     DupefilterMismatch::Redis(e) => Ok(e),
-                    mismatch => Err(mismatch),
+                    mismatch => Err(format!("spider `{}`: {mismatch}", spider.name)),
                 })?;
+                if let Some(found) = f.sink_mismatch().await.map_err(Ok)? {
+                    return Err(Err(sink_mismatch_message(&spider, &f, &found)));
+                }
                 let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
-                Ok::<_, std::result::Result<FrontierError, DupefilterMismatch>>((f, seeded))
+                Ok::<_, std::result::Result<FrontierError, String>>((f, seeded))
             };
             match started.await {
                 Ok(done) => {
@@ -224,7 +242,7 @@ impl SpiderRun {
                     }
                 }
                 Err(Ok(e)) => return Err(anyhow::anyhow!("cannot use Redis at {shown}: {e}")),
-                Err(Err(e)) => return Err(anyhow::anyhow!("spider `{}`: {e}", spider.name)),
+                Err(Err(message)) => return Err(anyhow::anyhow!("{message}")),
             }
         };
         if seeded > 0 {
@@ -240,7 +258,7 @@ impl SpiderRun {
         settings: Settings,
         shared: &Shared,
         start: Vec<String>,
-        sink: crate::frontier::local::ItemSink,
+        sink: crate::frontier::local::ItemWriter,
     ) -> anyhow::Result<SpiderRun> {
         if let Some(h) = spider.handoffs.first() {
             anyhow::bail!(

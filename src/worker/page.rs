@@ -207,13 +207,9 @@ fn extract_page(
     }
     stats.add(stats::ITEM_SCRAPED_COUNT, x.items.len() as i64);
     stats.add(stats::ITEM_DROPPED_COUNT, x.dropped.len() as i64);
-    stats.add_in(
-        stats::ITEM_DROPPED_REASONS,
-        "MissingRequiredField",
-        x.dropped.len() as i64,
-    );
     for d in &x.dropped {
-        tracing::debug!(url = %request.url, item = %d.item, reason = %d.reason, "item dropped");
+        stats.add_in(stats::ITEM_DROPPED_REASONS, d.code.as_str(), 1);
+        log_drop(&spider.name, &request.url, d);
     }
     let f = &x.filtered;
     for (stat, n) in [
@@ -233,5 +229,33 @@ fn extract_page(
         tasks: x.tasks,
         host,
         ..PageResult::default()
+    }
+}
+
+/// Logs a dropped item: the first drop of each item type and reason in
+/// this process as a warning (a spider whose pages changed shape says so
+/// without flooding the log), the rest at debug level; all are counted.
+fn log_drop(spider: &str, url: &str, d: &crate::extract::Dropped) {
+    static SEEN: std::sync::Mutex<Vec<(String, String, crate::extract::DropReason)>> =
+        std::sync::Mutex::new(Vec::new());
+    let first = SEEN.lock().is_ok_and(|mut seen| {
+        let key = (spider.to_string(), d.item.clone(), d.code);
+        let new = !seen.contains(&key);
+        if new {
+            seen.push(key);
+        }
+        new
+    });
+    if first {
+        tracing::warn!(
+            spider,
+            url,
+            item = %d.item,
+            "item dropped: {}; further such drops are logged at debug level and counted in item_dropped_reasons_count/{}",
+            d.reason,
+            d.code.as_str()
+        );
+    } else {
+        tracing::debug!(spider, url, item = %d.item, reason = %d.reason, "item dropped");
     }
 }

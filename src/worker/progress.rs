@@ -94,8 +94,16 @@ pub fn spawn_log_stats(
             let rate = |a: u64, b: u64| (a.saturating_sub(b) as f64 / minutes.max(1e-9)).round();
             let queue = match frontier.status().await {
                 Ok(q) => format!(
-                    "cluster: {} queued, {} in flight, {} start entries, {} retries waiting",
-                    q.queued, q.inflight, q.start, q.delayed
+                    "cluster: {} queued, {} in flight, {} start entries, {} retries waiting{}",
+                    q.queued,
+                    q.inflight,
+                    q.start,
+                    q.delayed,
+                    if q.items_backlog_full {
+                        format!("; NOT LEASING: the consumers of {} lag by items_stream_max_backlog items or more", frontier.items_key())
+                    } else {
+                        String::new()
+                    }
                 ),
                 Err(e) => format!("cluster queue unknown ({e})"),
             };

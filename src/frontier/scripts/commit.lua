@@ -14,16 +14,18 @@
 -- KEYS: 1-17 as in lease.lua (requests, data, in-flight, owners, dead,
 --       stats, delayed, delayed scores, pace, host delays, back-off,
 --       sequence, revisit schedule, its requests, revisits queued, crawl
---       control, pages per host), 18 dupefilter, 19 items, 20 failed,
---       21 dupefilter meta, 22 back-off error shares, then one start key
---       per spider links are handed to (`to_spider`)
+--       control, pages per host), 18 dupefilter, 19 items (the list or
+--       the stream, by ARGV 15), 20 failed, 21 dupefilter meta, 22
+--       back-off error shares, then one start key per spider links are
+--       handed to (`to_spider`)
 -- ARGV: 1 worker, 2 wake channel, 3 lease ms, 4 politeness interval ms,
 --       5 randomise it (1/0), 6 longest back-off ms, 7 longest politeness
 --       wait worth leasing for (ms), 8 dupefilter spec, 9 #spiders handed
 --       to, 10 max_pages, 11 max_pages_per_host, 12 put due work back in
 --       the queue first (1/0, see lease_requests), 13 #pages, 14 #stat
---       pairs, then per spider handed to its start key type and wake
---       channel, the stat pairs (field, delta: the pages' stats summed),
+--       pairs, 15 item sink (see item_sink), then per spider handed to its
+--       start key type and wake channel, the stat pairs (field, delta:
+--       the pages' stats summed),
 --       then each page:
 --         +0 request id, +1 #requests, +2 #items, +3 #tasks, +4 depth of
 --         its new requests, +5 dead-letter JSON or '', +6 failed JSON or
@@ -48,11 +50,12 @@ local PAGE_HEAD = 18
 local K = shared_keys()
 K.errors = KEYS[22]
 local items_key, failed_key = KEYS[19], KEYS[20]
+K.items, K.sink = items_key, item_sink(ARGV[15])
 local worker, channel = ARGV[1], ARGV[2]
 local backoff_max = tonumber(ARGV[6])
 local n_targets, n_pages, n_stats = tonumber(ARGV[9]), tonumber(ARGV[13]), tonumber(ARGV[14])
 
-local at = 15
+local at = 16
 local targets = {}
 for i = 1, n_targets do
   targets[i] = {key = KEYS[22 + i], kind = ARGV[at], channel = ARGV[at + 1], pushed = 0}
@@ -84,6 +87,10 @@ for i = 1, n_pages do
 end
 if #lost > 1 then
   return lost
+end
+local wrong_sink = sink_type_error(items_key, K.sink)
+if wrong_sink then
+  return wrong_sink
 end
 
 local dupe = dupe_config(ARGV[8], KEYS[18], KEYS[21])
@@ -331,7 +338,7 @@ if dupe then
 end
 call_many('ZADD', K.requests, queue_args)
 call_many('HSET', K.data, data_args)
-call_many('RPUSH', items_key, items)
+push_items(items_key, K.sink, items)
 for _, t in ipairs(targets) do
   if t.pushed > 0 then
     redis.call('PUBLISH', t.channel, int(t.pushed))

@@ -13,15 +13,17 @@
 --       12 sequence, 13 revisit schedule (zset fingerprint -> due ms),
 --       14 its requests (hash fingerprint -> JSON), 15 revisits queued and
 --       not yet fetched (zset fingerprint -> due ms), 16 crawl control
---       (hash), 17 pages leased per host (hash), 18 start key
+--       (hash), 17 pages leased per host (hash), 18 start key, 19 items
+--       (for a stream sink's back-pressure)
 -- ARGV: 1 worker, 2 lease ms, 3 max, 4 start key type, 5 start peek count,
 --       6 politeness interval ms, 7 randomise it (1/0), 8 longest
 --       politeness wait worth leasing for (ms), 9 max_pages (0: none),
---       10 max_pages_per_host (0: none)
+--       10 max_pages_per_host (0: none), 11 item sink (see item_sink)
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
 -- the next work nothing will announce may be due (see next_due; -1: none
 -- known)}.
 local K = shared_keys()
+K.items, K.sink = KEYS[19], item_sink(ARGV[11])
 local max = tonumber(ARGV[3])
 local now = now_ms()
 local out = {}

@@ -6,9 +6,11 @@
 --       6 dupefilter, 7 items, 8 delayed retries, 9 dupefilter meta,
 --       10 revisit schedule, 11 revisits queued and not yet fetched,
 --       12 crawl control
--- ARGV: 1 start key type, 2 dupefilter spec
+-- ARGV: 1 start key type, 2 dupefilter spec, 3 item sink ('list' or
+--       'stream')
 -- Returns {start, queued, inflight, dead, failed, dupefilter, items, delayed,
--- scheduled, overdue, paused (0/1), max_pages reached (0/1)}: scheduled pages are those waiting for their time and
+-- scheduled, overdue, paused (0/1), max_pages reached (0/1), item backlog
+-- full (0/1)}: scheduled pages are those waiting for their time and
 -- those queued; overdue are those whose time has passed (queued, or not
 -- yet moved to the queue because no worker has leased since).
 local kind = ARGV[1]
@@ -29,10 +31,11 @@ return {
   redis.call('LLEN', KEYS[4]),
   redis.call('LLEN', KEYS[5]),
   dupe_entries(d, mode, now_ms()),
-  redis.call('LLEN', KEYS[7]),
+  redis.call(ARGV[3] == 'stream' and 'XLEN' or 'LLEN', KEYS[7]),
   redis.call('ZCARD', KEYS[8]),
   redis.call('ZCARD', KEYS[10]) + redis.call('ZCARD', KEYS[11]),
   redis.call('ZCOUNT', KEYS[10], '-inf', now_ms()) + redis.call('ZCARD', KEYS[11]),
   redis.call('HEXISTS', KEYS[12], 'paused'),
   redis.call('HEXISTS', KEYS[12], 'max_pages_reached'),
+  redis.call('HEXISTS', KEYS[12], 'items_backlog_full'),
 }
