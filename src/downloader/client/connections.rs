@@ -29,7 +29,9 @@
 //! generation's connections; otherwise it goes through the route's
 //! unpooled client, whose connection closes when its response ends. So:
 //!
-//!     open connections ≤ cap + requests in flight
+//! ```text
+//! open connections ≤ cap + requests in flight
+//! ```
 //!
 //! (the connections of live generations, at most the cap, plus those of
 //! requests on dead generations or on the unpooled client). The cookie
