@@ -31,3 +31,4 @@ mod sources;
 mod split;
 mod terminal;
 mod tools;
+mod xpath;

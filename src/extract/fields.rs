@@ -1,4 +1,5 @@
-//! Item fields: the values a field's source yields, then whitespace
+//! Item fields: the values a field's source yields (CSS, XPath, JSON-LD,
+//! `<meta>` properties, the page, the context, a constant), then whitespace
 //! cleaning, regex capture, URL resolution, type conversion, and first /
 //! all / joined, with defaults and required fields.
 
@@ -12,15 +13,17 @@ use crate::request::absolute_url;
 use crate::spider::selector::Selected;
 use crate::spider::{Field, FieldSource, FieldType, ItemDef, PageValue, Whitespace};
 
-/// The fields of one item, or why it was dropped.
+/// The fields of one item, or why it was dropped. `jsonld_types` are the
+/// JSON-LD types its `jsonld` fields read (any when empty).
 pub fn item(
     def: &ItemDef,
     scope: ElementRef<'_>,
     page: &Page<'_>,
+    jsonld_types: &[String],
 ) -> Result<Map<String, Value>, String> {
     let mut out = Map::with_capacity(def.fields.len());
     for field in &def.fields {
-        let value = match value(field, scope, page)? {
+        let value = match value(field, scope, page, jsonld_types)? {
             Some(v) => v,
             None => match &field.default {
                 Some(d) => d.clone(),
@@ -38,8 +41,13 @@ pub fn item(
 /// The finished value of a field; `None` when the page has none. A value
 /// that cannot be converted to the field's type is an error only when the
 /// field is required; otherwise it counts as missing.
-fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option<Value>, String> {
-    let mut raw = source_values(field, scope, page);
+fn value(
+    field: &Field,
+    scope: ElementRef<'_>,
+    page: &Page<'_>,
+    jsonld_types: &[String],
+) -> Result<Option<Value>, String> {
+    let mut raw = source_values(field, scope, page, jsonld_types);
     // A joined field is cleaned as one text, so the whitespace between text
     // nodes ("in <a>our archive</a>.") separates words as on the page.
     if let Some(sep) = &field.join {
@@ -96,7 +104,12 @@ fn value(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Result<Option
     })
 }
 
-fn source_values(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Vec<Value> {
+fn source_values(
+    field: &Field,
+    scope: ElementRef<'_>,
+    page: &Page<'_>,
+    jsonld_types: &[String],
+) -> Vec<Value> {
     match &field.source {
         FieldSource::Css(sel) => {
             let mut values = Vec::new();
@@ -108,6 +121,20 @@ fn source_values(field: &Field, scope: ElementRef<'_>, page: &Page<'_>) -> Vec<V
             });
             values
         }
+        FieldSource::XPath(xpath) => {
+            let mut values = Vec::new();
+            xpath.each(scope, page.xpath_order(scope), |f| {
+                values.push(Value::String(f.into_string()))
+            });
+            values
+        }
+        FieldSource::JsonLd(path) => page.metadata(scope).jsonld(jsonld_types, path),
+        FieldSource::Og(name) => page
+            .metadata(scope)
+            .og(name)
+            .into_iter()
+            .map(|v| Value::String(v.to_owned()))
+            .collect(),
         FieldSource::Page(PageValue::Url) => vec![Value::String(page.response.url.to_string())],
         FieldSource::Page(PageValue::Status) => vec![Value::from(page.response.status)],
         FieldSource::Page(PageValue::Depth) => vec![Value::from(page.request.depth)],

@@ -12,6 +12,7 @@ pub mod feeds;
 pub mod fields;
 pub mod links;
 pub mod page;
+pub mod structured;
 
 use scraper::Html;
 use serde::Serialize;
@@ -19,7 +20,8 @@ use serde_json::{Map, Value};
 
 use crate::request::{Request, Task};
 use crate::spider::selector::Selected;
-use crate::spider::Spider;
+use crate::spider::xpath::Found;
+use crate::spider::{Each, Spider};
 
 /// A downloaded response, as the extractor needs it.
 #[derive(Debug, Clone, Copy)]
@@ -130,16 +132,11 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
     };
     out.rule = Some(rule.name.clone());
     let doc = Html::parse_document(&decoded.text);
-    let page = page::Page {
-        response,
-        request,
-        base: page::base_url(&doc, response.url),
-        encoding: decoded.encoding,
-    };
+    let page = page::Page::new(response, request, &doc, decoded.encoding);
     for ex in &rule.extract {
         let def = &spider.items[ex.item];
         let scopes = match &ex.each {
-            Some(each) => {
+            Some(Each::Css(each)) => {
                 let mut scopes = Vec::new();
                 each.each(doc.root_element(), |s| {
                     if let Selected::Element(e) = s {
@@ -148,10 +145,20 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
                 });
                 scopes
             }
+            Some(Each::XPath(each)) => {
+                let root = doc.root_element();
+                let mut scopes = Vec::new();
+                each.each(root, page.xpath_order(root), |f| {
+                    if let Found::Element(e) = f {
+                        scopes.push(e);
+                    }
+                });
+                scopes
+            }
             None => vec![doc.root_element()],
         };
         for scope in scopes {
-            match fields::item(def, scope, &page) {
+            match fields::item(def, scope, &page, &ex.jsonld_types) {
                 Ok(fields) => out.items.push(Item {
                     kind: def.name.clone(),
                     fields,

@@ -11,6 +11,7 @@ pub mod file;
 pub mod selector;
 pub mod start;
 pub mod template;
+pub mod xpath;
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,9 @@ use serde_json::Value;
 pub use crate::reader::diagnostic::{Diagnostic, LoadError};
 pub use selector::Selector;
 pub use template::Template;
+pub use xpath::XPath;
+
+pub use crate::extract::structured::JsonLdPath;
 
 pub use crate::frontier::keys::{KeyMode, Keys, StartKind};
 pub use crate::frontier::Handoff;
@@ -114,6 +118,11 @@ pub struct Field {
 #[derive(Debug, Clone)]
 pub enum FieldSource {
     Css(Selector),
+    XPath(XPath),
+    /// A path into the page's JSON-LD (`jsonld = "author.name"`).
+    JsonLd(JsonLdPath),
+    /// A `<meta>` property (`og = "title"` is `og:title`).
+    Og(String),
     Page(PageValue),
     Meta(String),
     Const(Value),
@@ -191,13 +200,25 @@ pub struct Extract {
     /// Index into [`Spider::items`].
     pub item: usize,
     /// One item per node matching this, fields relative to it.
-    pub each: Option<Selector>,
+    pub each: Option<Each>,
+    /// The JSON-LD types (`jsonld_type`) its `jsonld` fields read; any
+    /// when empty.
+    pub jsonld_types: Vec<String>,
+}
+
+/// The nodes `each` selects: CSS (`each = "div.comment"`) or XPath
+/// (`each = { xpath = "//div[@class='comment']" }`).
+#[derive(Debug, Clone)]
+pub enum Each {
+    Css(Selector),
+    XPath(XPath),
 }
 
 /// Where a follow rule finds its links.
 #[derive(Debug, Clone)]
 pub enum LinkSource {
     Css(Selector),
+    XPath(XPath),
     /// Over the decoded page text; group 1 (or the whole match) is the link.
     Re(Regex),
     /// A sitemap's pages (its sitemaps, for an index, go to the rule that
