@@ -1,6 +1,8 @@
 //! Extraction throughput on the demo forum's pages with the shipped `bbs`
 //! spider: per page kind in MiB/s (criterion's bytes throughput), and over
-//! every page of the demo crawl in pages/s.
+//! every page of the demo crawl in pages/s. The `_xpath` runs do the same
+//! with `bbs-xpath`, the same spider written in XPath, to compare the two
+//! selector languages on one parse.
 //!
 //!     cargo bench --bench extract
 
@@ -78,6 +80,7 @@ fn crawl_pages(site: &Site) -> Vec<Page> {
 
 fn bench(c: &mut Criterion) {
     let spider = Spider::load("spiders/bbs.toml".as_ref()).unwrap_or_else(|e| panic!("{e}"));
+    let xpath = Spider::load("spiders/bbs-xpath.toml".as_ref()).unwrap_or_else(|e| panic!("{e}"));
     let site = Site::demo();
     let busy = site
         .posts
@@ -122,6 +125,9 @@ fn bench(c: &mut Criterion) {
     for (name, p) in &kinds {
         group.throughput(Throughput::Bytes(p.body.len() as u64));
         group.bench_function(*name, |b| b.iter(|| run(&spider, black_box(p))));
+        group.bench_function(format!("{name}_xpath"), |b| {
+            b.iter(|| run(&xpath, black_box(p)))
+        });
     }
     group.finish();
 
@@ -133,6 +139,14 @@ fn bench(c: &mut Criterion) {
             pages
                 .iter()
                 .map(|p| run(&spider, black_box(p)))
+                .sum::<usize>()
+        })
+    });
+    group.bench_function("demo_crawl_pages_xpath", |b| {
+        b.iter(|| {
+            pages
+                .iter()
+                .map(|p| run(&xpath, black_box(p)))
                 .sum::<usize>()
         })
     });

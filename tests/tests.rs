@@ -35,3 +35,4 @@ mod sources;
 mod split;
 mod terminal;
 mod tools;
+mod xpath;

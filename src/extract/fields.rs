@@ -1,6 +1,7 @@
-//! Item fields: the values a field's source yields (in an HTML element, or
-//! in a JSON value: [`Scope`]), then whitespace cleaning, regex capture,
-//! URL resolution, type conversion, and first / all / joined, with
+//! Item fields: the values a field's source yields (CSS, XPath, JSON-LD,
+//! `<meta>` properties, the page, the context, a constant; in an HTML
+//! element, or in a JSON value: [`Scope`]), then whitespace cleaning, regex
+//! capture, URL resolution, type conversion, and first / all / joined, with
 //! defaults and required fields; then the field's checks (`expect`,
 //! `non_empty`, `pattern`, `min`/`max`, lengths).
 
@@ -28,11 +29,19 @@ pub enum Scope<'a> {
     Json(&'a Value),
 }
 
-/// The fields of one item, or why it was dropped.
-pub fn item(def: &ItemDef, scope: Scope<'_>, page: &Page<'_>) -> Result<Map<String, Value>, Drop> {
+/// The fields of one item, or why it was dropped. `jsonld_types` are the
+/// JSON-LD types its `jsonld` fields read (any when empty).
+pub fn item(
+    def: &ItemDef,
+    scope: Scope<'_>,
+    page: &Page<'_>,
+    jsonld_types: &[String],
+) -> Result<Map<String, Value>, Drop> {
     let mut out = Map::with_capacity(def.fields.len());
     for field in &def.fields {
-        let value = match value(field, scope, page).map_err(|m| (DropReason::WrongType, m))? {
+        let value = match value(field, scope, page, jsonld_types)
+            .map_err(|m| (DropReason::WrongType, m))?
+        {
             Some(v) => v,
             None => match &field.default {
                 Some(d) => d.clone(),
@@ -168,8 +177,13 @@ fn shown(v: &Value) -> String {
 /// The finished value of a field; `None` when the page has none. A value
 /// that cannot be converted to the field's type is an error only when the
 /// field is required; otherwise it counts as missing.
-fn value(field: &Field, scope: Scope<'_>, page: &Page<'_>) -> Result<Option<Value>, String> {
-    let mut raw = source_values(field, scope, page);
+fn value(
+    field: &Field,
+    scope: Scope<'_>,
+    page: &Page<'_>,
+    jsonld_types: &[String],
+) -> Result<Option<Value>, String> {
+    let mut raw = source_values(field, scope, page, jsonld_types);
     // A joined field is cleaned as one text, so the whitespace between text
     // nodes ("in <a>our archive</a>.") separates words as on the page.
     if let Some(sep) = &field.join {
@@ -226,15 +240,25 @@ fn value(field: &Field, scope: Scope<'_>, page: &Page<'_>) -> Result<Option<Valu
     })
 }
 
-fn source_values(field: &Field, scope: Scope<'_>, page: &Page<'_>) -> Vec<Value> {
+fn source_values(
+    field: &Field,
+    scope: Scope<'_>,
+    page: &Page<'_>,
+    jsonld_types: &[String],
+) -> Vec<Value> {
     match (&field.source, scope) {
         (FieldSource::Json(path), Scope::Json(value)) => {
             super::json::values(path, value, field.all)
         }
-        // A spider never mixes the two (`check` refuses it).
-        (FieldSource::Json(_), Scope::Html(_)) | (FieldSource::Css(_), Scope::Json(_)) => {
-            Vec::new()
-        }
+        // A spider never mixes HTML and JSON sources (`check` refuses it).
+        (FieldSource::Json(_), Scope::Html(_))
+        | (
+            FieldSource::Css(_)
+            | FieldSource::XPath(_)
+            | FieldSource::JsonLd(_)
+            | FieldSource::Og(_),
+            Scope::Json(_),
+        ) => Vec::new(),
         (FieldSource::Css(sel), Scope::Html(scope)) => {
             let mut values = Vec::new();
             sel.each(scope, |s| {
@@ -245,6 +269,22 @@ fn source_values(field: &Field, scope: Scope<'_>, page: &Page<'_>) -> Vec<Value>
             });
             values
         }
+        (FieldSource::XPath(xpath), Scope::Html(scope)) => {
+            let mut values = Vec::new();
+            xpath.each(scope, page.xpath_order(scope), |f| {
+                values.push(Value::String(f.into_string()))
+            });
+            values
+        }
+        (FieldSource::JsonLd(path), Scope::Html(scope)) => {
+            page.metadata(scope).jsonld(jsonld_types, path)
+        }
+        (FieldSource::Og(name), Scope::Html(scope)) => page
+            .metadata(scope)
+            .og(name)
+            .into_iter()
+            .map(|v| Value::String(v.to_owned()))
+            .collect(),
         (FieldSource::Page(PageValue::Url), _) => {
             vec![Value::String(page.response.url.to_string())]
         }

@@ -1,4 +1,4 @@
-//! Following links: find them (CSS or regex), resolve them against the
+//! Following links: find them (CSS, XPath or regex), resolve them against the
 //! page's base URL with the page's character set (as a browser does, so a
 //! Chinese query on a GBK page is percent-encoded in GBK), drop what must
 //! not be crawled (other schemes, fragments, other hosts, denied, too deep,
@@ -15,6 +15,7 @@ use super::page::Page;
 use super::Filtered;
 use crate::request::{absolute_url, NotALink, Request};
 use crate::spider::selector::Selected;
+use crate::spider::xpath::Found as XFound;
 use crate::spider::{Follow, IntSource, LinkSource, MetaCarry, Rule, Spider};
 
 /// The `href` of a link element, and of the links inside it (Scrapy's
@@ -112,6 +113,16 @@ impl<'a> Follower<'a> {
                 sel.each(doc.root_element(), |s| match s {
                     Selected::Text(t) => hrefs.push(t.to_owned()),
                     Selected::Element(e) => element_links(e, &mut hrefs),
+                });
+                raw.extend(hrefs.into_iter().map(|h| (h, Found::Link)));
+            }
+            LinkSource::XPath(xpath) => {
+                let root = doc.root_element();
+                let mut hrefs = Vec::new();
+                xpath.each(root, self.page.xpath_order(root), |f| match f {
+                    XFound::Text(t) => hrefs.push(t.to_owned()),
+                    XFound::Value(v) => hrefs.push(v),
+                    XFound::Element(e) => element_links(e, &mut hrefs),
                 });
                 raw.extend(hrefs.into_iter().map(|h| (h, Found::Link)));
             }

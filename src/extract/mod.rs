@@ -13,6 +13,7 @@ pub mod fields;
 pub mod json;
 pub mod links;
 pub mod page;
+pub mod structured;
 
 use scraper::Html;
 use serde::Serialize;
@@ -20,6 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::request::{Request, Task};
 use crate::spider::selector::Selected;
+use crate::spider::xpath::Found;
 use crate::spider::{Each, LinkSource, Spider};
 use fields::Scope;
 
@@ -191,15 +193,10 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
     } else {
         (Html::parse_document(&decoded.text), None)
     };
-    let page = page::Page {
-        response,
-        request,
-        base: match &json {
-            Some(_) => url::Url::parse(response.url).ok(),
-            None => page::base_url(&doc, response.url),
-        },
-        encoding: decoded.encoding,
-    };
+    let mut page = page::Page::new(response, request, &doc, decoded.encoding);
+    if json.is_some() {
+        page.base = url::Url::parse(response.url).ok();
+    }
     for ex in &rule.extract {
         let def = &spider.items[ex.item];
         let scopes: Vec<Scope<'_>> = match (&ex.each, &json) {
@@ -207,6 +204,16 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
                 let mut scopes = Vec::new();
                 each.each(doc.root_element(), |s| {
                     if let Selected::Element(e) = s {
+                        scopes.push(Scope::Html(e));
+                    }
+                });
+                scopes
+            }
+            (Some(Each::XPath(each)), _) => {
+                let root = doc.root_element();
+                let mut scopes = Vec::new();
+                each.each(root, page.xpath_order(root), |f| {
+                    if let Found::Element(e) = f {
                         scopes.push(Scope::Html(e));
                     }
                 });
@@ -220,7 +227,7 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
             (None, None) => vec![Scope::Html(doc.root_element())],
         };
         for scope in scopes {
-            match fields::item(def, scope, &page) {
+            match fields::item(def, scope, &page, &ex.jsonld_types) {
                 Ok(fields) => out.items.push(Item {
                     kind: def.name.clone(),
                     fields,

@@ -1,12 +1,18 @@
 //! The page being extracted: its response and request, the base URL links
 //! and URL fields are resolved against (`<base href>` or the response URL),
 //! and its character set (which link queries are encoded in). Shared by
-//! [`super::fields`] and [`super::links`].
+//! [`super::fields`] and [`super::links`]. What only some spiders need (the
+//! document order XPath sorts by, the structured data) is computed on first
+//! use, once per page.
+
+use std::cell::OnceCell;
 
 use scraper::{ElementRef, Html};
 
+use super::structured::Metadata;
 use super::Response;
 use crate::request::Request;
+use crate::spider::xpath::Order;
 
 /// The page being extracted, for fields that read it.
 pub struct Page<'a> {
@@ -16,6 +22,38 @@ pub struct Page<'a> {
     pub base: Option<url::Url>,
     /// The page's character set, which link queries are encoded in.
     pub encoding: &'static encoding_rs::Encoding,
+    /// The document order of the page's nodes, for XPath.
+    order: OnceCell<Order>,
+    /// The page's JSON-LD and `<meta>` properties.
+    metadata: OnceCell<Metadata>,
+}
+
+impl<'a> Page<'a> {
+    pub fn new(
+        response: &'a Response<'a>,
+        request: &'a Request,
+        doc: &Html,
+        encoding: &'static encoding_rs::Encoding,
+    ) -> Page<'a> {
+        Page {
+            response,
+            request,
+            base: base_url(doc, response.url),
+            encoding,
+            order: OnceCell::new(),
+            metadata: OnceCell::new(),
+        }
+    }
+
+    /// The document order of the page `any` is a node of.
+    pub fn xpath_order(&self, any: ElementRef<'_>) -> &Order {
+        self.order.get_or_init(|| Order::new(any.tree()))
+    }
+
+    /// The structured data of the page `any` is a node of.
+    pub fn metadata(&self, any: ElementRef<'_>) -> &Metadata {
+        self.metadata.get_or_init(|| Metadata::read(any))
+    }
 }
 
 /// The page's base URL: `<base href>` resolved against the response URL,

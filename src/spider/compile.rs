@@ -19,7 +19,7 @@ use super::file::{
 use super::{
     Change, Each, Extract, Field, FieldChecks, FieldSource, FieldType, Follow, Handoff, IntSource,
     ItemDef, LinkSource, MetaCarry, PageValue, Paginate, RevisitRule, Rule, Selector, Spider,
-    Start, StartKind, Template, ValueKind, Whitespace,
+    Start, StartKind, Template, ValueKind, Whitespace, XPath,
 };
 use crate::frontier::keys::{ItemSink, KeyKind, KeyMode, Keys};
 use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
@@ -115,6 +115,18 @@ impl Compiler<'_> {
                     &at.loc,
                     e,
                     "write CSS with Scrapy's pseudo-elements, e.g. `h1::text`, `div.body ::text`, `a::attr(href)`",
+                )
+            })
+            .ok()
+    }
+
+    fn xpath(&self, at: &At<String>) -> Option<XPath> {
+        XPath::parse(&at.value)
+            .map_err(|e| {
+                self.problem(
+                    &at.loc,
+                    e,
+                    "write XPath 1.0 as in Scrapy, e.g. `//h1/text()`, `//a[contains(@class, 'next')]/@href`, `normalize-space(//div[@id='body'])`",
                 )
             })
             .ok()
@@ -637,6 +649,9 @@ impl Compiler<'_> {
         let given: Vec<&str> = [
             ("css", f.css.is_some()),
             ("json", f.json.is_some()),
+            ("xpath", f.xpath.is_some()),
+            ("jsonld", f.jsonld.is_some()),
+            ("og", f.og.is_some()),
             ("page", f.page.is_some()),
             ("meta", f.meta.is_some()),
             ("const", f.constant.is_some()),
@@ -661,6 +676,12 @@ impl Compiler<'_> {
                     self.selector(css).map(FieldSource::Css)
                 } else if let Some(path) = &f.json {
                     self.jsonpath(path).map(FieldSource::Json)
+                } else if let Some(xpath) = &f.xpath {
+                    self.xpath(xpath).map(FieldSource::XPath)
+                } else if let Some(path) = &f.jsonld {
+                    self.jsonld_path(path).map(FieldSource::JsonLd)
+                } else if let Some(og) = &f.og {
+                    self.og(og).map(FieldSource::Og)
                 } else if let Some(page) = &f.page {
                     match page.value.as_str() {
                         "url" => Some(FieldSource::Page(PageValue::Url)),
@@ -853,6 +874,57 @@ impl Compiler<'_> {
         })
     }
 
+    fn jsonld_path(&self, at: &At<String>) -> Option<super::JsonLdPath> {
+        super::JsonLdPath::parse(&at.value)
+            .map_err(|e| {
+                self.problem(
+                    &at.loc,
+                    e,
+                    "name a property of the page's JSON-LD object, e.g. \"headline\", \"author.name\", \"image.0.url\"; say which object with `jsonld_type` in the extract entry",
+                )
+            })
+            .ok()
+    }
+
+    fn og(&self, at: &At<String>) -> Option<String> {
+        let name = at.value.trim();
+        let ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '_' | '-' | '.'));
+        if !ok {
+            self.problem(
+                &at.loc,
+                format!("`{}` is not a <meta> property name", at.value),
+                "write the property without `og:` (\"title\", \"image\"), or with its own prefix (\"article:published_time\", \"twitter:title\")",
+            );
+            return None;
+        }
+        Some(crate::extract::structured::og_key(name))
+    }
+
+    /// `jsonld_type = "NewsArticle"` or an array of types.
+    fn jsonld_types(&self, types: &[At<String>]) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        let mut ok = true;
+        for t in types {
+            // As pages write it: "schema:NewsArticle", "https://schema.org/NewsArticle".
+            let name = t.value.trim();
+            let name = name.rsplit(['/', ':', '#']).next().unwrap_or(name);
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                ok = false;
+                self.problem(
+                    &t.loc,
+                    format!("`{}` is not a JSON-LD type name", t.value),
+                    "write schema.org type names such as \"NewsArticle\", \"Product\" or [\"NewsArticle\", \"Article\"], without a prefix",
+                );
+            } else {
+                out.push(name.to_string());
+            }
+        }
+        ok.then_some(out)
+    }
+
     fn rule(
         &self,
         r: &RuleFile,
@@ -870,9 +942,12 @@ impl Compiler<'_> {
                     return None;
                 };
                 let index = self.lookup(item, items, "item");
-                let each = match &e.each {
-                    Some(each) if each.value.starts_with('$') => Some(Each::Json(self.jsonpath(each)?)),
-                    Some(each) => {
+                let jsonld_types = self.jsonld_types(e.jsonld_type.as_deref().unwrap_or_default());
+                let each = match (&e.each, &e.each_xpath) {
+                    (Some(each), None) if each.value.starts_with('$') => {
+                        Some(Each::Json(self.jsonpath(each)?))
+                    }
+                    (Some(each), None) => {
                         let sel = self.selector(each)?;
                         if *sel.target() != super::selector::Target::Elements {
                             self.problem(&each.loc, "`each` must select elements, not text or attributes", "remove the `::text` / `::attr(…)` part; fields take values from each element");
@@ -880,9 +955,21 @@ impl Compiler<'_> {
                         }
                         Some(Each::Css(sel))
                     }
-                    None => None,
+                    (None, Some(each)) => {
+                        let xpath = self.xpath(each)?;
+                        if !xpath.selects_elements() {
+                            self.problem(&each.loc, "`each` must select elements, not text, attributes or a value", "end the path at an element, e.g. `//div[@class='comment']`; fields take values from each element");
+                            return None;
+                        }
+                        Some(Each::XPath(xpath))
+                    }
+                    (Some(_), Some(each)) => {
+                        self.problem(&each.loc, "`each` has both `css` and `xpath`", "keep one of them");
+                        return None;
+                    }
+                    (None, None) => None,
                 };
-                Some(Extract { item: index?, each })
+                Some(Extract { item: index?, each, jsonld_types: jsonld_types? })
             })
             .collect();
         let follow: Vec<Option<Follow>> = r.follow.iter().map(|f| self.follow(f, rules)).collect();
@@ -1046,6 +1133,7 @@ impl Compiler<'_> {
     fn follow(&self, f: &FollowFile, rules: &[&str]) -> Option<Follow> {
         let flag = |b: &Option<At<bool>>| b.as_ref().is_some_and(|b| b.value);
         let ways = usize::from(f.css.is_some())
+            + usize::from(f.xpath.is_some())
             + usize::from(f.re.is_some())
             + usize::from(flag(&f.sitemap))
             + usize::from(flag(&f.feed))
@@ -1053,6 +1141,11 @@ impl Compiler<'_> {
             + usize::from(f.url.is_some());
         let links = match ways {
             1 => match (&f.css, &f.re, &f.json, &f.url) {
+                _ if f.xpath.is_some() => f
+                    .xpath
+                    .as_ref()
+                    .and_then(|x| self.xpath(x))
+                    .map(LinkSource::XPath),
                 (Some(css), ..) => self.selector(css).map(LinkSource::Css),
                 (_, Some(re), ..) => self.regex(re).map(LinkSource::Re),
                 (_, _, Some(path), _) => self.jsonpath(path).map(LinkSource::Json),

@@ -78,6 +78,11 @@ pub struct FieldFile {
     pub css: Option<At<String>>,
     /// A JSONPath over the JSON response (or the `each` element).
     pub json: Option<At<String>>,
+    pub xpath: Option<At<String>>,
+    /// A path into the page's JSON-LD.
+    pub jsonld: Option<At<String>>,
+    /// A `<meta>` property, `og:` unless prefixed.
+    pub og: Option<At<String>>,
     pub page: Option<At<String>>,
     pub meta: Option<At<String>>,
     pub constant: Option<At<Value>>,
@@ -133,7 +138,12 @@ pub enum RevisitFile {
 pub struct ExtractFile {
     pub loc: Loc,
     pub item: Option<At<String>>,
+    /// `each = "css"` or `each = { css = "…" }`.
     pub each: Option<At<String>>,
+    /// `each = { xpath = "…" }`.
+    pub each_xpath: Option<At<String>>,
+    /// The JSON-LD types its `jsonld` fields read.
+    pub jsonld_type: Option<Vec<At<String>>>,
 }
 
 /// `[[rules.follow]]`.
@@ -141,6 +151,7 @@ pub struct ExtractFile {
 pub struct FollowFile {
     pub loc: Loc,
     pub css: Option<At<String>>,
+    pub xpath: Option<At<String>>,
     pub re: Option<At<String>>,
     pub sitemap: Option<At<bool>>,
     pub feed: Option<At<bool>>,
@@ -382,6 +393,9 @@ fn read_field(
         name,
         css: t.str("css"),
         json: t.str("json"),
+        xpath: t.str("xpath"),
+        jsonld: t.str("jsonld"),
+        og: t.str("og"),
         page: t.str("page"),
         meta: t.str("meta"),
         constant: json("const"),
@@ -410,10 +424,13 @@ fn read_rule(t: &TableReader<'_>) -> RuleFile {
         .tables("extract")
         .iter()
         .map(|e| {
+            let (each, each_xpath) = read_each(e);
             let x = ExtractFile {
                 loc: e.loc.clone(),
                 item: e.str("item"),
-                each: e.str("each"),
+                each,
+                each_xpath,
+                jsonld_type: e.str_list("jsonld_type"),
             };
             e.finish();
             x
@@ -433,6 +450,22 @@ fn read_rule(t: &TableReader<'_>) -> RuleFile {
     };
     t.finish();
     rule
+}
+
+/// `each = "div.comment"` (CSS), or a table with `css` or `xpath`.
+fn read_each(e: &TableReader<'_>) -> (Option<At<String>>, Option<At<String>>) {
+    let Some((node, loc)) = e.node("each") else {
+        return (None, None);
+    };
+    if let Some(css) = node.as_str() {
+        return (Some(At::new(css.to_string(), loc)), None);
+    }
+    let Some(t) = e.as_table(node, loc) else {
+        return (None, None);
+    };
+    let found = (t.str("css"), t.str("xpath"));
+    t.finish();
+    found
 }
 
 fn read_revisit(t: &TableReader<'_>) -> Option<RevisitFile> {
@@ -463,6 +496,7 @@ fn read_follow(t: &TableReader<'_>) -> FollowFile {
     let follow = FollowFile {
         loc: t.loc.clone(),
         css: t.str("css"),
+        xpath: t.str("xpath"),
         re: t.str("re"),
         sitemap: t.bool("sitemap"),
         feed: t.bool("feed"),

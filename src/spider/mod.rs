@@ -13,6 +13,7 @@ pub mod selector;
 pub mod sending;
 pub mod start;
 pub mod template;
+pub mod xpath;
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,9 @@ pub use jsonpath::{JsonPath, Until};
 pub use selector::Selector;
 pub use sending::Sending;
 pub use template::Template;
+pub use xpath::XPath;
+
+pub use crate::extract::structured::JsonLdPath;
 
 pub use crate::frontier::keys::{ItemSink, KeyMode, Keys, StartKind};
 pub use crate::frontier::Handoff;
@@ -200,6 +204,11 @@ pub enum FieldSource {
     Css(Selector),
     /// A JSONPath over the JSON response, or over the `each` element.
     Json(JsonPath),
+    XPath(XPath),
+    /// A path into the page's JSON-LD (`jsonld = "author.name"`).
+    JsonLd(JsonLdPath),
+    /// A `<meta>` property (`og = "title"` is `og:title`).
+    Og(String),
     Page(PageValue),
     Meta(String),
     Const(Value),
@@ -281,13 +290,18 @@ pub struct Extract {
     pub item: usize,
     /// One item per node matching this, fields relative to it.
     pub each: Option<Each>,
+    /// The JSON-LD types (`jsonld_type`) its `jsonld` fields read; any
+    /// when empty.
+    pub jsonld_types: Vec<String>,
 }
 
-/// What `each` selects: HTML elements, or JSON values (a JSONPath always
-/// starts with `$`, which a CSS selector never does).
+/// What `each` selects: HTML elements by CSS (`each = "div.comment"`) or
+/// XPath (`each = { xpath = "//div[@class='comment']" }`), or JSON values
+/// (a JSONPath always starts with `$`, which a CSS selector never does).
 #[derive(Debug, Clone)]
 pub enum Each {
     Css(Selector),
+    XPath(XPath),
     Json(JsonPath),
 }
 
@@ -295,6 +309,7 @@ pub enum Each {
 #[derive(Debug, Clone)]
 pub enum LinkSource {
     Css(Selector),
+    XPath(XPath),
     /// Over the decoded page text; group 1 (or the whole match) is the link.
     Re(Regex),
     /// A sitemap's pages (its sitemaps, for an index, go to the rule that

@@ -17,7 +17,12 @@
 //!   the caller answers 404. Lead images are named but not served.
 //!
 //! Like [`super::pages`], the markup is a contract the example spider's
-//! selectors are written against. This module owns no I/O.
+//! selectors are written against. Article pages also carry their metadata
+//! as news sites do, for spiders that read it instead of the markup: a
+//! JSON-LD `@graph` (a `WebSite` and a `NewsArticle` with its authors as
+//! `Person` objects and its lead image as an `ImageObject`) and OpenGraph
+//! `<meta>` properties ([`Article::authors`] lists the authors). This module
+//! owns no I/O.
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -87,6 +92,65 @@ impl Article {
     pub fn body_text(&self) -> String {
         let texts: Vec<String> = self.body.iter().map(Paragraph::text).collect();
         texts.join("\n")
+    }
+
+    /// The author names of the byline ("Maya Okafor and Tom Ng" is two),
+    /// as the page's JSON-LD lists them.
+    pub fn authors(&self) -> Vec<&str> {
+        self.byline
+            .split(" and ")
+            .flat_map(|s| s.split(", "))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// The article's JSON-LD and OpenGraph properties, for its `<head>`.
+    fn metadata(&self) -> String {
+        let authors: Vec<serde_json::Value> = self
+            .authors()
+            .into_iter()
+            .map(|name| serde_json::json!({"@type": "Person", "name": name}))
+            .collect();
+        let mut article = serde_json::json!({
+            "@type": ["NewsArticle", "Article"],
+            "headline": self.headline,
+            "description": self.summary,
+            "datePublished": self.published,
+            "articleSection": self.section,
+            "keywords": self.tags,
+            "author": authors,
+        });
+        if let (Some(src), Some(o)) = (&self.image, article.as_object_mut()) {
+            o.insert(
+                "image".into(),
+                serde_json::json!({"@type": "ImageObject", "url": src}),
+            );
+        }
+        let graph = serde_json::json!({
+            "@context": "https://schema.org",
+            "@graph": [{"@type": "WebSite", "name": MASTHEAD, "url": FRONT_PATH}, article],
+        });
+        // `<` escaped, so no string can close the script element.
+        let json = graph.to_string().replace('<', "\\u003c");
+        let mut out = format!("<script type=\"application/ld+json\">{json}</script>");
+        let mut meta = |property: &str, content: &str| {
+            out.push_str(&format!(
+                "<meta property=\"{property}\" content=\"{}\">",
+                escape(content)
+            ));
+        };
+        meta("og:type", "article");
+        meta("og:title", &self.headline);
+        meta("og:description", &self.summary);
+        if let Some(src) = &self.image {
+            meta("og:image", src);
+        }
+        meta("article:published_time", &self.published);
+        for tag in &self.tags {
+            meta("article:tag", tag);
+        }
+        out
     }
 
     fn year_month(&self) -> (&str, &str) {
@@ -358,7 +422,11 @@ fn article_page(news: &News, article: &Article) -> String {
     ));
     body.push_str("</ul></aside>\n");
     let title = format!("{} - {MASTHEAD}", article.headline);
-    document(&title, Some(&article.section), &body)
+    document(&title, Some(&article.section), &body).replacen(
+        "</head>",
+        &format!("{}</head>", article.metadata()),
+        1,
+    )
 }
 
 fn push_inlines(out: &mut String, paragraph: &Paragraph) {

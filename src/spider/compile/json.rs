@@ -262,6 +262,9 @@ impl Compiler<'_> {
         let mut json: Option<&Loc> = None;
         let mut html: Option<&Loc> = None;
         for e in &r.extract {
+            if let Some(each) = &e.each_xpath {
+                html = html.or(Some(&each.loc));
+            }
             if let Some(each) = &e.each {
                 if each.value.starts_with('$') {
                     json = json.or(Some(&each.loc));
@@ -277,7 +280,10 @@ impl Compiler<'_> {
                 if let Some(at) = &field.json {
                     json = json.or(Some(&at.loc));
                 }
-                if let Some(at) = &field.css {
+                for at in [&field.css, &field.xpath, &field.jsonld, &field.og]
+                    .into_iter()
+                    .flatten()
+                {
                     html = html.or(Some(&at.loc));
                 }
             }
@@ -290,7 +296,11 @@ impl Compiler<'_> {
                 .chain(f.until.as_ref().map(|u| &u.loc))
                 .next();
             json = json.or(uses_json);
-            html = html.or(f.css.as_ref().map(|c| &c.loc));
+            html = html.or([&f.css, &f.xpath]
+                .into_iter()
+                .flatten()
+                .map(|c| &c.loc)
+                .next());
         }
         match (json, html) {
             (Some(j), Some(h)) => {
