@@ -17,7 +17,7 @@ use crawlworker_testkit::{FixtureServer, Robots};
 
 use crawlworker::worker::StopRules;
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, peak, stderr, temp_dir, RedisServer, Worker,
+    crawlworker_with_redis, eventually, peak, push_urls, stderr, temp_dir, RedisServer, Worker,
 };
 
 use crate::in_process::InProcess;
@@ -84,10 +84,7 @@ impl Env {
 
     fn push(&self, paths: &[&str]) {
         let urls: Vec<String> = paths.iter().map(|p| self.server.url(p)).collect();
-        let mut args = vec!["push-urls", self.spider.to_str().unwrap()];
-        args.extend(urls.iter().map(String::as_str));
-        let out = crawlworker_with_redis(&self.redis.url(), &args);
-        assert!(out.status.success(), "push-urls: {}", stderr(&out));
+        push_urls(&self.redis.url(), &self.spider, &urls);
     }
 
     /// A `crawlworker run` process, for the tests that kill one.

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, stderr, temp_dir, FixtureServer, RedisServer, TempDir,
-    Worker,
+    eventually, push_urls, temp_dir, FixtureServer, RedisServer, TempDir, Worker,
 };
 
 /// Far longer than any wait below: only a known due time explains a fetch
@@ -66,10 +65,7 @@ match = '/'
 
     fn push(&self, paths: &[&str]) {
         let urls: Vec<String> = paths.iter().map(|p| self.server.url(p)).collect();
-        let mut args = vec!["push-urls", self.spider.to_str().unwrap()];
-        args.extend(urls.iter().map(String::as_str));
-        let out = crawlworker_with_redis(&self.redis.url(), &args);
-        assert!(out.status.success(), "push-urls: {}", stderr(&out));
+        push_urls(&self.redis.url(), &self.spider, &urls);
     }
 
     fn worker(&self, lease: &str) -> Worker {

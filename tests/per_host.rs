@@ -14,7 +14,9 @@ use redis::Commands;
 
 use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
-use crawlworker_testkit::{crawlworker_with_redis, temp_dir, FixtureServer, RedisServer, Robots};
+use crawlworker_testkit::{
+    loopback_host, proxied_spider, push_urls, temp_dir, FixtureServer, RedisServer, Robots,
+};
 
 use crate::in_process::InProcess;
 
@@ -24,7 +26,7 @@ const HOSTS: usize = 300;
 const FORBIDDEN_EVERY: usize = 10;
 
 fn host(i: usize) -> String {
-    format!("127.1.{}.{}", i / 256, i % 256)
+    loopback_host(1, i)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,44 +37,19 @@ async fn a_crawl_over_many_hosts_leaves_no_per_host_slots_or_locks_behind() {
         "User-agent: *\nDisallow: /fault/status/404\n".into(),
     ));
     let dir = temp_dir("per-host");
-    let spider = dir.path().join("hosts.toml");
-    std::fs::write(
-        &spider,
-        format!(
-            r#"
-name = "hosts"
-
-[settings]
-allow_private_networks = true
-robotstxt_obey = true
-cookies_enabled = true
-proxies = ["http://{}"]
-concurrent_requests = 8
-concurrent_requests_per_domain = 2
-
-[items.page]
-url = {{ page = "url" }}
-
-[[rules]]
-name = "page"
-match = '/fault/'
-  [[rules.extract]]
-  item = "page"
-"#,
-            server.addr()
-        ),
-    )
-    .expect("spider");
-    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
+    let spider = proxied_spider(
+        dir.path(),
+        server.addr(),
+        "robotstxt_obey = true\ncookies_enabled = true\nconcurrent_requests = 8\nconcurrent_requests_per_domain = 2",
+    );
+    let mut urls = Vec::new();
     for i in 0..HOSTS {
-        args.push(format!("http://{}/fault/status/200?key=h{i}", host(i)));
+        urls.push(format!("http://{}/fault/status/200?key=h{i}", host(i)));
         if i % FORBIDDEN_EVERY == 0 {
-            args.push(format!("http://{}/fault/status/404?key=h{i}", host(i)));
+            urls.push(format!("http://{}/fault/status/404?key=h{i}", host(i)));
         }
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let pushed = crawlworker_with_redis(&redis.url(), &args);
-    assert!(pushed.status.success(), "{pushed:?}");
+    push_urls(&redis.url(), &spider, &urls);
 
     let rules = StopRules {
         until_drained: true,

@@ -18,7 +18,8 @@ use crawlworker::spider::Spider;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually_async, stderr, temp_dir, FixtureServer, RedisServer, Robots,
+    crawlworker_with_redis, eventually_async, loopback_host, proxied_spider, push_urls, stderr,
+    temp_dir, FixtureServer, RedisServer, Robots,
 };
 
 use crate::in_process::InProcess;
@@ -35,7 +36,7 @@ const PER_HOST: &[&str] = &[
 ];
 
 fn host(i: usize) -> String {
-    format!("127.2.{}.{}", i / 256, i % 256)
+    loopback_host(2, i)
 }
 
 /// The length of a hash or sorted set (0 when it does not exist).
@@ -64,49 +65,23 @@ async fn after_a_crawl_over_many_hosts_redis_forgets_the_hosts_left_alone() {
     let server = FixtureServer::start(Site::demo()).await.expect("server");
     server.set_robots(Robots::Body("User-agent: *\nCrawl-delay: 0.05\n".into()));
     let dir = temp_dir("redis-hosts");
-    let spider = dir.path().join("hosts.toml");
     // Records expire after 2 s, back-off is forgotten after 10 x 200 ms
     // without news of the host.
-    std::fs::write(
-        &spider,
-        format!(
-            r#"
-name = "hosts"
-
-[settings]
-allow_private_networks = true
-robotstxt_obey = true
-robotstxt_ttl = "2s"
-download_delay = 0.05
-adaptive_backoff_max_delay = "200ms"
-retry_backoff_base = 0.05
-proxies = ["http://{}"]
-concurrent_requests = 8
-
-[items.page]
-url = {{ page = "url" }}
-
-[[rules]]
-name = "page"
-match = '/fault/'
-  [[rules.extract]]
-  item = "page"
-"#,
-            server.addr()
-        ),
-    )
-    .expect("spider");
-    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
-    for i in 0..HOSTS {
-        if i % SLOW_EVERY == 0 {
-            args.push(format!("http://{}/fault/retry-after/0?key=h{i}", host(i)));
-        } else {
-            args.push(format!("http://{}/fault/status/200?key=h{i}", host(i)));
-        }
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let pushed = crawlworker_with_redis(&redis.url(), &args);
-    assert!(pushed.status.success(), "{}", stderr(&pushed));
+    let spider = proxied_spider(
+        dir.path(),
+        server.addr(),
+        "robotstxt_obey = true\nrobotstxt_ttl = \"2s\"\ndownload_delay = 0.05\nadaptive_backoff_max_delay = \"200ms\"\nretry_backoff_base = 0.05\nconcurrent_requests = 8",
+    );
+    let urls: Vec<String> = (0..HOSTS)
+        .map(|i| {
+            if i % SLOW_EVERY == 0 {
+                format!("http://{}/fault/retry-after/0?key=h{i}", host(i))
+            } else {
+                format!("http://{}/fault/status/200?key=h{i}", host(i))
+            }
+        })
+        .collect();
+    push_urls(&redis.url(), &spider, &urls);
 
     // A worker that stays up (and idle) after the crawl.
     let worker = InProcess::start(&spider, &redis.url(), &[], StopRules::default()).await;

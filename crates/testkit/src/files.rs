@@ -45,3 +45,39 @@ pub fn spider_for(name: &str, base: &str, dir: &Path) -> PathBuf {
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     path
 }
+
+/// The `i`-th of many distinct loopback hosts in 127.`net`.0.0/16 (`net`
+/// ≥ 1, so never 127.0.0.1 itself), for crawls over many hosts that reach
+/// them all through one proxy on 127.0.0.1 ([`proxied_spider`]).
+pub fn loopback_host(net: u8, i: usize) -> String {
+    format!("127.{net}.{}.{}", i / 256 % 256, i % 256)
+}
+
+/// A spider named `hosts` in `dir` that fetches every host through the HTTP
+/// proxy at `proxy` (a fixture server, which answers for any host) and
+/// scrapes one item, the page's URL, from every `/fault/` page; `settings`
+/// are added to its `[settings]` (private networks are allowed already).
+pub fn proxied_spider(dir: &Path, proxy: std::net::SocketAddr, settings: &str) -> PathBuf {
+    let path = dir.join("hosts.toml");
+    let text = format!(
+        r#"
+name = "hosts"
+
+[settings]
+allow_private_networks = true
+proxies = ["http://{proxy}"]
+{settings}
+
+[items.page]
+url = {{ page = "url" }}
+
+[[rules]]
+name = "page"
+match = '/fault/'
+  [[rules.extract]]
+  item = "page"
+"#
+    );
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    path
+}

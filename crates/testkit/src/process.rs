@@ -62,6 +62,16 @@ pub fn crawlworker_with_redis(redis: &str, args: &[&str]) -> Output {
 }
 
 /// A command's standard output, as text.
+/// `crawlworker push-urls SPIDER ENTRY…` against `redis`, which must
+/// succeed.
+pub fn push_urls(redis: &str, spider: &Path, entries: &[String]) {
+    let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
+    args.extend(entries.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = crawlworker_with_redis(redis, &args);
+    assert!(out.status.success(), "push-urls: {}", stderr(&out));
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
