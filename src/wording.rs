@@ -1,5 +1,8 @@
-//! How numbers read in messages for people: `1 page`, `3 pages`, `1.2s`. One place,
-//! so every command and log line says it the same way.
+//! How numbers read in messages for people: `1 page`, `3 pages`, `1.2s`,
+//! and how much of a huge input a message shows ([`cut`]). One place, so
+//! every command and log line says it the same way.
+
+use std::borrow::Cow;
 
 /// `1 rule`, `3 rules`.
 pub fn plural(n: usize, one: &str, many: &str) -> String {
@@ -22,6 +25,20 @@ pub fn duration(d: std::time::Duration) -> String {
     }
 }
 
+/// `s` cut to at most `max` bytes (at a character boundary), followed by
+/// `…` and its full length when it was longer: what a log line, a message
+/// or a record shows of input that may be huge (a 5 MB start entry).
+pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}… ({} bytes in all)", &s[..end], s.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -35,5 +52,15 @@ mod tests {
         assert_eq!(duration(Duration::from_millis(92)), "92ms");
         assert_eq!(duration(Duration::from_millis(1234)), "1.2s");
         assert_eq!(duration(Duration::from_secs(200)), "3m 20s");
+    }
+
+    #[test]
+    fn cut_keeps_short_text_and_cuts_long_text_at_a_character() {
+        assert_eq!(cut("short", 10), "short");
+        let long = "é".repeat(1000);
+        let shown = cut(&long, 101);
+        assert!(shown.starts_with(&"é".repeat(50)), "{shown}");
+        assert!(shown.ends_with("… (2000 bytes in all)"), "{shown}");
+        assert!(shown.len() < 130);
     }
 }

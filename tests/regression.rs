@@ -10,7 +10,7 @@ use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
     crawlworker, crawlworker_with_redis, eventually, spider_for, stderr, temp_dir, FixtureServer,
-    RedisServer, Robots,
+    RedisServer, Robots, Worker,
 };
 
 use crate::in_process::InProcess;
@@ -350,4 +350,72 @@ fn issue_8_a_copy_of_a_spider_has_its_own_start_key() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Issue 14: a 5 MB bad start entry costs a capped log line, a capped
+/// `push-urls` message and a capped dead letter, not its size again; and a
+/// worker that finds nothing at all to crawl names the empty start key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_a_huge_bad_entry_is_shown_cut_and_an_empty_start_key_is_named() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("regression");
+    let spider = spider_for("news", &server.base_url(), dir.path());
+    // An absolute URL whose 5 MB host is not in allowed_domains.
+    let huge = format!("http://{}.example/", "x".repeat(5 << 20));
+    let file = dir.path().join("entries.txt");
+    std::fs::write(&file, format!("{huge}\n")).unwrap();
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &[
+            "push-urls",
+            spider.to_str().unwrap(),
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out).len());
+    assert!(
+        stderr(&out).len() < 4096,
+        "push-urls wrote {} bytes",
+        stderr(&out).len()
+    );
+    assert!(stderr(&out).contains("bytes in all"), "{}", stderr(&out));
+
+    // A producer pushes it anyway: the worker sets it aside.
+    redis
+        .conn()
+        .sadd::<_, _, ()>("news:start_urls", &huge)
+        .unwrap();
+    let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(60));
+    assert!(status.success(), "{}", &log[..log.len().min(4096)]);
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 4096, "a log line of {longest} bytes");
+    let dead: Vec<String> = redis.conn().lrange("news:dead", 0, -1).unwrap();
+    assert_eq!(dead.len(), 1);
+    let record: serde_json::Value = serde_json::from_str(&dead[0]).unwrap();
+    assert_eq!(record["bytes"], huge.len());
+    assert!(
+        dead[0].len() < 4096,
+        "a dead letter of {} bytes",
+        dead[0].len()
+    );
+    assert!(
+        !log.contains("nothing to crawl"),
+        "an entry was there, and was set aside: {}",
+        &log[..log.len().min(4096)]
+    );
+
+    // A crawl nobody pushed anything to says which key it read.
+    let empty = RedisServer::start();
+    let bbs = spider_for("bbs", &server.base_url(), dir.path());
+    let worker = Worker::spawn(&bbs, &empty.url(), &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains("nothing to crawl: the start key bbs:start_urls (list) is empty"),
+        "{log}"
+    );
+    server.stop().await.unwrap();
 }

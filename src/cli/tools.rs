@@ -188,7 +188,10 @@ pub(super) fn valid_entries(
             Ok(_) => good.push(entry),
             Err(e) => {
                 bad += 1;
-                eprintln!("{place}: {refused}: {e}");
+                eprintln!(
+                    "{place}: {refused}: {}",
+                    crate::wording::cut(&e.to_string(), 400)
+                );
             }
         }
     }

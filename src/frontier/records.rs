@@ -47,7 +47,7 @@ impl DeadLetter {
             key: key.to_string(),
             entry: entry[..end].to_string(),
             bytes: entry.len(),
-            reason: reason.to_string(),
+            reason: crate::wording::cut(reason, PREVIEW_BYTES).into_owned(),
             time: now_secs(),
         }
     }
@@ -91,7 +91,7 @@ impl FailedRecord {
     pub fn new(request: &Request, reason: &str, kind: &str, status: Option<u16>) -> FailedRecord {
         FailedRecord {
             url: request.url.clone(),
-            reason: reason.to_string(),
+            reason: crate::wording::cut(reason, PREVIEW_BYTES).into_owned(),
             kind: kind.to_string(),
             status,
             retry_times: request.retry_times,

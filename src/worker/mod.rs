@@ -529,6 +529,25 @@ impl SpiderRun {
         let counts = self.progress.counts();
         let elapsed = clock.elapsed();
         tracing::info!(spider = %name, "worker stopped ({reason}) after {:.1} s: {}", elapsed.as_secs_f64(), counts.describe());
+        if reason == StopReason::Drained && counts.pages == 0 && self.redis.is_some() {
+            // Nothing anywhere, ever: most often entries pushed to another
+            // key (a spider name or [keys] that does not match).
+            let mut ever = 0;
+            for stat in [
+                crate::stats::RESPONSE_RECEIVED_COUNT,
+                crate::stats::START_URLS_CLAIMED,
+            ] {
+                ever += self.frontier.stat(stat).await.unwrap_or(1);
+            }
+            if ever == 0 {
+                tracing::warn!(
+                    spider = %name,
+                    "nothing to crawl: the start key {} ({}) is empty and nothing is queued. Push start entries with `crawlworker push-urls SPIDER ENTRY…`, or check that the producer pushes to this key (the spider's name and [keys] name it)",
+                    self.frontier.keys().start_urls,
+                    self.spider.start.kind.as_str()
+                );
+            }
+        }
         if let Ok(mut stats) = self.frontier.stats().await {
             stats.sort();
             let lines: Vec<String> = stats.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
@@ -613,7 +632,7 @@ impl SpiderRun {
             .map(|entry| {
                 let outcome = self.spider.start_request(&entry).map_err(Refused::from);
                 if let Err(refused) = &outcome {
-                    tracing::warn!(key = %self.frontier.keys().start_urls, entry = %preview(&entry), reason = %refused.reason, "start entry set aside in the dead-letter key");
+                    tracing::warn!(key = %self.frontier.keys().start_urls, entry = %preview(&entry), reason = %preview(&refused.reason), "start entry set aside in the dead-letter key");
                 }
                 StartClaim { entry, outcome }
             })
@@ -788,13 +807,9 @@ async fn read_cluster(frontier: &Frontier, lease: Duration) -> Option<crate::met
     })
 }
 
-/// The first 200 characters of an entry, for logs.
+/// At most 200 bytes of an entry or a reason, for logs (see [`crate::wording::cut`]).
 pub fn preview(s: &str) -> String {
-    let mut p: String = s.chars().take(200).collect();
-    if p.len() < s.len() {
-        p.push('…');
-    }
-    p
+    crate::wording::cut(s, 200).into_owned()
 }
 
 /// UTC now in RFC 3339 (`2026-11-22T02:50:00Z`), for `start_time`.
