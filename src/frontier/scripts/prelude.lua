@@ -7,12 +7,6 @@
 -- sequence in the low part. Every score stays below 2^53, exact in a double.
 local SEQ_SPAN = 1099511627776
 
--- The globals the scripts use most, as locals: a local (or upvalue) is an
--- index, a global a hash look-up, and a batch of pages reads ARGV a few
--- thousand times.
-local redis, string, math, tonumber, ipairs, unpack, KEYS, ARGV = redis, string, math, tonumber, ipairs, unpack, KEYS,
-  ARGV
-
 -- A number from an argument: the small counts most arguments hold come
 -- from a table, since tonumber (strtod) is a large share of what a page
 -- costs a script.
