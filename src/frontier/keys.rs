@@ -165,7 +165,7 @@ key_kinds! {
     Sequence, sequence = "{name}:requests:seq", "string", Requests;
     /// Leased request id → lease deadline (ms, Redis clock).
     Inflight, inflight = "{name}:inflight", "zset", Requests;
-    /// Leased request id → worker and queue score.
+    /// Leased request id → worker and queue score; plus one note, field `~`, whose long value keeps Redis from packing the hash as a listpack (lease look-ups stay O(1)).
     Leases, leases = "{name}:inflight:owners", "hash", Requests;
     /// Request id waiting to be retried → due time (ms).
     Delayed, delayed = "{name}:delayed", "zset", Requests;

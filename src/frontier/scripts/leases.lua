@@ -9,15 +9,17 @@ local owners = redis.call('HGETALL', KEYS[2])
 local count, last, order = {}, {}, {}
 for i = 1, #owners, 2 do
   local id, owner = owners[i], owners[i + 1]
-  local worker = string.match(owner, '^(.*)|[^|]*$') or owner
-  local deadline = tonumber(redis.call('ZSCORE', KEYS[1], id) or '0')
-  if not count[worker] then
-    count[worker], last[worker] = 0, 0
-    order[#order + 1] = worker
-  end
-  count[worker] = count[worker] + 1
-  if deadline > last[worker] then
-    last[worker] = deadline
+  if id ~= OWNERS_NOTE_FIELD then
+    local worker = string.match(owner, '^(.*)|[^|]*$') or owner
+    local deadline = tonumber(redis.call('ZSCORE', KEYS[1], id) or '0')
+    if not count[worker] then
+      count[worker], last[worker] = 0, 0
+      order[#order + 1] = worker
+    end
+    count[worker] = count[worker] + 1
+    if deadline > last[worker] then
+      last[worker] = deadline
+    end
   end
 end
 local out = {now}
