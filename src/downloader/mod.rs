@@ -181,6 +181,18 @@ impl Downloader {
                     stats.add(stats::ROBOTSTXT_FORBIDDEN, 1);
                     return Ready::Done(Downloaded::Decided(Box::default()));
                 }
+                Verdict::Unavailable { failure, again_in } => {
+                    // Not forbidden: "disallowed for now" (RFC 9309
+                    // 2.3.1.4) waits in Redis until robots.txt is fetched
+                    // again, or fails where --from-failed finds it.
+                    return Ready::Done(Downloaded::Decided(Box::new(retry::robots_unavailable(
+                        &self.settings,
+                        request,
+                        failure,
+                        again_in,
+                        stats,
+                    ))));
+                }
             }
         }
         Ready::Go(self.politeness.slots(&host).await)
