@@ -718,3 +718,33 @@ async fn issue_14_ssrf_refused_with_robots_obey_reaches_failed() {
     }
     crawl.server.stop().await.unwrap();
 }
+
+/// Issue 14: each leased request's politeness slot was reserved before its
+/// robots.txt check, so the requests whose slots passed while robots.txt
+/// was being fetched all went out together when it came. Now a request
+/// whose slot passed during the check takes a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_a_slow_robots_txt_does_not_unspace_the_requests_waiting_for_it() {
+    let crawl = RobotsCrawl::new(
+        "allow_private_networks = true\ndownload_delay = 0.3\nrandomize_download_delay = false",
+    )
+    .await;
+    crawl.server.set_robots(Robots::Slow(
+        Duration::from_millis(800),
+        Box::new(Robots::Body("User-agent: *\nAllow: /\n".into())),
+    ));
+    crawl.push(5);
+    crawl.drain().await;
+    assert_eq!(crawl.list("robots:items").len(), 5);
+    let arrivals = crawl.server.arrivals("/fault/status/");
+    assert_eq!(arrivals.len(), 5);
+    for pair in arrivals.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_millis(260),
+            "download_delay 0.3 s not honoured after robots.txt came: {gap:?} in {:?}",
+            arrivals.windows(2).map(|p| p[1] - p[0]).collect::<Vec<_>>()
+        );
+    }
+    crawl.server.stop().await.unwrap();
+}
