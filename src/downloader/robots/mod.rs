@@ -392,6 +392,64 @@ mod tests {
         }))
     }
 
+    fn record(status: Option<u16>, error: Option<RobotsError>) -> RobotsRecord {
+        RobotsRecord {
+            status,
+            body: String::new(),
+            fetched_at: 0.0,
+            error,
+        }
+    }
+
+    #[test]
+    fn a_failed_fetch_names_robots_txt_and_its_error_and_only_a_refusal_is_final() {
+        let f = failure("a.test", &record(Some(503), None));
+        assert_eq!(
+            f.reason,
+            "robots.txt could not be fetched: robots.txt of a.test answered HTTP 503"
+        );
+        assert_eq!(
+            (f.kind.as_str(), f.status, f.retryable),
+            (UNAVAILABLE_KIND, Some(503), true)
+        );
+
+        let timeout = RobotsError {
+            reason: "GET http://a.test/robots.txt timed out after 1s".into(),
+            kind: "TimeoutError".into(),
+            retryable: true,
+        };
+        let f = failure("a.test", &record(None, Some(timeout)));
+        assert!(f.reason.ends_with("timed out after 1s"), "{}", f.reason);
+        assert_eq!((f.kind.as_str(), f.retryable), (UNAVAILABLE_KIND, true));
+
+        let refused = RobotsError {
+            reason: "refused to fetch http://127.0.0.1/robots.txt: loopback".into(),
+            kind: "ForbiddenAddress".into(),
+            retryable: false,
+        };
+        let f = failure("127.0.0.1", &record(None, Some(refused)));
+        assert_eq!((f.kind.as_str(), f.retryable), ("ForbiddenAddress", false));
+
+        // A record written by an older version says less, and is retried.
+        let f = failure("a.test", &record(None, None));
+        assert!(f.retryable && f.reason.contains("a.test"), "{}", f.reason);
+    }
+
+    #[test]
+    fn a_record_without_an_error_reads_as_before() {
+        let old = r#"{"status":null,"body":"","fetched_at":1.5}"#;
+        let r: RobotsRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            r,
+            RobotsRecord {
+                fetched_at: 1.5,
+                ..record(None, None)
+            }
+        );
+        let json = serde_json::to_string(&record(Some(200), None)).unwrap();
+        assert!(!json.contains("error"), "{json}");
+    }
+
     #[test]
     fn the_local_cache_stays_within_its_budget_over_many_hosts() {
         let budget = 256 * 1024;
