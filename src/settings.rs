@@ -720,6 +720,8 @@ settings! {
     robotstxt_obey: bool = false;
     /// How long a host's robots.txt is trusted before it is fetched again (once for the whole cluster).
     robotstxt_ttl: Duration = Duration::from_secs(3600);
+    /// How long a robots.txt that could not be fetched (5xx, 429, timeout, network error) holds its host's requests before it is fetched again (once for the whole cluster). The requests wait in Redis meanwhile, like retries; after `retry_times` such waits they go into the failed key. Keep it under `retry_backoff_max`.
+    robotstxt_failure_ttl: Duration = Duration::from_secs(60);
     /// Slow hosts down for the whole cluster: a 429 (or a 5xx with Retry-After) at once, other 5xx in proportion to the host's recent share of them (none while under one in five, up to `adaptive_backoff_max_delay` when all fail), recovering with good responses.
     adaptive_backoff: bool = true;
     /// The slowest pace adaptive back-off imposes on a host (delay between requests).

@@ -175,6 +175,10 @@ stats! {
     FOLLOW_FILTERED_NOT_MODIFIED = "follow/filtered/not_modified", Counter => "links_filtered"("reason" = "not_modified");
     /// Requests robots.txt forbids.
     ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter => "robotstxt_forbidden";
+    /// Requests put off because their host's robots.txt could not be fetched (5xx, 429, timeout, network error): each waits in Redis like a retry, until robots.txt is fetched again.
+    ROBOTSTXT_UNAVAILABLE = "robotstxt/unavailable", Counter => "robotstxt_unavailable";
+    /// Requests recorded in the failed key because their host's robots.txt could not be fetched: still failing after their retries, or refused (e.g. by the private-network guard).
+    ROBOTSTXT_UNAVAILABLE_FAILED = "robotstxt/unavailable_failed", Counter => "robotstxt_unavailable_failed";
     /// Malformed entries set aside in the dead-letter key.
     DEADLETTER_COUNT = "deadletter/count", Counter => "dead_letters";
     /// Retries scheduled.

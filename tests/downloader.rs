@@ -356,12 +356,29 @@ async fn robots_txt_is_fetched_once_for_the_cluster_and_obeyed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_robots_txt_disallows_for_now() {
-    let env = Env::new("robotstxt_obey = true").await;
+    let env = Env::new("robotstxt_obey = true\nrobotstxt_failure_ttl = 0.1").await;
     env.server.set_robots(Robots::Status(503));
     env.push(&["/fault/status/200?key=1"]);
     env.drain(1).await;
     assert_eq!(env.server.hits("/fault/status/200?key=1"), 0);
-    assert_eq!(env.stat("robotstxt/forbidden"), 1);
+    // Not forbidden: it waited twice (its retries) for robots.txt, which
+    // was fetched again each time, then failed where --from-failed finds it.
+    assert_eq!(env.stat("robotstxt/forbidden"), 0);
+    assert_eq!(env.stat("robotstxt/unavailable"), 2);
+    assert_eq!(env.stat("robotstxt/unavailable_failed"), 1);
+    assert_eq!(env.stat("retry/reason_count/robotstxt_unavailable"), 2);
+    assert_eq!(env.server.hits("/robots.txt"), 3);
+    let failed = env.failed();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["kind"], "robotstxt_unavailable");
+    assert_eq!(failed[0]["status"], 503);
+    assert_eq!(
+        failed[0]["reason"],
+        format!(
+            "robots.txt could not be fetched: robots.txt of {} answered HTTP 503 (gave up after 2 retries)",
+            env.server.addr()
+        )
+    );
     env.finish().await;
 }
 

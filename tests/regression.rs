@@ -419,3 +419,332 @@ async fn issue_14_a_huge_bad_entry_is_shown_cut_and_an_empty_start_key_is_named(
     );
     server.stop().await.unwrap();
 }
+
+/// A crawl of fault pages with `robotstxt_obey = true`, small retry and
+/// back-off settings, for the issue 14 robots.txt tests.
+struct RobotsCrawl {
+    redis: RedisServer,
+    server: FixtureServer,
+    spider: std::path::PathBuf,
+    _dir: crawlworker_testkit::TempDir,
+}
+
+/// What the robots.txt tests add to their spiders: waits of tenths of a
+/// second, a robots.txt failure trusted for a tenth of one.
+const ROBOTS_SETTINGS: &str = r#"
+robotstxt_obey = true
+robotstxt_failure_ttl = 0.1
+retry_backoff_base = 0.05
+retry_backoff_max = 0.3
+download_timeout = "1s"
+"#;
+
+impl RobotsCrawl {
+    /// `settings` go into the spider's `[settings]`, after
+    /// [`ROBOTS_SETTINGS`]; they say whether private networks (the fixture
+    /// server's loopback address) are allowed.
+    async fn new(settings: &str) -> RobotsCrawl {
+        let redis = RedisServer::start();
+        let server = FixtureServer::start(Site::demo()).await.unwrap();
+        let dir = temp_dir("regression");
+        let spider = dir.path().join("robots.toml");
+        std::fs::write(
+            &spider,
+            format!(
+                r#"
+name = "robots"
+
+[settings]
+{ROBOTS_SETTINGS}
+{settings}
+
+[items.page]
+url = {{ page = "url" }}
+
+[[rules]]
+name = "page"
+match = '/fault/'
+  [[rules.extract]]
+  item = "page"
+"#
+            ),
+        )
+        .unwrap();
+        RobotsCrawl {
+            redis,
+            server,
+            spider,
+            _dir: dir,
+        }
+    }
+
+    /// Pushes `n` fault pages of the fixture server; their paths.
+    fn push(&self, n: usize) -> Vec<String> {
+        let paths: Vec<String> = (0..n)
+            .map(|i| format!("/fault/status/200?key=r{i}"))
+            .collect();
+        let urls = paths.iter().map(|p| self.server.url(p)).collect::<Vec<_>>();
+        crawlworker_testkit::push_urls(&self.redis.url(), &self.spider, &urls);
+        paths
+    }
+
+    async fn drain(&self) {
+        let rules = StopRules {
+            until_drained: true,
+            ..StopRules::default()
+        };
+        InProcess::start(&self.spider, &self.redis.url(), ROBOTS_ENV, rules)
+            .await
+            .wait(Duration::from_secs(60))
+            .await;
+    }
+
+    fn stat(&self, name: &str) -> i64 {
+        let v: Option<i64> = self.redis.conn().hget("robots:stats", name).unwrap();
+        v.unwrap_or(0)
+    }
+
+    fn list(&self, key: &str) -> Vec<serde_json::Value> {
+        let raw: Vec<String> = self.redis.conn().lrange(key, 0, -1).unwrap();
+        raw.iter()
+            .map(|s| serde_json::from_str(s).unwrap())
+            .collect()
+    }
+
+    /// `push-urls --from-failed`, which must re-queue `n` requests.
+    fn requeue_failed(&self, n: usize) {
+        let out = crawlworker_with_redis(
+            &self.redis.url(),
+            &["push-urls", self.spider.to_str().unwrap(), "--from-failed"],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("re-queued {n} failed request")),
+            "{}",
+            stderr(&out)
+        );
+    }
+
+    /// Every request went into `:failed` with a reason naming robots.txt
+    /// and `error`; none was counted as forbidden.
+    fn assert_failed_for_robots(&self, n: usize, error: &str) {
+        let failed = self.list("robots:failed");
+        assert_eq!(failed.len(), n, "{failed:?}");
+        for f in &failed {
+            let reason = f["reason"].as_str().unwrap();
+            assert!(
+                reason.contains("robots.txt") && reason.contains(error),
+                "{reason}"
+            );
+        }
+        assert_eq!(self.stat("robotstxt/forbidden"), 0);
+        assert!(self.list("robots:dead").is_empty());
+    }
+}
+
+/// The worker settings of the robots.txt tests.
+const ROBOTS_ENV: &[(&str, &str)] = &[
+    ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
+    ("CRAWLWORKER_LEASE_TIMEOUT", "5s"),
+];
+
+/// Issue 14: a robots.txt answering 503 counted every request of its host
+/// as `robotstxt/forbidden` and dropped it. Now they wait in Redis (like
+/// retries) and are crawled once robots.txt answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_robots_503_then_200_the_requests_wait_and_are_crawled() {
+    let crawl = RobotsCrawl::new("allow_private_networks = true\nretry_times = 20").await;
+    crawl.server.set_robots(Robots::Status(503));
+    let paths = crawl.push(5);
+    let worker = InProcess::start(
+        &crawl.spider,
+        &crawl.redis.url(),
+        ROBOTS_ENV,
+        StopRules {
+            until_drained: true,
+            ..StopRules::default()
+        },
+    )
+    .await;
+    // robots.txt is tried again (after its failure's short TTL) while the
+    // requests wait.
+    eventually("robots.txt fetched again", PATIENCE, || {
+        (crawl.server.hits("/robots.txt") >= 3).then_some(())
+    });
+    assert_eq!(crawl.stat("robotstxt/forbidden"), 0);
+    crawl
+        .server
+        .set_robots(Robots::Body("User-agent: *\nAllow: /\n".into()));
+    worker.wait(Duration::from_secs(60)).await;
+    for p in &paths {
+        assert_eq!(crawl.server.hits(p), 1, "{p}");
+    }
+    assert_eq!(crawl.list("robots:items").len(), 5);
+    assert!(crawl.list("robots:failed").is_empty());
+    assert_eq!(crawl.stat("robotstxt/forbidden"), 0);
+    assert!(crawl.stat("robotstxt/unavailable") >= 5);
+    // Several requests waiting, one fetch per failure TTL: not one per
+    // request and retry.
+    let fetches = crawl.server.hits("/robots.txt");
+    assert!(
+        fetches < 5 * 20,
+        "{fetches} robots.txt fetches for 5 waiting requests"
+    );
+    crawl.server.stop().await.unwrap();
+}
+
+/// Issue 14: past their retry budget, requests whose robots.txt still
+/// fails go into `:failed` (not lost as forbidden), and `push-urls
+/// --from-failed` brings them back. A robots.txt that times out counts as
+/// failing too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_robots_failing_for_good_sends_the_requests_to_failed() {
+    let crawl = RobotsCrawl::new("allow_private_networks = true\nretry_times = 2").await;
+    crawl.server.set_robots(Robots::Status(503));
+    let paths = crawl.push(3);
+    crawl.drain().await;
+    crawl.assert_failed_for_robots(3, "503 (gave up after 2 retries)");
+    assert_eq!(crawl.stat("robotstxt/unavailable_failed"), 3);
+    assert_eq!(crawl.stat("retry/max_reached"), 3);
+    assert_eq!(crawl.list("robots:items").len(), 0);
+    for p in &paths {
+        assert_eq!(crawl.server.hits(p), 0, "{p}");
+    }
+
+    // Timing out (past download_timeout) fails them the same way.
+    crawl.requeue_failed(3);
+    crawl.server.set_robots(Robots::Slow(
+        Duration::from_secs(3),
+        Box::new(Robots::Body("User-agent: *\nAllow: /\n".into())),
+    ));
+    crawl.drain().await;
+    crawl.assert_failed_for_robots(3, "timed out");
+
+    // Once robots.txt answers, the re-queued requests are crawled.
+    crawl.requeue_failed(3);
+    crawl.server.set_robots(Robots::Missing);
+    crawl.drain().await;
+    assert_eq!(crawl.list("robots:items").len(), 3);
+    assert!(crawl.list("robots:failed").is_empty());
+    for p in &paths {
+        assert_eq!(crawl.server.hits(p), 1, "{p}");
+    }
+    crawl.server.stop().await.unwrap();
+}
+
+/// Issue 14: with the spider's proxy down, robots.txt cannot be fetched:
+/// the requests wait, then fail into `:failed`; once the proxy is up,
+/// `push-urls --from-failed` brings them back and they are crawled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_robots_through_a_down_proxy_does_not_drop_requests() {
+    let redis = RedisServer::start();
+    let dir = temp_dir("regression");
+    let port = crawlworker_testkit::redis::free_port();
+    let proxy_addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let spider = crawlworker_testkit::proxied_spider(
+        dir.path(),
+        proxy_addr,
+        &format!("{ROBOTS_SETTINGS}\nretry_times = 2"),
+    );
+    let urls: Vec<String> = (0..3)
+        .map(|i| {
+            format!(
+                "http://{}/fault/status/200?key=p{i}",
+                crawlworker_testkit::loopback_host(9, i + 1)
+            )
+        })
+        .collect();
+    crawlworker_testkit::push_urls(&redis.url(), &spider, &urls);
+    let rules = || StopRules {
+        until_drained: true,
+        ..StopRules::default()
+    };
+    InProcess::start(&spider, &redis.url(), ROBOTS_ENV, rules())
+        .await
+        .wait(Duration::from_secs(60))
+        .await;
+    let failed: Vec<String> = redis.conn().lrange("hosts:failed", 0, -1).unwrap();
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    for f in &failed {
+        let record: serde_json::Value = serde_json::from_str(f).unwrap();
+        let reason = record["reason"].as_str().unwrap();
+        // It waited its retries first: a proxy down can come back.
+        assert!(
+            reason.starts_with("robots.txt could not be fetched")
+                && reason.contains(&proxy_addr.to_string())
+                && reason.ends_with("(gave up after 2 retries)"),
+            "{f}"
+        );
+    }
+    let forbidden: Option<i64> = redis
+        .conn()
+        .hget("hosts:stats", "robotstxt/forbidden")
+        .unwrap();
+    assert_eq!(forbidden, None);
+
+    // The proxy comes up: the failed requests are crawled.
+    let proxy = FixtureServer::start_on(Site::demo(), proxy_addr, Duration::ZERO)
+        .await
+        .unwrap();
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["push-urls", spider.to_str().unwrap(), "--from-failed"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    InProcess::start(&spider, &redis.url(), ROBOTS_ENV, rules())
+        .await
+        .wait(Duration::from_secs(60))
+        .await;
+    let items: Vec<String> = redis.conn().lrange("hosts:items", 0, -1).unwrap();
+    assert_eq!(items.len(), 3, "{items:?}");
+    proxy.stop().await.unwrap();
+}
+
+/// Issue 14: a request the SSRF guard refuses (a loopback host, and a
+/// spider that does not allow private networks) was lost on the robots.txt
+/// path as `robotstxt/forbidden`; it reaches `:failed` with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_ssrf_refused_with_robots_obey_reaches_failed() {
+    let crawl = RobotsCrawl::new("allow_private_networks = false").await;
+    crawl
+        .server
+        .set_robots(Robots::Body("User-agent: *\nAllow: /\n".into()));
+    crawl.push(2);
+    crawl.drain().await;
+    assert_eq!(crawl.server.total_hits(), 0);
+    crawl.assert_failed_for_robots(2, "private");
+    for f in crawl.list("robots:failed") {
+        assert_eq!(f["kind"], "ForbiddenAddress", "{f}");
+    }
+    crawl.server.stop().await.unwrap();
+}
+
+/// Issue 14: each leased request's politeness slot was reserved before its
+/// robots.txt check, so the requests whose slots passed while robots.txt
+/// was being fetched all went out together when it came. Now a request
+/// whose slot passed during the check takes a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_a_slow_robots_txt_does_not_unspace_the_requests_waiting_for_it() {
+    let crawl = RobotsCrawl::new(
+        "allow_private_networks = true\ndownload_delay = 0.3\nrandomize_download_delay = false",
+    )
+    .await;
+    crawl.server.set_robots(Robots::Slow(
+        Duration::from_millis(800),
+        Box::new(Robots::Body("User-agent: *\nAllow: /\n".into())),
+    ));
+    crawl.push(5);
+    crawl.drain().await;
+    assert_eq!(crawl.list("robots:items").len(), 5);
+    let arrivals = crawl.server.arrivals("/fault/status/");
+    assert_eq!(arrivals.len(), 5);
+    for pair in arrivals.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_millis(260),
+            "download_delay 0.3 s not honoured after robots.txt came: {gap:?} in {:?}",
+            arrivals.windows(2).map(|p| p[1] - p[0]).collect::<Vec<_>>()
+        );
+    }
+    crawl.server.stop().await.unwrap();
+}

@@ -4,7 +4,9 @@
 //! 1. [`politeness`]: wait for the host's cluster-wide slot (holding no
 //!    download slot), then take a download slot and one of the host's;
 //! 2. [`robots`]: obey robots.txt, fetched once for the cluster and cached
-//!    in Redis (a Crawl-delay learnt now takes a fresh slot);
+//!    in Redis (a Crawl-delay learnt now, or a slot that passed while
+//!    robots.txt was fetched, takes a fresh slot); a robots.txt that could
+//!    not be fetched puts the request off like a retry;
 //! 3. [`client`]: the HTTP exchange itself (SSRF guard, timeouts, size
 //!    limits, decompression, proxies, cookies);
 //! 4. [`redirect`] turns a 3xx into a new request, and [`retry`] schedules
@@ -164,11 +166,16 @@ impl Downloader {
         }
         let host = request.host_key();
         if self.settings.robotstxt_obey {
+            let checking = std::time::Instant::now();
             match self.robots.check(request).await {
                 Verdict::Allowed { crawl_delay } => {
-                    // Leased before this worker knew the host's Crawl-delay:
-                    // take a slot that respects it.
-                    if crawl_delay > paced_with {
+                    // Leased before this worker knew the host's Crawl-delay,
+                    // or its slot passed while robots.txt was fetched (the
+                    // requests that waited for the same fetch would go out
+                    // together): take a fresh slot that respects both.
+                    let spacing = crawl_delay.max(paced_with);
+                    let late = !spacing.is_zero() && checking.elapsed() > spacing / 10;
+                    if crawl_delay > paced_with || late {
                         let wait = until_done("reserve a politeness slot", || {
                             self.frontier.reserve_slot(&host, crawl_delay)
                         })
@@ -180,6 +187,18 @@ impl Downloader {
                     tracing::debug!(url = %request.url, "forbidden by robots.txt");
                     stats.add(stats::ROBOTSTXT_FORBIDDEN, 1);
                     return Ready::Done(Downloaded::Decided(Box::default()));
+                }
+                Verdict::Unavailable { failure, again_in } => {
+                    // Not forbidden: "disallowed for now" (RFC 9309
+                    // 2.3.1.4) waits in Redis until robots.txt is fetched
+                    // again, or fails where --from-failed finds it.
+                    return Ready::Done(Downloaded::Decided(Box::new(retry::robots_unavailable(
+                        &self.settings,
+                        request,
+                        failure,
+                        again_in,
+                        stats,
+                    ))));
                 }
             }
         }

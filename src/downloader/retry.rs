@@ -134,6 +134,27 @@ pub fn retry_or_fail(
     }
 }
 
+/// A request whose host's robots.txt could not be fetched: it waits like a
+/// retry, no sooner than `again_in` (when robots.txt is fetched again), and
+/// fails after `retry_times` waits; one refused for good (or with retries
+/// off) fails at once. Either way it is not counted as forbidden.
+pub fn robots_unavailable(
+    settings: &Settings,
+    request: &Request,
+    mut failure: Failure,
+    again_in: Duration,
+    stats: &mut Tally,
+) -> PageResult {
+    failure.retry_after = Some(failure.retry_after.unwrap_or_default().max(again_in));
+    let result = retry_or_fail(settings, request, failure, stats, HostOutcome::None);
+    if result.failed.is_some() {
+        stats.add(stats::ROBOTSTXT_UNAVAILABLE_FAILED, 1);
+    } else {
+        stats.add(stats::ROBOTSTXT_UNAVAILABLE, 1);
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,7 +48,7 @@ pub use dispatch::Frontier;
 pub use dupefilter::{bloom_chain, bloom_plan, BloomPlan, Dupefilter};
 pub use keys::{ItemSink, KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use local::LocalFrontier;
-pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsRecord};
+pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsError, RobotsRecord};
 
 use crate::request::{Request, Task};
 use crate::stats::{Stat, Tally};

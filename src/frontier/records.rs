@@ -7,7 +7,8 @@
 //! - [`FailedRecord`]: a request that failed for good, in `<name>:failed`
 //!   (read back by `push-urls --from-failed`);
 //! - [`Heartbeat`]: a live worker, in `<name>:workers` (read by `stats`);
-//! - [`RobotsRecord`]: a host's robots.txt fetch, in `<name>:robots`.
+//! - [`RobotsRecord`]: a host's robots.txt fetch, in `<name>:robots`
+//!   (with a [`RobotsError`] when the fetch got no answer).
 
 use serde::{Deserialize, Serialize};
 
@@ -125,6 +126,23 @@ pub struct RobotsRecord {
     pub body: String,
     /// When it was fetched (seconds since the epoch).
     pub fetched_at: f64,
+    /// Why it gave no HTTP answer, when it did not (absent in the records
+    /// of older versions): what the requests that waited for it say when
+    /// they fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RobotsError>,
+}
+
+/// Why a robots.txt fetch gave no HTTP answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RobotsError {
+    /// For people: the error, with the robots.txt URL.
+    pub reason: String,
+    /// For machines: the error kind (`TimeoutError`, `ForbiddenAddress`).
+    pub kind: String,
+    /// Whether fetching it again may help (a network error), as opposed to
+    /// a refusal that will repeat (a forbidden address).
+    pub retryable: bool,
 }
 
 #[cfg(test)]

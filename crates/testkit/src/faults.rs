@@ -129,6 +129,10 @@ pub enum Robots {
     /// This status (e.g. 503, 401, 500) with a one-line text body. A status
     /// outside 200–999 answers 500.
     Status(u16),
+    /// What the inner one answers, after a pause (a slow or, past the
+    /// client's timeout, a timing-out robots.txt); an inner
+    /// [`Robots::Missing`] answers at once.
+    Slow(Duration, Box<Robots>),
 }
 
 /// Fault state shared by all connections of one server.
@@ -175,14 +179,19 @@ impl FaultState {
             .elapsed()
     }
 
-    /// The `/robots.txt` response, or `None` for the site's 404 page.
-    fn robots_response(&self) -> Option<Response<ResponseBody>> {
-        let robots = self
-            .robots
+    /// What `/robots.txt` answers now.
+    fn robots(&self) -> Robots {
+        self.robots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+            .clone()
+    }
+
+    /// The `/robots.txt` response of `robots` (without its pause, if slow),
+    /// or `None` for the site's 404 page.
+    fn robots_response(robots: Robots) -> Option<Response<ResponseBody>> {
         match robots {
+            Robots::Slow(_, inner) => FaultState::robots_response(*inner),
             Robots::Missing => None,
             Robots::Body(text) => Some(response(StatusCode::OK, TEXT, Bytes::from(text))),
             Robots::Status(code) => {
@@ -229,13 +238,28 @@ impl Routes for Faults {
         request: &hyper::Request<hyper::body::Incoming>,
     ) -> Option<Reply> {
         let uri = request.uri();
-        if uri.path() == "/robots.txt" {
-            return self.state.robots_response().map(Reply::Now);
-        }
         let faults = ConnectionFaults {
             server: Arc::clone(&self.state),
             conn: conn.clone(),
         };
+        if uri.path() == "/robots.txt" {
+            let robots = self.state.robots();
+            let delay = match &robots {
+                Robots::Slow(delay, _) => *delay,
+                _ => Duration::ZERO,
+            };
+            let response = FaultState::robots_response(robots)?;
+            return Some(if delay.is_zero() {
+                Reply::Now(response)
+            } else {
+                Reply::After {
+                    delay,
+                    response,
+                    in_progress: faults.in_progress(),
+                    stop: faults.stop(),
+                }
+            });
+        }
         route(&faults, uri, request.headers())
     }
 }

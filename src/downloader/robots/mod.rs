@@ -1,11 +1,18 @@
 //! robots.txt for the whole cluster: each host's file is fetched once per
 //! `robotstxt_ttl` by one worker (a short Redis lock decides which), cached
 //! in Redis for everyone, and kept in each worker's memory until it
-//! expires. A failed fetch (5xx, network) disallows the host and is retried
-//! after a minute; its Crawl-delay, when larger than the spider's delay,
-//! paces the host for the whole cluster. The policy itself (matching,
-//! semantics) is [`policy`]; the record cached in Redis is the frontier's
+//! expires. Its Crawl-delay, when larger than the spider's delay, paces the
+//! host for the whole cluster. The policy itself (matching, semantics) is
+//! [`policy`]; the record cached in Redis is the frontier's
 //! [`RobotsRecord`].
+//!
+//! A fetch that failed for now (5xx, 429, timeout, a network or proxy
+//! error) forbids nothing: it makes the host's requests wait
+//! ([`Verdict::Unavailable`]; the downloader puts them back in Redis like
+//! retries, see `retry::robots_unavailable`), and it is cached only
+//! `robotstxt_failure_ttl`, so that robots.txt is fetched again, once for
+//! the cluster, when they come due. A fetch refused for good (the
+//! private-network guard) makes them fail at once, with its reason.
 //!
 //! What a worker keeps is bounded whatever the crawl: the policies in
 //! memory are a cache of at most [`LOCAL_CACHE_BYTES`] (estimated), least
@@ -19,15 +26,15 @@ pub mod policy;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::client::FetchError;
 use super::client::HttpClient;
 use super::in_use::InUse;
-use crate::frontier::{now_secs, Frontier, RobotsRecord};
+use super::retry::Failure;
+use crate::frontier::{now_secs, Frontier, RobotsError, RobotsRecord};
 use crate::request::Request;
 use crate::settings::Settings;
 use policy::{Fetched, Robots};
 
-/// How long a failed robots.txt fetch disallows the host before the next try.
-const FAILURE_TTL: Duration = Duration::from_secs(60);
 /// How long one worker may hold the right to fetch a host's robots.txt.
 const LOCK_TTL: Duration = Duration::from_secs(20);
 /// How long a worker waits for another one's fetch before fetching itself.
@@ -42,8 +49,15 @@ pub const LOCAL_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 /// still hold the largest file.
 const LOCAL_CACHE_SHARDS: usize = 4;
 
-/// A cached policy and when it expires in this worker.
-type Cached = (Arc<Robots>, Instant);
+/// What this worker knows of a host's robots.txt.
+#[derive(Clone)]
+struct Cached {
+    robots: Arc<Robots>,
+    /// Why the fetch failed, when it did (the policy then disallows all).
+    failure: Option<Arc<Failure>>,
+    /// When it expires in this worker.
+    expires: Instant,
+}
 
 /// Weighs a cached policy by the memory it takes (estimated).
 #[derive(Debug, Clone, Copy)]
@@ -51,18 +65,28 @@ struct ByBytes;
 
 impl quick_cache::Weighter<String, Cached> for ByBytes {
     fn weight(&self, host: &String, cached: &Cached) -> u64 {
-        (host.len() + cached.0.approx_bytes()) as u64
+        let failure = cached.failure.as_ref().map_or(0, |f| f.reason.len());
+        (host.len() + cached.robots.approx_bytes() + failure) as u64
     }
 }
 
 /// May the request go out?
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Verdict {
     /// Yes, no sooner than the host's Crawl-delay after the previous one.
     Allowed {
         crawl_delay: Duration,
     },
     Forbidden,
+    /// robots.txt could not be fetched: the request waits (or, if the
+    /// failure is not one that can heal, fails).
+    Unavailable {
+        /// What the fetch gave, as a download failure of the request.
+        failure: Failure,
+        /// When robots.txt will be fetched again: the request should not
+        /// come back sooner.
+        again_in: Duration,
+    },
 }
 
 /// The policy a fetch's record gives.
@@ -73,6 +97,56 @@ fn fetched(record: &RobotsRecord) -> Fetched {
             body: record.body.as_bytes().to_vec(),
         },
         None => Fetched::NetworkError,
+    }
+}
+
+/// Why a failed fetch (see [`Robots::is_failure`]) failed, as the failure
+/// of the requests that waited for it: retryable unless the fetch was
+/// refused for good.
+fn failure(host: &str, record: &RobotsRecord) -> Failure {
+    let (reason, kind, retryable) = match (&record.error, record.status) {
+        (Some(e), _) => (e.reason.clone(), e.kind.clone(), e.retryable),
+        (None, Some(status)) => (
+            format!("robots.txt of {host} answered HTTP {status}"),
+            UNAVAILABLE_KIND.to_string(),
+            true,
+        ),
+        // A record of an older version.
+        (None, None) => (
+            format!("robots.txt of {host} could not be fetched"),
+            UNAVAILABLE_KIND.to_string(),
+            true,
+        ),
+    };
+    Failure {
+        reason: format!("robots.txt could not be fetched: {reason}"),
+        // A refusal keeps its own kind, as when the page itself is refused.
+        kind: if retryable {
+            UNAVAILABLE_KIND.to_string()
+        } else {
+            kind
+        },
+        status: record.status,
+        retry_after: None,
+        retryable,
+    }
+}
+
+/// The kind of failure (`retry/reason_count/<kind>`, the failed record's
+/// `kind`) of a request that waited for its host's robots.txt.
+pub const UNAVAILABLE_KIND: &str = "robotstxt_unavailable";
+
+/// The record of a fetch that got no HTTP answer.
+fn error_record(e: &FetchError) -> RobotsRecord {
+    RobotsRecord {
+        status: None,
+        body: String::new(),
+        fetched_at: now_secs(),
+        error: Some(RobotsError {
+            reason: e.to_string(),
+            kind: e.kind().to_string(),
+            retryable: e.is_retryable(),
+        }),
     }
 }
 
@@ -117,7 +191,14 @@ impl RobotsGate {
         if url.path() == "/robots.txt" {
             return allowed;
         }
-        let robots = self.policy(&url, &request.host_key()).await;
+        let cached = self.policy(&url, &request.host_key()).await;
+        if let Some(failure) = &cached.failure {
+            return Verdict::Unavailable {
+                failure: Failure::clone(failure),
+                again_in: cached.expires.saturating_duration_since(Instant::now()),
+            };
+        }
+        let robots = cached.robots;
         let ua = &self.settings.user_agent;
         if robots.allows(ua, &request.url) {
             Verdict::Allowed {
@@ -128,39 +209,47 @@ impl RobotsGate {
         }
     }
 
-    fn cached_here(&self, host: &str) -> Option<Arc<Robots>> {
-        let (robots, expires) = self.local.get(host)?;
-        if Instant::now() < expires {
-            return Some(robots);
+    fn cached_here(&self, host: &str) -> Option<Cached> {
+        let cached = self.local.get(host)?;
+        if Instant::now() < cached.expires {
+            return Some(cached);
         }
-        self.local.remove_if(host, |(_, e)| *e == expires);
+        self.local.remove_if(host, |c| c.expires == cached.expires);
         None
     }
 
-    /// How long a record is used after its fetch: a failure for a minute,
-    /// a file for `robotstxt_ttl`.
+    /// How long a record is used after its fetch: a failure (429, 5xx, any
+    /// other status outside 2xx–4xx, no answer) for
+    /// `robotstxt_failure_ttl`, a file for `robotstxt_ttl`.
     fn ttl(&self, record: &RobotsRecord) -> Duration {
-        if record.status.is_none_or(|s| s >= 500) {
-            FAILURE_TTL
+        if record
+            .status
+            .is_none_or(|s| s == 429 || !(200..500).contains(&s))
+        {
+            self.settings.robotstxt_failure_ttl
         } else {
             self.settings.robotstxt_ttl
         }
     }
 
-    fn keep_here(&self, host: &str, robots: Arc<Robots>, record: &RobotsRecord) -> Arc<Robots> {
+    fn keep_here(&self, host: &str, record: &RobotsRecord) -> Cached {
+        let robots = Arc::new(Robots::from_fetch(&fetched(record)));
         let ttl = if robots.is_failure() {
-            FAILURE_TTL
+            self.settings.robotstxt_failure_ttl
         } else {
             self.settings.robotstxt_ttl
         };
         let age = Duration::from_secs_f64((now_secs() - record.fetched_at).max(0.0));
-        let expires = Instant::now() + ttl.saturating_sub(age);
-        self.local
-            .insert(host.to_string(), (robots.clone(), expires));
-        robots
+        let cached = Cached {
+            failure: robots.is_failure().then(|| Arc::new(failure(host, record))),
+            robots,
+            expires: Instant::now() + ttl.saturating_sub(age),
+        };
+        self.local.insert(host.to_string(), cached.clone());
+        cached
     }
 
-    async fn policy(&self, url: &url::Url, host: &str) -> Arc<Robots> {
+    async fn policy(&self, url: &url::Url, host: &str) -> Cached {
         if let Some(r) = self.cached_here(host) {
             return r;
         }
@@ -172,8 +261,7 @@ impl RobotsGate {
         let started = Instant::now();
         loop {
             if let Some(record) = self.cached_in_redis(host).await {
-                let robots = Arc::new(Robots::from_fetch(&fetched(&record)));
-                return self.keep_here(host, robots, &record);
+                return self.keep_here(host, &record);
             }
             let mine = self
                 .frontier
@@ -182,15 +270,23 @@ impl RobotsGate {
                 .unwrap_or(true);
             if mine || started.elapsed() > WAIT_FOR_OTHERS {
                 let record = self.download(url).await;
-                let robots = Arc::new(Robots::from_fetch(&fetched(&record)));
-                let delay = robots
+                let cached = self.keep_here(host, &record);
+                let delay = cached
+                    .robots
                     .crawl_delay(&self.settings.user_agent)
                     .unwrap_or_default();
                 let ttl = self.ttl(&record);
+                if let Some(f) = &cached.failure {
+                    if f.retryable {
+                        tracing::warn!(%host, reason = %f.reason, "the host's requests wait; robots.txt is fetched again in {}", crate::wording::duration(ttl));
+                    } else {
+                        tracing::warn!(%host, reason = %f.reason, "the host's requests fail (recorded in the failed key)");
+                    }
+                }
                 if let Err(e) = self.frontier.robots_store(host, &record, delay, ttl).await {
                     tracing::warn!(%host, error = %e, "cannot cache robots.txt in Redis; other workers will fetch it too");
                 }
-                return self.keep_here(host, robots, &record);
+                return cached;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -207,12 +303,11 @@ impl RobotsGate {
     async fn download(&self, url: &url::Url) -> RobotsRecord {
         let mut target = match url.join("/robots.txt") {
             Ok(u) => u.to_string(),
-            Err(_) => {
-                return RobotsRecord {
-                    status: None,
-                    body: String::new(),
-                    fetched_at: now_secs(),
-                }
+            Err(e) => {
+                return error_record(&FetchError::InvalidUrl {
+                    url: url.to_string(),
+                    problem: e.to_string(),
+                })
             }
         };
         for _ in 0..=MAX_REDIRECTS {
@@ -230,6 +325,7 @@ impl RobotsGate {
                                 status: Some(r.status),
                                 body: String::new(),
                                 fetched_at: now_secs(),
+                                error: None,
                             }
                         }
                     }
@@ -240,16 +336,10 @@ impl RobotsGate {
                         status: Some(r.status),
                         body: String::from_utf8_lossy(&r.body).into_owned(),
                         fetched_at: now_secs(),
+                        error: None,
                     };
                 }
-                Err(e) => {
-                    tracing::warn!(url = %target, error = %e, "robots.txt fetch failed; the host is disallowed until a retry in {FAILURE_TTL:?}");
-                    return RobotsRecord {
-                        status: None,
-                        body: String::new(),
-                        fetched_at: now_secs(),
-                    };
-                }
+                Err(e) => return error_record(&e),
             }
         }
         // Too many redirects: treated like a missing file.
@@ -257,6 +347,7 @@ impl RobotsGate {
             status: Some(404),
             body: String::new(),
             fetched_at: now_secs(),
+            error: None,
         }
     }
 }
@@ -286,11 +377,77 @@ fn local_cache(bytes: u64) -> quick_cache::sync::Cache<String, Cached, ByBytes> 
 mod tests {
     use super::*;
 
+    fn cached(robots: Arc<Robots>, expires: Instant) -> Cached {
+        Cached {
+            robots,
+            failure: None,
+            expires,
+        }
+    }
+
     fn policy(body: &str) -> Arc<Robots> {
         Arc::new(Robots::from_fetch(&Fetched::Status {
             status: 200,
             body: body.as_bytes().to_vec(),
         }))
+    }
+
+    fn record(status: Option<u16>, error: Option<RobotsError>) -> RobotsRecord {
+        RobotsRecord {
+            status,
+            body: String::new(),
+            fetched_at: 0.0,
+            error,
+        }
+    }
+
+    #[test]
+    fn a_failed_fetch_names_robots_txt_and_its_error_and_only_a_refusal_is_final() {
+        let f = failure("a.test", &record(Some(503), None));
+        assert_eq!(
+            f.reason,
+            "robots.txt could not be fetched: robots.txt of a.test answered HTTP 503"
+        );
+        assert_eq!(
+            (f.kind.as_str(), f.status, f.retryable),
+            (UNAVAILABLE_KIND, Some(503), true)
+        );
+
+        let timeout = RobotsError {
+            reason: "GET http://a.test/robots.txt timed out after 1s".into(),
+            kind: "TimeoutError".into(),
+            retryable: true,
+        };
+        let f = failure("a.test", &record(None, Some(timeout)));
+        assert!(f.reason.ends_with("timed out after 1s"), "{}", f.reason);
+        assert_eq!((f.kind.as_str(), f.retryable), (UNAVAILABLE_KIND, true));
+
+        let refused = RobotsError {
+            reason: "refused to fetch http://127.0.0.1/robots.txt: loopback".into(),
+            kind: "ForbiddenAddress".into(),
+            retryable: false,
+        };
+        let f = failure("127.0.0.1", &record(None, Some(refused)));
+        assert_eq!((f.kind.as_str(), f.retryable), ("ForbiddenAddress", false));
+
+        // A record written by an older version says less, and is retried.
+        let f = failure("a.test", &record(None, None));
+        assert!(f.retryable && f.reason.contains("a.test"), "{}", f.reason);
+    }
+
+    #[test]
+    fn a_record_without_an_error_reads_as_before() {
+        let old = r#"{"status":null,"body":"","fetched_at":1.5}"#;
+        let r: RobotsRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            r,
+            RobotsRecord {
+                fetched_at: 1.5,
+                ..record(None, None)
+            }
+        );
+        let json = serde_json::to_string(&record(Some(200), None)).unwrap();
+        assert!(!json.contains("error"), "{json}");
     }
 
     #[test]
@@ -300,7 +457,7 @@ mod tests {
         let expires = Instant::now() + Duration::from_secs(3600);
         let body = "User-agent: *\nDisallow: /private/\n".repeat(20);
         for i in 0..20_000 {
-            cache.insert(format!("h{i}.test"), (policy(&body), expires));
+            cache.insert(format!("h{i}.test"), cached(policy(&body), expires));
         }
         assert!(cache.weight() <= budget, "{} > {budget}", cache.weight());
         let each = policy(&body).approx_bytes() as u64;
@@ -317,7 +474,7 @@ mod tests {
         let cache = local_cache(LOCAL_CACHE_BYTES);
         let huge = "Disallow: /x\n".repeat(robotxt::BYTE_LIMIT / 13 + 1);
         let expires = Instant::now() + Duration::from_secs(3600);
-        cache.insert("big.test".into(), (policy(&huge), expires));
+        cache.insert("big.test".into(), cached(policy(&huge), expires));
         assert!(cache.get("big.test").is_some());
     }
 }
