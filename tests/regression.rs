@@ -547,6 +547,15 @@ async fn issue_14_a_non_utf8_request_record_is_dead_lettered_and_its_lease_freed
         conn.hset::<_, _, _, ()>("utf8req:requests:data", id, record)
             .unwrap();
     }
+    // Queue members whose id is not UTF-8 text: one with a good request
+    // (it cannot be committed by its id), one without any.
+    let good = format!(r#"{{"url":"{}"}}"#, server.url("/fault/status/200?key=id"));
+    conn.zadd::<_, _, _, ()>("utf8req:requests", b"id\xff".as_slice(), 0)
+        .unwrap();
+    conn.hset::<_, _, _, ()>("utf8req:requests:data", b"id\xff".as_slice(), good)
+        .unwrap();
+    conn.zadd::<_, _, _, ()>("utf8req:requests", b"gone\xff".as_slice(), 0)
+        .unwrap();
 
     let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &[]);
     let (status, log) = worker.wait(Duration::from_secs(40));
@@ -554,19 +563,23 @@ async fn issue_14_a_non_utf8_request_record_is_dead_lettered_and_its_lease_freed
     let items: u64 = conn.llen("utf8req:items").unwrap();
     assert_eq!(items, 1, "{log}");
     let dead = dead_letters(&mut conn, "utf8req:dead");
-    assert_eq!(dead.len(), 2, "{dead:?}");
+    assert_eq!(dead.len(), 4, "{dead:?}");
     let entries: Vec<&str> = dead.iter().map(|d| d["entry"].as_str().unwrap()).collect();
     assert!(entries.contains(&r"caf\xe9"), "{entries:?}");
+    assert!(entries.contains(&r"id\xff"), "{entries:?}");
+    assert!(entries.contains(&r"gone\xff"), "{entries:?}");
     assert!(
         entries.iter().any(|e| e.ends_with(r#"caf\xe9"}"#)),
         "{entries:?}"
     );
     for d in &dead {
         assert_eq!(d["key"], "utf8req:requests", "{d}");
-        assert!(d["reason"].as_str().unwrap().contains("UTF-8"), "{d}");
+        if d["entry"] != r"gone\xff" {
+            assert!(d["reason"].as_str().unwrap().contains("UTF-8"), "{d}");
+        }
     }
     let count: Option<u64> = conn.hget("utf8req:stats", "deadletter/count").unwrap();
-    assert_eq!(count, Some(2));
+    assert_eq!(count, Some(4));
     for key in [
         "utf8req:inflight",
         "utf8req:inflight:owners",
@@ -581,6 +594,7 @@ async fn issue_14_a_non_utf8_request_record_is_dead_lettered_and_its_lease_freed
         2,
         "each logged once: {log}"
     );
+    assert_eq!(log.matches(r"id\xff").count(), 1, "logged once: {log}");
     server.stop().await.unwrap();
 }
 
