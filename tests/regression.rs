@@ -634,4 +634,33 @@ fn issue_14_push_urls_rejects_only_the_non_utf8_line() {
         ["http://127.0.0.1:9/one", "http://127.0.0.1:9/two"],
         "{err}"
     );
+
+    // `--from-failed` read the failed list as text, so one such entry
+    // there refused them all: it is left there, the others go back.
+    let mut conn = redis.conn();
+    let failed = crawlworker::frontier::FailedRecord::new(
+        &crawlworker::request::Request::get("http://127.0.0.1:9/failed"),
+        "HTTP 503",
+        "status",
+        Some(503),
+    );
+    conn.rpush::<_, _, ()>("utf8push:failed", b"caf\xe9".as_slice())
+        .unwrap();
+    conn.rpush::<_, _, ()>("utf8push:failed", serde_json::to_string(&failed).unwrap())
+        .unwrap();
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["push-urls", spider.to_str().unwrap(), "--from-failed"],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(r"not re-queued (not a failed-request record): caf\xe9"),
+        "{err}"
+    );
+    assert!(err.contains("re-queued 1 failed request"), "{err}");
+    let queued: u64 = conn.zcard("utf8push:requests").unwrap();
+    assert_eq!(queued, 1, "{err}");
+    let left: u64 = conn.llen("utf8push:failed").unwrap();
+    assert_eq!(left, 1, "{err}");
 }
