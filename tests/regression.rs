@@ -518,6 +518,21 @@ async fn issue_14_a_non_utf8_start_entry_is_dead_lettered_and_the_crawl_goes_on(
         );
         assert!(log.contains(&start), "{kind}: the log names the key: {log}");
     }
+
+    // A start key of nothing but such entries (more than one look's worth)
+    // drains, all set aside, and is not called empty.
+    let redis = RedisServer::start();
+    let spider = utf8_spider(dir.path(), "utf8only", "list");
+    let mut conn = redis.conn();
+    for i in 0..40u8 {
+        conn.rpush::<_, _, ()>("utf8only:start_urls", [b'x', i, 0xff].as_slice())
+            .unwrap();
+    }
+    let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(40));
+    assert!(status.success(), "{log}");
+    assert_eq!(dead_letters(&mut conn, "utf8only:dead").len(), 40);
+    assert!(!log.contains("nothing to crawl"), "{log}");
     server.stop().await.unwrap();
 }
 

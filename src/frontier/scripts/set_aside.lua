@@ -1,6 +1,7 @@
 -- Set aside entries a worker cannot read (not UTF-8 text, written by
 -- another tool): each leaves its key and becomes a dead letter in the same
--- step, counted. An entry already gone (claimed or set aside by another
+-- step, counted (a start entry also as claimed, as claim_start counts
+-- it). An entry already gone (claimed or set aside by another
 -- worker, or a lease no longer this worker's) is skipped, so it is set
 -- aside once. Called only when such an entry shows up: the lease script's
 -- normal case pays nothing for it.
@@ -38,5 +39,9 @@ for i = 3, #ARGV, 2 do
 end
 if dead > 0 then
   redis.call('HINCRBY', KEYS[3], STAT.DEADLETTER_COUNT, dead)
+  -- A start entry set aside was claimed, as claim_start counts it.
+  if kind ~= 'lease' then
+    redis.call('HINCRBY', KEYS[3], STAT.START_URLS_CLAIMED, dead)
+  end
 end
 return out
