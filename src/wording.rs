@@ -39,6 +39,31 @@ pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}… ({} bytes in all)", &s[..end], s.len()))
 }
 
+/// Bytes as people read them: UTF-8 text as it is, every byte that is not
+/// part of it as `\xNN` (`caf\xe9` for a Latin-1 `café`), for messages
+/// and records about entries that are not UTF-8 text (in those, control
+/// characters are shown as `\xNN` too). Cut it with [`cut`].
+pub fn escaped(bytes: &[u8]) -> Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        // Control characters too: such bytes go to log lines.
+        for c in chunk.valid().chars() {
+            if c.is_ascii_control() {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -62,5 +87,14 @@ mod tests {
         assert!(shown.starts_with(&"é".repeat(50)), "{shown}");
         assert!(shown.ends_with("… (2000 bytes in all)"), "{shown}");
         assert!(shown.len() < 130);
+    }
+
+    #[test]
+    fn escaped_shows_text_as_it_is_and_other_bytes_as_hex() {
+        assert_eq!(escaped(b"cafe"), "cafe");
+        assert_eq!(escaped(b"caf\xe9"), r"caf\xe9");
+        assert_eq!(escaped(b"\xc3\xa9\xff"), r"é\xff");
+        assert_eq!(escaped(b"\xff\xfe ok \xc3"), r"\xff\xfe ok \xc3");
+        assert_eq!(escaped(b"x\0\n\xff"), r"x\x00\x0a\xff");
     }
 }

@@ -137,6 +137,10 @@ pub async fn push_urls(path: &Path, redis: &RedisArgs, push: Push) -> anyhow::Re
     })
 }
 
+/// One line of entries: its text, or its bytes when it is not UTF-8 text
+/// (refused by [`valid_entries`], the other lines go on).
+pub(super) type Line = std::result::Result<String, Vec<u8>>;
+
 /// Start entries given as arguments, or else read from `file` ("-" or
 /// none: standard input), one per line, each with where it came from as
 /// messages name it: `argument 2`, `tasks.txt:4`, `<stdin>:4` (lines
@@ -144,12 +148,12 @@ pub async fn push_urls(path: &Path, redis: &RedisArgs, push: Push) -> anyhow::Re
 pub(super) fn entry_lines(
     entries: Vec<String>,
     file: Option<&Path>,
-) -> anyhow::Result<Vec<(String, String)>> {
+) -> anyhow::Result<Vec<(String, Line)>> {
     if !entries.is_empty() {
         return Ok(entries
             .into_iter()
             .enumerate()
-            .map(|(i, e)| (format!("argument {}", i + 1), e))
+            .map(|(i, e)| (format!("argument {}", i + 1), Ok(e)))
             .collect());
     }
     let (name, reader): (String, Box<dyn BufRead>) = match file {
@@ -162,8 +166,14 @@ pub(super) fn entry_lines(
         _ => ("<stdin>".to_string(), Box::new(std::io::stdin().lock())),
     };
     let mut out = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read {name}:{}", i + 1))?;
+    // Split as bytes, as `lines` does (`\n` or `\r\n`), so that a line
+    // that is not UTF-8 text costs that line only.
+    for (i, line) in reader.split(b'\n').enumerate() {
+        let mut line = line.with_context(|| format!("cannot read {name}:{}", i + 1))?;
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        let line = String::from_utf8(line).map_err(|e| e.into_bytes());
         out.push((format!("{name}:{}", i + 1), line));
     }
     Ok(out)
@@ -174,13 +184,23 @@ pub(super) fn entry_lines(
 /// `refused` says what happens to a bad one ("not pushed").
 pub(super) fn valid_entries(
     spider: &Spider,
-    lines: Vec<(String, String)>,
+    lines: Vec<(String, Line)>,
     refused: &str,
 ) -> (Vec<String>, usize) {
     let mut good = Vec::new();
     let mut bad = 0;
     for (place, entry) in lines {
-        let entry = entry.trim().to_string();
+        let entry = match entry {
+            Ok(entry) => entry.trim().to_string(),
+            Err(bytes) => {
+                bad += 1;
+                eprintln!(
+                    "{place}: {refused}: not UTF-8 text: {}",
+                    crate::wording::cut(&crate::wording::escaped(&bytes), 400)
+                );
+                continue;
+            }
+        };
         if entry.is_empty() || entry.starts_with('#') {
             continue;
         }

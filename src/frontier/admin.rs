@@ -83,8 +83,10 @@ impl RedisFrontier {
 
     /// Up to `n` entries of the failed list from position `from`, oldest
     /// first.
+    /// An entry that is not UTF-8 text (written by another tool) is
+    /// unreadable: its `raw` shows its bytes escaped, and it stays.
     pub async fn failed_entries(&self, from: usize, n: usize) -> Result<Vec<FailedEntry>> {
-        let raw: Vec<String> = redis::cmd("LRANGE")
+        let raw: Vec<Vec<u8>> = redis::cmd("LRANGE")
             .arg(&self.keys.failed)
             .arg(from)
             .arg(from + n.max(1) - 1)
@@ -93,9 +95,15 @@ impl RedisFrontier {
             .map_err(err("read", &self.keys.failed))?;
         Ok(raw
             .into_iter()
-            .map(|raw| FailedEntry {
-                record: serde_json::from_str(&raw).ok(),
-                raw,
+            .map(|raw| match String::from_utf8(raw) {
+                Ok(raw) => FailedEntry {
+                    record: serde_json::from_str(&raw).ok(),
+                    raw,
+                },
+                Err(e) => FailedEntry {
+                    record: None,
+                    raw: crate::wording::escaped(e.as_bytes()).into_owned(),
+                },
             })
             .collect())
     }
@@ -103,7 +111,7 @@ impl RedisFrontier {
     /// The last `n` failed requests, oldest first (unreadable entries are
     /// left out).
     pub async fn recent_failures(&self, n: usize) -> Result<Vec<FailedRecord>> {
-        let raw: Vec<String> = redis::cmd("LRANGE")
+        let raw: Vec<Vec<u8>> = redis::cmd("LRANGE")
             .arg(&self.keys.failed)
             .arg(-(n.max(1) as i64))
             .arg(-1)
@@ -112,7 +120,7 @@ impl RedisFrontier {
             .map_err(err("read", &self.keys.failed))?;
         Ok(raw
             .iter()
-            .filter_map(|r| serde_json::from_str(r).ok())
+            .filter_map(|r| serde_json::from_slice(r).ok())
             .collect())
     }
 

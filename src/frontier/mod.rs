@@ -36,6 +36,7 @@ pub mod pickup;
 pub mod records;
 pub mod redis_url;
 mod scripts;
+mod unreadable;
 pub mod wake;
 
 use std::sync::Arc;
@@ -455,7 +456,9 @@ impl RedisFrontier {
             .arg(self.quota.max_pages)
             .arg(self.quota.max_pages_per_host)
             .arg(self.sink.arg());
-        let (leases, start, next_due): (Vec<redis::Value>, Vec<String>, i64) = inv
+        // Start entries as bytes: one that is not UTF-8 text must not make
+        // the whole reply unreadable (see `unreadable`).
+        let (leases, start, next_due): (Vec<redis::Value>, Vec<Vec<u8>>, i64) = inv
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("lease", &k.requests))?;
@@ -464,7 +467,8 @@ impl RedisFrontier {
                 .ok()
                 .map(|ms| Instant::now() + Duration::from_millis(ms));
         }
-        Ok((self.decode_leases(leases.into_iter()), start))
+        let leased = self.decode_leases(leases.into_iter());
+        Ok((leased, self.readable_start(start).await))
     }
 
     /// How long until work nothing announces may be due, as of the last
@@ -476,18 +480,44 @@ impl RedisFrontier {
     }
 
     /// Parses `id, JSON, wait, interval` groups; a request whose JSON is unusable
-    /// becomes a dead letter to commit.
+    /// (or not UTF-8 text) becomes a dead letter to commit. A request whose
+    /// id is not UTF-8 text cannot be committed by id: it is set aside by a
+    /// task of its own (see `unreadable`).
     fn decode_leases(&self, mut values: impl Iterator<Item = redis::Value>) -> Vec<Leased> {
         let mut out = Vec::new();
-        let text = |v: redis::Value| redis::from_redis_value::<String>(&v).ok();
+        let mut bad_ids = Vec::new();
+        let bytes = |v: redis::Value| redis::from_redis_value::<Vec<u8>>(&v).ok();
         let ms = |v: redis::Value| {
             Duration::from_millis(redis::from_redis_value::<u64>(&v).unwrap_or(0))
         };
         while let (Some(id), Some(json), Some(wait), Some(interval)) =
             (values.next(), values.next(), values.next(), values.next())
         {
-            let (Some(id), Some(json)) = (text(id), text(json)) else {
+            let (Some(id), Some(json)) = (bytes(id), bytes(json)) else {
                 continue;
+            };
+            let id = match String::from_utf8(id) {
+                Ok(id) => id,
+                Err(e) => {
+                    bad_ids.push(e.into_bytes());
+                    continue;
+                }
+            };
+            let json = match String::from_utf8(json) {
+                Ok(json) => json,
+                Err(e) => {
+                    out.push(Leased {
+                        id,
+                        request: Err(DeadLetter::not_utf8(
+                            &self.keys.requests,
+                            e.as_bytes(),
+                            "request record",
+                        )),
+                        wait: ms(wait),
+                        paced_with: ms(interval),
+                    });
+                    continue;
+                }
             };
             let request = if json.len() > MAX_REQUEST_BYTES {
                 Err(format!(
@@ -505,6 +535,14 @@ impl RedisFrontier {
                 request,
                 wait: ms(wait),
                 paced_with: ms(interval),
+            });
+        }
+        if !bad_ids.is_empty() {
+            let frontier = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = frontier.set_aside_leases(&bad_ids).await {
+                    tracing::warn!(error = %e, "cannot set aside leased requests whose id is not UTF-8 text; their leases expire and the next lease tries again");
+                }
             });
         }
         out

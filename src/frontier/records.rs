@@ -52,6 +52,24 @@ impl DeadLetter {
             time: now_secs(),
         }
     }
+
+    /// The dead letter of an entry that is not UTF-8 text: its bytes shown
+    /// escaped (`caf\xe9`, see [`crate::wording::escaped`]), `bytes` its
+    /// length as stored.
+    pub fn not_utf8(key: &str, entry: &[u8], what: &str) -> DeadLetter {
+        // Escaping at most quadruples a byte: no need to escape more.
+        let shown = crate::wording::escaped(&entry[..entry.len().min(PREVIEW_BYTES)]);
+        DeadLetter {
+            bytes: entry.len(),
+            ..DeadLetter::new(key, &shown, &not_utf8_reason(what))
+        }
+    }
+}
+
+/// Why an entry that is not UTF-8 text is set aside (`what`: "start
+/// entry", "request record", ...).
+pub fn not_utf8_reason(what: &str) -> String {
+    format!("{what} is not UTF-8 text (crawlworker reads only UTF-8; written by another tool?)")
 }
 
 /// A request that failed for good.
@@ -155,5 +173,17 @@ mod tests {
         let d = DeadLetter::new("k", &entry, "why");
         assert!(d.entry.len() <= PREVIEW_BYTES);
         assert_eq!(d.bytes, entry.len());
+    }
+
+    #[test]
+    fn a_non_utf8_dead_letter_shows_its_bytes_escaped_and_counts_them_all() {
+        let d = DeadLetter::not_utf8("k", b"caf\xe9", "start entry");
+        assert_eq!(d.entry, r"caf\xe9");
+        assert_eq!(d.bytes, 4);
+        assert!(d.reason.contains("not UTF-8"), "{}", d.reason);
+        let huge = vec![0xe9u8; 5 << 20];
+        let d = DeadLetter::not_utf8("k", &huge, "start entry");
+        assert!(d.entry.len() <= PREVIEW_BYTES);
+        assert_eq!(d.bytes, huge.len());
     }
 }

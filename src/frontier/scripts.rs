@@ -25,6 +25,7 @@ pub(super) struct Scripts {
     pub dupe_info: Script,
     pub seed: Script,
     pub sweep: Script,
+    pub set_aside: Script,
 }
 
 /// A script: `body` after the `STAT` table of the stats it (or the shared
@@ -57,6 +58,7 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dupe_info: script(include_str!("scripts/dupe_info.lua")),
     seed: script(include_str!("scripts/seed.lua")),
     sweep: script(include_str!("scripts/sweep.lua")),
+    set_aside: script(include_str!("scripts/set_aside.lua")),
 });
 
 /// Every script's own text (without the preamble), by file name.
@@ -84,6 +86,7 @@ pub(super) const SOURCES: &[(&str, &str)] = &[
     ("flush.lua", include_str!("scripts/flush.lua")),
     ("leases.lua", include_str!("scripts/leases.lua")),
     ("sweep.lua", include_str!("scripts/sweep.lua")),
+    ("set_aside.lua", include_str!("scripts/set_aside.lua")),
 ];
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
             }
         },
         Err(dead) => {
-            tracing::warn!(key = %ctx.frontier.keys().requests, id = %leased.id, reason = %dead.reason, "malformed request set aside in the dead-letter key");
+            tracing::warn!(key = %ctx.frontier.keys().requests, id = %leased.id, entry = %super::preview(&dead.entry), reason = %dead.reason, "malformed request set aside in the dead-letter key");
             PageResult {
                 dead: Some(dead.clone()),
                 ..PageResult::default()

@@ -406,6 +406,53 @@ local OWNERS_NOTE_FIELD = '~'
 local OWNERS_NOTE = 'not a lease: crawlworker keeps this field so that Redis stores this hash as a hash table '
   .. '(lease look-ups stay O(1)); every other field is a leased request id -> "worker|queue score"'
 
+-- `s` with every byte that is not part of UTF-8 text shown as \xNN, as
+-- wording::escaped shows it, so that a record holding foreign bytes (a
+-- queue member another tool wrote) stays JSON every reader can read. It
+-- walks every byte: for rare paths only.
+local function escaped(s)
+  if not string.find(s, '[\128-\255]') then
+    return s
+  end
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local c = string.byte(s, i)
+    local len = 0
+    if c < 0x80 then
+      len = 1
+    elseif c >= 0xC2 and c <= 0xDF then
+      len = 2
+    elseif c >= 0xE0 and c <= 0xEF then
+      len = 3
+    elseif c >= 0xF0 and c <= 0xF4 then
+      len = 4
+    end
+    local ok = len > 0 and i + len - 1 <= n
+    if ok and len > 1 then
+      for j = i + 1, i + len - 1 do
+        local b = string.byte(s, j)
+        if b < 0x80 or b > 0xBF then
+          ok = false
+          break
+        end
+      end
+      -- No overlong forms, surrogates or code points past U+10FFFF.
+      local b2 = string.byte(s, i + 1)
+      if ok and ((c == 0xE0 and b2 < 0xA0) or (c == 0xED and b2 > 0x9F) or (c == 0xF0 and b2 < 0x90)
+          or (c == 0xF4 and b2 > 0x8F)) then
+        ok = false
+      end
+    end
+    if ok then
+      out[#out + 1] = string.sub(s, i, i + len - 1)
+      i = i + len
+    else
+      out[#out + 1] = string.format('\\x%02x', c)
+      i = i + 1
+    end
+  end
+  return table.concat(out)
+end
 
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
                               release, out)
@@ -456,7 +503,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
       if not json then
         unqueue[#unqueue + 1] = id
         redis.call('RPUSH', K.dead, cjson.encode({
-          key = K.requests, entry = string.sub(id, 1, 1024), bytes = #id,
+          key = K.requests, entry = escaped(string.sub(id, 1, 1024)), bytes = #id,
           reason = 'queue member has no request data (not written by crawlworker?)',
           time = now / 1000,
         }))
