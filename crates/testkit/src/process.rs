@@ -152,9 +152,14 @@ impl Worker {
         }
     }
 
-    /// What the worker logged so far.
+    /// What the worker logged so far; bytes that are not UTF-8 are shown
+    /// as U+FFFD rather than emptying the whole log (which would make an
+    /// assertion that something is absent pass without looking).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+        match std::fs::read(self.log.path()) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => panic!("cannot read the worker's log {}: {e}", self.log.path().display()),
+        }
     }
 }
 
