@@ -17,14 +17,24 @@
 //! the whole budget cannot be held; it fails as too large, naming the
 //! budget ([`OverBudget`]).
 //!
-//! It does not count what extraction builds from a body (the decoded text,
-//! the parsed document): docs/memory.md gives those factors.
+//! What extraction builds from a body (the decoded text, the parsed
+//! document) is not in the budget but beside it: a [`ParseGate`] of the
+//! same size lets pages be parsed at once only while their estimated
+//! parsed size ([`PARSE_FACTOR`] times the body) fits in it, so a few large
+//! pages are parsed one after another; a page whose estimate is larger
+//! than all of it is parsed alone. docs/memory.md gives the factors
+//! measured.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// What parsing a page costs, in bytes per byte of its body, estimated on
+/// the worst page measured (markup with an element every 64 bytes: about
+/// 12×, docs/memory.md; plain text costs about 3.5×).
+pub const PARSE_FACTOR: u64 = 12;
 
 /// One worker's budget; shared by its spiders' downloaders.
 pub struct Budget {
@@ -253,6 +263,36 @@ impl Held {
     }
 }
 
+/// The parses a worker runs at once, bounded by their estimated memory.
+#[derive(Debug)]
+pub struct ParseGate {
+    /// One permit per KiB of the budget.
+    permits: Arc<Semaphore>,
+    kib: u32,
+}
+
+impl ParseGate {
+    /// A gate for parses estimated at `budget` bytes in all.
+    pub fn new(budget: u64) -> ParseGate {
+        let kib = u32::try_from((budget >> 10).max(1)).unwrap_or(u32::MAX);
+        ParseGate {
+            permits: Arc::new(Semaphore::new(kib as usize)),
+            kib,
+        }
+    }
+
+    /// Waits until a body of `bytes` may be parsed; it may while the
+    /// permit lives.
+    pub async fn enter(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let estimate = (bytes as u64).saturating_mul(PARSE_FACTOR) >> 10;
+        let kib = u32::try_from(estimate)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.kib);
+        // The semaphore is never closed, so acquiring cannot fail.
+        self.permits.clone().acquire_many_owned(kib).await.ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +346,22 @@ mod tests {
             .expect("b goes on once a is done")
             .unwrap();
         assert_eq!(b.held(), 40);
+    }
+
+    #[tokio::test]
+    async fn large_pages_are_parsed_one_at_a_time() {
+        let gate = ParseGate::new(120 << 20);
+        let small = gate.enter(100 << 10).await;
+        let large = gate.enter(8 << 20).await;
+        let another = tokio::time::timeout(Duration::from_millis(50), gate.enter(8 << 20)).await;
+        assert!(another.is_err(), "two 8 MiB parses fit in 120 MiB");
+        // Larger than all of it: alone.
+        drop((small, large));
+        let huge = gate.enter(1 << 30).await;
+        let tiny = tokio::time::timeout(Duration::from_millis(50), gate.enter(1)).await;
+        assert!(tiny.is_err());
+        drop(huge);
+        assert!(gate.enter(1).await.is_some());
     }
 
     #[tokio::test]

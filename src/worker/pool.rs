@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::downloader::budget::Budget;
+use crate::downloader::budget::{Budget, ParseGate};
 
 /// One worker's download slots.
 #[derive(Debug)]
@@ -28,6 +28,9 @@ pub struct Pool {
     /// The bytes of response bodies all its downloads may hold at once
     /// (`download_memory_budget`); none: no bound.
     budget: Option<Arc<Budget>>,
+    /// The parses its pages may run at once, by their estimated memory
+    /// (as large as `budget`); none: no bound.
+    parsing: Option<ParseGate>,
 }
 
 impl Pool {
@@ -44,6 +47,7 @@ impl Pool {
             total,
             active: AtomicUsize::new(0),
             budget: (budget > 0).then(|| Budget::new(budget)),
+            parsing: (budget > 0).then(|| ParseGate::new(budget)),
         })
     }
 
@@ -111,6 +115,15 @@ impl Share {
     /// The worker's memory budget for response bodies, if it has one.
     pub fn budget(&self) -> Option<Arc<Budget>> {
         self.pool.budget.clone()
+    }
+
+    /// Waits until a page with a body of `bytes` may be parsed (see
+    /// [`ParseGate`]); it may while the permit lives.
+    pub async fn parsing(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        match &self.pool.parsing {
+            Some(gate) => gate.enter(bytes).await,
+            None => None,
+        }
     }
 
     /// Waits for one of the worker's download slots.

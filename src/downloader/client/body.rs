@@ -4,10 +4,12 @@
 //! counted after decompression, so a compressed bomb is bounded too.
 //!
 //! The body is held once: with a Content-Length its buffer is allocated
-//! at that size, else it grows by a quarter at a time, never past
-//! `download_maxsize`. Every byte of the buffer is reserved from the
-//! worker's memory budget ([`super::super::budget`]) before it is
-//! allocated, so a download waits there while other bodies fill the budget.
+//! at that size; else it grows by a quarter at a time up to 1 MiB, then
+//! is allocated once at the most it may come to (`download_maxsize`, or
+//! the budget), whose pages cost memory only as they are filled. Every
+//! byte read is reserved from the worker's memory budget
+//! ([`super::super::budget`]) first, so a download waits there while
+//! other bodies fill the budget.
 //!
 //! Time is not this module's concern: the caller bounds the whole download.
 
@@ -85,8 +87,16 @@ pub async fn read(
         // Within download_maxsize, and reserved before it is allocated: a
         // server announcing more than it sends costs its announced size
         // only until the body ends.
-        grow(&mut body, &mut reservation, size).await?;
+        reserve(&mut reservation, size).await?;
+        body.reserve_exact(usize::try_from(size).unwrap_or(usize::MAX));
     }
+    // The most a body of unknown length may come to (none: no limit).
+    let ceiling = match (limits.max, &reservation) {
+        (0, None) => None,
+        (0, Some(r)) => Some(r.budget_total()),
+        (max, Some(r)) => Some(max.min(r.budget_total())),
+        (max, None) => Some(max),
+    };
     while let Some(chunk) = response.chunk().await.map_err(ReadError::Failed)? {
         let size = body.len() as u64 + chunk.len() as u64;
         if over(size, limits.max) {
@@ -96,17 +106,16 @@ pub async fn read(
                 announced: false,
             });
         }
+        if let Some(r) = &reservation {
+            if size > r.held() {
+                // A quarter more at a time, within the budget.
+                let held = r.held();
+                let to = (held + held / 4).max(MIN_GROWTH).min(r.budget_total());
+                reserve(&mut reservation, to.max(size)).await?;
+            }
+        }
         if size > body.capacity() as u64 {
-            let cap = body.capacity() as u64;
-            let mut to = size.max(cap + cap / 4).max(MIN_GROWTH);
-            if limits.max > 0 {
-                to = to.min(limits.max);
-            }
-            if let Some(r) = &reservation {
-                // A quarter more may not fit the budget when the body does.
-                to = to.min(r.budget_total()).max(size);
-            }
-            grow(&mut body, &mut reservation, to).await?;
+            body.reserve_exact(capacity(body.capacity() as u64, size, ceiling) - body.len());
         }
         if !warned && over(size, limits.warn) {
             tracing::warn!(
@@ -129,9 +138,27 @@ pub async fn read(
     Ok((body, held))
 }
 
-/// Makes room for `to` bytes in all in `body`, reserving them first.
-async fn grow(
-    body: &mut Vec<u8>,
+/// Bodies of unknown length up to this size grow by a quarter at a time;
+/// past it, the buffer is made as large as the body may come to at once.
+const SMALL_BODY: u64 = 1 << 20;
+
+/// The capacity for `size` bytes of a body of unknown length whose buffer
+/// holds `cap`. Growing a large buffer again and again would copy it each
+/// time and leave the freed copies to the allocator (a 256 MiB body grown
+/// by a quarter peaked at nearly three times its size): past
+/// [`SMALL_BODY`] it is allocated once at its `ceiling`, whose pages cost
+/// memory only as the body fills them (the budget counts the bytes read).
+fn capacity(cap: u64, size: u64, ceiling: Option<u64>) -> usize {
+    let to = match ceiling {
+        Some(ceiling) if size > SMALL_BODY => ceiling,
+        Some(ceiling) => (cap + cap / 4).max(MIN_GROWTH).min(ceiling),
+        None => cap.saturating_mul(2).max(MIN_GROWTH),
+    };
+    usize::try_from(to.max(size)).unwrap_or(usize::MAX)
+}
+
+/// Grows `reservation` (if any) to `to` bytes in all.
+async fn reserve(
     reservation: &mut Option<super::super::budget::Reservation>,
     to: u64,
 ) -> Result<(), ReadError> {
@@ -141,7 +168,5 @@ async fn grow(
             size: e.size,
         })?;
     }
-    let to = usize::try_from(to).unwrap_or(usize::MAX);
-    body.reserve_exact(to.saturating_sub(body.len()));
     Ok(())
 }

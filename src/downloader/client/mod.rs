@@ -137,7 +137,7 @@ pub enum FetchError {
         size: u64,
         announced: bool,
     },
-    #[error("response from {url} needs {size} bytes, more than the worker's whole download_memory_budget ({budget} bytes); not fetched (raise download_memory_budget, or lower download_maxsize to under it)")]
+    #[error("response from {url} is larger than the worker's whole download_memory_budget ({budget} bytes): {size} bytes or more; not fetched (raise download_memory_budget, or lower download_maxsize to under it)")]
     OverBudget { url: String, budget: u64, size: u64 },
 }
 
