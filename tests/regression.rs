@@ -464,9 +464,10 @@ match = '/fault/'
 
 /// Issue 14: a 100 MB page made the worker use 0.9 to 1.6 GB (the body
 /// grown by doubling, a decoded copy, the parsed document). Its peak RSS,
-/// sampled from `/proc/<pid>/status` while it crawls the page, must stay
+/// sampled from `/proc/<pid>/status` while it crawls the page (served
+/// without Content-Length, so the body grows as it arrives), must stay
 /// within the bound docs/memory.md states for one page: the process, the
-/// body once and the parsed document (see there for the measured figures).
+/// body once and its parse.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_14_a_100_mb_page_stays_within_its_memory_bound() {
     const PAGE: u64 = 100_000_000;
@@ -500,7 +501,14 @@ async fn issue_14_a_100_mb_page_stays_within_its_memory_bound() {
     let items: Vec<String> = redis.conn().lrange("big:items", 0, -1).unwrap();
     assert_eq!(items.len(), 1, "the page is extracted: {log}");
     assert!(peak > 0, "the worker's memory was never sampled");
-    assert!(peak <= 100_000, "peak RSS {peak} MiB");
+    // docs/memory.md: the process (under 64 MiB), the body once and its
+    // parse (about 12.5x for this markup): 1,312 MiB measured. Before,
+    // the body was grown by doubling and copied again to be decoded.
+    let bound = 64 + 15 * (PAGE >> 20);
+    assert!(
+        peak <= bound,
+        "peak RSS {peak} MiB for a page of {PAGE} bytes, over its bound of {bound} MiB"
+    );
     server.stop().await.unwrap();
 }
 
