@@ -7,7 +7,8 @@
 //! than the whole budget), and grows it as its bytes arrive, before it
 //! holds them. A growth the budget cannot give now waits (it never fails)
 //! until other reservations are dropped: the reservation travels with the
-//! body ([`Held`]) and goes when the page's extraction has dropped it.
+//! body ([`Held`]) and goes when the page's extraction has dropped it. The
+//! wait is part of the download, within its `download_timeout`.
 //!
 //! Waiting could deadlock if every download held part of the budget and
 //! waited for more. So a growth is granted only when, afterwards, the
