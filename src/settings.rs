@@ -732,8 +732,10 @@ settings! {
     connect_timeout: Duration = Duration::from_secs(10);
     /// Most connections one spider keeps open, idle keep-alive ones included, besides one per request in progress (each costs the worker about 20 KiB); 0 keeps none once its response has arrived.
     max_open_connections: u32 = 1024;
-    /// Responses larger than this are cut off and fail (0: no limit).
-    download_maxsize: Bytes = Bytes(1 << 30);
+    /// Responses larger than this are cut off and fail into the failed key (0: no limit). Scrapy's 1 GiB would let a few large pages exhaust a worker: a page costs its size while downloaded and 3.5 to 13 times more while parsed (docs/memory.md).
+    download_maxsize: Bytes = Bytes(32 << 20);
+    /// Bytes of response bodies one worker holds at once, its spiders together, from the download until the page is extracted; a download waits for room (0: no bound). A response larger than all of it fails as too large.
+    download_memory_budget: Bytes = Bytes(256 << 20);
     /// Responses larger than this are logged as a warning (0: no warning).
     download_warnsize: Bytes = Bytes(32 << 20);
     /// Follow redirects (each hop is a new request through the dupefilter and domain checks).

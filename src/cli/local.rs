@@ -70,7 +70,8 @@ pub async fn run_local(
         "local".to_string(),
         settings.concurrent_requests as usize,
         None,
-    );
+    )
+    .with_memory_budget(settings.download_memory_budget.0);
     let run = SpiderRun::local(spider, settings, &shared, entries, sink)?;
     let frontier = run.frontier();
     let Some(store) = frontier.local().cloned() else {

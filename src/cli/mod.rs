@@ -436,6 +436,7 @@ async fn parse(
             status: 200,
             headers: Vec::new(),
             body,
+            held: Default::default(),
         }
     };
     let response = Response {

@@ -99,12 +99,23 @@ pub async fn run(
         .map(|(_, s)| s.settings.concurrent_requests as usize)
         .max()
         .unwrap_or(1);
+    // Its memory budget for response bodies: the largest its spiders ask
+    // for (0, no bound, is the largest of all).
+    let budget = spiders
+        .iter()
+        .map(|(_, s)| match s.settings.download_memory_budget.0 {
+            0 => u64::MAX,
+            bytes => bytes,
+        })
+        .max()
+        .filter(|&b| b != u64::MAX)
+        .unwrap_or(0);
     let mut sup = Supervisor {
         config: config.clone(),
         paths: paths.to_vec(),
         cli: cli.clone(),
         rules,
-        shared: Shared::new(worker_id(), total, metrics),
+        shared: Shared::new(worker_id(), total, metrics).with_memory_budget(budget),
         shutdown: shutdown.clone(),
         running: HashMap::new(),
         pending: HashMap::new(),

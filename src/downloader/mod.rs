@@ -22,6 +22,7 @@
 //! in progress ([`in_use`]), robots.txt policies and cookies are caches
 //! with a size cap, and idle connections close after a short timeout.
 
+pub mod budget;
 pub mod client;
 mod in_use;
 pub mod politeness;
@@ -99,7 +100,10 @@ impl Downloader {
         metrics: Option<Metrics>,
         share: Arc<crate::worker::pool::Share>,
     ) -> Result<Downloader, FetchError> {
-        let client = HttpClient::new(&settings)?;
+        let client = match share.budget() {
+            Some(budget) => HttpClient::within(&settings, budget)?,
+            None => HttpClient::new(&settings)?,
+        };
         Ok(Downloader {
             robots: RobotsGate::new(frontier.clone(), client.clone(), settings.clone()),
             politeness: Politeness::new(&settings, share),

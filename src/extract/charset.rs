@@ -3,6 +3,7 @@
 //! charset, `<meta charset>` / `http-equiv` in the first bytes of the page,
 //! then statistical detection, then UTF-8.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use encoding_rs::Encoding;
@@ -19,10 +20,11 @@ pub enum CharsetSource {
     Default,
 }
 
-/// A decoded body.
+/// A decoded body: borrowed from the body when it is already valid UTF-8
+/// (no second copy of a large page), else a decoded copy.
 #[derive(Debug, Clone)]
-pub struct Decoded {
-    pub text: String,
+pub struct Decoded<'a> {
+    pub text: Cow<'a, str>,
     pub encoding: &'static Encoding,
     pub source: CharsetSource,
 }
@@ -65,7 +67,7 @@ pub fn meta_charset(body: &[u8]) -> Option<&'static Encoding> {
 }
 
 /// Decodes `body`; malformed sequences become U+FFFD, never an error.
-pub fn decode(body: &[u8], content_type: Option<&str>) -> Decoded {
+pub fn decode<'a>(body: &'a [u8], content_type: Option<&str>) -> Decoded<'a> {
     let (encoding, source, bom_len) = if let Some((enc, len)) = Encoding::for_bom(body) {
         (enc, CharsetSource::Bom, len)
     } else if let Some(enc) = content_type.and_then(header_charset) {
@@ -85,7 +87,7 @@ pub fn decode(body: &[u8], content_type: Option<&str>) -> Decoded {
     };
     let (text, _) = encoding.decode_without_bom_handling(&body[bom_len..]);
     Decoded {
-        text: text.into_owned(),
+        text,
         encoding,
         source,
     }
@@ -126,7 +128,7 @@ mod tests {
         let mut body = vec![0xEF, 0xBB, 0xBF];
         body.extend_from_slice("é".as_bytes());
         let d = decode(&body, Some("text/html; charset=latin1"));
-        assert_eq!((d.text.as_str(), d.source), ("é", CharsetSource::Bom));
+        assert_eq!((&*d.text, d.source), ("é", CharsetSource::Bom));
         let long = gbk(&"这是一个没有声明字符集的中文论坛页面，内容足够长以便检测。".repeat(4));
         let d = decode(&long, None);
         assert_eq!(d.source, CharsetSource::Detected);

@@ -154,6 +154,9 @@ async fn process(
                     ..PageResult::default()
                 }
             } else {
+                // Large pages are parsed a few at a time (the worker's
+                // memory budget), small ones at once.
+                let _parsing = ctx.share.parsing(fetched.body.len()).await;
                 extract_page(&ctx.spider, request, &fetched, host, &mut stats)
             };
             super::revisit::decide(

@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::downloader::budget::{Budget, ParseGate};
+
 /// One worker's download slots.
 #[derive(Debug)]
 pub struct Pool {
@@ -23,15 +25,29 @@ pub struct Pool {
     total: usize,
     /// Spiders that have work now.
     active: AtomicUsize,
+    /// The bytes of response bodies all its downloads may hold at once
+    /// (`download_memory_budget`); none: no bound.
+    budget: Option<Arc<Budget>>,
+    /// The parses its pages may run at once, by their estimated memory
+    /// (as large as `budget`); none: no bound.
+    parsing: Option<ParseGate>,
 }
 
 impl Pool {
     pub fn new(total: usize) -> Arc<Pool> {
+        Pool::with_budget(total, 0)
+    }
+
+    /// A pool whose downloads hold at most `budget` bytes of bodies at
+    /// once (0: no bound).
+    pub fn with_budget(total: usize, budget: u64) -> Arc<Pool> {
         let total = total.max(1);
         Arc::new(Pool {
             slots: Arc::new(Semaphore::new(total)),
             total,
             active: AtomicUsize::new(0),
+            budget: (budget > 0).then(|| Budget::new(budget)),
+            parsing: (budget > 0).then(|| ParseGate::new(budget)),
         })
     }
 
@@ -94,6 +110,20 @@ impl Share {
     /// only while the spider is within its share.
     pub fn may_replace(&self) -> bool {
         self.pages.load(Ordering::Relaxed) <= self.limit()
+    }
+
+    /// The worker's memory budget for response bodies, if it has one.
+    pub fn budget(&self) -> Option<Arc<Budget>> {
+        self.pool.budget.clone()
+    }
+
+    /// Waits until a page with a body of `bytes` may be parsed (see
+    /// [`ParseGate`]); it may while the permit lives.
+    pub async fn parsing(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        match &self.pool.parsing {
+            Some(gate) => gate.enter(bytes).await,
+            None => None,
+        }
     }
 
     /// Waits for one of the worker's download slots.

@@ -32,6 +32,13 @@ impl Shared {
         }
     }
 
+    /// The same, with a memory budget of `bytes` for the response bodies
+    /// of all its spiders' downloads (`download_memory_budget`; 0: none).
+    pub fn with_memory_budget(mut self, bytes: u64) -> Shared {
+        self.pool = Pool::with_budget(self.pool.total(), bytes);
+        self
+    }
+
     /// The Redis at `url`, shared with this worker's other spiders there.
     pub fn redis(&self, url: &RedisUrl) -> redis::RedisResult<RedisTarget> {
         let mut known = self

@@ -54,6 +54,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 pub use guard::{refusal as address_refusal, LookupFailed, Refused};
 pub use proxy::{redact as redact_proxy, BadProxy, ProxyMode, ProxyUrl};
 
+use super::budget::{Budget, Held};
 use crate::request::Request;
 use crate::settings::Settings;
 
@@ -69,6 +70,9 @@ pub struct Fetched {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The body's bytes in the worker's memory budget, given back when the
+    /// last clone of the response is dropped (after its extraction).
+    pub held: Held,
 }
 
 impl Fetched {
@@ -133,6 +137,8 @@ pub enum FetchError {
         size: u64,
         announced: bool,
     },
+    #[error("response from {url} is larger than the worker's whole download_memory_budget ({budget} bytes): {size} bytes or more; not fetched (raise download_memory_budget, or lower download_maxsize to under it)")]
+    OverBudget { url: String, budget: u64, size: u64 },
 }
 
 /// The proxy a request went through, shown redacted (` via proxy …`), or
@@ -165,7 +171,7 @@ impl FetchError {
             FetchError::Connect { .. } => "ConnectError",
             FetchError::InvalidRequest { .. } => "InvalidRequest",
             FetchError::Http { .. } => "ResponseFailed",
-            FetchError::TooLarge { .. } => "ResponseTooLarge",
+            FetchError::TooLarge { .. } | FetchError::OverBudget { .. } => "ResponseTooLarge",
         }
     }
 
@@ -219,6 +225,8 @@ struct Policy {
     download_timeout: Duration,
     connect_timeout: Duration,
     limits: body::Limits,
+    /// The worker's memory budget for bodies, when it has one.
+    budget: Option<Arc<Budget>>,
     scrub: proxy::Scrubber,
 }
 
@@ -238,6 +246,7 @@ impl fmt::Debug for HttpClient {
             .field("download_timeout", &i.policy.download_timeout)
             .field("connect_timeout", &i.policy.connect_timeout)
             .field("limits", &i.policy.limits)
+            .field("budget", &i.policy.budget)
             .field("cookies", &i.jar)
             .field("connections", &i.ledger)
             .field(
@@ -279,7 +288,7 @@ impl Proxies {
 }
 
 impl Policy {
-    fn new(settings: &Settings, proxies: &Proxies) -> Policy {
+    fn new(settings: &Settings, proxies: &Proxies, budget: Option<Arc<Budget>>) -> Policy {
         let guard = !settings.allow_private_networks;
         Policy {
             guard,
@@ -290,6 +299,7 @@ impl Policy {
                 max: settings.download_maxsize.0,
                 warn: settings.download_warnsize.0,
             },
+            budget,
             scrub: proxy::Scrubber::new(&proxies.listed, &proxies.env),
         }
     }
@@ -302,14 +312,29 @@ impl HttpClient {
         HttpClient::with_env(settings, |var| std::env::var(var).ok())
     }
 
+    /// [`HttpClient::new`] whose bodies are held in `budget` (the worker's
+    /// memory budget, shared by its spiders) while they are read and
+    /// until each response is dropped.
+    pub fn within(settings: &Settings, budget: Arc<Budget>) -> Result<HttpClient, FetchError> {
+        HttpClient::build(settings, Some(budget), |var| std::env::var(var).ok())
+    }
+
     /// [`HttpClient::new`] with the environment read through `env`.
     fn with_env(
         settings: &Settings,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<HttpClient, FetchError> {
+        HttpClient::build(settings, None, env)
+    }
+
+    fn build(
+        settings: &Settings,
+        budget: Option<Arc<Budget>>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<HttpClient, FetchError> {
         let proxies = Proxies::read(settings, env)?;
         let mode = settings.proxy_mode;
-        let policy = Policy::new(settings, &proxies);
+        let policy = Policy::new(settings, &proxies, budget);
         let trusted = proxies
             .listed
             .iter()
@@ -476,7 +501,7 @@ impl Policy {
             })
             .collect();
         let final_url = response.url().to_string();
-        let body = body::read(&mut response, raw, self.limits)
+        let (body, held) = body::read(&mut response, raw, self.limits, self.budget.as_ref())
             .await
             .map_err(|e| match e {
                 body::ReadError::TooLarge {
@@ -489,6 +514,11 @@ impl Policy {
                     size,
                     announced,
                 },
+                body::ReadError::OverBudget { budget, size } => FetchError::OverBudget {
+                    url: raw.clone(),
+                    budget,
+                    size,
+                },
                 body::ReadError::Failed(e) => self.failure(e, raw, via),
             })?;
         Ok(Fetched {
@@ -496,6 +526,7 @@ impl Policy {
             status,
             headers,
             body,
+            held,
         })
     }
 
