@@ -158,7 +158,10 @@ impl Worker {
     pub fn log(&self) -> String {
         match std::fs::read(self.log.path()) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(e) => panic!("cannot read the worker's log {}: {e}", self.log.path().display()),
+            Err(e) => panic!(
+                "cannot read the worker's log {}: {e}",
+                self.log.path().display()
+            ),
         }
     }
 }
