@@ -926,13 +926,15 @@ async fn issue_14_a_non_utf8_request_record_is_dead_lettered_and_its_lease_freed
     assert_eq!(count, Some(4));
     for key in [
         "utf8req:inflight",
-        "utf8req:inflight:owners",
         "utf8req:requests",
         "utf8req:requests:data",
     ] {
         let left: u64 = conn.exists(key).unwrap();
         assert_eq!(left, 0, "{key} is empty: {log}");
     }
+    // The owners hash keeps only its note (field `~`), no lease.
+    let owners: Vec<String> = conn.hkeys("utf8req:inflight:owners").unwrap();
+    assert!(owners.iter().all(|f| f == "~"), "{owners:?}: {log}");
     assert_eq!(
         log.matches(r"caf\xe9").count(),
         2,
