@@ -2,17 +2,50 @@
 //! which is the downloader's): an operation that fails because Redis is
 //! unreachable is retried with exponential backoff (capped, with jitter),
 //! logged once per outage, until it succeeds or the worker shuts down.
-//! Errors that are not outages (a wrong key type, a script error) are
-//! logged with the operation and key and also retried, slowly, since they
-//! need a person and crashing would help nobody.
+//! Errors that will not heal (a key of the wrong type, a refused password,
+//! a missing ACL permission: [`FrontierError::is_fatal`]) stop the worker:
+//! the first is recorded ([`fatal`]) and every spider's loop ends on it
+//! with its message, handing its leases back. Other errors (a script
+//! error) are logged with the operation and key and retried, slowly.
 
 use std::future::Future;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::FrontierError;
 use crate::backoff::Backoff;
+
+/// The first fatal Redis error of the process, as the message to stop with.
+static FATAL: LazyLock<watch::Sender<Option<Arc<str>>>> = LazyLock::new(|| watch::channel(None).0);
+
+/// Records a fatal error (the first one wins) and logs it.
+fn raise_fatal(what: &str, e: &FrontierError) {
+    let message = format!(
+        "cannot {what}: {e}. This will not heal by retrying: {}",
+        e.remedy()
+    );
+    FATAL.send_if_modified(|slot| {
+        if slot.is_some() {
+            return false;
+        }
+        tracing::error!("{message}; stopping the worker");
+        *slot = Some(message.into());
+        true
+    });
+}
+
+/// The fatal Redis error that stops the worker, if one happened.
+pub fn fatal() -> Option<Arc<str>> {
+    FATAL.borrow().clone()
+}
+
+/// Resolves once a fatal Redis error happened.
+pub async fn fatal_raised() {
+    let mut rx = FATAL.subscribe();
+    let _ = rx.wait_for(|f| f.is_some()).await;
+}
 
 /// Sleeps for `d`; returns true if the worker is shutting down.
 pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) -> bool {
@@ -26,7 +59,9 @@ pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) ->
     }
 }
 
-/// Runs `op` until it succeeds; `None` when the worker shut down first.
+/// Runs `op` until it succeeds; `None` when the worker shut down first,
+/// or when `op` failed in a way retrying cannot mend (then [`fatal`] says
+/// why).
 pub async fn with_redis<T, F, Fut>(
     what: &str,
     shutdown: &watch::Receiver<bool>,
@@ -47,6 +82,10 @@ where
                     );
                 }
                 return Some(v);
+            }
+            Err(e) if e.is_fatal() => {
+                raise_fatal(what, &e);
+                return None;
             }
             Err(e) => {
                 failures += 1;
@@ -73,7 +112,10 @@ where
 /// Runs `op` until it succeeds, whatever the worker's shutdown says: for
 /// steps that must finish once started (a page's commit). Safe because
 /// those steps are idempotent: a repeat after one that went through finds
-/// the lease gone and writes nothing.
+/// the lease gone and writes nothing. After a fatal error (see [`fatal`])
+/// it never returns: the step wrote nothing (the scripts check before they
+/// write), and the spider's loop, ending on the error, aborts the task and
+/// hands its lease back (or the lease expires).
 pub async fn until_done<T, F, Fut>(what: &str, op: F) -> T
 where
     F: FnMut() -> Fut,
@@ -83,6 +125,6 @@ where
     let (_keep, never) = watch::channel(false);
     match with_redis(what, &never, op).await {
         Some(v) => v,
-        None => unreachable!("the shutdown channel of until_done never fires"),
+        None => std::future::pending().await,
     }
 }

@@ -388,7 +388,9 @@ impl SpiderRun {
         tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %redis, concurrency = self.share.limit(), "worker started");
 
         let reason = loop {
-            if *shutdown.borrow() {
+            // A fatal Redis error (see outage::fatal) ends the loop as a
+            // stop does; what follows tells them apart.
+            if *shutdown.borrow() || crate::frontier::outage::fatal().is_some() {
                 break StopReason::Shutdown;
             }
             // This spider's share of the worker's slots, which changes as
@@ -493,6 +495,7 @@ impl SpiderRun {
                     _ = wake.wait(wait) => {}
                     _ = start_watch.changed() => {}
                     _ = shutdown.changed() => {}
+                    _ = crate::frontier::outage::fatal_raised() => {}
                 }
                 continue;
             }
@@ -507,13 +510,21 @@ impl SpiderRun {
                 // Another spider's share changed the room.
                 _ = tokio::time::sleep(Duration::from_millis(250)), if self.share.limit() != concurrency => {}
                 _ = shutdown.changed() => {}
+                _ = crate::frontier::outage::fatal_raised() => {}
             }
         };
 
         // Its blocking wait, if any, ends now (its connection is free for
         // the next spider, e.g. this one's reloaded version).
         drop(start_watch);
-        if reason == StopReason::Shutdown {
+        let fatal = crate::frontier::outage::fatal();
+        if fatal.is_some() {
+            // Pages cannot be committed: stopped at once, their leases
+            // handed back (a commit that failed wrote nothing).
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            self.hand_back().await;
+        } else if reason == StopReason::Shutdown {
             self.drain(&mut tasks).await;
         }
         self.share.set_active(false);
@@ -525,6 +536,9 @@ impl SpiderRun {
         let _ = self.frontier.unregister().await;
         if let Err(e) = self.frontier.record_finish(reason.finish_reason()).await {
             tracing::warn!(error = %e, "could not record finish_time in the stats");
+        }
+        if let Some(message) = fatal {
+            return Err(anyhow::anyhow!("{message}"));
         }
         let counts = self.progress.counts();
         let elapsed = clock.elapsed();
@@ -612,6 +626,11 @@ impl SpiderRun {
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
+        self.hand_back().await;
+    }
+
+    /// Hands the leases of the pages not finished back to the queue.
+    async fn hand_back(&self) {
         let left = self.inflight_ids();
         if !left.is_empty() {
             match self.frontier.release(&left).await {
