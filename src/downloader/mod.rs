@@ -169,10 +169,11 @@ impl Downloader {
                     // Leased before this worker knew the host's Crawl-delay:
                     // take a slot that respects it.
                     if crawl_delay > paced_with {
-                        let wait = until_done("reserve a politeness slot", || {
-                            self.frontier.reserve_slot(&host, crawl_delay)
-                        })
-                        .await;
+                        let wait =
+                            until_done("reserve a politeness slot", &self.frontier.fatal(), || {
+                                self.frontier.reserve_slot(&host, crawl_delay)
+                            })
+                            .await;
                         tokio::time::sleep(wait).await;
                     }
                 }

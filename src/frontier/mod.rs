@@ -396,6 +396,8 @@ pub struct RedisFrontier {
     batcher: commits::Batcher,
     /// How long a finished page may wait for others to share its commit.
     commit_wait: Duration,
+    /// The first error of this spider's run that retrying cannot mend.
+    pub fatal: outage::Fatal,
 }
 
 /// The request as the queue stores it.
@@ -441,6 +443,7 @@ impl RedisFrontier {
             next_due: Arc::default(),
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
+            fatal: outage::Fatal::default(),
         })
     }
 

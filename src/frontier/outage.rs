@@ -4,12 +4,12 @@
 //! logged once per outage, until it succeeds or the worker shuts down.
 //! Errors that will not heal (a key of the wrong type, a refused password,
 //! a missing ACL permission: [`FrontierError::is_fatal`]) stop the worker:
-//! the first is recorded ([`fatal`]) and every spider's loop ends on it
-//! with its message, handing its leases back. Other errors (a script
+//! the first is recorded in the spider's [`Fatal`] and the spider's loop
+//! ends on it with its message, handing its leases back. Other errors (a script
 //! error) are logged with the operation and key and retried, slowly.
 
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -17,34 +17,44 @@ use tokio::sync::watch;
 use super::FrontierError;
 use crate::backoff::Backoff;
 
-/// The first fatal Redis error of the process, as the message to stop with.
-static FATAL: LazyLock<watch::Sender<Option<Arc<str>>>> = LazyLock::new(|| watch::channel(None).0);
+/// Where the first fatal Redis error of a spider's run is kept (one per
+/// frontier, shared by its clones): every step of the run that meets such
+/// an error records it here and gives up, and the spider's loop, waiting
+/// on [`Fatal::raised`], ends with its message.
+#[derive(Clone, Default)]
+pub struct Fatal(Arc<watch::Sender<Option<Arc<str>>>>);
 
-/// Records a fatal error (the first one wins) and logs it.
-fn raise_fatal(what: &str, e: &FrontierError) {
-    let message = format!(
-        "cannot {what}: {e}. This will not heal by retrying: {}",
-        e.remedy()
-    );
-    FATAL.send_if_modified(|slot| {
-        if slot.is_some() {
-            return false;
+impl Fatal {
+    /// Records a fatal error (the first one wins) and logs it.
+    fn raise(&self, what: &str, e: &FrontierError) {
+        let error = e.to_string();
+        let message = format!(
+            "cannot {what}: {}. This will not heal by retrying: {}",
+            error.trim_end_matches('.'),
+            e.remedy()
+        );
+        self.0.send_if_modified(|slot| {
+            if slot.is_some() {
+                return false;
+            }
+            tracing::error!("{message}; stopping the spider");
+            *slot = Some(message.into());
+            true
+        });
+    }
+
+    /// The fatal error that stops the spider, if one happened.
+    pub fn get(&self) -> Option<Arc<str>> {
+        self.0.borrow().clone()
+    }
+
+    /// Resolves once a fatal error happened (never, if none does).
+    pub async fn raised(&self) {
+        let mut rx = self.0.subscribe();
+        if rx.wait_for(|f| f.is_some()).await.is_err() {
+            std::future::pending::<()>().await;
         }
-        tracing::error!("{message}; stopping the worker");
-        *slot = Some(message.into());
-        true
-    });
-}
-
-/// The fatal Redis error that stops the worker, if one happened.
-pub fn fatal() -> Option<Arc<str>> {
-    FATAL.borrow().clone()
-}
-
-/// Resolves once a fatal Redis error happened.
-pub async fn fatal_raised() {
-    let mut rx = FATAL.subscribe();
-    let _ = rx.wait_for(|f| f.is_some()).await;
+    }
 }
 
 /// Sleeps for `d`; returns true if the worker is shutting down.
@@ -60,11 +70,12 @@ pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) ->
 }
 
 /// Runs `op` until it succeeds; `None` when the worker shut down first,
-/// or when `op` failed in a way retrying cannot mend (then [`fatal`] says
+/// or when `op` failed in a way retrying cannot mend (then `fatal` says
 /// why).
 pub async fn with_redis<T, F, Fut>(
     what: &str,
     shutdown: &watch::Receiver<bool>,
+    fatal: &Fatal,
     mut op: F,
 ) -> Option<T>
 where
@@ -84,7 +95,7 @@ where
                 return Some(v);
             }
             Err(e) if e.is_fatal() => {
-                raise_fatal(what, &e);
+                fatal.raise(what, &e);
                 return None;
             }
             Err(e) => {
@@ -112,18 +123,18 @@ where
 /// Runs `op` until it succeeds, whatever the worker's shutdown says: for
 /// steps that must finish once started (a page's commit). Safe because
 /// those steps are idempotent: a repeat after one that went through finds
-/// the lease gone and writes nothing. After a fatal error (see [`fatal`])
+/// the lease gone and writes nothing. After a fatal error (see [`Fatal`])
 /// it never returns: the step wrote nothing (the scripts check before they
 /// write), and the spider's loop, ending on the error, aborts the task and
 /// hands its lease back (or the lease expires).
-pub async fn until_done<T, F, Fut>(what: &str, op: F) -> T
+pub async fn until_done<T, F, Fut>(what: &str, fatal: &Fatal, op: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FrontierError>>,
 {
     // The sender must live: a closed channel would read as "shut down".
     let (_keep, never) = watch::channel(false);
-    match with_redis(what, &never, op).await {
+    match with_redis(what, &never, fatal, op).await {
         Some(v) => v,
         None => std::future::pending().await,
     }

@@ -348,7 +348,8 @@ impl SpiderRun {
         let clock = Instant::now();
         let started = now_rfc3339();
         let nothing = Tally::default();
-        with_redis("record start time", &shutdown, || {
+        let fatal = self.frontier.fatal();
+        with_redis("record start time", &shutdown, &fatal, || {
             self.frontier.add_stats(&nothing, Some(&started))
         })
         .await;
@@ -390,7 +391,7 @@ impl SpiderRun {
         let reason = loop {
             // A fatal Redis error (see outage::fatal) ends the loop as a
             // stop does; what follows tells them apart.
-            if *shutdown.borrow() || crate::frontier::outage::fatal().is_some() {
+            if *shutdown.borrow() || fatal.get().is_some() {
                 break StopReason::Shutdown;
             }
             // This spider's share of the worker's slots, which changes as
@@ -410,7 +411,7 @@ impl SpiderRun {
             if room > 0 {
                 let peek = batch.min(room);
                 let asked = Instant::now();
-                let Some((leased, start)) = with_redis("lease requests", &shutdown, || {
+                let Some((leased, start)) = with_redis("lease requests", &shutdown, &fatal, || {
                     self.frontier.lease(room, peek)
                 })
                 .await
@@ -439,8 +440,10 @@ impl SpiderRun {
             if tasks.is_empty() && got == 0 {
                 self.share.set_active(false);
                 if rules.until_drained {
-                    if let Some(status) =
-                        with_redis("read queue status", &shutdown, || self.frontier.status()).await
+                    if let Some(status) = with_redis("read queue status", &shutdown, &fatal, || {
+                        self.frontier.status()
+                    })
+                    .await
                     {
                         if status.drained() {
                             break StopReason::Drained;
@@ -495,7 +498,7 @@ impl SpiderRun {
                     _ = wake.wait(wait) => {}
                     _ = start_watch.changed() => {}
                     _ = shutdown.changed() => {}
-                    _ = crate::frontier::outage::fatal_raised() => {}
+                    _ = fatal.raised() => {}
                 }
                 continue;
             }
@@ -510,14 +513,14 @@ impl SpiderRun {
                 // Another spider's share changed the room.
                 _ = tokio::time::sleep(Duration::from_millis(250)), if self.share.limit() != concurrency => {}
                 _ = shutdown.changed() => {}
-                _ = crate::frontier::outage::fatal_raised() => {}
+                _ = fatal.raised() => {}
             }
         };
 
         // Its blocking wait, if any, ends now (its connection is free for
         // the next spider, e.g. this one's reloaded version).
         drop(start_watch);
-        let fatal = crate::frontier::outage::fatal();
+        let fatal = fatal.get();
         if fatal.is_some() {
             // Pages cannot be committed: stopped at once, their leases
             // handed back (a commit that failed wrote nothing).
@@ -656,9 +659,12 @@ impl SpiderRun {
                 StartClaim { entry, outcome }
             })
             .collect();
-        match with_redis("claim start entries", shutdown, || {
-            self.frontier.claim_start(&claims)
-        })
+        match with_redis(
+            "claim start entries",
+            shutdown,
+            &self.frontier.fatal(),
+            || self.frontier.claim_start(&claims),
+        )
         .await
         {
             Some(c) => {
