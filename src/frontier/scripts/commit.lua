@@ -114,34 +114,30 @@ local dupe = dupe_config(ARGV[8], KEYS[18], KEYS[21])
 -- before anything is written (see expect_types): the commit is whole or
 -- not at all.
 local release = ARGV[12] == '1'
-local checks
-if leases > 0 or release then
-  checks = lease_checks(K, tonumber(ARGV[11]), {})
-else
-  checks = {K.inflight, 'zset', 'inflight', K.data, 'hash', 'request_data', K.stats, 'hash', 'stats'}
-  if n_requests_all > 0 or retries then
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.requests, 'zset', 'requests'
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.seq, 'string', 'sequence'
-  end
-  if retries then
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.delayed, 'zset', 'delayed'
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.delayed_scores, 'hash', 'delayed_scores'
-  end
-  if deads then
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.dead, 'list', 'dead'
-  end
-  if revisits then
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule, 'zset', 'schedule'
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule_data, 'hash', 'schedule_data'
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule_due, 'zset', 'schedule_due'
-  end
-  if news then
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.pace, 'hash', 'pace'
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.backoff, 'hash', 'backoff'
-  end
+local checks = {K.inflight, 'zset', 'inflight', K.data, 'hash', 'request_data', K.stats, 'hash', 'stats'}
+if n_requests_all > 0 or retries then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.requests, 'zset', 'requests'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.seq, 'string', 'sequence'
+end
+if retries then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.delayed, 'zset', 'delayed'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.delayed_scores, 'hash', 'delayed_scores'
+end
+if deads then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.dead, 'list', 'dead'
+end
+if revisits then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule, 'zset', 'schedule'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule_data, 'hash', 'schedule_data'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule_due, 'zset', 'schedule_due'
 end
 if news then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.pace, 'hash', 'pace'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.backoff, 'hash', 'backoff'
   checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.errors, 'hash', 'backoff_errors'
+end
+if leases > 0 or release then
+  lease_checks(K, tonumber(ARGV[11]), release, checks)
 end
 if fails then
   checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = failed_key, 'list', 'failed'

@@ -28,7 +28,7 @@ local max = tonumber(ARGV[3])
 -- Checked once the lease is about to write (see before_write); the start
 -- key too, which is read after the writes.
 write_checks = function()
-  return lease_checks(K, tonumber(ARGV[10]), {KEYS[18], ARGV[4], 'start_urls'})
+  return lease_checks(K, tonumber(ARGV[10]), true, {KEYS[18], ARGV[4], 'start_urls'})
 end
 local now = now_ms()
 local out = {}

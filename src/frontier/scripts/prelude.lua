@@ -591,18 +591,26 @@ local function shared_keys()
   }
 end
 
--- expect_types triples for the shared keys (see shared_keys) a lease
--- (lease_requests with `release` set, then next_due) may write or read
--- after its first write: all of them, the pages-per-host hash only with
--- a `max_per_host` cap.
-local function lease_checks(K, max_per_host, checks)
+-- Appends to `checks` the expect_types triples of the shared keys (see
+-- shared_keys) lease_requests (and next_due) may write, or read after a
+-- write: the keys due work comes back from only with `release`, the
+-- pages-per-host hash only with a `max_per_host` cap.
+local function lease_checks(K, max_per_host, release, checks)
   local list = {
     K.requests, 'zset', 'requests', K.data, 'hash', 'request_data', K.inflight, 'zset', 'inflight',
-    K.owners, 'hash', 'leases', K.dead, 'list', 'dead', K.stats, 'hash', 'stats', K.delayed, 'zset', 'delayed',
-    K.delayed_scores, 'hash', 'delayed_scores', K.pace, 'hash', 'pace', K.host_delay, 'hash', 'host_delay',
-    K.backoff, 'hash', 'backoff', K.seq, 'string', 'sequence', K.schedule, 'zset', 'schedule',
-    K.schedule_data, 'hash', 'schedule_data', K.schedule_due, 'zset', 'schedule_due', K.control, 'hash', 'control',
+    K.owners, 'hash', 'leases', K.dead, 'list', 'dead', K.stats, 'hash', 'stats', K.pace, 'hash', 'pace',
+    K.host_delay, 'hash', 'host_delay', K.backoff, 'hash', 'backoff', K.control, 'hash', 'control',
   }
+  if release then
+    local due = {
+      K.delayed, 'zset', 'delayed', K.delayed_scores, 'hash', 'delayed_scores', K.seq, 'string', 'sequence',
+      K.schedule, 'zset', 'schedule', K.schedule_data, 'hash', 'schedule_data', K.schedule_due, 'zset',
+      'schedule_due',
+    }
+    for _, v in ipairs(due) do
+      list[#list + 1] = v
+    end
+  end
   if max_per_host > 0 then
     list[#list + 1], list[#list + 2], list[#list + 3] = K.host_pages, 'hash', 'host_pages'
   end
