@@ -10,9 +10,10 @@ use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
     crawlworker, crawlworker_with_redis, eventually, push_urls, spider_for, stderr, temp_dir,
-    FixtureServer, RedisServer, Robots, Worker,
+    DemoCrawl, FixtureServer, RedisServer, Robots, Worker,
 };
 
+use crate::expect::{assert_exact, expected, scraped};
 use crate::in_process::InProcess;
 
 /// How long a condition may take before a test gives up on it.
@@ -1200,4 +1201,164 @@ async fn issue_14_a_worker_crawls_pages_beyond_its_budget_one_share_at_a_time() 
         .unwrap();
     assert_eq!(too_large, 1);
     server.stop().await.unwrap();
+}
+
+/// Issue 14: a key another tool made with the wrong type, mid-crawl. The
+/// real key is renamed away and a `wrong` one put in its place in one
+/// MULTI; the worker must stop on its first commit that touches it, with
+/// the key and both types named, having written nothing of that commit;
+/// once the real key is back, a second run brings exactly the expected
+/// items.
+async fn wrong_type_mid_crawl_is_fatal_and_loses_nothing(key: &str, wrong: &str) {
+    let crawl = DemoCrawl::start(Duration::from_millis(20)).await;
+    let env = [
+        ("CRAWLWORKER_CONCURRENT_REQUESTS", "2"),
+        ("CRAWLWORKER_LEASE_TIMEOUT", "2s"),
+    ];
+    let worker = Worker::spawn(
+        &crawl.spider,
+        &crawl.redis.url(),
+        &["--until-drained"],
+        &env,
+    );
+    let mut conn = crawl.redis.conn();
+    eventually("the crawl has scraped some items", PATIENCE, || {
+        let n: u64 = conn.llen("bbs:items").unwrap();
+        (n >= 10).then_some(())
+    });
+    let aside = format!("{key}.aside");
+    let mut clobber = redis::pipe();
+    clobber.atomic().rename(key, &aside).ignore();
+    match wrong {
+        "hash" => clobber.hset(key, "made", "by another tool").ignore(),
+        _ => clobber.rpush(key, "made by another tool").ignore(),
+    };
+    let _: () = clobber.query(&mut conn).unwrap();
+    let (status, log) = worker.wait(Duration::from_secs(60));
+    assert!(!status.success(), "the worker went on: {log}");
+    assert!(
+        log.contains(&format!("key {key} ([keys] "))
+            && log.contains(&format!("is a {wrong}, not "))
+            && log.contains(&format!("RENAME {key} {key}.bak")),
+        "{log}"
+    );
+    assert!(log.contains("delete or rename it"), "{log}");
+    assert!(log.contains("nothing was written"), "{log}");
+    // The wrong key is as the other tool left it.
+    let kind: String = redis::cmd("TYPE").arg(key).query(&mut conn).unwrap();
+    assert_eq!(kind, wrong);
+    let _: () = redis::pipe()
+        .atomic()
+        .del(key)
+        .ignore()
+        .rename(&aside, key)
+        .ignore()
+        .query(&mut conn)
+        .unwrap();
+    let again = Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]);
+    let (status, log) = again.wait(Duration::from_secs(120));
+    assert!(status.success(), "{log}");
+    assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
+    crawl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_a_wrong_type_items_key_commits_nothing_and_is_fatal() {
+    wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:items", "hash").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_a_wrong_type_dupefilter_key_commits_nothing_and_is_fatal() {
+    wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:dupefilter", "list").await;
+}
+
+/// Issue 14: a start key of the wrong type made every lease fail, retried
+/// every 5 s for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_a_wrong_type_start_key_is_fatal_with_its_name() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("regression");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let _: () = redis
+        .conn()
+        .hset("bbs:start_urls", "url", "not a list")
+        .unwrap();
+    let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(30));
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("key bbs:start_urls ([keys] start_urls) is a hash, not a list"),
+        "{log}"
+    );
+    assert!(log.contains("delete or rename it"), "{log}");
+    let kept: String = redis.conn().hget("bbs:start_urls", "url").unwrap();
+    assert_eq!(kept, "not a list");
+    server.stop().await.unwrap();
+}
+
+/// Issue 14: a command the Redis user may not run (an ACL) failed inside
+/// a script and was retried every 5 s for ever, as if Redis were down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_noperm_is_fatal() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("regression");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", "crawler", "on", ">secret", "~*", "&*", "+@all", "-publish",
+        ])
+        .query(&mut redis.conn())
+        .unwrap();
+    push_urls(&redis.url(), &spider, &crawlworker_demo::demo_tasks()[..1]);
+    let url = redis.url().replace("redis://", "redis://crawler:secret@");
+    let worker = Worker::spawn(&spider, &url, &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(30));
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("can't run this command"), "{log}");
+    assert!(
+        log.contains("the Redis user lacks a permission crawlworker needs"),
+        "{log}"
+    );
+    assert!(!log.contains("secret"), "the password leaked: {log}");
+    server.stop().await.unwrap();
+}
+
+/// Issue 14: `check` let a spider name a key that the dupefilter's bloom
+/// and expiring modes write to (`<dupefilter>:<n>`), so two kinds would
+/// share it.
+#[test]
+fn issue_14_check_refuses_two_kinds_sharing_a_key() {
+    let dir = temp_dir("regression");
+    let path = dir.path().join("shared.toml");
+    let text = std::fs::read_to_string(crawlworker_testkit::root().join("spiders/bbs.toml"))
+        .unwrap()
+        + "\n[keys]\nitems = \"{name}:dupefilter:2\"\n";
+    std::fs::write(&path, &text).unwrap();
+    let line = text.lines().count();
+    for command in ["check", "run"] {
+        let out = crawlworker_with_redis("redis://127.0.0.1:1", &[command, path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("shared.toml:{line}:"))
+                && err.contains("the `items` key `bbs:dupefilter:2`")
+                && err.contains("`dupefilter`"),
+            "{command}: {err}"
+        );
+    }
+    // The keys of two kinds named the same are refused too.
+    std::fs::write(
+        &path,
+        text.replace("{name}:dupefilter:2", "{name}:start_urls"),
+    )
+    .unwrap();
+    let out = crawlworker(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the `start_urls` and `items` keys would both be `bbs:start_urls`"),
+        "{}",
+        stderr(&out)
+    );
 }

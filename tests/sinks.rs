@@ -19,8 +19,8 @@ use crawlworker::spider::Spider;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually, spider_for, stderr, stdout, temp_dir, FixtureServer,
-    RedisServer, Worker,
+    crawlworker_with_redis, eventually, eventually_async, spider_for, stderr, stdout, temp_dir,
+    FixtureServer, RedisServer, Worker,
 };
 
 use crate::expect::{assert_exact, canonical, expected, scraped, stats_json};
@@ -413,11 +413,28 @@ async fn a_commit_refuses_an_items_key_that_changed_type_and_writes_nothing() {
     };
     let mut conn = redis.conn();
     let _: () = conn.set("q:items:stream", "not a stream").unwrap();
-    // The commit is refused before it writes anything, and retried (every
-    // 5 s, logged as an error) until someone fixes the key.
-    let commit = tokio::spawn(async move { f.commit(&leased[0], &page, 0).await });
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(!commit.is_finished());
+    // The commit is refused before it writes anything, and not retried:
+    // the error will not heal, so it is the spider's fatal error (its loop
+    // stops on it and hands the lease back; here the lease stays).
+    let again = f.clone();
+    let commit = {
+        let (leased, page) = (leased.clone(), page.clone());
+        tokio::spawn(async move { f.commit(&leased[0], &page, 0).await })
+    };
+    let fatal = eventually_async("the commit's fatal error", Duration::from_secs(20), || {
+        let fatal = again.fatal.get();
+        async move { fatal }
+    })
+    .await;
+    assert!(
+        fatal.contains("key q:items:stream ([keys] items) is a string, not the stream")
+            && fatal.contains("nothing was written")
+            && fatal.contains("RENAME q:items:stream q:items:stream.bak"),
+        "{fatal}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!commit.is_finished(), "a fatal commit returned");
+    commit.abort();
     let inflight: u64 = conn.zcard("q:inflight").unwrap();
     assert_eq!(inflight, 1, "the lease was released");
     let kind: String = redis::cmd("TYPE")
@@ -425,12 +442,21 @@ async fn a_commit_refuses_an_items_key_that_changed_type_and_writes_nothing() {
         .query(&mut conn)
         .unwrap();
     assert_eq!(kind, "string");
+    // Fixed, the same page commits whole (once), here by the same worker
+    // started again before its lease expired.
+    drop(again);
     let _: () = conn.del("q:items:stream").unwrap();
-    let (committed, _) = tokio::time::timeout(Duration::from_secs(20), commit)
+    let client = redis::Client::open(redis.url()).unwrap();
+    let restarted = RedisFrontier::connect(&client.into(), spider.frontier_options("w1"))
         .await
-        .expect("the commit was not retried")
-        .unwrap()
         .unwrap();
+    let (committed, _) = tokio::time::timeout(
+        Duration::from_secs(20),
+        restarted.commit(&leased[0], &page, 0),
+    )
+    .await
+    .expect("the commit after the fix did not finish")
+    .unwrap();
     assert!(matches!(committed, Committed::Done { .. }), "{committed:?}");
     let inflight: u64 = conn.zcard("q:inflight").unwrap();
     assert_eq!(inflight, 0);

@@ -180,10 +180,11 @@ impl Downloader {
                     let spacing = crawl_delay.max(paced_with);
                     let late = !spacing.is_zero() && checking.elapsed() > spacing / 10;
                     if crawl_delay > paced_with || late {
-                        let wait = until_done("reserve a politeness slot", || {
-                            self.frontier.reserve_slot(&host, crawl_delay)
-                        })
-                        .await;
+                        let wait =
+                            until_done("reserve a politeness slot", &self.frontier.fatal(), || {
+                                self.frontier.reserve_slot(&host, crawl_delay)
+                            })
+                            .await;
                         tokio::time::sleep(wait).await;
                     }
                 }

@@ -361,9 +361,10 @@ async fn send_batches(frontier: RedisFrontier, mut pending: mpsc::UnboundedRecei
         let release = released.elapsed() >= RELEASE_EVERY;
         let (pages, replies): (Vec<PageArgs>, Vec<_>) =
             batch.into_iter().map(|p| (p.page, p.reply)).unzip();
-        let done =
-            super::outage::until_done("commit pages", || frontier.commit_batch(&pages, release))
-                .await;
+        let done = super::outage::until_done("commit pages", &frontier.fatal, || {
+            frontier.commit_batch(&pages, release)
+        })
+        .await;
         if release {
             released = Instant::now();
         }

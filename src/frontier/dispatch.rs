@@ -55,6 +55,15 @@ impl Frontier {
         }
     }
 
+    /// Where a fatal Redis error of the spider's run is kept (a local
+    /// crawl has none).
+    pub fn fatal(&self) -> super::outage::Fatal {
+        match self {
+            Frontier::Redis(f) => f.fatal.clone(),
+            Frontier::Local(_) => super::outage::Fatal::default(),
+        }
+    }
+
     /// The local frontier, in a local crawl.
     pub fn local(&self) -> Option<&Arc<LocalFrontier>> {
         match self {

@@ -2,17 +2,60 @@
 //! which is the downloader's): an operation that fails because Redis is
 //! unreachable is retried with exponential backoff (capped, with jitter),
 //! logged once per outage, until it succeeds or the worker shuts down.
-//! Errors that are not outages (a wrong key type, a script error) are
-//! logged with the operation and key and also retried, slowly, since they
-//! need a person and crashing would help nobody.
+//! Errors that will not heal (a key of the wrong type, a refused password,
+//! a missing ACL permission: [`FrontierError::is_fatal`]) stop the worker:
+//! the first is recorded in the spider's [`Fatal`] and the spider's loop
+//! ends on it with its message, handing its leases back. Other errors (a script
+//! error) are logged with the operation and key and retried, slowly.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::FrontierError;
 use crate::backoff::Backoff;
+
+/// Where the first fatal Redis error of a spider's run is kept (one per
+/// frontier, shared by its clones): every step of the run that meets such
+/// an error records it here and gives up, and the spider's loop, waiting
+/// on [`Fatal::raised`], ends with its message.
+#[derive(Clone, Default)]
+pub struct Fatal(Arc<watch::Sender<Option<Arc<str>>>>);
+
+impl Fatal {
+    /// Records a fatal error (the first one wins) and logs it.
+    fn raise(&self, what: &str, e: &FrontierError) {
+        let error = e.to_string();
+        let message = format!(
+            "cannot {what}: {}. This will not heal by retrying: {}",
+            error.trim_end_matches('.'),
+            e.remedy()
+        );
+        self.0.send_if_modified(|slot| {
+            if slot.is_some() {
+                return false;
+            }
+            tracing::error!("{message}; stopping the spider");
+            *slot = Some(message.into());
+            true
+        });
+    }
+
+    /// The fatal error that stops the spider, if one happened.
+    pub fn get(&self) -> Option<Arc<str>> {
+        self.0.borrow().clone()
+    }
+
+    /// Resolves once a fatal error happened (never, if none does).
+    pub async fn raised(&self) {
+        let mut rx = self.0.subscribe();
+        if rx.wait_for(|f| f.is_some()).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
 
 /// Sleeps for `d`; returns true if the worker is shutting down.
 pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) -> bool {
@@ -26,10 +69,13 @@ pub async fn sleep_or_shutdown(d: Duration, shutdown: &watch::Receiver<bool>) ->
     }
 }
 
-/// Runs `op` until it succeeds; `None` when the worker shut down first.
+/// Runs `op` until it succeeds; `None` when the worker shut down first,
+/// or when `op` failed in a way retrying cannot mend (then `fatal` says
+/// why).
 pub async fn with_redis<T, F, Fut>(
     what: &str,
     shutdown: &watch::Receiver<bool>,
+    fatal: &Fatal,
     mut op: F,
 ) -> Option<T>
 where
@@ -47,6 +93,10 @@ where
                     );
                 }
                 return Some(v);
+            }
+            Err(e) if e.is_fatal() => {
+                fatal.raise(what, &e);
+                return None;
             }
             Err(e) => {
                 failures += 1;
@@ -73,16 +123,19 @@ where
 /// Runs `op` until it succeeds, whatever the worker's shutdown says: for
 /// steps that must finish once started (a page's commit). Safe because
 /// those steps are idempotent: a repeat after one that went through finds
-/// the lease gone and writes nothing.
-pub async fn until_done<T, F, Fut>(what: &str, op: F) -> T
+/// the lease gone and writes nothing. After a fatal error (see [`Fatal`])
+/// it never returns: the step wrote nothing (the scripts check before they
+/// write), and the spider's loop, ending on the error, aborts the task and
+/// hands its lease back (or the lease expires).
+pub async fn until_done<T, F, Fut>(what: &str, fatal: &Fatal, op: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FrontierError>>,
 {
     // The sender must live: a closed channel would read as "shut down".
     let (_keep, never) = watch::channel(false);
-    match with_redis(what, &never, op).await {
+    match with_redis(what, &never, fatal, op).await {
         Some(v) => v,
-        None => unreachable!("the shutdown channel of until_done never fires"),
+        None => std::future::pending().await,
     }
 }

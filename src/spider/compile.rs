@@ -433,6 +433,30 @@ impl Compiler<'_> {
                 );
             }
         }
+        // The dupefilter's bloom and expiring modes also write
+        // `<dupefilter>:<n>` and `<dupefilter>:<n>:piece:<p>`.
+        let below = format!("{}:", keys.dupefilter);
+        for (kind, key) in &all {
+            let derived = key.strip_prefix(&below).is_some_and(|rest| {
+                rest.starts_with(|c: char| c.is_ascii_digit()) || rest.starts_with("piece:")
+            });
+            if derived {
+                ok = false;
+                let loc = written
+                    .iter()
+                    .find(|(k, _)| k == kind || *k == KeyKind::Dupefilter)
+                    .map(|(_, l)| (*l).clone())
+                    .unwrap_or_else(|| k.mode.as_ref().map(|m| m.loc.clone()).unwrap_or_default());
+                self.problem(
+                    &loc,
+                    format!(
+                        "the `{}` key `{key}` is one the `dupefilter` key's own keys may take (`{below}<n>`, in the bloom and expiring modes)",
+                        kind.name()
+                    ),
+                    "give every kind its own key name, not one below another's",
+                );
+            }
+        }
         ok.then_some(keys)
     }
 

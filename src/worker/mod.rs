@@ -348,7 +348,8 @@ impl SpiderRun {
         let clock = Instant::now();
         let started = now_rfc3339();
         let nothing = Tally::default();
-        with_redis("record start time", &shutdown, || {
+        let fatal = self.frontier.fatal();
+        with_redis("record start time", &shutdown, &fatal, || {
             self.frontier.add_stats(&nothing, Some(&started))
         })
         .await;
@@ -388,7 +389,9 @@ impl SpiderRun {
         tracing::info!(spider = %name, worker = %self.frontier.worker(), redis = %redis, concurrency = self.share.limit(), "worker started");
 
         let reason = loop {
-            if *shutdown.borrow() {
+            // A fatal Redis error (see outage::fatal) ends the loop as a
+            // stop does; what follows tells them apart.
+            if *shutdown.borrow() || fatal.get().is_some() {
                 break StopReason::Shutdown;
             }
             // This spider's share of the worker's slots, which changes as
@@ -408,7 +411,7 @@ impl SpiderRun {
             if room > 0 {
                 let peek = batch.min(room);
                 let asked = Instant::now();
-                let Some((leased, start)) = with_redis("lease requests", &shutdown, || {
+                let Some((leased, start)) = with_redis("lease requests", &shutdown, &fatal, || {
                     self.frontier.lease(room, peek)
                 })
                 .await
@@ -437,8 +440,10 @@ impl SpiderRun {
             if tasks.is_empty() && got == 0 {
                 self.share.set_active(false);
                 if rules.until_drained {
-                    if let Some(status) =
-                        with_redis("read queue status", &shutdown, || self.frontier.status()).await
+                    if let Some(status) = with_redis("read queue status", &shutdown, &fatal, || {
+                        self.frontier.status()
+                    })
+                    .await
                     {
                         if status.drained() {
                             break StopReason::Drained;
@@ -493,6 +498,7 @@ impl SpiderRun {
                     _ = wake.wait(wait) => {}
                     _ = start_watch.changed() => {}
                     _ = shutdown.changed() => {}
+                    _ = fatal.raised() => {}
                 }
                 continue;
             }
@@ -507,13 +513,21 @@ impl SpiderRun {
                 // Another spider's share changed the room.
                 _ = tokio::time::sleep(Duration::from_millis(250)), if self.share.limit() != concurrency => {}
                 _ = shutdown.changed() => {}
+                _ = fatal.raised() => {}
             }
         };
 
         // Its blocking wait, if any, ends now (its connection is free for
         // the next spider, e.g. this one's reloaded version).
         drop(start_watch);
-        if reason == StopReason::Shutdown {
+        let fatal = fatal.get();
+        if fatal.is_some() {
+            // Pages cannot be committed: stopped at once, their leases
+            // handed back (a commit that failed wrote nothing).
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            self.hand_back().await;
+        } else if reason == StopReason::Shutdown {
             self.drain(&mut tasks).await;
         }
         self.share.set_active(false);
@@ -525,6 +539,9 @@ impl SpiderRun {
         let _ = self.frontier.unregister().await;
         if let Err(e) = self.frontier.record_finish(reason.finish_reason()).await {
             tracing::warn!(error = %e, "could not record finish_time in the stats");
+        }
+        if let Some(message) = fatal {
+            return Err(anyhow::anyhow!("{message}"));
         }
         let counts = self.progress.counts();
         let elapsed = clock.elapsed();
@@ -612,6 +629,11 @@ impl SpiderRun {
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
+        self.hand_back().await;
+    }
+
+    /// Hands the leases of the pages not finished back to the queue.
+    async fn hand_back(&self) {
         let left = self.inflight_ids();
         if !left.is_empty() {
             match self.frontier.release(&left).await {
@@ -637,9 +659,12 @@ impl SpiderRun {
                 StartClaim { entry, outcome }
             })
             .collect();
-        match with_redis("claim start entries", shutdown, || {
-            self.frontier.claim_start(&claims)
-        })
+        match with_redis(
+            "claim start entries",
+            shutdown,
+            &self.frontier.fatal(),
+            || self.frontier.claim_start(&claims),
+        )
         .await
         {
             Some(c) => {

@@ -67,7 +67,7 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     // same step while the spider is within its share of the worker.
     let lease_next = usize::from(!*ctx.shutdown.borrow() && ctx.share.may_replace());
     let started = std::time::Instant::now();
-    let committed = until_done("commit a page", || {
+    let committed = until_done("commit a page", &ctx.frontier.fatal(), || {
         ctx.frontier.commit(&leased, &result, lease_next)
     })
     .await;

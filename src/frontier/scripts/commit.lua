@@ -66,7 +66,10 @@ at = at + 2 * n_stats
 
 -- Every page's place in ARGV, and whether its lease is still ours, before
 -- anything is written.
+-- What the batch will do besides releasing its leases, for the keys to
+-- check.
 local pages, ids, wanted, n_tasks_all = {}, {}, 0, 0
+local n_requests_all, retries, deads, fails, news, revisits, leases = 0, false, false, false, false, false, 0
 for i = 1, n_pages do
   local p = at
   local n_requests, n_items, n_tasks = num(ARGV[p + 1]), num(ARGV[p + 2]), num(ARGV[p + 3])
@@ -74,11 +77,23 @@ for i = 1, n_pages do
   ids[i] = ARGV[p]
   wanted = wanted + n_requests + 1
   n_tasks_all = n_tasks_all + n_tasks
+  n_requests_all = n_requests_all + n_requests
+  retries = retries or ARGV[p + 7] ~= '-1'
+  deads = deads or ARGV[p + 5] ~= ''
+  fails = fails or ARGV[p + 6] ~= ''
+  news = news or (ARGV[p + 17] ~= '' and ARGV[p + 10] ~= '')
+  revisits = revisits or ARGV[p + 12] ~= ''
+  leases = leases + num(ARGV[p + 16])
   at = p + PAGE_HEAD + 4 * n_tasks + 3 * n_requests + n_items
 end
 local owner_prefix = worker .. '|'
 local lost = {-1}
-local owners = redis.call('HMGET', K.owners, unpack(ids))
+local owners = redis.pcall('HMGET', K.owners, unpack(ids))
+if owners.err then
+  expect_types({K.owners, 'hash', 'leases'})
+  error(owners)
+end
+key_types[K.owners] = 'hash'
 for i = 1, n_pages do
   local owner = owners[i]
   if not owner or string.sub(owner, 1, #owner_prefix) ~= owner_prefix then
@@ -94,6 +109,48 @@ if wrong_sink then
 end
 
 local dupe = dupe_config(ARGV[8], KEYS[18], KEYS[21])
+
+-- Every key the batch will write, or read after its first write, checked
+-- before anything is written (see expect_types): the commit is whole or
+-- not at all.
+local release = ARGV[12] == '1'
+local checks = {K.inflight, 'zset', 'inflight', K.data, 'hash', 'request_data', K.stats, 'hash', 'stats'}
+if n_requests_all > 0 or retries then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.requests, 'zset', 'requests'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.seq, 'string', 'sequence'
+end
+if retries then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.delayed, 'zset', 'delayed'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.delayed_scores, 'hash', 'delayed_scores'
+end
+if deads then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.dead, 'list', 'dead'
+end
+if revisits then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule, 'zset', 'schedule'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule_data, 'hash', 'schedule_data'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule_due, 'zset', 'schedule_due'
+end
+if news then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.pace, 'hash', 'pace'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.backoff, 'hash', 'backoff'
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.errors, 'hash', 'backoff_errors'
+end
+if leases > 0 or release then
+  lease_checks(K, tonumber(ARGV[11]), release, checks)
+end
+if fails then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = failed_key, 'list', 'failed'
+end
+if n_requests_all > 0 or n_tasks_all > 0 then
+  dupe_checks(dupe, checks)
+end
+if n_tasks_all > 0 then
+  for _, t in ipairs(targets) do
+    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = t.key, t.kind, 'start_urls of a to_spider'
+  end
+end
+expect_types(checks)
 local now = now_ms()
 -- Sequence numbers for every request the batch may queue (retries too).
 local next_seq = seq_block(K.seq, wanted)

@@ -25,6 +25,11 @@
 local K = shared_keys()
 K.items, K.sink = KEYS[19], item_sink(ARGV[11])
 local max = tonumber(ARGV[3])
+-- Checked once the lease is about to write (see before_write); the start
+-- key too, which is read after the writes.
+write_checks = function()
+  return lease_checks(K, tonumber(ARGV[10]), true, {KEYS[18], ARGV[4], 'start_urls'})
+end
 local now = now_ms()
 local out = {}
 lease_requests(K, ARGV[1], tonumber(ARGV[2]), max, now, tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8]),

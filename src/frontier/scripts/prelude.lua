@@ -26,6 +26,61 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- Key types, checked before a script writes anything: Redis scripts do
+-- not roll back, so a command failing on a key another tool made with
+-- the wrong type would leave the script's earlier writes in place (half
+-- a commit). `checks` is a flat list of triples: key, the types it may
+-- hold ('|'-separated, as TYPE names them; a missing key is always
+-- fine) and its kind's name in [keys]. One TYPE per key per script call
+-- (remembered in `key_types`, which a script may also fill with types
+-- its own reads proved). Raises a WRONGTYPE error naming the first key
+-- that is wrong, its type and the type expected; nothing is written.
+local key_types = {}
+local function expect_types(checks)
+  for i = 1, #checks, 3 do
+    local key, want = checks[i], checks[i + 1]
+    local found = key_types[key]
+    if found == nil then
+      found = redis.call('TYPE', key).ok
+      key_types[key] = found
+    end
+    if found ~= 'none' and not string.find('|' .. want .. '|', '|' .. found .. '|', 1, true) then
+      error(redis.error_reply(string.format(
+        'WRONGTYPE key %s ([keys] %s) is a %s, not a %s as crawlworker writes it; nothing was written',
+        key, checks[i + 2], found, (string.gsub(want, '|', ' or ')))))
+    end
+  end
+end
+
+-- The keys a write to the dupefilter `d` (see dupe_config) touches, as
+-- expect_types triples appended to `checks`. Bloom filters after the
+-- first and expiring buckets are keys of crawlworker's own naming.
+local DUPE_TYPES = {exact = 'set', compact = 'hash', bloom = 'string'}
+local function dupe_checks(d, checks)
+  if not d then
+    return
+  end
+  local want = DUPE_TYPES[d.mode]
+  if want then
+    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = d.key, want, 'dupefilter'
+  end
+  if d.mode ~= 'exact' then
+    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = d.meta, 'hash', 'dupefilter_meta'
+  end
+end
+
+-- A function a script sets to call expect_types the first time it is
+-- about to write (before_write): a call that writes nothing (an idle
+-- worker's lease) checks nothing.
+local write_checks = nil
+local function before_write()
+  if write_checks then
+    local checks = write_checks
+    write_checks = nil
+    expect_types(checks())
+  end
+end
+
 -- Milliseconds of the Redis server's clock, so lease deadlines do not
 -- depend on the clocks of the workers' hosts. The microseconds of the
 -- reading are kept as a seed for jitter (Redis scripts have no useful
@@ -58,6 +113,9 @@ local function count(field, n)
 end
 
 local function flush_tally(stats)
+  if #tally_fields > 0 then
+    before_write()
+  end
   for _, field in ipairs(tally_fields) do
     if tally[field] ~= 0 then
       redis.call('HINCRBY', stats, field, int(tally[field]))
@@ -112,6 +170,9 @@ local function host_del(key, host)
 end
 
 local function flush_hosts()
+  if #host_dirty_list > 0 then
+    before_write()
+  end
   local keys, sets, dels = {}, {}, {}
   for _, kh in ipairs(host_dirty_list) do
     local key, host = kh[1], kh[2]
@@ -178,6 +239,9 @@ end
 -- Returns expired leases (of any worker) to the queue at their old place.
 local function requeue_expired(requests, data, inflight, owners, now)
   local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 512)
+  if #expired > 0 then
+    before_write()
+  end
   for _, id in ipairs(expired) do
     local owner = redis.call('HGET', owners, id)
     redis.call('ZREM', inflight, id)
@@ -239,6 +303,9 @@ end
 -- the place their commit chose.
 local function requeue_due(delayed, delayed_scores, requests, data, now)
   local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 512)
+  if #due > 0 then
+    before_write()
+  end
   for _, id in ipairs(due) do
     local score = tonumber(redis.call('HGET', delayed_scores, id) or '0')
     redis.call('ZREM', delayed, id)
@@ -254,6 +321,9 @@ end
 -- them queued-but-not-fetched until their commit (the overdue set).
 local function release_revisits(K, now)
   local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 512)
+  if #due > 0 then
+    before_write()
+  end
   local next_seq = seq_block(K.seq, #due / 2)
   local queued = 0
   for i = 1, #due, 2 do
@@ -313,8 +383,8 @@ local function sink_type_error(key, sink)
   local want = sink.stream and 'stream' or 'list'
   if found ~= 'none' and found ~= want then
     return redis.error_reply(string.format(
-      'WRONGTYPE items key %s is a %s, not the %s [items] sink = "%s" writes; nothing was committed', key, found, want,
-      want))
+      'WRONGTYPE key %s ([keys] items) is a %s, not the %s [items] sink = "%s" writes; nothing was written', key, found,
+      want, want))
   end
 end
 
@@ -368,6 +438,7 @@ local function items_backlog(key, trim)
     end
   end
   if trim and keep then
+    before_write()
     redis.call('XTRIM', key, 'MINID', '~', keep)
   end
   return backlog
@@ -384,7 +455,9 @@ local function sink_full(K, now, trim)
   if not sink or not sink.stream or sink.max_backlog <= 0 then
     return false
   end
-  if items_backlog(K.items, trim) < sink.max_backlog then
+  local backlog = items_backlog(K.items, trim)
+  before_write()
+  if backlog < sink.max_backlog then
     redis.call('HDEL', K.control, 'items_backlog_full')
     return false
   end
@@ -467,6 +540,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
   if max_pages > 0 then
     local used = tonumber(redis.call('HGET', K.stats, STAT.RESPONSE_RECEIVED_COUNT) or '0')
       + (tally[STAT.RESPONSE_RECEIVED_COUNT] or 0) + redis.call('ZCARD', K.inflight)
+    before_write()
     if used >= max_pages then
       if redis.call('HSETNX', K.control, 'max_pages_reached', now) == 1 then
         count(STAT.QUOTA_MAX_PAGES_REACHED, 1)
@@ -492,6 +566,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     if #window == 0 then
       break
     end
+    before_write()
     from = from + #window / 2
     local ids = {}
     for j = 1, #window, 2 do
@@ -579,17 +654,53 @@ local function shared_keys()
   }
 end
 
+-- Appends to `checks` the expect_types triples of the shared keys (see
+-- shared_keys) lease_requests (and next_due) may write, or read after a
+-- write: the keys due work comes back from only with `release`, the
+-- pages-per-host hash only with a `max_per_host` cap.
+local function lease_checks(K, max_per_host, release, checks)
+  local list = {
+    K.requests, 'zset', 'requests', K.data, 'hash', 'request_data', K.inflight, 'zset', 'inflight',
+    K.owners, 'hash', 'leases', K.dead, 'list', 'dead', K.stats, 'hash', 'stats', K.pace, 'hash', 'pace',
+    K.host_delay, 'hash', 'host_delay', K.backoff, 'hash', 'backoff', K.control, 'hash', 'control',
+  }
+  if release then
+    local due = {
+      K.delayed, 'zset', 'delayed', K.delayed_scores, 'hash', 'delayed_scores', K.seq, 'string', 'sequence',
+      K.schedule, 'zset', 'schedule', K.schedule_data, 'hash', 'schedule_data', K.schedule_due, 'zset',
+      'schedule_due',
+    }
+    for _, v in ipairs(due) do
+      list[#list + 1] = v
+    end
+  end
+  if max_per_host > 0 then
+    list[#list + 1], list[#list + 2], list[#list + 3] = K.host_pages, 'hash', 'host_pages'
+  end
+  for _, v in ipairs(list) do
+    checks[#checks + 1] = v
+  end
+  return checks
+end
+
 -- Up to `n` start entries, without removing them (claim_start does).
 local function peek_start(key, kind, n)
   if n <= 0 then
     return {}
   end
+  local r
   if kind == 'list' then
-    return redis.call('LRANGE', key, 0, n - 1)
+    r = redis.pcall('LRANGE', key, 0, n - 1)
   elseif kind == 'set' then
-    return redis.call('SRANDMEMBER', key, n)
+    r = redis.pcall('SRANDMEMBER', key, n)
   else
-    return redis.call('ZRANGE', key, 0, n - 1, 'REV')
+    r = redis.pcall('ZRANGE', key, 0, n - 1, 'REV')
   end
+  if r.err then
+    -- Named when it is the key's type (a start key pushed by another tool).
+    expect_types({key, kind, 'start_urls'})
+    error(r)
+  end
+  return r
 end
 
