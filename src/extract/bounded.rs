@@ -115,13 +115,13 @@ impl Budget {
 
     /// Why the parse must stop, from the tree it built so far.
     fn exceeded(&self, html: &Html) -> Option<CutShort> {
-        let nodes = html.tree.nodes();
+        let mut nodes = html.tree.nodes();
         if self.max_nodes > 0 && nodes.len() > self.max_nodes {
             return Some(CutShort::Nodes);
         }
         if self.max_depth > 0 {
             // The document node is not an element: its children are at depth 1.
-            let depth = nodes.last().map_or(0, |n| n.ancestors().count());
+            let depth = nodes.next_back().map_or(0, |n| n.ancestors().count());
             if depth > self.max_depth {
                 return Some(CutShort::Depth);
             }
