@@ -50,9 +50,12 @@ pub async fn run<T: Send + 'static>(
     let turn = turns().acquire_owned().await.ok();
     let stop = Arc::new(AtomicBool::new(false));
     let _stop_on_drop = StopOnDrop(stop.clone());
+    // What the work logs carries the page task's span (spider, worker).
+    let span = tracing::Span::current();
     let done = tokio::task::spawn_blocking(move || {
         // The turn is held until the work ends, even if nobody awaits it.
         let _turn = turn;
+        let _span = span.enter();
         work(stop)
     })
     .await;
