@@ -738,6 +738,12 @@ settings! {
     download_memory_budget: Bytes = Bytes(256 << 20);
     /// Responses larger than this are logged as a warning (0: no warning).
     download_warnsize: Bytes = Bytes(32 << 20);
+    /// Deepest element of a page the HTML parser builds (0: no limit): past it, the parse stops and the page is extracted as far as it was read (counted in `extract/cut_short_count`). Nesting costs the parser time in proportion to depth × elements; browsers stop nesting at 512 too.
+    extract_max_depth: u32 = 512;
+    /// Most nodes (elements, text, comments) of a page the HTML parser builds (0: no limit): past it, the parse stops and the page is extracted as far as it was read (counted in `extract/cut_short_count`).
+    extract_max_nodes: u32 = 1_000_000;
+    /// Longest a page's parse and extraction may take (0: no limit): then it stops, and what was extracted so far is committed (counted in `extract/cut_short_count`).
+    extract_timeout: Duration = Duration::from_secs(10);
     /// Follow redirects (each hop is a new request through the dupefilter and domain checks).
     redirect_enabled: bool = true;
     /// Longest redirect chain followed.

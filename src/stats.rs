@@ -173,6 +173,8 @@ stats! {
     FOLLOW_FILTERED_PAGINATION = "follow/filtered/pagination", Counter => "links_filtered"("reason" = "pagination");
     /// Sitemap or feed entries not modified since the source's last visit (their `lastmod`).
     FOLLOW_FILTERED_NOT_MODIFIED = "follow/filtered/not_modified", Counter => "links_filtered"("reason" = "not_modified");
+    /// Pages extracted only in part: deeper or larger than `extract_max_depth` or `extract_max_nodes`, or slower than `extract_timeout` (`extract/cut_short_reason_count/<reason>`).
+    EXTRACT_CUT_SHORT = "extract/cut_short_count", Counter => "pages_cut_short";
     /// Requests robots.txt forbids.
     ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter => "robotstxt_forbidden";
     /// Requests put off because their host's robots.txt could not be fetched (5xx, 429, timeout, network error): each waits in Redis like a retry, until robots.txt is fetched again.
@@ -238,6 +240,8 @@ families! {
     HTTPERROR_RESPONSE_IGNORED_STATUS = "httperror/response_ignored_status_count" / "status" => "responses_ignored";
     /// Items dropped, by reason.
     ITEM_DROPPED_REASONS = "item_dropped_reasons_count" / "reason" => "items_dropped";
+    /// Pages extracted only in part, by reason: `depth`, `nodes` or `time`.
+    EXTRACT_CUT_SHORT_REASON = "extract/cut_short_reason_count" / "reason";
     /// Retries scheduled, by reason.
     RETRY_REASON = "retry/reason_count" / "reason" => "retries";
     /// Redirects not followed, by reason.

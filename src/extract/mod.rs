@@ -5,8 +5,11 @@
 //! The rule is the request's named rule, else the first whose `match`
 //! pattern matches the URL. The body is decoded ([`charset`]), parsed once,
 //! and each of the rule's extract entries ([`fields`]) and follow entries
-//! ([`links`]) runs over the same document.
+//! ([`links`]) runs over the same document. The parse and the extraction
+//! run within the spider's limits ([`bounded`]): a page past them is
+//! extracted as far as it was read, and says so.
 
+pub mod bounded;
 pub mod charset;
 pub mod feeds;
 pub mod fields;
@@ -23,6 +26,7 @@ use crate::request::{Request, Task};
 use crate::spider::selector::Selected;
 use crate::spider::xpath::Found;
 use crate::spider::{Each, LinkSource, Spider};
+use bounded::{Budget, CutShort};
 use fields::Scope;
 
 /// A downloaded response, as the extractor needs it.
@@ -152,10 +156,32 @@ pub struct Extraction {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<Task>,
     pub filtered: Filtered,
+    /// Set when the page was extracted only in part: its HTML parse or its
+    /// extraction stopped at a limit ([`bounded`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<CutShort>,
 }
 
-/// Runs the spider's rule for this page.
+/// Runs the spider's rule for this page, within the spider's own limits
+/// (its `[settings]` over the defaults).
 pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> Extraction {
+    extract_within(
+        spider,
+        request,
+        response,
+        &Budget::new(&spider.settings, None),
+    )
+}
+
+/// Runs the spider's rule for this page, within `budget`: the parse stops
+/// at its limits, and the extraction between two steps (an item, a follow
+/// entry) when its time is up or the worker stopped.
+pub fn extract_within(
+    spider: &Spider,
+    request: &Request,
+    response: &Response<'_>,
+    budget: &Budget,
+) -> Extraction {
     let decoded = charset::decode(response.body, response.header("content-type"));
     let mut out = Extraction {
         rule: None,
@@ -168,6 +194,7 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
         requests: Vec::new(),
         tasks: Vec::new(),
         filtered: Filtered::default(),
+        cut_short: None,
     };
     // Scrapy's HttpErrorMiddleware: only 2xx pages reach the spider, unless
     // the spider allows the status.
@@ -191,13 +218,22 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
             }
         }
     } else {
-        (Html::parse_document(&decoded.text), None)
+        let parsed = bounded::parse_document(&decoded.text, budget);
+        out.cut_short = parsed.cut_short;
+        (parsed.html, None)
     };
+    if matches!(out.cut_short, Some(CutShort::Time | CutShort::Stopped)) {
+        return out;
+    }
     let mut page = page::Page::new(response, request, &doc, decoded.encoding);
     if json.is_some() {
         page.base = url::Url::parse(response.url).ok();
     }
     for ex in &rule.extract {
+        if let Some(cut) = budget.spent() {
+            out.cut_short = Some(cut);
+            return out;
+        }
         let def = &spider.items[ex.item];
         let scopes: Vec<Scope<'_>> = match (&ex.each, &json) {
             (Some(Each::Css(each)), _) => {
@@ -227,6 +263,10 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
             (None, None) => vec![Scope::Html(doc.root_element())],
         };
         for scope in scopes {
+            if let Some(cut) = budget.spent() {
+                out.cut_short = Some(cut);
+                return out;
+            }
             match fields::item(def, scope, &page, &ex.jsonld_types) {
                 Ok(fields) => out.items.push(Item {
                     kind: def.name.clone(),
@@ -242,6 +282,10 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
     }
     let mut follower = links::Follower::new(spider, &page, rule, &mut out.filtered);
     for follow in &rule.follow {
+        if let Some(cut) = budget.spent() {
+            out.cut_short = Some(cut);
+            return out;
+        }
         let mut found = Vec::new();
         match follow.links {
             LinkSource::Json(_) | LinkSource::Template(_) => {

@@ -18,6 +18,7 @@
 //! whose lease expired meanwhile is committed by nobody twice: the commit
 //! checks the lease).
 
+mod offload;
 mod page;
 pub mod pool;
 pub mod progress;
@@ -693,6 +694,7 @@ impl SpiderRun {
         page::Context {
             shutdown: shutdown.clone(),
             spider: self.spider.clone(),
+            settings: self.settings.clone(),
             frontier: self.frontier.clone(),
             downloader: self.downloader.clone(),
             inflight: self.inflight.clone(),

@@ -1,8 +1,9 @@
 //! One leased request, from download to commit: the downloader gives a
 //! response to extract or an outcome it decided (retry later, follow a
 //! redirect, give up, robots.txt said no); the extractor turns a response
-//! into items and follow-up requests; the outcome is committed in one
-//! atomic step. Whatever happens, the request ends committed (done,
+//! into items and follow-up requests (off the async runtime, within the
+//! spider's limits: see [`super::offload`]); the outcome is committed in
+//! one atomic step. Whatever happens, the request ends committed (done,
 //! retried, failed or set aside) or, if the worker dies, its lease expires
 //! and another worker takes it.
 
@@ -11,11 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::downloader::{Downloaded, Downloader, Fetched};
+use crate::extract::bounded::{Budget, CutShort};
 use crate::extract::{self, Response};
 use crate::frontier::outage::until_done;
 use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
 use crate::metrics::Metrics;
 use crate::request::Request;
+use crate::settings::Settings;
 use crate::spider::Spider;
 use crate::stats::{self, Tally};
 use crate::wording::plural;
@@ -25,6 +28,8 @@ pub struct Context {
     /// Once set, a commit leases no replacement.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub spider: Arc<Spider>,
+    /// The worker's settings for the spider (its extraction limits).
+    pub settings: Arc<Settings>,
     pub frontier: Frontier,
     pub downloader: Arc<Downloader>,
     /// Ids of the requests this worker holds leases on.
@@ -146,18 +151,38 @@ async fn process(
             *result
         }
         Downloaded::Response { fetched, host } => {
-            let mut result = if super::revisit::not_modified(request, &fetched) {
+            let (mut result, fetched) = if super::revisit::not_modified(request, &fetched) {
                 // Unchanged since the last visit: nothing to parse.
                 stats.add(stats::REVISIT_NOT_MODIFIED, 1);
-                PageResult {
+                let result = PageResult {
                     host,
                     ..PageResult::default()
-                }
+                };
+                (result, fetched)
             } else {
                 // Large pages are parsed a few at a time (the worker's
                 // memory budget), small ones at once.
                 let _parsing = ctx.share.parsing(fetched.body.len()).await;
-                extract_page(&ctx.spider, request, &fetched, host, &mut stats)
+                let (spider, settings) = (ctx.spider.clone(), ctx.settings.clone());
+                let (request, mut counted) = (request.clone(), std::mem::take(&mut stats));
+                let extracted = super::offload::run(move |stop| {
+                    let budget = Budget::new(&settings, Some(stop));
+                    let result = extract_page(
+                        &spider,
+                        &settings,
+                        &request,
+                        &fetched,
+                        host,
+                        &mut counted,
+                        &budget,
+                    );
+                    (result, fetched, counted)
+                })
+                .await;
+                // The runtime is shutting down: the page goes back to the queue.
+                let (result, fetched, counted) = extracted?;
+                stats = counted;
+                (result, fetched)
             };
             super::revisit::decide(
                 &ctx.spider,
@@ -174,13 +199,16 @@ async fn process(
     Some(result)
 }
 
-/// The items and follow-up requests of a downloaded page.
+/// The items and follow-up requests of a downloaded page, as far as the
+/// budget lets the extraction go.
 fn extract_page(
     spider: &Spider,
+    settings: &Settings,
     request: &Request,
     fetched: &Fetched,
     host: HostOutcome,
     stats: &mut Tally,
+    budget: &Budget,
 ) -> PageResult {
     let response = Response {
         url: &fetched.url,
@@ -188,7 +216,7 @@ fn extract_page(
         headers: &fetched.headers,
         body: &fetched.body,
     };
-    let x = extract::extract(spider, request, &response);
+    let x = extract::extract_within(spider, request, &response, budget);
     tracing::debug!(
         url = %request.url,
         "fetched {} {} {} ({}, {}, {})",
@@ -203,6 +231,17 @@ fn extract_page(
     );
     if let Some(error) = &x.json_error {
         tracing::warn!(url = %request.url, rule = x.rule.as_deref().unwrap_or(""), "{error}; nothing extracted");
+    }
+    if let Some(cut) = x.cut_short {
+        stats.add(stats::EXTRACT_CUT_SHORT, 1);
+        stats.add_in(stats::EXTRACT_CUT_SHORT_REASON, cut.as_str(), 1);
+        tracing::warn!(
+            url = %request.url,
+            "page extracted only in part: {}; its {} and {} are committed, the rest of the page is not read",
+            cut_short_cause(cut, settings),
+            plural(x.items.len(), "item", "items"),
+            plural(x.requests.len(), "link", "links"),
+        );
     }
     if let Some(status) = x.ignored_status {
         stats.add(stats::HTTPERROR_RESPONSE_IGNORED_COUNT, 1);
@@ -232,6 +271,25 @@ fn extract_page(
         tasks: x.tasks,
         host,
         ..PageResult::default()
+    }
+}
+
+/// Why a page was cut short, for people.
+fn cut_short_cause(cut: CutShort, settings: &Settings) -> String {
+    match cut {
+        CutShort::Depth => format!(
+            "its HTML nests deeper than extract_max_depth ({} elements)",
+            settings.extract_max_depth
+        ),
+        CutShort::Nodes => format!(
+            "its HTML has more than extract_max_nodes ({}) nodes",
+            settings.extract_max_nodes
+        ),
+        CutShort::Time => format!(
+            "its extraction took longer than extract_timeout ({})",
+            crate::wording::duration(settings.extract_timeout)
+        ),
+        CutShort::Stopped => "the worker is stopping".to_string(),
     }
 }
 

@@ -38,6 +38,7 @@
 //! | `/fault/endless` | 200, chunked, an HTML start then filler chunks for ever, as fast as the client reads, until it disconnects or the server stops. |
 //! | `/fault/trickle?bytes_per_sec=N` | 200, chunked, an HTML start at once, then `.` bytes at N per second (1–1,000,000, default 10): one byte every 1/N s up to 1,000 per second, evenly spread over 1 ms ticks above. Never ends. |
 //! | `/fault/gzip` | 200 with `Content-Encoding: gzip`: a small page in a valid gzip member (stored deflate blocks, correct CRC-32 and size). |
+//! | `/fault/nested/{n}` | 200, a page of `n` (at most 10,000,000) nested `<div>`s holding a link to `/fault/nested-end` and a `<p class="deep">`: HTML whose parse costs n² steps without a depth limit. |
 //! | `/fault/links?to=P1,P2,…` | 200 with one `<a href="Pi">` per comma-separated value (escaped), so a spider can be led into fault routes. |
 //! | `/fault/sitemap?to=U1+U2+…&lastmod=D&gzip=1` | A sitemap (`<urlset>`) with one `<url><loc>Ui</loc></url>` per space-separated value (`+` in the query; a URL with its own query goes percent-encoded), escaped, each with `<lastmod>D</lastmod>` when given. With `gzip=1` the body is the gzip file itself (`application/x-gzip`, no Content-Encoding), as a `sitemap.xml.gz` is served. |
 //! | `/fault/sitemap-index?to=S1+S2+…` | A sitemap index (`<sitemapindex>`) listing the sitemaps Si. |
@@ -466,6 +467,18 @@ fn dispatch(
                 .headers_mut()
                 .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
             Reply::Now(response)
+        }
+        ["nested", n] => {
+            let n = number::<usize>("nesting", n)?;
+            if n > 10_000_000 {
+                return Err(format!("nesting must be at most 10000000, not {n}"));
+            }
+            let body = format!(
+                "{}<p class=\"deep\"><a href=\"{PREFIX}nested-end\">end</a></p>{}",
+                "<div>".repeat(n),
+                "</div>".repeat(n)
+            );
+            Reply::Now(page(StatusCode::OK, "Nested", &body))
         }
         ["links"] => {
             let mut list = String::from("<ul>\n");

@@ -1,0 +1,69 @@
+//! Extraction off the async runtime. Parsing and extracting a page is CPU
+//! work (milliseconds for a usual page, up to `extract_timeout` for a
+//! hostile one): run on the runtime's threads, it would stall every
+//! download, commit and lease renewal of the worker meanwhile, and a
+//! stopping worker could not keep its grace period. So it runs on tokio's
+//! blocking threads, at most one per CPU at once (more would only share
+//! the same CPUs while holding more pages in memory); pages wait for a
+//! turn in order.
+//!
+//! A page task abandoned by a stopping worker raises its extraction's stop
+//! flag, which the extraction reads between slices of its parse and
+//! between its steps ([`crate::extract::bounded`]), so the thread is free
+//! soon after and the process exits without waiting for a runaway page.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::Semaphore;
+
+/// Turns of the blocking threads, one per CPU, for all spiders of the process.
+fn turns() -> Arc<Semaphore> {
+    static TURNS: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    TURNS
+        .get_or_init(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            Arc::new(Semaphore::new(cpus))
+        })
+        .clone()
+}
+
+/// Raises the stop flag when the page task is dropped (finished, or
+/// abandoned by a stopping worker).
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs `work` on a blocking thread when one of the CPUs' turns is free;
+/// `work` is handed the flag raised if this future is dropped before it
+/// ends. `None` when the runtime is shutting down and dropped the work.
+/// A panic in `work` is the caller's, as if it had run here.
+pub async fn run<T: Send + 'static>(
+    work: impl FnOnce(Arc<AtomicBool>) -> T + Send + 'static,
+) -> Option<T> {
+    // The semaphore is never closed: no turn means it was, and the work
+    // runs without one rather than not at all.
+    let turn = turns().acquire_owned().await.ok();
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop_on_drop = StopOnDrop(stop.clone());
+    // What the work logs carries the page task's span (spider, worker).
+    let span = tracing::Span::current();
+    let done = tokio::task::spawn_blocking(move || {
+        // The turn is held until the work ends, even if nobody awaits it.
+        let _turn = turn;
+        let _span = span.enter();
+        work(stop)
+    })
+    .await;
+    match done {
+        Ok(out) => Some(out),
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => None,
+        },
+    }
+}
