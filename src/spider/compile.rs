@@ -26,6 +26,11 @@ use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
 use crate::reader::{At, Loc, Reader};
 use crate::settings;
 
+/// Priorities a spider may write: the frontier keeps every request's
+/// within these.
+const PRIORITIES: std::ops::RangeInclusive<i64> =
+    -crate::frontier::MAX_PRIORITY..=crate::frontier::MAX_PRIORITY;
+
 /// The shortest `revisit` a rule may ask for.
 const MIN_REVISIT: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -591,7 +596,7 @@ impl Compiler<'_> {
             .collect();
         let priority = match &s.priority {
             None => IntSource::Fixed(0),
-            Some(p) => self.int_source(p, &task_fields)?,
+            Some(p) => self.int_source(p, &task_fields, PRIORITIES)?,
         };
         let rule = match &s.rule {
             Some(r) => Some(self.lookup(r, rules, "rule")?),
@@ -630,8 +635,26 @@ impl Compiler<'_> {
         }
     }
 
-    fn int_source(&self, at: &At<IntOrTemplate>, known: &Option<Vec<String>>) -> Option<IntSource> {
+    /// A number written directly (within `range`) or as a template.
+    fn int_source(
+        &self,
+        at: &At<IntOrTemplate>,
+        known: &Option<Vec<String>>,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Option<IntSource> {
         match &at.value {
+            IntOrTemplate::Int(i) if !range.contains(i) => {
+                self.problem(
+                    &at.loc,
+                    format!("{i} is out of range"),
+                    format!(
+                        "use a whole number from {} to {}",
+                        range.start(),
+                        range.end()
+                    ),
+                );
+                None
+            }
             IntOrTemplate::Int(i) => Some(IntSource::Fixed(*i)),
             IntOrTemplate::Template(s) => {
                 let t = self.template(&At::new(s.clone(), at.loc.clone()))?;
@@ -1269,7 +1292,7 @@ impl Compiler<'_> {
                     }
                 };
                 let max = match &p.max {
-                    Some(m) => self.int_source(m, &None),
+                    Some(m) => self.int_source(m, &None, 1..=i64::MAX),
                     None => {
                         self.problem(
                             &p.loc,
