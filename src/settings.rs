@@ -199,12 +199,14 @@ impl SettingValue for Duration {
             |node| match (node.as_float(), node.as_integer(), node.as_str()) {
                 (Some(f), _, _) => Some(
                     Duration::try_from_secs_f64(f)
-                        .map_err(|_| format!("{f} is not a duration of 0 seconds or more")),
+                        .map_err(|_| format!("{f} is not a duration of 0 seconds or more"))
+                        .and_then(within_max),
                 ),
                 (_, Some(i), _) => Some(
                     u64::try_from(i)
                         .map(Duration::from_secs)
-                        .map_err(|_| "a duration cannot be negative".to_string()),
+                        .map_err(|_| "a duration cannot be negative".to_string())
+                        .and_then(within_max),
                 ),
                 (_, _, Some(s)) => Some(Self::parse_str(s)),
                 _ => None,
@@ -232,9 +234,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         Ok(secs) => Duration::try_from_secs_f64(secs).ok(),
         Err(_) => humantime::parse_duration(s).ok(),
     };
-    parsed.ok_or_else(|| {
+    let d = parsed.ok_or_else(|| {
         format!("`{s}` is not a duration: write seconds (1.5) or a number with a unit (250ms, 30s, 5m, 1h)")
-    })
+    })?;
+    within_max(d)
+}
+
+/// Refuses a duration longer than [`MAX_DURATION`].
+fn within_max(d: Duration) -> Result<Duration, String> {
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{} is longer than the {} a duration may be",
+            humantime::format_duration(d),
+            humantime::format_duration(MAX_DURATION)
+        ));
+    }
+    Ok(d)
 }
 
 /// A size in bytes: a whole number, or a string such as `"32 MiB"`.
@@ -595,7 +610,13 @@ macro_rules! settings {
             /// Reads a `[settings]` table; unknown names are reported by the
             /// caller's `finish`.
             pub(crate) fn read(table: &TableReader<'_>) -> Overrides {
-                Overrides { $( $name: <$ty as SettingValue>::read(table, stringify!($name)), )+ }
+                let o = Overrides { $( $name: <$ty as SettingValue>::read(table, stringify!($name)), )+ };
+                for (name, problem, hint) in o.unusable() {
+                    if let Some((_, loc)) = table.node(name) {
+                        table.reader().problem(&loc, problem, Some(hint));
+                    }
+                }
+                o
             }
 
             /// Reads the `[settings]` table of a file, if it has one.
@@ -620,6 +641,9 @@ macro_rules! settings {
                             .map_err(|e| format!("{var}={}: {e}; expected {}", <$ty as SettingValue>::shown_raw(&raw), <$ty as SettingValue>::EXPECTED))?);
                     }
                 )+
+                if let Some((name, problem, hint)) = o.unusable().into_iter().next() {
+                    return Err(format!("CRAWLWORKER_{}: {problem}; {hint}", name.to_ascii_uppercase()));
+                }
                 Ok(o)
             }
         }
@@ -642,6 +666,83 @@ macro_rules! settings {
             }, )+ ]
         }
     };
+}
+
+/// Longest duration a setting may have: longer ones are mistakes, and
+/// would overflow the clock arithmetic of timers and Redis scores.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+impl Overrides {
+    /// Values of the right type that a worker cannot run with (it would
+    /// hang, fail every request or overflow): `(setting, problem, fix)`.
+    /// Checked wherever a layer is read, so `check` and `run` refuse the
+    /// same files.
+    fn unusable(&self) -> Vec<(&'static str, String, String)> {
+        let mut out = Vec::new();
+        let mut at_least_one = |name: &'static str, v: Option<u32>, why: &str| {
+            if v == Some(0) {
+                out.push((name, format!("0 {why}"), "use 1 or more".to_string()));
+            }
+        };
+        at_least_one(
+            "concurrent_requests",
+            self.concurrent_requests,
+            "would never download anything",
+        );
+        at_least_one(
+            "concurrent_requests_per_domain",
+            self.concurrent_requests_per_domain,
+            "would never download anything",
+        );
+        for (name, v, why) in [
+            (
+                "download_timeout",
+                self.download_timeout,
+                "would fail every download",
+            ),
+            (
+                "connect_timeout",
+                self.connect_timeout,
+                "would fail every connection",
+            ),
+            (
+                "lease_timeout",
+                self.lease_timeout,
+                "would hand every page to another worker while it is downloaded",
+            ),
+        ] {
+            if v.is_some_and(|d| d < Duration::from_millis(100)) {
+                out.push((
+                    name,
+                    format!("a duration under 100ms {why}"),
+                    format!("use 100ms or more, e.g. `{name} = \"30s\"`"),
+                ));
+            }
+        }
+        if let Some(p) = self.depth_priority.filter(|p| {
+            !(-crate::frontier::MAX_PRIORITY..=crate::frontier::MAX_PRIORITY).contains(p)
+        }) {
+            out.push((
+                "depth_priority",
+                format!("{p} is out of range"),
+                format!(
+                    "use a whole number from {} to {} (priorities themselves stay within that range)",
+                    -crate::frontier::MAX_PRIORITY,
+                    crate::frontier::MAX_PRIORITY
+                ),
+            ));
+        }
+        for raw in self.proxies.iter().flatten() {
+            if let Err(e) = crate::downloader::client::proxy::ProxyUrl::parse(raw) {
+                out.push((
+                    "proxies",
+                    e.to_string(),
+                    "write each proxy as `http://host:port`, `http://user:pass@host:port` or `socks5://host:port`".to_string(),
+                ));
+            }
+        }
+        out
+    }
 }
 
 /// One line of the settings catalogue.

@@ -10,6 +10,7 @@ mod metrics;
 mod migration;
 
 mod check;
+mod check_agreement;
 mod cluster;
 mod control;
 mod dashboard;

@@ -88,6 +88,10 @@ pub(crate) struct SourceMap<'s> {
     file: &'s Path,
     text: &'s str,
     line_starts: Vec<usize>,
+    /// The last offset mapped, with its line index and 0-based column: the
+    /// next one on the same line further on counts only the characters in
+    /// between, so many problems on one long line cost linear time.
+    last: std::cell::Cell<(usize, usize, usize)>,
 }
 
 impl<'s> SourceMap<'s> {
@@ -98,6 +102,7 @@ impl<'s> SourceMap<'s> {
             file,
             text,
             line_starts,
+            last: std::cell::Cell::new((0, 0, 0)),
         }
     }
 
@@ -107,11 +112,20 @@ impl<'s> SourceMap<'s> {
             Ok(i) => i,
             Err(i) => i - 1,
         };
-        let start = self.line_starts[line];
-        let column = self
-            .text
-            .get(start..offset)
-            .map_or(offset - start, |s| s.chars().count());
+        let (last_offset, last_line, last_column) = self.last.get();
+        let (start, before) = if last_line == line && last_offset <= offset {
+            (last_offset, last_column)
+        } else {
+            (self.line_starts[line], 0)
+        };
+        let column = before
+            + self
+                .text
+                .get(start..offset)
+                .map_or(offset - start, |s| s.chars().count());
+        if self.text.is_char_boundary(offset) {
+            self.last.set((offset, line, column));
+        }
         (line + 1, column + 1)
     }
 
@@ -172,6 +186,11 @@ mod tests {
         assert_eq!(map.line_col(6), (2, 1));
         let x = text.find('x').unwrap();
         assert_eq!(map.line_col(x), (2, 10));
+        // Out of order and again: the remembered place does not leak.
+        assert_eq!(map.line_col(6), (2, 1));
+        assert_eq!(map.line_col(x), (2, 10));
+        assert_eq!(map.line_col(x), (2, 10));
+        assert_eq!(map.line_col(3), (1, 4));
     }
 
     #[test]

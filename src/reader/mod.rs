@@ -22,6 +22,11 @@ use toml_edit::{Item, TableLike, Value};
 
 use diagnostic::{did_you_mean, Diagnostic, SourceMap};
 
+/// Most entries one array or table of a file may have: a spider or
+/// configuration file is written by hand, and every entry costs memory and
+/// checking time.
+pub const MAX_ENTRIES: usize = 10_000;
+
 /// Where a value was written: its byte span and field path.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Loc {
@@ -330,6 +335,9 @@ impl<'d> TableReader<'d> {
             self.wrong_type(&loc, "an array of strings", node);
             return None;
         };
+        if self.too_many(&loc, elements.len()) {
+            return None;
+        }
         let mut out = Vec::new();
         for (i, e) in elements.into_iter().enumerate() {
             let eloc = Loc {
@@ -383,6 +391,9 @@ impl<'d> TableReader<'d> {
             self.wrong_type(&loc, "an array of tables", node);
             return Vec::new();
         };
+        if self.too_many(&loc, elements.len()) {
+            return Vec::new();
+        }
         elements
             .into_iter()
             .enumerate()
@@ -400,6 +411,9 @@ impl<'d> TableReader<'d> {
     /// fields, headers); all keys count as known.
     pub(crate) fn entries(&self) -> Vec<(At<String>, Node<'d>, Loc)> {
         self.open.set(true);
+        if self.too_many(&self.loc, self.table.len()) {
+            return Vec::new();
+        }
         self.table
             .iter()
             .map(|(k, item)| {
@@ -428,6 +442,19 @@ impl<'d> TableReader<'d> {
                 )
             })
             .collect()
+    }
+
+    /// Records a list or table of more than [`MAX_ENTRIES`] entries.
+    fn too_many(&self, loc: &Loc, n: usize) -> bool {
+        if n <= MAX_ENTRIES {
+            return false;
+        }
+        self.reader.problem(
+            loc,
+            format!("{n} entries are more than the {MAX_ENTRIES} a list or table may have"),
+            Some("keep long lists (URLs, patterns) in Redis or merge patterns with `|`".into()),
+        );
+        true
     }
 
     /// Records that a required key is missing.

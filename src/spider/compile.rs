@@ -26,6 +26,11 @@ use crate::reader::diagnostic::{did_you_mean, syntax_error, LoadError};
 use crate::reader::{At, Loc, Reader};
 use crate::settings;
 
+/// Priorities a spider may write: the frontier keeps every request's
+/// within these.
+const PRIORITIES: std::ops::RangeInclusive<i64> =
+    -crate::frontier::MAX_PRIORITY..=crate::frontier::MAX_PRIORITY;
+
 /// The shortest `revisit` a rule may ask for.
 const MIN_REVISIT: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -49,6 +54,7 @@ fn compile_with(path: &Path, text: &str, resolve_handoffs: bool) -> Result<Spide
         path,
         resolve_handoffs,
         handoffs: RefCell::default(),
+        patterns: std::cell::Cell::new(0),
     }
     .spider(path, &file);
     let problems = reader.into_problems();
@@ -75,6 +81,8 @@ struct Compiler<'r> {
     /// The spiders `to_spider` entries name, each once, with where the
     /// first entry naming it is.
     handoffs: RefCell<Vec<(Handoff, Loc)>>,
+    /// Regexes compiled so far, against [`super::limits::MAX_PATTERNS`].
+    patterns: std::cell::Cell<usize>,
 }
 
 impl Compiler<'_> {
@@ -83,13 +91,28 @@ impl Compiler<'_> {
     }
 
     fn regex(&self, at: &At<String>) -> Option<Regex> {
-        Regex::new(&at.value)
+        if self.patterns.get() >= super::limits::MAX_PATTERNS {
+            if self.patterns.get() == super::limits::MAX_PATTERNS {
+                self.problem(
+                    &at.loc,
+                    format!(
+                        "the spider has more than {} regexes (`deny`, `match`, `allow`, `re`, …)",
+                        super::limits::MAX_PATTERNS
+                    ),
+                    "merge patterns into one with `|`, or filter URLs before they reach Redis",
+                );
+            }
+            self.patterns.set(self.patterns.get() + 1);
+            return None;
+        }
+        self.patterns.set(self.patterns.get() + 1);
+        super::limits::regex(&at.value)
             .map_err(|e| {
                 let detail = e.to_string();
                 let last = detail.lines().last().unwrap_or("").trim().to_string();
                 self.problem(
                     &at.loc,
-                    format!("`{}` is not a valid regex: {last}", at.value),
+                    format!("`{}` is not a valid regex: {last}", crate::wording::cut(&at.value, 200)),
                     "regexes use Rust syntax (Python's `re` without look-around or backreferences); escape a literal `.` or `?` with `\\`",
                 )
             })
@@ -157,8 +180,8 @@ impl Compiler<'_> {
     }
 
     /// Finds `name` in `names`, reporting a miss with a suggestion.
-    fn lookup(&self, at: &At<String>, names: &[&str], what: &str) -> Option<usize> {
-        let found = names.iter().position(|n| *n == at.value);
+    fn lookup(&self, at: &At<String>, names: &Names<'_>, what: &str) -> Option<usize> {
+        let found = names.position(&at.value);
         if found.is_none() {
             let hint = match did_you_mean(&at.value, names.iter().copied()) {
                 Some(near) => format!("did you mean `{near}`?"),
@@ -179,7 +202,7 @@ impl Compiler<'_> {
             .collect();
         let deny: Vec<Regex> = file.deny.iter().filter_map(|d| self.regex(d)).collect();
 
-        let item_names: Vec<&str> = file.items.iter().map(|i| i.name.value.as_str()).collect();
+        let item_names = Names::new(file.items.iter().map(|i| i.name.value.as_str()).collect());
         let items: Vec<Option<ItemDef>> = file.items.iter().map(|i| self.item(i)).collect();
 
         let rule_names = self.rule_names(file);
@@ -484,8 +507,20 @@ impl Compiler<'_> {
         }
     }
 
-    fn rule_names<'f>(&self, file: &'f SpiderFile) -> Vec<&'f str> {
+    fn rule_names<'f>(&self, file: &'f SpiderFile) -> Names<'f> {
         let mut names: Vec<&str> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        if file.rules.len() > super::limits::MAX_RULES {
+            self.problem(
+                &file.rules[super::limits::MAX_RULES].loc,
+                format!(
+                    "the spider has {} rules; at most {} are accepted",
+                    file.rules.len(),
+                    super::limits::MAX_RULES
+                ),
+                "split it into spiders handing links to each other (`to_spider`), or merge rules whose patterns differ little",
+            );
+        }
         for rule in &file.rules {
             let Some(name) = &rule.name else {
                 self.problem(
@@ -496,7 +531,7 @@ impl Compiler<'_> {
                 names.push("");
                 continue;
             };
-            if names.contains(&name.value.as_str()) {
+            if !seen.insert(name.value.as_str()) {
                 self.problem(
                     &name.loc,
                     format!("two rules are named `{}`", name.value),
@@ -507,10 +542,10 @@ impl Compiler<'_> {
             }
             names.push(&name.value);
         }
-        names
+        Names::new(names)
     }
 
-    fn start(&self, s: &StartFile, rules: &[&str]) -> Option<Start> {
+    fn start(&self, s: &StartFile, rules: &Names<'_>) -> Option<Start> {
         let mut ok = true;
         let kind = match s.kind.as_ref().map(|k| k.value.as_str()) {
             None | Some("list") => StartKind::List,
@@ -585,7 +620,7 @@ impl Compiler<'_> {
             .collect();
         let priority = match &s.priority {
             None => IntSource::Fixed(0),
-            Some(p) => self.int_source(p, &task_fields)?,
+            Some(p) => self.int_source(p, &task_fields, PRIORITIES)?,
         };
         let rule = match &s.rule {
             Some(r) => Some(self.lookup(r, rules, "rule")?),
@@ -624,8 +659,26 @@ impl Compiler<'_> {
         }
     }
 
-    fn int_source(&self, at: &At<IntOrTemplate>, known: &Option<Vec<String>>) -> Option<IntSource> {
+    /// A number written directly (within `range`) or as a template.
+    fn int_source(
+        &self,
+        at: &At<IntOrTemplate>,
+        known: &Option<Vec<String>>,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Option<IntSource> {
         match &at.value {
+            IntOrTemplate::Int(i) if !range.contains(i) => {
+                self.problem(
+                    &at.loc,
+                    format!("{i} is out of range"),
+                    format!(
+                        "use a whole number from {} to {}",
+                        range.start(),
+                        range.end()
+                    ),
+                );
+                None
+            }
             IntOrTemplate::Int(i) => Some(IntSource::Fixed(*i)),
             IntOrTemplate::Template(s) => {
                 let t = self.template(&At::new(s.clone(), at.loc.clone()))?;
@@ -952,8 +1005,8 @@ impl Compiler<'_> {
     fn rule(
         &self,
         r: &RuleFile,
-        items: &[&str],
-        rules: &[&str],
+        items: &Names<'_>,
+        rules: &Names<'_>,
         item_files: &[ItemFile],
     ) -> Option<Rule> {
         let matches: Vec<Option<Regex>> = r.matches.iter().map(|m| self.regex(m)).collect();
@@ -1154,7 +1207,7 @@ impl Compiler<'_> {
         })
     }
 
-    fn follow(&self, f: &FollowFile, rules: &[&str]) -> Option<Follow> {
+    fn follow(&self, f: &FollowFile, rules: &Names<'_>) -> Option<Follow> {
         let flag = |b: &Option<At<bool>>| b.as_ref().is_some_and(|b| b.value);
         let ways = usize::from(f.css.is_some())
             + usize::from(f.xpath.is_some())
@@ -1263,7 +1316,7 @@ impl Compiler<'_> {
                     }
                 };
                 let max = match &p.max {
-                    Some(m) => self.int_source(m, &None),
+                    Some(m) => self.int_source(m, &None, 1..=i64::MAX),
                     None => {
                         self.problem(
                             &p.loc,
@@ -1424,6 +1477,7 @@ impl Compiler<'_> {
 
     /// Rules no request can ever reach.
     fn check_reachable(&self, file: &SpiderFile, g: &Graph) {
+        let shadows = Shadows::new(file);
         for (i, rule) in file.rules.iter().enumerate() {
             let Some(name) = &rule.name else { continue };
             if g.targeted[i] {
@@ -1437,13 +1491,7 @@ impl Compiler<'_> {
                 );
                 continue;
             }
-            let earlier = file.rules[..i].iter().find(|e| {
-                !e.matches.is_empty()
-                    && rule
-                        .matches
-                        .iter()
-                        .all(|m| e.matches.iter().any(|em| em.value == m.value))
-            });
+            let earlier = shadows.earlier(i, rule).map(|e| &file.rules[e]);
             if let Some(e) = earlier {
                 let other = e.name.as_ref().map_or("", |n| n.value.as_str());
                 self.problem(
@@ -1550,6 +1598,75 @@ impl Known {
     }
 }
 
+/// The names of a spider's rules or items in file order, with an index:
+/// every reference is looked up in constant time.
+struct Names<'f> {
+    list: Vec<&'f str>,
+    /// Each name's first position.
+    first: std::collections::HashMap<&'f str, usize>,
+}
+
+impl<'f> Names<'f> {
+    fn new(list: Vec<&'f str>) -> Names<'f> {
+        let mut first = std::collections::HashMap::with_capacity(list.len());
+        for (i, n) in list.iter().enumerate() {
+            first.entry(*n).or_insert(i);
+        }
+        Names { list, first }
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        self.first.get(name).copied()
+    }
+}
+
+impl<'f> std::ops::Deref for Names<'f> {
+    type Target = [&'f str];
+    fn deref(&self) -> &[&'f str] {
+        &self.list
+    }
+}
+
+/// Which earlier rule matches every URL a rule matches, found through an
+/// index of the rules by pattern instead of comparing every pair.
+struct Shadows<'f> {
+    /// Each `match` pattern, with the rules that have it, in file order.
+    by_pattern: std::collections::HashMap<&'f str, Vec<usize>>,
+    /// Each rule's patterns.
+    sets: Vec<std::collections::HashSet<&'f str>>,
+}
+
+impl<'f> Shadows<'f> {
+    fn new(file: &'f SpiderFile) -> Shadows<'f> {
+        let mut by_pattern: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+        let mut sets = Vec::with_capacity(file.rules.len());
+        for (i, rule) in file.rules.iter().enumerate() {
+            let set: std::collections::HashSet<&str> =
+                rule.matches.iter().map(|m| m.value.as_str()).collect();
+            for m in &set {
+                by_pattern.entry(m).or_default().push(i);
+            }
+            sets.push(set);
+        }
+        Shadows { by_pattern, sets }
+    }
+
+    /// The first rule before `i` whose patterns include all of `rule`'s:
+    /// only rules sharing its rarest pattern are candidates.
+    fn earlier(&self, i: usize, rule: &RuleFile) -> Option<usize> {
+        let rarest = rule
+            .matches
+            .iter()
+            .filter_map(|m| self.by_pattern.get(m.value.as_str()))
+            .min_by_key(|rules| rules.len())?;
+        rarest
+            .iter()
+            .take_while(|&&e| e < i)
+            .copied()
+            .find(|&e| self.sets[i].is_subset(&self.sets[e]))
+    }
+}
+
 /// The rule graph: which rules requests are sent to, and what context they
 /// carry there (a greatest fixed point over the follow edges).
 struct Graph {
@@ -1558,12 +1675,9 @@ struct Graph {
 }
 
 impl Graph {
-    fn new(file: &SpiderFile, rules: &[&str], start: Option<&Start>) -> Graph {
+    fn new(file: &SpiderFile, rules: &Names<'_>, start: Option<&Start>) -> Graph {
         let n = file.rules.len();
-        let index = |at: &Option<At<String>>| {
-            at.as_ref()
-                .and_then(|a| rules.iter().position(|r| *r == a.value))
-        };
+        let index = |at: &Option<At<String>>| at.as_ref().and_then(|a| rules.position(&a.value));
         let start_rule = index(&file.start.rule);
         let mut targeted = vec![false; n];
         if let Some(s) = start_rule {
@@ -1595,16 +1709,27 @@ impl Graph {
             Some(f) => Known::Set(f.iter().cloned().collect()),
             None => Known::Any,
         };
+        // Each rule's incoming and outgoing edges, so that a rule is
+        // recomputed only when a rule leading to it changed (a worklist):
+        // no pass over all rules per change, nothing quadratic.
+        let mut incoming: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut outgoing: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (e, (src, dst, _, _)) in edges.iter().enumerate() {
+            incoming[*dst].push(e);
+            outgoing[*src].push(*dst);
+        }
         let mut known = vec![Known::Any; n];
-        for _ in 0..=n + 1 {
-            let mut next = Vec::with_capacity(n);
-            for dst in 0..n {
+        let mut queued = vec![true; n];
+        let mut work: std::collections::VecDeque<usize> = (0..n).collect();
+        while let Some(dst) = work.pop_front() {
+            queued[dst] = false;
+            {
                 let open = by_matching && !file.rules[dst].matches.is_empty();
                 let mut k: Option<Known> = open.then_some(Known::Any);
                 if start_rule == Some(dst) {
                     k = Some(k.map_or(task.clone(), |k| k.meet(task.clone())));
                 }
-                for (src, _, carry, json) in edges.iter().filter(|e| e.1 == dst) {
+                for (src, _, carry, json) in incoming[dst].iter().map(|&e| &edges[e]) {
                     let provided = match (carry, &known[*src]) {
                         // The JSON may hold any of the names.
                         (Some(names), _) if *json => Known::Set(names.clone()),
@@ -1617,16 +1742,21 @@ impl Graph {
                     k = Some(k.map_or(provided.clone(), |k| k.meet(provided)));
                 }
                 // A request reached by URL matching may carry anything.
-                next.push(if open {
+                let next = if open {
                     Known::Any
                 } else {
                     k.unwrap_or(Known::Any)
-                });
+                };
+                if next != known[dst] {
+                    known[dst] = next;
+                    for &to in &outgoing[dst] {
+                        if !queued[to] {
+                            queued[to] = true;
+                            work.push_back(to);
+                        }
+                    }
+                }
             }
-            if next == known {
-                break;
-            }
-            known = next;
         }
         Graph { targeted, known }
     }

@@ -504,7 +504,11 @@ fn read_follow(t: &TableReader<'_>) -> FollowFile {
         deny: t.str_list("deny").unwrap_or_default(),
         rule: t.str("rule"),
         to_spider: t.str("to_spider"),
-        priority: t.int("priority"),
+        priority: t.int_in(
+            "priority",
+            -crate::frontier::MAX_PRIORITY,
+            crate::frontier::MAX_PRIORITY,
+        ),
         dont_filter: t.bool("dont_filter"),
         depth_limit: t.int("depth_limit"),
         meta: t.str_list("meta").unwrap_or_default(),

@@ -27,6 +27,13 @@ pub struct JsonPathError {
 
 impl JsonPath {
     pub fn parse(source: &str) -> Result<JsonPath, JsonPathError> {
+        // The parser recurses once per bracket: refused before it runs.
+        if let Err(message) = super::limits::check_selector(source, "JSONPath") {
+            return Err(JsonPathError {
+                position: 1,
+                message,
+            });
+        }
         match serde_json_path::JsonPath::parse(source) {
             Ok(path) => Ok(JsonPath {
                 source: source.to_string(),

@@ -9,6 +9,7 @@
 pub mod compile;
 pub mod file;
 pub mod jsonpath;
+pub mod limits;
 pub mod selector;
 pub mod sending;
 pub mod start;
@@ -374,11 +375,24 @@ pub struct Paginate {
 impl Spider {
     /// Reads and validates a spider file.
     pub fn load(path: &Path) -> Result<Spider, LoadError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        let read = |source| LoadError::Read {
             what: "spider file",
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        // Refused before it is read: a spider is a few KiB.
+        let size = std::fs::metadata(path).map_err(read)?.len();
+        if size > limits::MAX_FILE_BYTES {
+            return Err(LoadError::Read {
+                what: "spider file",
+                path: path.to_path_buf(),
+                source: std::io::Error::other(format!(
+                    "it is {size} bytes; a spider file may have at most {} (split it, or keep long URL lists in Redis)",
+                    limits::MAX_FILE_BYTES
+                )),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(read)?;
         Spider::from_str(path, &text)
     }
 

@@ -42,6 +42,7 @@ impl Selector {
     /// Compiles `source`; the error explains what is wrong.
     pub fn parse(source: &str) -> Result<Selector, String> {
         let trimmed = source.trim();
+        super::limits::check_selector(trimmed, "CSS selector")?;
         let (css, target) = split_pseudo(trimmed)?;
         let css_text = css.trim();
         let css = if css_text.is_empty() {

@@ -41,7 +41,7 @@ mod connections;
 mod connections_tests;
 pub mod cookies;
 mod guard;
-mod proxy;
+pub(crate) mod proxy;
 #[cfg(test)]
 mod tests;
 

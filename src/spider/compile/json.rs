@@ -55,7 +55,7 @@ impl Compiler<'_> {
                     &within(&at.loc, &at.value, e.position),
                     format!(
                         "`{}` is not a valid JSONPath: {}",
-                        at.value,
+                        crate::wording::cut(&at.value, 200),
                         e.message.trim_end_matches('.')
                     ),
                     hint,
