@@ -107,7 +107,7 @@ pub fn follow(
         body,
         headers,
         // Scrapy's REDIRECT_PRIORITY_ADJUST.
-        priority: request.priority + 2,
+        priority: request.priority.saturating_add(2),
         redirect_urls: chain,
         retry_times: 0,
         ..request.clone()

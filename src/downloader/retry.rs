@@ -94,7 +94,7 @@ pub fn retry_or_fail(
         // Scrapy's RETRY_PRIORITY_ADJUST.
         let retried = Request {
             retry_times: n,
-            priority: request.priority - 1,
+            priority: request.priority.saturating_sub(1),
             ..request.clone()
         };
         return PageResult {
@@ -183,6 +183,32 @@ mod tests {
             s.retry_backoff_max
         );
         assert_eq!(delay(&s, 40, None), s.retry_backoff_max);
+    }
+
+    /// A task's priority comes from outside (a JSON start entry): at the
+    /// end of the range, a retry keeps it rather than overflowing.
+    #[test]
+    fn a_retry_at_the_lowest_priority_keeps_it() {
+        let request = Request {
+            priority: i64::MIN,
+            ..Request::get("http://127.0.0.1/")
+        };
+        let failure = Failure {
+            reason: "HTTP 503".into(),
+            kind: "503".into(),
+            status: Some(503),
+            retry_after: None,
+            retryable: true,
+        };
+        let result = retry_or_fail(
+            &Settings::default(),
+            &request,
+            failure,
+            &mut Tally::default(),
+            HostOutcome::None,
+        );
+        let retry = result.retry.expect("retried");
+        assert_eq!(retry.request.priority, i64::MIN);
     }
 
     #[test]
