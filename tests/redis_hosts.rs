@@ -18,8 +18,8 @@ use crawlworker::spider::Spider;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    crawlworker_with_redis, eventually_async, loopback_host, proxied_spider, push_urls, stderr,
-    temp_dir, FixtureServer, RedisServer, Robots,
+    crawlworker_with_redis, eventually_async, fault_spider, loopback_host, proxied_spider,
+    push_urls, stderr, temp_dir, FixtureServer, RedisServer, Robots,
 };
 
 use crate::in_process::InProcess;
@@ -282,31 +282,10 @@ async fn crawl_delay_holds_for_the_cluster_while_its_expired_robots_record_is_sw
     let server = FixtureServer::start(Site::demo()).await.expect("server");
     server.set_robots(Robots::Body("User-agent: *\nCrawl-delay: 0.4\n".into()));
     let dir = temp_dir("redis-hosts");
-    let spider = dir.path().join("paced.toml");
     // The record expires every second, and each worker sweeps every
     // second: through the crawl it is deleted and fetched again.
-    std::fs::write(
-        &spider,
-        r#"
-name = "paced"
-
-[settings]
-allow_private_networks = true
-robotstxt_obey = true
-robotstxt_ttl = "1s"
-concurrent_requests = 4
-
-[items.page]
-url = { page = "url" }
-
-[[rules]]
-name = "page"
-match = '/fault/'
-  [[rules.extract]]
-  item = "page"
-"#,
-    )
-    .expect("spider");
+    let settings = "allow_private_networks = true\nrobotstxt_obey = true\nrobotstxt_ttl = \"1s\"\nconcurrent_requests = 4";
+    let spider = fault_spider(dir.path(), "paced", settings, "");
     let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
     for i in 0..10 {
         args.push(server.url(&format!("/fault/status/200?key=cd{i}")));

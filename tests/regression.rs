@@ -9,8 +9,8 @@ use crawlworker::spider::Spider;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    crawlworker, crawlworker_with_redis, eventually, push_urls, spider_for, stderr, temp_dir,
-    DemoCrawl, FixtureServer, RedisServer, Robots, Worker,
+    crawlworker, crawlworker_with_redis, eventually, fault_spider, push_urls, spider_for, stderr,
+    temp_dir, DemoCrawl, FixtureServer, RedisServer, Robots, Worker,
 };
 
 use crate::expect::{assert_exact, expected, scraped};
@@ -448,29 +448,12 @@ impl RobotsCrawl {
         let redis = RedisServer::start();
         let server = FixtureServer::start(Site::demo()).await.unwrap();
         let dir = temp_dir("regression");
-        let spider = dir.path().join("robots.toml");
-        std::fs::write(
-            &spider,
-            format!(
-                r#"
-name = "robots"
-
-[settings]
-{ROBOTS_SETTINGS}
-{settings}
-
-[items.page]
-url = {{ page = "url" }}
-
-[[rules]]
-name = "page"
-match = '/fault/'
-  [[rules.extract]]
-  item = "page"
-"#
-            ),
-        )
-        .unwrap();
+        let spider = fault_spider(
+            dir.path(),
+            "robots",
+            &format!("{ROBOTS_SETTINGS}\n{settings}"),
+            "",
+        );
         RobotsCrawl {
             redis,
             server,
@@ -753,32 +736,8 @@ async fn issue_14_a_slow_robots_txt_does_not_unspace_the_requests_waiting_for_it
 /// A spider named `name` in `dir` with a start key of `kind` (list, set or
 /// zset) that scrapes one item, the page's URL, from every `/fault/` page.
 fn utf8_spider(dir: &std::path::Path, name: &str, kind: &str) -> std::path::PathBuf {
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-name = "{name}"
-
-[settings]
-allow_private_networks = true
-
-[start]
-type = "{kind}"
-
-[items.page]
-url = {{ page = "url" }}
-
-[[rules]]
-name = "page"
-match = '/fault/'
-  [[rules.extract]]
-  item = "page"
-"#
-        ),
-    )
-    .unwrap();
-    path
+    let start = format!("[start]\ntype = \"{kind}\"");
+    fault_spider(dir, name, "allow_private_networks = true", &start)
 }
 
 /// The dead letters of `key`, parsed.

@@ -53,20 +53,20 @@ pub fn loopback_host(net: u8, i: usize) -> String {
     format!("127.{net}.{}.{}", i / 256 % 256, i % 256)
 }
 
-/// A spider named `hosts` in `dir` that fetches every host through the HTTP
-/// proxy at `proxy` (a fixture server, which answers for any host) and
-/// scrapes one item, the page's URL, from every `/fault/` page; `settings`
-/// are added to its `[settings]` (private networks are allowed already).
-pub fn proxied_spider(dir: &Path, proxy: std::net::SocketAddr, settings: &str) -> PathBuf {
-    let path = dir.join("hosts.toml");
+/// A spider named `name` (the file `dir/name.toml`) that scrapes one
+/// item, the page's URL, from every `/fault/` page of a fixture server:
+/// `settings` are its `[settings]` lines and `tables` any tables that go
+/// before its items (a `[start]`, say).
+pub fn fault_spider(dir: &Path, name: &str, settings: &str, tables: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
     let text = format!(
         r#"
-name = "hosts"
+name = "{name}"
 
 [settings]
-allow_private_networks = true
-proxies = ["http://{proxy}"]
 {settings}
+
+{tables}
 
 [items.page]
 url = {{ page = "url" }}
@@ -80,4 +80,14 @@ match = '/fault/'
     );
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     path
+}
+
+/// A spider named `hosts` in `dir` that fetches every host through the HTTP
+/// proxy at `proxy` (a fixture server, which answers for any host) and
+/// scrapes one item, the page's URL, from every `/fault/` page; `settings`
+/// are added to its `[settings]` (private networks are allowed already).
+pub fn proxied_spider(dir: &Path, proxy: std::net::SocketAddr, settings: &str) -> PathBuf {
+    let settings =
+        format!("allow_private_networks = true\nproxies = [\"http://{proxy}\"]\n{settings}");
+    fault_spider(dir, "hosts", &settings, "")
 }

@@ -32,7 +32,7 @@ pub mod wait;
 
 pub use crawl::DemoCrawl;
 pub use faults::Robots;
-pub use files::{files, loopback_host, proxied_spider, root, spider_for, temp_dir};
+pub use files::{fault_spider, files, loopback_host, proxied_spider, root, spider_for, temp_dir};
 pub use fixture::{peak, FixtureServer};
 pub use process::{
     benchmarking, binary, crawlworker, crawlworker_with_redis, push_urls, stderr, stdout, Worker,
