@@ -47,10 +47,11 @@ pid=$(pgrep -f "callgrind-out-file=$work/" | head -1)
 port=$(tr '\0' ' ' </proc/"$pid"/cmdline | grep -o -- '--port [0-9]*' | awk '{print $2}')
 pages=$(redis-cli -p "$port" hget ceiling:stats response_received_count)
 calls=$(redis-cli -p "$port" info commandstats | grep -E '^cmdstat_eval(sha)?:' |
-  sed 's/.*calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
+  sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
 kill -TERM "$pid"
 while kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
-total=$(callgrind_annotate "$work"/callgrind.* 2>/dev/null | grep -m1 'PROGRAM TOTALS' | awk '{print $1}' | tr -d ,)
+callgrind_annotate "$work"/callgrind.* >"$work/annotated" 2>/dev/null
+total=$(grep 'PROGRAM TOTALS' "$work/annotated" | head -1 | awk '{print $1}' | tr -d ,)
 echo "benchmark row (under callgrind): $row"
 echo "connections=$connections pages=$pages script_calls=$calls pages_per_call=$(echo "scale=1; $pages / $calls" | bc)"
 echo "Redis instructions per page: $((total / pages))"
