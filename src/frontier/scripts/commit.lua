@@ -116,38 +116,38 @@ local dupe = dupe_config(ARGV[8], KEYS[18], KEYS[21])
 local release = ARGV[12] == '1'
 local checks = {K.inflight, 'zset', 'inflight', K.data, 'hash', 'request_data', K.stats, 'hash', 'stats'}
 if n_requests_all > 0 or retries then
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.requests, 'zset', 'requests'
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.seq, 'string', 'sequence'
+  check(checks, K.requests, 'zset', 'requests')
+  check(checks, K.seq, 'string', 'sequence')
 end
 if retries then
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.delayed, 'zset', 'delayed'
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.delayed_scores, 'hash', 'delayed_scores'
+  check(checks, K.delayed, 'zset', 'delayed')
+  check(checks, K.delayed_scores, 'hash', 'delayed_scores')
 end
 if deads then
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.dead, 'list', 'dead'
+  check(checks, K.dead, 'list', 'dead')
 end
 if revisits then
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule, 'zset', 'schedule'
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule_data, 'hash', 'schedule_data'
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.schedule_due, 'zset', 'schedule_due'
+  check(checks, K.schedule, 'zset', 'schedule')
+  check(checks, K.schedule_data, 'hash', 'schedule_data')
+  check(checks, K.schedule_due, 'zset', 'schedule_due')
 end
 if news then
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.pace, 'hash', 'pace'
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.backoff, 'hash', 'backoff'
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = K.errors, 'hash', 'backoff_errors'
+  check(checks, K.pace, 'hash', 'pace')
+  check(checks, K.backoff, 'hash', 'backoff')
+  check(checks, K.errors, 'hash', 'backoff_errors')
 end
 if leases > 0 or release then
   lease_checks(K, tonumber(ARGV[11]), release, checks)
 end
 if fails then
-  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = failed_key, 'list', 'failed'
+  check(checks, failed_key, 'list', 'failed')
 end
 if n_requests_all > 0 or n_tasks_all > 0 then
   dupe_checks(dupe, checks)
 end
 if n_tasks_all > 0 then
   for _, t in ipairs(targets) do
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = t.key, t.kind, 'start_urls of a to_spider'
+    check(checks, t.key, t.kind, 'start_urls of a to_spider')
   end
 end
 expect_types(checks)

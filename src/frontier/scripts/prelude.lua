@@ -52,6 +52,13 @@ local function expect_types(checks)
   end
 end
 
+-- Appends to `checks` (see expect_types) key `key`, the types it may
+-- hold and its kind's name in [keys].
+local function check(checks, key, want, kind)
+  local n = #checks
+  checks[n + 1], checks[n + 2], checks[n + 3] = key, want, kind
+end
+
 -- The keys a write to the dupefilter `d` (see dupe_config) touches, as
 -- expect_types triples appended to `checks`. Bloom filters after the
 -- first and expiring buckets are keys of crawlworker's own naming.
@@ -62,10 +69,10 @@ local function dupe_checks(d, checks)
   end
   local want = DUPE_TYPES[d.mode]
   if want then
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = d.key, want, 'dupefilter'
+    check(checks, d.key, want, 'dupefilter')
   end
   if d.mode ~= 'exact' then
-    checks[#checks + 1], checks[#checks + 2], checks[#checks + 3] = d.meta, 'hash', 'dupefilter_meta'
+    check(checks, d.meta, 'hash', 'dupefilter_meta')
   end
 end
 
@@ -659,26 +666,26 @@ end
 -- write: the keys due work comes back from only with `release`, the
 -- pages-per-host hash only with a `max_per_host` cap.
 local function lease_checks(K, max_per_host, release, checks)
-  local list = {
-    K.requests, 'zset', 'requests', K.data, 'hash', 'request_data', K.inflight, 'zset', 'inflight',
-    K.owners, 'hash', 'leases', K.dead, 'list', 'dead', K.stats, 'hash', 'stats', K.pace, 'hash', 'pace',
-    K.host_delay, 'hash', 'host_delay', K.backoff, 'hash', 'backoff', K.control, 'hash', 'control',
-  }
+  check(checks, K.requests, 'zset', 'requests')
+  check(checks, K.data, 'hash', 'request_data')
+  check(checks, K.inflight, 'zset', 'inflight')
+  check(checks, K.owners, 'hash', 'leases')
+  check(checks, K.dead, 'list', 'dead')
+  check(checks, K.stats, 'hash', 'stats')
+  check(checks, K.pace, 'hash', 'pace')
+  check(checks, K.host_delay, 'hash', 'host_delay')
+  check(checks, K.backoff, 'hash', 'backoff')
+  check(checks, K.control, 'hash', 'control')
   if release then
-    local due = {
-      K.delayed, 'zset', 'delayed', K.delayed_scores, 'hash', 'delayed_scores', K.seq, 'string', 'sequence',
-      K.schedule, 'zset', 'schedule', K.schedule_data, 'hash', 'schedule_data', K.schedule_due, 'zset',
-      'schedule_due',
-    }
-    for _, v in ipairs(due) do
-      list[#list + 1] = v
-    end
+    check(checks, K.delayed, 'zset', 'delayed')
+    check(checks, K.delayed_scores, 'hash', 'delayed_scores')
+    check(checks, K.seq, 'string', 'sequence')
+    check(checks, K.schedule, 'zset', 'schedule')
+    check(checks, K.schedule_data, 'hash', 'schedule_data')
+    check(checks, K.schedule_due, 'zset', 'schedule_due')
   end
   if max_per_host > 0 then
-    list[#list + 1], list[#list + 2], list[#list + 3] = K.host_pages, 'hash', 'host_pages'
-  end
-  for _, v in ipairs(list) do
-    checks[#checks + 1] = v
+    check(checks, K.host_pages, 'hash', 'host_pages')
   end
   return checks
 end
