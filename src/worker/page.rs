@@ -1,9 +1,9 @@
 //! One leased request, from download to commit: the downloader gives a
 //! response to extract or an outcome it decided (retry later, follow a
 //! redirect, give up, robots.txt said no); the extractor turns a response
-//! into items and follow-up requests (off the async runtime, within the
-//! spider's limits: see [`super::offload`]); the outcome is committed in
-//! one atomic step. Whatever happens, the request ends committed (done,
+//! into items and follow-up requests (a large page off the async runtime,
+//! every page within the spider's limits: see [`super::offload`]); the
+//! outcome is committed in one atomic step. Whatever happens, the request ends committed (done,
 //! retried, failed or set aside) or, if the worker dies, its lease expires
 //! and another worker takes it.
 
@@ -165,7 +165,7 @@ async fn process(
                 let _parsing = ctx.share.parsing(fetched.body.len()).await;
                 let (spider, settings) = (ctx.spider.clone(), ctx.settings.clone());
                 let (request, mut counted) = (request.clone(), std::mem::take(&mut stats));
-                let extracted = super::offload::run(move |stop| {
+                let extracted = super::offload::run(fetched.body.len(), move |stop| {
                     let budget = Budget::new(&settings, Some(stop));
                     let result = extract_page(
                         &spider,
