@@ -3,9 +3,9 @@
 //! redirect, give up, robots.txt said no); the extractor turns a response
 //! into items and follow-up requests (a large page off the async runtime,
 //! every page within the spider's limits: see [`super::offload`]); the
-//! outcome is committed in one atomic step. Whatever happens, the request ends committed (done,
-//! retried, failed or set aside) or, if the worker dies, its lease expires
-//! and another worker takes it.
+//! outcome is committed in one atomic step. Whatever happens, the request
+//! ends committed (done, retried, failed or set aside) or, if the worker
+//! dies, its lease expires and another worker takes it.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
