@@ -1186,8 +1186,13 @@ async fn wrong_type_mid_crawl_is_fatal_and_loses_nothing(key: &str, wrong: &str)
         (n >= 10).then_some(())
     });
     let aside = format!("{key}.aside");
+    // A key the crawl has not made (yet) is only put there.
+    let existed: bool = conn.exists(key).unwrap();
     let mut clobber = redis::pipe();
-    clobber.atomic().rename(key, &aside).ignore();
+    clobber.atomic();
+    if existed {
+        clobber.rename(key, &aside).ignore();
+    }
     match wrong {
         "hash" => clobber.hset(key, "made", "by another tool").ignore(),
         _ => clobber.rpush(key, "made by another tool").ignore(),
@@ -1206,14 +1211,12 @@ async fn wrong_type_mid_crawl_is_fatal_and_loses_nothing(key: &str, wrong: &str)
     // The wrong key is as the other tool left it.
     let kind: String = redis::cmd("TYPE").arg(key).query(&mut conn).unwrap();
     assert_eq!(kind, wrong);
-    let _: () = redis::pipe()
-        .atomic()
-        .del(key)
-        .ignore()
-        .rename(&aside, key)
-        .ignore()
-        .query(&mut conn)
-        .unwrap();
+    let mut restore = redis::pipe();
+    restore.atomic().del(key).ignore();
+    if existed {
+        restore.rename(&aside, key).ignore();
+    }
+    let _: () = restore.query(&mut conn).unwrap();
     let again = Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]);
     let (status, log) = again.wait(Duration::from_secs(120));
     assert!(status.success(), "{log}");
@@ -1229,6 +1232,45 @@ async fn issue_14_a_wrong_type_items_key_commits_nothing_and_is_fatal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_14_a_wrong_type_dupefilter_key_commits_nothing_and_is_fatal() {
     wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:dupefilter", "list").await;
+}
+
+/// Issue 12: a commit proves most of its keys by the reads it needs
+/// anyway (the stats' HMGET, a host's politeness slot) or by its first
+/// write (the sequence's INCRBY), not by a TYPE each. Each must still name
+/// a wrong key with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_a_wrong_type_key_proved_by_a_read_commits_nothing_and_is_fatal() {
+    wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:stats", "list").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_a_wrong_type_pace_key_commits_nothing_and_is_fatal() {
+    wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:pace", "list").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_a_wrong_type_sequence_key_commits_nothing_and_is_fatal() {
+    wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:requests:seq", "hash").await;
+}
+
+/// Issue 12: stats are added up in the commit script and written in one
+/// HSET. A counter another tool left holding text counts from 0; before,
+/// its HINCRBY failed at the end of a commit whose other writes were done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_a_stat_holding_text_counts_from_zero_and_loses_nothing() {
+    let crawl = DemoCrawl::start(Duration::from_millis(0)).await;
+    let mut conn = crawl.redis.conn();
+    let _: () = conn
+        .hset("bbs:stats", "item_scraped_count", "not a number")
+        .unwrap();
+    let worker = Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(120));
+    assert!(status.success(), "{log}");
+    let items = scraped(&crawl.redis);
+    assert_exact(&items, &expected(&crawl.server.base_url()));
+    let counted: u64 = conn.hget("bbs:stats", "item_scraped_count").unwrap();
+    assert_eq!(counted, items.len() as u64);
+    crawl.stop().await;
 }
 
 /// Issue 14: a start key of the wrong type made every lease fail, retried

@@ -13,11 +13,14 @@
 -- Returns {claimed, enqueued, filtered, dead}.
 local kind = ARGV[1]
 local dupe = dupe_config(ARGV[3], KEYS[4], KEYS[8])
--- Every key it writes, before it writes any (see expect_types).
-local checks = {KEYS[1], kind, 'start_urls', KEYS[2], 'zset', 'requests', KEYS[3], 'hash', 'request_data', KEYS[5],
-                'string', 'sequence', KEYS[6], 'list', 'dead', KEYS[7], 'hash', 'stats'}
-dupe_checks(dupe, checks)
-expect_types(checks)
+-- Every key it writes, before it writes any (see need).
+need(KEYS[1], kind, 'start_urls')
+need(KEYS[2], 'zset', 'requests')
+need(KEYS[3], 'hash', 'request_data')
+need(KEYS[5], 'string', 'sequence')
+need(KEYS[6], 'list', 'dead')
+need(KEYS[7], 'hash', 'stats')
+need_dupe(dupe)
 local now = now_ms()
 local claimed, enqueued, filtered, dead = 0, 0, 0, 0
 local next_seq = seq_block(KEYS[5], (#ARGV - 3) / 5)

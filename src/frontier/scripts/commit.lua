@@ -69,7 +69,7 @@ at = at + 2 * n_stats
 -- What the batch will do besides releasing its leases, for the keys to
 -- check.
 local pages, ids, wanted, n_tasks_all = {}, {}, 0, 0
-local n_requests_all, retries, deads, fails, news, revisits, leases = 0, false, false, false, false, false, 0
+local n_requests_all, retries, deads, fails, news_host, revisits, leases = 0, false, false, false, nil, false, 0
 for i = 1, n_pages do
   local p = at
   local n_requests, n_items, n_tasks = num(ARGV[p + 1]), num(ARGV[p + 2]), num(ARGV[p + 3])
@@ -81,19 +81,16 @@ for i = 1, n_pages do
   retries = retries or ARGV[p + 7] ~= '-1'
   deads = deads or ARGV[p + 5] ~= ''
   fails = fails or ARGV[p + 6] ~= ''
-  news = news or (ARGV[p + 17] ~= '' and ARGV[p + 10] ~= '')
+  if not news_host and ARGV[p + 17] ~= '' and ARGV[p + 10] ~= '' then
+    news_host = ARGV[p + 17]
+  end
   revisits = revisits or ARGV[p + 12] ~= ''
   leases = leases + num(ARGV[p + 16])
   at = p + PAGE_HEAD + 4 * n_tasks + 3 * n_requests + n_items
 end
 local owner_prefix = worker .. '|'
 local lost = {-1}
-local owners = redis.pcall('HMGET', K.owners, unpack(ids))
-if owners.err then
-  expect_types({K.owners, 'hash', 'leases'})
-  error(owners)
-end
-key_types[K.owners] = 'hash'
+local owners = prove_by('hash', 'leases', 'HMGET', K.owners, unpack(ids))
 for i = 1, n_pages do
   local owner = owners[i]
   if not owner or string.sub(owner, 1, #owner_prefix) ~= owner_prefix then
@@ -109,55 +106,13 @@ if wrong_sink then
 end
 
 local dupe = dupe_config(ARGV[8], KEYS[18], KEYS[21])
-
--- Every key the batch will write, or read after its first write, checked
--- before anything is written (see expect_types): the commit is whole or
--- not at all.
 local release = ARGV[12] == '1'
-local checks = {K.inflight, 'zset', 'inflight', K.data, 'hash', 'request_data', K.stats, 'hash', 'stats'}
-if n_requests_all > 0 or retries then
-  check(checks, K.requests, 'zset', 'requests')
-  check(checks, K.seq, 'string', 'sequence')
-end
-if retries then
-  check(checks, K.delayed, 'zset', 'delayed')
-  check(checks, K.delayed_scores, 'hash', 'delayed_scores')
-end
-if deads then
-  check(checks, K.dead, 'list', 'dead')
-end
-if revisits then
-  check(checks, K.schedule, 'zset', 'schedule')
-  check(checks, K.schedule_data, 'hash', 'schedule_data')
-  check(checks, K.schedule_due, 'zset', 'schedule_due')
-end
-if news then
-  check(checks, K.pace, 'hash', 'pace')
-  check(checks, K.backoff, 'hash', 'backoff')
-  check(checks, K.errors, 'hash', 'backoff_errors')
-end
-if leases > 0 or release then
-  lease_checks(K, tonumber(ARGV[11]), release, checks)
-end
-if fails then
-  check(checks, failed_key, 'list', 'failed')
-end
-if n_requests_all > 0 or n_tasks_all > 0 then
-  dupe_checks(dupe, checks)
-end
-if n_tasks_all > 0 then
-  for _, t in ipairs(targets) do
-    check(checks, t.key, t.kind, 'start_urls of a to_spider')
-  end
-end
-expect_types(checks)
-local now = now_ms()
--- Sequence numbers for every request the batch may queue (retries too).
-local next_seq = seq_block(K.seq, wanted)
-for i = stats_at, stats_at + 2 * n_stats - 1, 2 do
-  count(ARGV[i], ARGV[i + 1])
-end
 
+-- Every key the batch will write, or read after its first write, is
+-- proved before anything is written (see need): the commit is whole or
+-- not at all. The reads the batch needs come first, and prove their keys
+-- without a TYPE each.
+--
 -- With the exact dupefilter (a set) and no links handed to other spiders,
 -- one SMISMEMBER tells which of the batch's fingerprints were seen, and
 -- one SADD records the new ones. Otherwise each request goes through the
@@ -177,7 +132,7 @@ if dupe and dupe.mode == 'exact' and n_tasks_all == 0 then
   end
   for first = 1, #fps, 1000 do
     local last = math.min(first + 999, #fps)
-    local seen = redis.call('SMISMEMBER', dupe.key, unpack(fps, first, last))
+    local seen = prove_by('set', 'dupefilter', 'SMISMEMBER', dupe.key, unpack(fps, first, last))
     for i = first, last do
       if seen[i - first + 1] == 1 then
         known[fps[i]] = true
@@ -185,6 +140,71 @@ if dupe and dupe.mode == 'exact' and n_tasks_all == 0 then
     end
   end
 end
+-- The stats the batch counts, read now (see flush_tally).
+local stat_fields = {STAT.SCHEDULER_ENQUEUED, STAT.DUPEFILTER_FILTERED, STAT.REQUEST_DEPTH_MAX,
+                     STAT.SCHEDULER_DEQUEUED}
+for i = stats_at, stats_at + 2 * n_stats - 1, 2 do
+  stat_fields[#stat_fields + 1] = ARGV[i]
+end
+read_stats(K.stats, stat_fields)
+if leases > 0 then
+  paused(K)
+end
+-- The per-host hashes, through the first host with news (the same hosts'
+-- replacements are mostly leased too).
+if news_host then
+  host_get(K.backoff, news_host, 'backoff')
+  host_get(K.errors, news_host, 'backoff_errors')
+  host_get(K.pace, news_host, 'pace')
+  if leases > 0 then
+    host_get(K.host_delay, news_host, 'host_delay')
+  end
+end
+
+need(K.inflight, 'zset', 'inflight')
+need(K.data, 'hash', 'request_data')
+if n_requests_all > 0 or retries then
+  need(K.requests, 'zset', 'requests')
+end
+if retries then
+  need(K.delayed, 'zset', 'delayed')
+  need(K.delayed_scores, 'hash', 'delayed_scores')
+end
+if deads then
+  need(K.dead, 'list', 'dead')
+end
+if revisits then
+  need(K.schedule, 'zset', 'schedule')
+  need(K.schedule_data, 'hash', 'schedule_data')
+  need(K.schedule_due, 'zset', 'schedule_due')
+end
+if news_host then
+  need(K.pace, 'hash', 'pace')
+  need(K.backoff, 'hash', 'backoff')
+  need(K.errors, 'hash', 'backoff_errors')
+end
+if leases > 0 or release then
+  need_lease_keys(K, tonumber(ARGV[11]), release)
+end
+if fails then
+  need(failed_key, 'list', 'failed')
+end
+if n_requests_all > 0 or n_tasks_all > 0 then
+  need_dupe(dupe)
+end
+if n_tasks_all > 0 then
+  for _, t in ipairs(targets) do
+    need(t.key, t.kind, 'start_urls of a to_spider')
+  end
+end
+local now = now_ms()
+-- Sequence numbers for every request the batch may queue (retries too);
+-- the first block is the batch's first write, and proves its key.
+local next_seq = seq_block(K.seq, wanted, n_requests_all > 0 or retries)
+for i = stats_at, stats_at + 2 * n_stats - 1, 2 do
+  count(ARGV[i], ARGV[i + 1])
+end
+
 local new_fps, queue_args, data_args = {}, {}, {}
 
 -- Whether a request with fingerprint `fp` is new (and now remembered).
@@ -402,8 +422,7 @@ for _, t in ipairs(targets) do
   end
 end
 if enqueued_all > 0 then
-  local old_depth = tonumber(redis.call('HGET', K.stats, STAT.REQUEST_DEPTH_MAX) or '0')
-  if depth_max > old_depth then
+  if depth_max > stat_values[STAT.REQUEST_DEPTH_MAX] then
     redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, int(depth_max))
   end
   redis.call('PUBLISH', channel, int(enqueued_all))

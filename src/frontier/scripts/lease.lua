@@ -25,10 +25,11 @@
 local K = shared_keys()
 K.items, K.sink = KEYS[19], item_sink(ARGV[11])
 local max = tonumber(ARGV[3])
--- Checked once the lease is about to write (see before_write); the start
+-- Proved once the lease is about to write (see before_write); the start
 -- key too, which is read after the writes.
 write_checks = function()
-  return lease_checks(K, tonumber(ARGV[10]), true, {KEYS[18], ARGV[4], 'start_urls'})
+  need(KEYS[18], ARGV[4], 'start_urls')
+  need_lease_keys(K, tonumber(ARGV[10]), true)
 end
 local now = now_ms()
 local out = {}

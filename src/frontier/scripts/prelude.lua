@@ -26,65 +26,73 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- Key types, checked before a script writes anything: Redis scripts do
--- not roll back, so a command failing on a key another tool made with
--- the wrong type would leave the script's earlier writes in place (half
--- a commit). `checks` is a flat list of triples: key, the types it may
--- hold ('|'-separated, as TYPE names them; a missing key is always
--- fine) and its kind's name in [keys]. One TYPE per key per script call
--- (remembered in `key_types`, which a script may also fill with types
--- its own reads proved). Raises a WRONGTYPE error naming the first key
--- that is wrong, its type and the type expected; nothing is written.
+-- Key types, proved before a script writes anything: Redis scripts do not
+-- roll back, so a command failing on a key another tool made with the
+-- wrong type would leave the script's earlier writes in place (half a
+-- commit). Every key a script writes, or reads after its first write, is
+-- proved first, once per script call (remembered in `key_types`): by a
+-- read the script needs anyway (see prove_by), or else by one TYPE
+-- (need). A missing key is always fine. A wrong one raises a WRONGTYPE
+-- error naming the key, its kind in [keys], its type and the type
+-- expected; nothing is written.
 local key_types = {}
-local function expect_types(checks)
-  for i = 1, #checks, 3 do
-    local key, want = checks[i], checks[i + 1]
-    local found = key_types[key]
-    if found == nil then
-      found = redis.call('TYPE', key).ok
-      key_types[key] = found
-    end
-    if found ~= 'none' and not string.find('|' .. want .. '|', '|' .. found .. '|', 1, true) then
-      error(redis.error_reply(string.format(
-        'WRONGTYPE key %s ([keys] %s) is a %s, not a %s as crawlworker writes it; nothing was written',
-        key, checks[i + 2], found, (string.gsub(want, '|', ' or ')))))
-    end
+
+-- Checks now that `key` (its kind's name in [keys]: `kind`) is missing or
+-- holds a `want` (as TYPE names it).
+local function need(key, want, kind)
+  local found = key_types[key]
+  if found == nil then
+    found = redis.call('TYPE', key).ok
+    key_types[key] = found
+  end
+  if found ~= want and found ~= 'none' then
+    error(redis.error_reply(string.format(
+      'WRONGTYPE key %s ([keys] %s) is a %s, not a %s as crawlworker writes it; nothing was written', key, kind,
+      found, want)))
   end
 end
 
--- Appends to `checks` (see expect_types) key `key`, the types it may
--- hold and its kind's name in [keys].
-local function check(checks, key, want, kind)
-  local n = #checks
-  checks[n + 1], checks[n + 2], checks[n + 3] = key, want, kind
+-- `command key …`, a read the script makes before its first write (or
+-- the first write itself): its success proves `key` a `want` (or
+-- missing), and a failure names the key (see need) with nothing written.
+local function prove_by(want, kind, command, key, ...)
+  local r = redis.pcall(command, key, ...)
+  if type(r) == 'table' and r.err then
+    need(key, want, kind)
+    error(r)
+  end
+  if key_types[key] == nil then
+    key_types[key] = want
+  end
+  return r
 end
 
--- The keys a write to the dupefilter `d` (see dupe_config) touches, as
--- expect_types triples appended to `checks`. Bloom filters after the
--- first and expiring buckets are keys of crawlworker's own naming.
+-- Proves the keys a write to the dupefilter `d` (see dupe_config)
+-- touches. Bloom filters after the first and expiring buckets are keys of
+-- crawlworker's own naming.
 local DUPE_TYPES = {exact = 'set', compact = 'hash', bloom = 'string'}
-local function dupe_checks(d, checks)
+local function need_dupe(d)
   if not d then
     return
   end
   local want = DUPE_TYPES[d.mode]
   if want then
-    check(checks, d.key, want, 'dupefilter')
+    need(d.key, want, 'dupefilter')
   end
   if d.mode ~= 'exact' then
-    check(checks, d.meta, 'hash', 'dupefilter_meta')
+    need(d.meta, 'hash', 'dupefilter_meta')
   end
 end
 
--- A function a script sets to call expect_types the first time it is
--- about to write (before_write): a call that writes nothing (an idle
--- worker's lease) checks nothing.
+-- A function a script sets to prove its keys the first time it is about
+-- to write (before_write): a call that writes nothing (an idle worker's
+-- lease) proves nothing.
 local write_checks = nil
 local function before_write()
   if write_checks then
     local checks = write_checks
     write_checks = nil
-    expect_types(checks())
+    checks()
   end
 end
 
@@ -99,10 +107,20 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(clock_us / 1000)
 end
 
--- Stat increments, summed over the script call and written once per stat
--- at its end (flush_tally): a batch of pages costs one HINCRBY per stat,
--- not one per page and stat. Fields keep the order they were first
--- counted in.
+-- Runs `command key v1 v2 …` over the values of `list`, 1000 at a time
+-- (Lua's unpack has a limit): one command for a whole batch. Pairs stay
+-- whole (1000 is even).
+local function call_many(command, key, list)
+  for first = 1, #list, 1000 do
+    redis.call(command, key, unpack(list, first, math.min(first + 999, #list)))
+  end
+end
+
+-- Stat increments, summed over the script call and written at its end
+-- (flush_tally) in one HSET: a batch of pages costs one read and one write
+-- of the stats hash, not one HINCRBY per page and stat (nor per stat:
+-- each command a script runs costs Redis more than the arithmetic here).
+-- Fields keep the order they were first counted in.
 local tally_fields, tally = {}, {}
 
 local function count(field, n)
@@ -119,25 +137,45 @@ local function count(field, n)
   end
 end
 
-local function flush_tally(stats)
-  if #tally_fields > 0 then
-    before_write()
+-- Values of the stats hash read in this call, by field (read_stats).
+local stat_values = {}
+
+-- Reads `fields` of the stats hash `stats` in one HMGET (a script reads
+-- the fields it knows of before its first write, which proves the hash; see
+-- prove_by). A field that is missing, or holds what is not a number
+-- (another tool's), counts from 0.
+local function read_stats(stats, fields)
+  if #fields == 0 then
+    return
   end
-  for _, field in ipairs(tally_fields) do
-    if tally[field] ~= 0 then
-      redis.call('HINCRBY', stats, field, int(tally[field]))
-    end
+  local values = prove_by('hash', 'stats', 'HMGET', stats, unpack(fields))
+  for i, field in ipairs(fields) do
+    stat_values[field] = tonumber(values[i]) or 0
   end
-  tally_fields, tally = {}, {}
 end
 
--- Runs `command key v1 v2 …` over the values of `list`, 1000 at a time
--- (Lua's unpack has a limit): one command for a whole batch. Pairs stay
--- whole (1000 is even).
-local function call_many(command, key, list)
-  for first = 1, #list, 1000 do
-    redis.call(command, key, unpack(list, first, math.min(first + 999, #list)))
+local function flush_tally(stats)
+  local unread, sets = {}, {}
+  for _, field in ipairs(tally_fields) do
+    if tally[field] ~= 0 and stat_values[field] == nil then
+      unread[#unread + 1] = field
+    end
   end
+  read_stats(stats, unread)
+  for _, field in ipairs(tally_fields) do
+    local n = tally[field]
+    if n ~= 0 then
+      local v = stat_values[field] + n
+      stat_values[field] = v
+      sets[#sets + 1] = field
+      sets[#sets + 1] = int(v)
+    end
+  end
+  if #sets > 0 then
+    before_write()
+  end
+  call_many('HSET', stats, sets)
+  tally_fields, tally = {}, {}
 end
 
 -- Per-host numbers (politeness slots, Crawl-delays, back-off, pages per
@@ -146,7 +184,9 @@ end
 -- reads and writes each of them once.
 local host_cache, host_dirty, host_dirty_list = {}, {}, {}
 
-local function host_get(key, host)
+-- With `kind` (the key's name in [keys]), a read made before the
+-- script's first write, which proves the key (see prove_by).
+local function host_get(key, host, kind)
   local by_host = host_cache[key]
   if not by_host then
     by_host = {}
@@ -154,7 +194,13 @@ local function host_get(key, host)
   end
   local v = by_host[host]
   if v == nil then
-    v = tonumber(redis.call('HGET', key, host) or '0') or 0
+    local raw
+    if kind then
+      raw = prove_by('hash', kind, 'HGET', key, host)
+    else
+      raw = redis.call('HGET', key, host)
+    end
+    v = tonumber(raw or '0') or 0
     by_host[host] = v
   end
   return v
@@ -205,10 +251,16 @@ end
 
 -- Queue sequence numbers from the counter `key`, taken `n` at a time: one
 -- INCRBY serves a whole batch of requests (numbers left unused are gaps,
--- which keep the order). Returns a function giving the next number.
-local function seq_block(key, n)
+-- which keep the order). Returns a function giving the next number. With
+-- `first`, the first block is taken now, as the script's first write,
+-- which proves the key (see prove_by).
+local function seq_block(key, n, first)
   local next_seq, last = 1, 0
   n = math.max(1, n)
+  if first then
+    last = prove_by('string', 'sequence', 'INCRBY', key, int(n))
+    next_seq = last - n + 1
+  end
   return function()
     if next_seq > last then
       last = redis.call('INCRBY', key, int(n))
@@ -534,6 +586,17 @@ local function escaped(s)
   return table.concat(out)
 end
 
+-- Whether the spider is paused (`crawlworker pause`), read once per call
+-- (a commit reads it before its first write, which proves the control
+-- hash).
+local paused_read = nil
+local function paused(K)
+  if paused_read == nil then
+    paused_read = prove_by('hash', 'control', 'HEXISTS', K.control, 'paused') == 1
+  end
+  return paused_read
+end
+
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
                               release, out)
   if release then
@@ -541,7 +604,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     requeue_due(K.delayed, K.delayed_scores, K.requests, K.data, now)
     release_revisits(K, now)
   end
-  if max <= 0 or redis.call('HEXISTS', K.control, 'paused') == 1 or sink_full(K, now, release) then
+  if max <= 0 or paused(K) or sink_full(K, now, release) then
     return
   end
   if max_pages > 0 then
@@ -661,33 +724,32 @@ local function shared_keys()
   }
 end
 
--- Appends to `checks` the expect_types triples of the shared keys (see
--- shared_keys) lease_requests (and next_due) may write, or read after a
--- write: the keys due work comes back from only with `release`, the
--- pages-per-host hash only with a `max_per_host` cap.
-local function lease_checks(K, max_per_host, release, checks)
-  check(checks, K.requests, 'zset', 'requests')
-  check(checks, K.data, 'hash', 'request_data')
-  check(checks, K.inflight, 'zset', 'inflight')
-  check(checks, K.owners, 'hash', 'leases')
-  check(checks, K.dead, 'list', 'dead')
-  check(checks, K.stats, 'hash', 'stats')
-  check(checks, K.pace, 'hash', 'pace')
-  check(checks, K.host_delay, 'hash', 'host_delay')
-  check(checks, K.backoff, 'hash', 'backoff')
-  check(checks, K.control, 'hash', 'control')
+-- Proves the shared keys (see shared_keys) lease_requests (and next_due)
+-- may write, or read after a write: the keys due work comes back from
+-- only with `release`, the pages-per-host hash only with a `max_per_host`
+-- cap.
+local function need_lease_keys(K, max_per_host, release)
+  need(K.requests, 'zset', 'requests')
+  need(K.data, 'hash', 'request_data')
+  need(K.inflight, 'zset', 'inflight')
+  need(K.owners, 'hash', 'leases')
+  need(K.dead, 'list', 'dead')
+  need(K.stats, 'hash', 'stats')
+  need(K.pace, 'hash', 'pace')
+  need(K.host_delay, 'hash', 'host_delay')
+  need(K.backoff, 'hash', 'backoff')
+  need(K.control, 'hash', 'control')
   if release then
-    check(checks, K.delayed, 'zset', 'delayed')
-    check(checks, K.delayed_scores, 'hash', 'delayed_scores')
-    check(checks, K.seq, 'string', 'sequence')
-    check(checks, K.schedule, 'zset', 'schedule')
-    check(checks, K.schedule_data, 'hash', 'schedule_data')
-    check(checks, K.schedule_due, 'zset', 'schedule_due')
+    need(K.delayed, 'zset', 'delayed')
+    need(K.delayed_scores, 'hash', 'delayed_scores')
+    need(K.seq, 'string', 'sequence')
+    need(K.schedule, 'zset', 'schedule')
+    need(K.schedule_data, 'hash', 'schedule_data')
+    need(K.schedule_due, 'zset', 'schedule_due')
   end
   if max_per_host > 0 then
-    check(checks, K.host_pages, 'hash', 'host_pages')
+    need(K.host_pages, 'hash', 'host_pages')
   end
-  return checks
 end
 
 -- Up to `n` start entries, without removing them (claim_start does).
@@ -705,7 +767,7 @@ local function peek_start(key, kind, n)
   end
   if r.err then
     -- Named when it is the key's type (a start key pushed by another tool).
-    expect_types({key, kind, 'start_urls'})
+    need(key, kind, 'start_urls')
     error(r)
   end
   return r

@@ -4,7 +4,9 @@
 -- KEYS: 1 requests, 2 in-flight, 3 lease owners
 -- Returns how many were handed back.
 -- All three keys before any write: a failing ZADD would lose the lease.
-expect_types({KEYS[1], 'zset', 'requests', KEYS[2], 'zset', 'inflight', KEYS[3], 'hash', 'leases'})
+need(KEYS[1], 'zset', 'requests')
+need(KEYS[2], 'zset', 'inflight')
+need(KEYS[3], 'hash', 'leases')
 local worker = ARGV[1]
 local n = 0
 for i = 2, #ARGV do
