@@ -150,8 +150,9 @@ read_stats(K.stats, stat_fields)
 if leases > 0 then
   paused(K)
 end
--- The per-host hashes, through the first host with news (the same hosts'
--- replacements are mostly leased too).
+-- The per-host hashes host_news writes (and reserve_slot reads), proved
+-- by reading the first host with news (the same hosts' replacements are
+-- mostly leased too).
 if news_host then
   host_get(K.backoff, news_host, 'backoff')
   host_get(K.errors, news_host, 'backoff_errors')
@@ -177,11 +178,6 @@ if revisits then
   need(K.schedule, 'zset', 'schedule')
   need(K.schedule_data, 'hash', 'schedule_data')
   need(K.schedule_due, 'zset', 'schedule_due')
-end
-if news_host then
-  need(K.pace, 'hash', 'pace')
-  need(K.backoff, 'hash', 'backoff')
-  need(K.errors, 'hash', 'backoff_errors')
 end
 if leases > 0 or release then
   need_lease_keys(K, tonumber(ARGV[11]), release)
