@@ -1629,3 +1629,60 @@ fn issue_14_check_on_a_huge_deny_list_fails_fast() {
         );
     }
 }
+
+/// How many times Redis ran `command` (as `INFO commandstats` names it,
+/// e.g. `function|load`) since it started.
+fn command_calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Issue 12: the scripts run as Redis Functions (one library loaded once,
+/// `FCALL`), not `EVALSHA`. A `FUNCTION FLUSH` mid-crawl (as a failover
+/// to a node that never had the library looks) costs nothing: the worker
+/// loads the library again and the crawl ends with every item once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_scripts_run_as_functions_and_survive_a_function_flush() {
+    let crawl = DemoCrawl::start(Duration::from_millis(5)).await;
+    let mut conn = crawl.redis.conn();
+    let worker = Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]);
+    eventually("the crawl has scraped some items", PATIENCE, || {
+        let n: u64 = conn.llen("bbs:items").unwrap();
+        (n > 20).then_some(())
+    });
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut conn)
+        .unwrap();
+    let (status, log) = worker.wait(Duration::from_secs(120));
+    assert!(status.success(), "{log}");
+    assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
+    assert!(command_calls(&mut conn, "fcall") > 0);
+    assert_eq!(command_calls(&mut conn, "evalsha"), 0);
+    assert!(command_calls(&mut conn, "function|load") >= 2);
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION").arg("LIST").query(&mut conn).unwrap();
+    assert_eq!(libraries.len(), 1, "{libraries:?}");
+    crawl.stop().await;
+}
+
+/// Issue 12: a Redis without Functions (before 7.0, or `FCALL` renamed
+/// away, as here) gets the same scripts with `EVALSHA`, and the crawl is
+/// the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_a_redis_without_functions_runs_the_scripts_with_evalsha() {
+    let redis = RedisServer::start_with(&["--rename-command", "FCALL", ""]);
+    let crawl = DemoCrawl::start_on(redis, Duration::from_millis(0)).await;
+    let worker = Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(120));
+    assert!(status.success(), "{log}");
+    assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
+    let mut conn = crawl.redis.conn();
+    assert!(command_calls(&mut conn, "evalsha") > 0);
+    let counted: u64 = conn.hget("bbs:stats", "item_scraped_count").unwrap();
+    assert_eq!(counted, scraped(&crawl.redis).len() as u64);
+    crawl.stop().await;
+}

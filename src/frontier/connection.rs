@@ -14,6 +14,7 @@
 //!   "cluster"`), so every script runs on the one node holding the
 //!   spider's slot; [`check_one_slot`] refuses keys that would not.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -141,13 +142,13 @@ impl RedisTarget {
                     .set_connection_timeout(CONNECT_TIMEOUT)
                     .set_response_timeout(RESPONSE_TIMEOUT)
                     .set_number_of_retries(0);
-                Ok(Conn::Server(
+                Ok(Conn::new(Link::Server(
                     ConnectionManager::new_with_config(client.clone(), config).await?,
-                ))
+                )))
             }
-            Place::Cluster { client, .. } => {
-                Ok(Conn::Cluster(client.get_async_connection().await?))
-            }
+            Place::Cluster { client, .. } => Ok(Conn::new(Link::Cluster(
+                client.get_async_connection().await?,
+            ))),
         }
     }
 
@@ -160,18 +161,47 @@ impl RedisTarget {
     }
 }
 
-/// A connection to a server or a cluster; cheap to clone (clones share it).
+/// A connection to a server or a cluster; cheap to clone (clones share it,
+/// and what it learnt about the server's scripting: see
+/// [`Conn::functions`]).
 #[derive(Clone)]
-pub enum Conn {
+pub struct Conn {
+    link: Link,
+    /// Cleared for good when the server turns out to have no Redis
+    /// Functions (before 7.0, or `FUNCTION`/`FCALL` disabled or denied).
+    functions: Arc<AtomicBool>,
+}
+
+#[derive(Clone)]
+enum Link {
     Server(ConnectionManager),
     Cluster(ClusterConnection),
 }
 
+impl Conn {
+    fn new(link: Link) -> Conn {
+        Conn {
+            link,
+            functions: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// Whether scripts are called as Redis Functions (`FCALL`) rather than
+    /// with `EVALSHA` (see `scripts.rs`): until the server shows it has none.
+    pub(super) fn functions(&self) -> bool {
+        self.functions.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn without_functions(&self) {
+        self.functions.store(false, Ordering::Relaxed);
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Conn::Server(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
+        match &mut self.link {
+            Link::Server(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -181,16 +211,16 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Conn::Server(c) => c.req_packed_commands(cmd, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        match &mut self.link {
+            Link::Server(c) => c.req_packed_commands(cmd, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Conn::Server(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
+        match &self.link {
+            Link::Server(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
         }
     }
 }

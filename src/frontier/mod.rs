@@ -456,7 +456,7 @@ impl RedisFrontier {
     }
 
     /// The keys every leasing script takes first (see `scripts/lease.lua`).
-    fn shared_keys<'a>(&'a self, inv: &mut redis::ScriptInvocation<'a>) {
+    fn shared_keys<'a>(&'a self, inv: &mut scripts::Invocation<'a>) {
         let k = &self.keys;
         inv.key(&k.requests)
             .key(&k.request_data)

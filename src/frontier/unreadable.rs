@@ -112,7 +112,7 @@ impl RedisFrontier {
     /// and logs each entry it set aside.
     async fn invoke_set_aside(
         &self,
-        mut inv: redis::ScriptInvocation<'_>,
+        mut inv: super::scripts::Invocation<'_>,
         key: &str,
         entries: &[Vec<u8>],
         what: &str,

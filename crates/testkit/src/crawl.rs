@@ -24,7 +24,12 @@ impl DemoCrawl {
     /// Redis, the demo forum answering after `latency`, the spider, and the
     /// demo tasks pushed.
     pub async fn start(latency: Duration) -> DemoCrawl {
-        let redis = RedisServer::start();
+        DemoCrawl::start_on(RedisServer::start(), latency).await
+    }
+
+    /// [`DemoCrawl::start`] on a Redis the test started itself (with
+    /// other settings).
+    pub async fn start_on(redis: RedisServer, latency: Duration) -> DemoCrawl {
         let server = FixtureServer::start_with_latency(Site::demo(), latency)
             .await
             .unwrap_or_else(|e| panic!("cannot start the fixture server: {e}"));

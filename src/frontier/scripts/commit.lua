@@ -260,6 +260,11 @@ end
 local function host_news(host, outcome, wait)
   local old = host_get(K.backoff, host)
   local old_e = host_get(K.errors, host)
+  -- Most news: a good response from a host with no back-off and no
+  -- errors, which changes nothing.
+  if outcome == 'ok' and old == 0 and old_e == 0 then
+    return
+  end
   local e = math.floor(old_e * (1 - ERROR_WEIGHT) + (outcome == 'ok' and 0 or 1000 * ERROR_WEIGHT))
   local strict = 0
   if old > error_delay(old_e) then

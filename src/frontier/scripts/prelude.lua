@@ -111,8 +111,12 @@ end
 -- (Lua's unpack has a limit): one command for a whole batch. Pairs stay
 -- whole (1000 is even).
 local function call_many(command, key, list)
-  for first = 1, #list, 1000 do
-    redis.call(command, key, unpack(list, first, math.min(first + 999, #list)))
+  local n = #list
+  if n == 0 then
+    return
+  end
+  for first = 1, n, 1000 do
+    redis.call(command, key, unpack(list, first, math.min(first + 999, n)))
   end
 end
 
@@ -773,3 +777,15 @@ local function peek_start(key, kind, n)
   return r
 end
 
+
+-- What the helpers above keep during one call (the lower-case locals
+-- outside any function), made new for every call. A script sent with
+-- EVALSHA gets fresh helpers on each call anyway; as a Redis Function (see
+-- scripts.rs) it shares them with every call before it, so it starts with
+-- this. A test checks that every such local is reset here.
+local function begin_call()
+  key_types, write_checks, clock_us = {}, nil, 0
+  tally_fields, tally, stat_values = {}, {}, {}
+  host_cache, host_dirty, host_dirty_list = {}, {}, {}
+  slot_due, paused_read = nil, nil
+end
