@@ -46,7 +46,7 @@ row=$(PATH="$work/bin:$PATH" CEILING_CONNECTIONS=$connections CEILING_SECONDS=$s
 pid=$(pgrep -f "callgrind-out-file=$work/" | head -1)
 port=$(tr '\0' ' ' </proc/"$pid"/cmdline | grep -o -- '--port [0-9]*' | awk '{print $2}')
 pages=$(redis-cli -p "$port" hget ceiling:stats response_received_count)
-calls=$(redis-cli -p "$port" info commandstats | grep -E '^cmdstat_eval(sha)?:' |
+calls=$(redis-cli -p "$port" info commandstats | grep -E '^cmdstat_(eval(sha)?|fcall):' |
   sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
 kill -TERM "$pid"
 while kill -0 "$pid" 2>/dev/null; do sleep 0.5; done

@@ -38,7 +38,7 @@ redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
 CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$port" \
   "$worker" run "$work/bbs.toml" --until-drained >"$work/worker.log" 2>&1
 pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
-calls=$(redis-cli -p "$port" info commandstats | grep -E '^cmdstat_eval(sha)?:' |
+calls=$(redis-cli -p "$port" info commandstats | grep -E '^cmdstat_(eval(sha)?|fcall):' |
   sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$redis_pid" || true

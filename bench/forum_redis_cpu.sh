@@ -57,7 +57,7 @@ for _ in $(seq "$REPS"); do
     t1=$(date +%s.%N)
     c1=$(redis_cpu)
     pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
-    calls=$(redis-cli -p "$port" info commandstats | tr -d '\r' | grep -E '^cmdstat_eval(sha)?:' |
+    calls=$(redis-cli -p "$port" info commandstats | tr -d '\r' | grep -E '^cmdstat_(eval(sha)?|fcall):' |
       sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
     read -r usr sys vcs <"$work/time"
     printf '%s redis_us_per_page=%.1f calls_per_page=%.3f wall_s=%.2f worker_cpu_s=%.2f worker_switches=%s\n' \

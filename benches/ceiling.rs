@@ -141,7 +141,11 @@ fn script_calls(conn: &mut redis::Connection) -> f64 {
         .query(conn)
         .expect("INFO");
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| {
+            ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:"]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
         .filter_map(|l| {
             l.split("calls=")
                 .nth(1)?

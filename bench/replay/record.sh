@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Records every command a one-worker crawl of the generated forum sends
+# Redis (redis-cli MONITOR), for bench/replay/instructions.sh to replay.
+#
+#     bench/replay/record.sh target/release/crawlworker /tmp/rec
+#     EXTRA=CRAWLWORKER_COMMIT_WAIT=10ms bench/replay/record.sh target/release/crawlworker /tmp/rec10
+#
+# Writes OUT.mon (the MONITOR lines) and OUT.tasks (the start URLs, pushed
+# before recording). MONITOR slows Redis, so commits carry a few more
+# pages than in a crawl without it; the recording is what both sides of a
+# comparison replay, so that does not matter.
+set -euo pipefail
+worker=${1:?usage: record.sh CRAWLWORKER OUT}
+out=${2:?usage: record.sh CRAWLWORKER OUT}
+worker=$(realpath "$worker")
+out=$(realpath -m "$out")
+cd "$(dirname "$0")/../.."
+size=${SIZE:---forums 12 --pages 50}
+port=${REDIS_PORT:-16620}
+demo=${DEMO_PORT:-18820}
+cargo build --release --quiet -p crawlworker-demo
+demo_bin=target/release/crawlworker-demo
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+pids+=($!)
+"$demo_bin" serve --listen "127.0.0.1:$demo" $size >"$work/demo.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+sed "s#127.0.0.1:8700#127.0.0.1:$demo#g" spiders/bbs.toml >"$work/bbs.toml"
+"$demo_bin" tasks $size >"$out.tasks"
+mapfile -t tasks <"$out.tasks"
+redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
+redis-cli -p "$port" monitor >"$out.mon" &
+pids+=($!)
+sleep 0.3
+# EXTRA: more settings for the worker, as VAR=value words.
+env CRAWLWORKER_ROBOTSTXT_OBEY=false ${EXTRA:-} CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$port" \
+  "$worker" run "$work/bbs.toml" --until-drained >"$work/worker.log" 2>&1
+sleep 0.3
+pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
+calls=$(grep -v ' lua\]' "$out.mon" | grep -cE '"(EVALSHA|FCALL)"' || true)
+echo "recorded $out.mon: $pages pages, $calls script calls ($(echo "scale=1; $pages / $calls" | bc) pages per call)"
