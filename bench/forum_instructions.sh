@@ -12,34 +12,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server=${REDIS_SERVER:?set REDIS_SERVER to a redis-server built with symbols (make in a redis checkout)}
-size=${SIZE:---forums 12 --pages 50}
+SIZE=${SIZE:---forums 12 --pages 50}
 port=${REDIS_PORT:-16603}
-demo=${DEMO_PORT:-18803}
+demo_port=${DEMO_PORT:-18803}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 
-cargo build --release --quiet -p crawlworker -p crawlworker-demo
+cargo build --release --quiet -p crawlworker
 worker=${WORKER:-target/release/crawlworker}
-demo_bin=target/release/crawlworker-demo
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-
-valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$server" --port "$port" \
-  --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
-redis_pid=$!
-pids+=($redis_pid)
-"$demo_bin" serve --listen "127.0.0.1:$demo" $size >"$work/demo.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-sed "s#127.0.0.1:8700#127.0.0.1:$demo#g" spiders/bbs.toml >"$work/bbs.toml"
-"$demo_bin" tasks $size >"$work/tasks.txt"
-mapfile -t tasks <"$work/tasks.txt"
+. bench/forum_setup.sh
+forum_work
+forum_redis valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$server"
+forum_site
 redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
 CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$port" \
   "$worker" run "$work/bbs.toml" --until-drained >"$work/worker.log" 2>&1
 pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
-calls=$(redis-cli -p "$port" info commandstats | grep -E '^cmdstat_(eval(sha)?|fcall):' |
-  sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
+calls=$(script_calls)
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$redis_pid" || true
 callgrind_annotate "$work/callgrind.out" >"$work/annotated" 2>/dev/null

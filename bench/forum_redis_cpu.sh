@@ -20,24 +20,13 @@ port=${REDIS_PORT:-16614}
 demo_port=${DEMO_PORT:-18814}
 [ -x /usr/bin/time ] || { echo "needs GNU time at /usr/bin/time (apt-get install time)" >&2; exit 1; }
 
-cargo build --release --quiet -p crawlworker -p crawlworker-demo
+cargo build --release --quiet -p crawlworker
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=(target/release/crawlworker)
-demo_bin=target/release/crawlworker-demo
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
-pids+=($!)
-# shellcheck disable=SC2086
-"$demo_bin" serve --listen "127.0.0.1:$demo_port" $SIZE >"$work/demo.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-sed "s#127.0.0.1:8700#127.0.0.1:$demo_port#g" spiders/bbs.toml >"$work/bbs.toml"
-# shellcheck disable=SC2086
-"$demo_bin" tasks $SIZE >"$work/tasks.txt"
-mapfile -t tasks <"$work/tasks.txt"
+. bench/forum_setup.sh
+forum_work
+forum_redis redis-server
+forum_site
 
 redis_cpu() {
   redis-cli -p "$port" info cpu | tr -d '\r' |
@@ -57,8 +46,7 @@ for _ in $(seq "$REPS"); do
     t1=$(date +%s.%N)
     c1=$(redis_cpu)
     pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
-    calls=$(redis-cli -p "$port" info commandstats | tr -d '\r' | grep -E '^cmdstat_(eval(sha)?|fcall):' |
-      sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
+    calls=$(script_calls)
     read -r usr sys vcs <"$work/time"
     printf '%s redis_us_per_page=%.1f calls_per_page=%.3f wall_s=%.2f worker_cpu_s=%.2f worker_switches=%s\n' \
       "$bin" "$(echo "($c1 - $c0) * 1000000 / $pages" | bc -l)" "$(echo "$calls / $pages" | bc -l)" \

@@ -16,17 +16,14 @@ other=${2:+$(realpath "$2")}
 server=${REDIS_SERVER:?set REDIS_SERVER to a redis-server built with symbols (make in a redis checkout)}
 port=${REDIS_PORT:-16621}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'kill "$redis_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
-valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$server" --port "$port" \
-  --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
-redis_pid=$!
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-python3 "$(dirname "$0")/replay.py" "$rec" "$port" $other
+cd "$(dirname "$0")/../.."
+. bench/forum_setup.sh
+forum_work
+forum_redis valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$server"
+python3 bench/replay/replay.py "$rec" "$port" $other
 pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
 items=$(redis-cli -p "$port" llen bbs:items)
-calls=$(redis-cli -p "$port" info commandstats | tr -d '\r' | grep -E '^cmdstat_(eval(sha)?|fcall):' |
-  sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
+calls=$(script_calls)
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$redis_pid" || true
 total=$(callgrind_annotate "$work/callgrind.out" 2>/dev/null | grep "PROGRAM TOTALS" | head -1 | awk '{print $1}' | tr -d ,)

@@ -15,22 +15,14 @@ out=${2:?usage: record.sh CRAWLWORKER OUT}
 worker=$(realpath "$worker")
 out=$(realpath -m "$out")
 cd "$(dirname "$0")/../.."
-size=${SIZE:---forums 12 --pages 50}
+SIZE=${SIZE:---forums 12 --pages 50}
 port=${REDIS_PORT:-16620}
-demo=${DEMO_PORT:-18820}
-cargo build --release --quiet -p crawlworker-demo
-demo_bin=target/release/crawlworker-demo
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
-pids+=($!)
-"$demo_bin" serve --listen "127.0.0.1:$demo" $size >"$work/demo.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-sed "s#127.0.0.1:8700#127.0.0.1:$demo#g" spiders/bbs.toml >"$work/bbs.toml"
-"$demo_bin" tasks $size >"$out.tasks"
-mapfile -t tasks <"$out.tasks"
+demo_port=${DEMO_PORT:-18820}
+. bench/forum_setup.sh
+forum_work
+forum_redis redis-server
+forum_site
+cp "$work/tasks.txt" "$out.tasks"
 redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
 redis-cli -p "$port" monitor >"$out.mon" &
 pids+=($!)

@@ -1,0 +1,46 @@
+# Sourced by the one-worker forum benchmarks (forum_redis_cpu.sh,
+# forum_instructions.sh, replay/record.sh, replay/instructions.sh): a
+# Redis and the generated forum on 127.0.0.1, and the tasks to crawl.
+#
+# The sourcing script sets `port`, `demo_port` and `SIZE` (the demo's
+# size arguments), is at the repository root, and calls:
+#   forum_work                  a work directory ($work), cleaned up on exit
+#   forum_redis COMMAND…        starts `COMMAND --port $port …` (redis-server,
+#                               or it under valgrind) and waits for it;
+#                               its pid is $redis_pid
+#   forum_site                  builds and starts the demo forum; writes the
+#                               spider ($work/bbs.toml) and the tasks
+#                               ($work/tasks.txt, and the array `tasks`)
+#   script_calls                the script calls (EVAL, EVALSHA, FCALL) Redis ran
+
+forum_work() {
+  work=$(mktemp -d)
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+}
+
+forum_redis() {
+  "$@" --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  for _ in $(seq 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.1; done
+  echo "Redis did not start on port $port; see $work/redis.log" >&2
+  exit 1
+}
+
+forum_site() {
+  cargo build --release --quiet -p crawlworker-demo
+  demo_bin=target/release/crawlworker-demo
+  # shellcheck disable=SC2086
+  "$demo_bin" serve --listen "127.0.0.1:$demo_port" $SIZE >"$work/demo.log" 2>&1 &
+  pids+=($!)
+  sed "s#127.0.0.1:8700#127.0.0.1:$demo_port#g" spiders/bbs.toml >"$work/bbs.toml"
+  # shellcheck disable=SC2086
+  "$demo_bin" tasks $SIZE >"$work/tasks.txt"
+  mapfile -t tasks <"$work/tasks.txt"
+}
+
+script_calls() {
+  redis-cli -p "$port" info commandstats | tr -d '\r' | grep -E '^cmdstat_(eval(sha)?|fcall):' |
+    sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc
+}
