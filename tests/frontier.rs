@@ -140,7 +140,7 @@ async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(
         ..PageResult::default()
     };
     assert_eq!(
-        a.commit(&first[0], &page, 0).await.unwrap().0,
+        a.commit(&first[0], &page, 0, false).await.unwrap().0,
         Committed::LeaseLost
     );
     let mut conn = redis.conn();
@@ -150,12 +150,12 @@ async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(
         "a lost lease must not push items"
     );
     assert!(matches!(
-        b.commit(&first[0], &page, 0).await.unwrap().0,
+        b.commit(&first[0], &page, 0, false).await.unwrap().0,
         Committed::Done { .. }
     ));
     // A second commit of the same page (a retry after a lost reply) is refused.
     assert_eq!(
-        b.commit(&first[0], &page, 0).await.unwrap().0,
+        b.commit(&first[0], &page, 0, false).await.unwrap().0,
         Committed::LeaseLost
     );
     assert_eq!(conn.llen::<_, u64>("q:items").unwrap(), 1);
@@ -208,9 +208,9 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
         page(3, "http://127.0.0.1:8700/shared"),
     );
     let (r1, r2, r3) = tokio::join!(
-        a.commit(&lost[0], &p1, 0),
-        a.commit(&held[0], &p2, 0),
-        a.commit(&held[1], &p3, 0),
+        a.commit(&lost[0], &p1, 0, true),
+        a.commit(&held[0], &p2, 0, true),
+        a.commit(&held[1], &p3, 0, true),
     );
     assert_eq!(r1.unwrap().0, Committed::LeaseLost);
     let (r2, r3) = (r2.unwrap().0, r3.unwrap().0);
@@ -245,10 +245,43 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
         .unwrap());
     // The lost page is still b's to commit.
     assert!(matches!(
-        other.commit(&lost[0], &p1, 0).await.unwrap().0,
+        other.commit(&lost[0], &p1, 0, false).await.unwrap().0,
         Committed::Done { .. }
     ));
     assert_eq!(conn.llen::<_, u64>("q:items").unwrap(), 3);
+}
+
+/// A page that may not wait (its download slot would idle until its
+/// replacement comes) sends its batch at once, with the pages already
+/// waiting in it, however long `commit_wait` is.
+#[tokio::test]
+async fn a_page_that_may_not_wait_sends_its_batch_at_once() {
+    let redis = RedisServer::start();
+    let (spider, _) = frontier(&redis, "worker-a", Duration::from_secs(60)).await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let a = RedisFrontier::connect(
+        &client.into(),
+        Options {
+            lease: Duration::from_secs(60),
+            commit_wait: Duration::from_secs(600),
+            ..spider.frontier_options("worker-a")
+        },
+    )
+    .await
+    .unwrap();
+    enqueue(&spider, &a.clone().into(), &[(1, 0), (2, 0)]).await;
+    let held = a.lease(2, 0).await.unwrap().0;
+    let page = PageResult::default();
+    let (first, second) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(a.commit(&held[0], &page, 0, true), async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            a.commit(&held[1], &page, 0, false).await
+        })
+    })
+    .await
+    .expect("the batch waited for commit_wait although a page in it may not wait");
+    assert!(matches!(first.unwrap().0, Committed::Done { .. }));
+    assert!(matches!(second.unwrap().0, Committed::Done { .. }));
 }
 
 #[tokio::test]
@@ -270,7 +303,7 @@ async fn the_dupefilter_filters_unless_dont_filter() {
             ..PageResult::default()
         };
         assert_eq!(
-            f.commit(&leased[0], &page, 0).await.unwrap().0,
+            f.commit(&leased[0], &page, 0, false).await.unwrap().0,
             Committed::Done {
                 enqueued: 2,
                 filtered: 1
@@ -283,7 +316,7 @@ async fn the_dupefilter_filters_unless_dont_filter() {
         };
         let next = f.lease(1, 0).await.unwrap().0;
         assert_eq!(
-            f.commit(&next[0], &again, 0).await.unwrap().0,
+            f.commit(&next[0], &again, 0, false).await.unwrap().0,
             Committed::Done {
                 enqueued: 0,
                 filtered: 1

@@ -1669,6 +1669,38 @@ async fn issue_12_scripts_run_as_functions_and_survive_a_function_flush() {
     crawl.stop().await;
 }
 
+/// Issue 12: a worker holds leases ahead of its download slots, so a
+/// finished page whose slot another request takes at once may wait for
+/// other pages to share its commit's script call (`commit_wait`), and a
+/// page whose slot would idle (the tail of the crawl, the last page) is
+/// committed at once. With a `commit_wait` of ten minutes the crawl still
+/// ends within two, its commits carry several pages each, and every item
+/// is there once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_commits_wait_for_others_only_while_leases_ahead_keep_the_slots_busy() {
+    let crawl = DemoCrawl::start(Duration::from_millis(5)).await;
+    let worker = Worker::spawn(
+        &crawl.spider,
+        &crawl.redis.url(),
+        &["--until-drained"],
+        &[
+            ("CRAWLWORKER_COMMIT_WAIT", "10m"),
+            ("CRAWLWORKER_CONCURRENT_REQUESTS", "2"),
+        ],
+    );
+    let (status, log) = worker.wait(Duration::from_secs(120));
+    assert!(status.success(), "{log}");
+    assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
+    let mut conn = crawl.redis.conn();
+    let pages: u64 = conn.hget("bbs:stats", "response_received_count").unwrap();
+    let calls = command_calls(&mut conn, "fcall");
+    assert!(
+        calls < pages,
+        "{calls} script calls for {pages} pages: commits did not share calls"
+    );
+    crawl.stop().await;
+}
+
 /// Issue 12: a Redis without Functions (before 7.0, or `FCALL` renamed
 /// away, as here) gets the same scripts with `EVALSHA`, and the crawl is
 /// the same.

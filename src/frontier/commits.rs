@@ -1,11 +1,20 @@
 //! Committing pages in batches: the pages a worker finishes while its
-//! previous commit is on its way to Redis (or within `commit_wait` of the
-//! first) go to Redis together, in one call of `scripts/commit.lua`. Each
-//! page is still all-or-nothing and still committed only while its lease
-//! is this worker's; a batch only shares the script call's fixed cost (the
-//! round trip, the clock, the stats writes, the wake-up, the lease of
-//! replacements) between its pages. That cost is most of what a page costs
-//! Redis, so batching is what lets one Redis serve many busy workers.
+//! previous commit is on its way to Redis go to Redis together, in one call
+//! of `scripts/commit.lua`. Each page is still all-or-nothing and still
+//! committed only while its lease is this worker's; a batch only shares the
+//! script call's fixed cost (the round trip, the clock, the stats writes,
+//! the wake-up, the lease of replacements) between its pages. That cost is
+//! most of what a page costs Redis, so batching is what lets one Redis
+//! serve many busy workers.
+//!
+//! A batch also waits for more pages (up to `commit_wait` from its first)
+//! while every page in it may wait: its download slot went to a request
+//! the worker had leased ahead (see `worker::pool`), so waiting leaves no
+//! slot idle. The first page whose slot would idle until its replacement
+//! arrives sends the batch at once. A busy worker's commits so carry about
+//! as many pages as it holds leases ahead, and a worker whose every next
+//! request depends on the last commit (the tail of a crawl, a chain of
+//! pages) commits each page as soon as it can, as it always did.
 //!
 //! One task per frontier sends the batches, one at a time; a page's
 //! [`RedisFrontier::commit`] hands its encoded page to it and waits for its own
@@ -42,6 +51,8 @@ pub(super) struct PageArgs {
     stats: Vec<(String, i64)>,
     bytes: usize,
     lease_next: usize,
+    /// Whether it may wait for others (see the module docs).
+    may_wait: bool,
 }
 
 /// A page waiting for its batch: its arguments and where its result goes.
@@ -57,14 +68,17 @@ pub(super) type Batcher = Arc<std::sync::OnceLock<mpsc::UnboundedSender<Pending>
 
 impl RedisFrontier {
     /// Commits one page (see the module docs), then leases up to
-    /// `lease_next` requests to replace it.
+    /// `lease_next` requests to replace it. With `may_wait`, its batch may
+    /// wait up to `commit_wait` for other pages.
     pub async fn commit(
         &self,
         leased: &Leased,
         page: &PageResult,
         lease_next: usize,
+        may_wait: bool,
     ) -> Result<(Committed, Vec<Leased>)> {
-        let args = self.page_args(leased, page, lease_next);
+        let mut args = self.page_args(leased, page, lease_next);
+        args.may_wait = may_wait;
         let batcher = self.batcher.get_or_init(|| self.start_batcher());
         let (reply, result) = oneshot::channel();
         if let Err(mpsc::error::SendError(pending)) = batcher.send(Pending { page: args, reply }) {
@@ -213,6 +227,7 @@ impl RedisFrontier {
             stats,
             bytes,
             lease_next,
+            may_wait: false,
         }
     }
 
@@ -343,18 +358,20 @@ async fn send_batches(frontier: RedisFrontier, mut pending: mpsc::UnboundedRecei
     while let Some(first) = pending.recv().await {
         let mut batch = vec![first];
         let mut bytes = batch[0].page.bytes;
+        let mut patient = batch[0].page.may_wait;
         let full =
             |batch: &Vec<Pending>, bytes: usize| batch.len() >= MAX_PAGES || bytes >= MAX_BYTES;
         let deadline = tokio::time::Instant::now() + frontier.commit_wait;
         while !full(&batch, bytes) {
             let next = match pending.try_recv() {
                 Ok(p) => p,
-                Err(_) if frontier.commit_wait.is_zero() => break,
+                Err(_) if !patient || frontier.commit_wait.is_zero() => break,
                 Err(_) => match tokio::time::timeout_at(deadline, pending.recv()).await {
                     Ok(Some(p)) => p,
                     _ => break,
                 },
             };
+            patient &= next.page.may_wait;
             bytes += next.page.bytes;
             batch.push(next);
         }

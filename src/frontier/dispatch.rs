@@ -91,9 +91,10 @@ impl Frontier {
         leased: &Leased,
         page: &PageResult,
         lease_next: usize,
+        may_wait: bool,
     ) -> Result<(Committed, Vec<Leased>)> {
         match self {
-            Frontier::Redis(f) => f.commit(leased, page, lease_next).await,
+            Frontier::Redis(f) => f.commit(leased, page, lease_next, may_wait).await,
             Frontier::Local(f) => Ok(f.commit(leased, page, lease_next)),
         }
     }

@@ -339,9 +339,9 @@ pub struct Options {
     pub quota: Quota,
     /// Where items go, and the stream's back-pressure bound.
     pub sink: SinkOptions,
-    /// How long a finished page may wait for others to share its commit's
-    /// script call (0: only pages finished while the previous commit was
-    /// on its way wait).
+    /// How long a finished page that may wait (see [`commits`]) waits for
+    /// others to share its commit's script call (0: only pages finished
+    /// while the previous commit was on its way share it).
     pub commit_wait: Duration,
 }
 

@@ -400,10 +400,19 @@ impl SpiderRun {
             let concurrency = self.share.limit();
             let max_tasks = concurrency * LEASES_PER_SLOT;
             // Room: pages not waiting for their host's turn take a download
-            // slot; the leases held stay within a bound. (Free semaphore
-            // permits would overcount: a replacement page just spawned has
-            // not taken its permit yet.)
-            let room = concurrency
+            // slot, or wait for one (see pool::Share::lease_limit); the
+            // leases held stay within a bound. (Free semaphore permits
+            // would overcount: a replacement page just spawned has not taken
+            // its permit yet.)
+            // While commits in flight lease, they also fill the leases
+            // held ahead; the loop leases only for idle slots then, not
+            // on every wake-up a commit's new links publish.
+            let leases = if self.share.leasing() {
+                concurrency
+            } else {
+                self.share.lease_limit()
+            };
+            let room = leases
                 .saturating_sub(self.busy(&tasks))
                 .min(max_tasks.saturating_sub(tasks.len()));
             let mut got = 0;
@@ -510,7 +519,7 @@ impl SpiderRun {
                         self.spawn_pages(&mut tasks, next, &shutdown);
                     }
                 }
-                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < max_tasks && self.busy(&tasks) < concurrency => {}
+                _ = wake.wait(self.settings.idle_recheck), if tasks.len() < max_tasks && self.busy(&tasks) < leases => {}
                 // Another spider's share changed the room.
                 _ = tokio::time::sleep(Duration::from_millis(250)), if self.share.limit() != concurrency => {}
                 _ = shutdown.changed() => {}
@@ -584,7 +593,8 @@ impl SpiderRun {
         })
     }
 
-    /// Pages in flight that hold (or are about to take) a download slot.
+    /// Pages in flight that hold, wait for or are about to take a download
+    /// slot, or are being committed (not waiting for their host's turn).
     fn busy(&self, tasks: &JoinSet<Vec<Leased>>) -> usize {
         tasks
             .len()

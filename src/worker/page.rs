@@ -69,13 +69,15 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     };
     // A page being committed is finished through an outage, whatever the
     // worker's shutdown says meanwhile. Its replacement is leased in the
-    // same step while the spider is within its share of the worker.
-    let lease_next = usize::from(!*ctx.shutdown.borrow() && ctx.share.may_replace());
+    // same step (see pool::Share::commit).
+    let commit = ctx.share.commit(!*ctx.shutdown.borrow());
     let started = std::time::Instant::now();
     let committed = until_done("commit a page", &ctx.frontier.fatal(), || {
-        ctx.frontier.commit(&leased, &result, lease_next)
+        ctx.frontier
+            .commit(&leased, &result, commit.lease_next, commit.may_wait)
     })
     .await;
+    drop(commit);
     let next = match committed {
         (Committed::LeaseLost, _) => {
             tracing::warn!(id = %leased.id, "lease was lost before commit (another worker has the page); results discarded");

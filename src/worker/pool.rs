@@ -8,6 +8,14 @@
 //! pipeline (commits lease the next request); beyond it, a finishing page
 //! leases no replacement, and the slots go round.
 //!
+//! A spider holds leases on up to twice its share of pages
+//! ([`Share::lease_limit`]): one per slot, and one more per slot waiting
+//! for it. A finished page's slot then goes at once to a request already
+//! here, so the page's commit may wait a few milliseconds for others to
+//! share its Redis script call without leaving a slot idle (see
+//! `frontier::commits`). Every spider holds the same multiple of its share,
+//! so the slots still go round fairly.
+//!
 //! A download takes a worker slot after its host's turn has come (see
 //! `downloader::politeness`), so requests waiting for a slow host hold none.
 
@@ -17,6 +25,9 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::downloader::budget::{Budget, ParseGate};
+
+/// Leases a spider holds per download slot of its share.
+const LEASES_AHEAD: usize = 2;
 
 /// One worker's download slots.
 #[derive(Debug)]
@@ -62,6 +73,8 @@ impl Pool {
             own: own.max(1),
             active: AtomicBool::new(false),
             pages: AtomicUsize::new(0),
+            committing: AtomicUsize::new(0),
+            asked: AtomicUsize::new(0),
         }
     }
 }
@@ -74,6 +87,34 @@ pub struct Share {
     active: AtomicBool,
     /// Its pages in flight in this worker (leased, not yet committed).
     pages: AtomicUsize,
+    /// Those of its pages being committed.
+    committing: AtomicUsize,
+    /// The requests their commits lease (to replace them, or to fill the
+    /// leases held ahead).
+    asked: AtomicUsize,
+}
+
+/// Leases one commit asks for at most: its page's replacement, and one
+/// towards the leases held ahead.
+const MAX_LEASE_NEXT: usize = 2;
+
+/// A page being committed, while it lives (see [`Share::commit`]).
+pub struct Commit<'a> {
+    share: &'a Share,
+    /// Requests its commit leases.
+    pub lease_next: usize,
+    /// Whether its commit may wait for other pages to share the script
+    /// call (see `frontier::commits`).
+    pub may_wait: bool,
+}
+
+impl Drop for Commit<'_> {
+    fn drop(&mut self) {
+        self.share.committing.fetch_sub(1, Ordering::Relaxed);
+        self.share
+            .asked
+            .fetch_sub(self.lease_next, Ordering::Relaxed);
+    }
 }
 
 impl Share {
@@ -106,10 +147,43 @@ impl Share {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| p.checked_sub(1));
     }
 
-    /// Whether a finishing page may lease its replacement in its commit:
-    /// only while the spider is within its share.
-    pub fn may_replace(&self) -> bool {
-        self.pages.load(Ordering::Relaxed) <= self.limit()
+    /// How many pages the spider may hold leases on now: its share of the
+    /// slots, and as many again waiting for one (see the module docs).
+    pub fn lease_limit(&self) -> usize {
+        LEASES_AHEAD * self.limit()
+    }
+
+    /// A finished page's commit, counted while the guard lives: with
+    /// `replace`, it leases what keeps the spider at its lease limit once
+    /// the commits in flight are done (its replacement, one more if the
+    /// spider is short, none if it is over: its share shrank). It may wait
+    /// for others to share the script call while the spider still has a
+    /// page in progress (leased and not being committed) for each slot of
+    /// its share: thanks to the leases held ahead, the wait leaves no slot
+    /// idle.
+    pub fn commit(&self, replace: bool) -> Commit<'_> {
+        let committing = self.committing.fetch_add(1, Ordering::Relaxed) + 1;
+        let in_progress = self
+            .pages
+            .load(Ordering::Relaxed)
+            .saturating_sub(committing);
+        let lease_next = if replace {
+            let held = in_progress + self.asked.load(Ordering::Relaxed);
+            self.lease_limit().saturating_sub(held).min(MAX_LEASE_NEXT)
+        } else {
+            0
+        };
+        self.asked.fetch_add(lease_next, Ordering::Relaxed);
+        Commit {
+            share: self,
+            lease_next,
+            may_wait: in_progress >= self.limit(),
+        }
+    }
+
+    /// Whether commits in flight lease requests for the spider.
+    pub fn leasing(&self) -> bool {
+        self.asked.load(Ordering::Relaxed) > 0
     }
 
     /// The worker's memory budget for response bodies, if it has one.
@@ -164,9 +238,34 @@ mod tests {
         assert_eq!(deep.limit(), 1);
         drop(many);
         assert_eq!(deep.limit(), 5);
-        deep.started(5);
-        assert!(deep.may_replace());
+        // Leases: one per slot of its share, and one more waiting for it.
+        assert_eq!(deep.lease_limit(), 10);
+        deep.started(10);
+        {
+            // The spider at its lease limit: a page is replaced, and may
+            // wait while 5 others are in progress.
+            let first = deep.commit(true);
+            assert_eq!((first.lease_next, first.may_wait), (1, true));
+            let later: Vec<Commit> = (0..5).map(|_| deep.commit(true)).collect();
+            assert!(later.iter().all(|c| c.lease_next == 1));
+            assert!(later[..4].iter().all(|c| c.may_wait));
+            assert!(
+                !later[4].may_wait,
+                "a slot would idle: 6 committing, 4 in progress"
+            );
+            assert!(deep.leasing());
+            assert_eq!(
+                deep.commit(false).lease_next,
+                0,
+                "no replacement when stopping"
+            );
+        }
+        assert!(!deep.leasing());
+        // Over its limit (its share shrank): no replacement; short of it:
+        // one more than the page.
         deep.started(1);
-        assert!(!deep.may_replace());
+        assert_eq!(deep.commit(true).lease_next, 0);
+        (0..4).for_each(|_| deep.finished());
+        assert_eq!(deep.commit(true).lease_next, MAX_LEASE_NEXT);
     }
 }
