@@ -176,12 +176,12 @@ def collect(args):
         stats = {k.decode(): v.decode() for k, v in client.hgetall("bbs:stats").items()}
         rec["pages"] = int(stats.get("downloader/response_count", 0))
         rec["stats"] = stats
-        # Each worker ends with "crawlworker: spider `bbs` stopped (Drained)
-        # after N pages" on standard error.
+        # Each worker ends with "crawlworker: spider `bbs` stopped (the
+        # crawl is drained) after 0.8 s: N pages, …" on standard error.
         per_worker = []
         for path in opts.get("logs", []):
             with open(path, errors="replace") as f:
-                found = re.findall(r"stopped \(\w+\) after (\d+) pages", f.read())
+                found = re.findall(r"stopped \([^)]*\) after [\d.]+ s: (\d+) pages", f.read())
             per_worker.append(int(found[-1]) if found else None)
         rec["pages_per_worker"] = per_worker
     else:

@@ -126,7 +126,7 @@ impl Metrics {
         });
         registry.register(
             names::REDIS_DURATION,
-            "Round-trip time of the frontier's Redis steps, by operation",
+            "Round-trip time of the frontier's Redis steps, by operation (a commit's includes its wait for other pages to share the script call, see commit_wait)",
             redis.clone(),
         );
         let in_flight = Family::<Labels, Gauge>::default();
