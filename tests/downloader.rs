@@ -487,6 +487,40 @@ async fn held_off_for_retry_after(first: &str, prefix: &str) {
     env.finish().await;
 }
 
+/// A worker leases ahead of its download slots, so requests for a host are
+/// often leased, and paced, before an answer slows that host. A 429 with
+/// Retry-After still holds back every one of them, not only those leased
+/// after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_holds_back_the_requests_already_leased_for_its_host() {
+    let env = Env::new("concurrent_requests = 4\nconcurrent_requests_per_domain = 1").await;
+    let mut paths = vec!["/fault/retry-after/1?times=1&key=slow".to_string()];
+    paths.extend((0..6).map(|i| format!("/fault/status/200?key=after{i}")));
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    // Everything is queued before the worker starts: it leases the 429 and
+    // the pages behind it in one go, while the host is still unslowed.
+    env.push(&refs);
+    env.drain(1).await;
+    assert_eq!(env.items().len(), 7, "every page arrives");
+    let t429 = env.server.arrivals("/fault/retry-after/")[0];
+    let after = env.server.arrivals("/fault/status/");
+    assert_eq!(after.len(), 6);
+    // Pages that went before the 429 are fine; none may follow it sooner
+    // than its Retry-After.
+    let too_soon: Vec<Duration> = after
+        .iter()
+        .filter(|t| **t > t429)
+        .map(|t| *t - t429)
+        .filter(|d| *d < Duration::from_millis(900))
+        .collect();
+    assert!(
+        too_soon.is_empty(),
+        "requests reached the host {too_soon:?} after its 429 (Retry-After: 1)"
+    );
+    assert_eq!(env.stat("backoff/slowed_count"), 1);
+    env.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sporadic_503s_leave_their_host_at_full_speed() {
     let env = Env::new("").await;
@@ -626,8 +660,9 @@ async fn crawl_delay_paces_its_host_and_a_waiting_host_blocks_no_other() {
 async fn a_stopping_worker_hands_back_requests_still_waiting_for_their_turn() {
     // One request a second: most leased requests wait for their host's
     // slot. On SIGTERM they go back to the queue at once; only a download
-    // in progress may use the (long) grace period.
-    let env = Env::new("max_requests_per_second = 1").await;
+    // in progress may use the (long) grace period. Those handed back no
+    // longer count against their host's page quota.
+    let env = Env::new("max_requests_per_second = 1\nmax_pages_per_host = 40").await;
     let paths: Vec<String> = (0..40)
         .map(|i| format!("/fault/status/200?key=stop{i}"))
         .collect();
@@ -663,5 +698,11 @@ async fn a_stopping_worker_hands_back_requests_still_waiting_for_their_turn() {
         "every request is either done or queued again"
     );
     assert!(done <= fetched);
+    let host = env.server.base_url().replace("http://", "");
+    let counted: u64 = conn.hget("faults:control:hosts", &host).unwrap();
+    assert_eq!(
+        counted, done,
+        "only the pages fetched count against max_pages_per_host"
+    );
     env.finish().await;
 }

@@ -2,7 +2,10 @@
 //! can read, or to an outcome decided here. In order:
 //!
 //! 1. [`politeness`]: wait for the host's cluster-wide slot (holding no
-//!    download slot), then take a download slot and one of the host's;
+//!    download slot), then take a download slot and one of the host's; a
+//!    request whose host this worker saw slowed down after it was leased
+//!    waits for a slot at the new pace first, or goes back to the queue
+//!    (see [`politeness::Turn::pace`]);
 //! 2. [`robots`]: obey robots.txt, fetched once for the cluster and cached
 //!    in Redis (a Crawl-delay learnt now, or a slot that passed while
 //!    robots.txt was fetched, takes a fresh slot); a robots.txt that could
@@ -36,7 +39,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 pub use client::{FetchError, Fetched, HttpClient};
-use politeness::Politeness;
+use politeness::{Pace, Politeness, Slot};
 use retry::Failure;
 use robots::{RobotsGate, Verdict};
 
@@ -56,9 +59,21 @@ pub enum Downloaded {
     /// Nothing to extract: a retry, a failure, a redirect, or robots.txt
     /// said no. The page's commit, without its stats (in the tally).
     Decided(Box<PageResult>),
-    /// The worker is stopping and the download had not started: the
-    /// request goes back to the queue.
+    /// The download did not start and the request goes back to the queue:
+    /// the worker is stopping, or the host was slowed down after the
+    /// request was leased (it is leased again at the new pace).
     NotStarted,
+}
+
+impl Downloaded {
+    /// What it says about its host, for adaptive back-off.
+    fn host_outcome(&self) -> HostOutcome {
+        match self {
+            Downloaded::Response { host, .. } => *host,
+            Downloaded::Decided(page) => page.host,
+            Downloaded::NotStarted => HostOutcome::None,
+        }
+    }
 }
 
 /// What a downloader keeps per host right now (see the module doc).
@@ -145,22 +160,29 @@ impl Downloader {
         shutdown: &watch::Receiver<bool>,
     ) -> Downloaded {
         let mut stop = shutdown.clone();
+        let turn = self.politeness.join(&request.host_key());
         let ready = tokio::select! {
             biased;
             _ = stop.wait_for(|stop| *stop) => return Downloaded::NotStarted,
-            ready = self.ready(request, wait, paced_with, stats) => ready,
+            ready = self.ready(request, &turn, wait, paced_with, stats) => ready,
         };
-        let _slots = match ready {
+        let slots = match ready {
             Ready::Go(slots) => slots,
             Ready::Done(outcome) => return outcome,
         };
-        self.fetch(request, stats).await
+        let downloaded = self.fetch(request, stats).await;
+        // Learnt while the slots are held, so the next request for the
+        // host knows.
+        turn.news(downloaded.host_outcome());
+        drop(slots);
+        downloaded
     }
 
     /// Waits for the host's turn, obeys robots.txt and takes the slots.
     async fn ready(
         &self,
         request: &Request,
+        turn: &politeness::Turn<'_>,
         wait: Duration,
         paced_with: Duration,
         stats: &mut Tally,
@@ -207,7 +229,26 @@ impl Downloader {
                 }
             }
         }
-        Ready::Go(self.politeness.slots(&host).await)
+        // Slowed down since this request's slot was reserved: a slot of
+        // this worker's pacing of the host, or back to the queue.
+        let mut slot = Slot::Cluster(paced_with);
+        loop {
+            let slots = turn.slots().await;
+            match turn.pace(slot) {
+                Pace::Go => return Ready::Go(slots),
+                Pace::Wait(wait) => {
+                    drop(slots);
+                    tracing::debug!(url = %request.url, host = %host, wait_ms = wait.as_millis() as u64, "host slowed down since this request was leased: it waits for a slot at the new pace");
+                    self.politeness.will_wait();
+                    self.politeness.wait_turn(wait).await;
+                    slot = Slot::Local;
+                }
+                Pace::Requeue => {
+                    tracing::debug!(url = %request.url, host = %host, "host slowed down since this request was leased, too far for its lease: handed back to the queue");
+                    return Ready::Done(Downloaded::NotStarted);
+                }
+            }
+        }
     }
 
     /// The HTTP exchange and what its response means.

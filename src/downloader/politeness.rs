@@ -6,19 +6,33 @@
 //! (`concurrent_requests`) and one of the worker process's, which its
 //! spiders share (`worker::pool`).
 //!
-//! A host's slots exist only while a request for it waits for them or
-//! holds one ([`InUse`]): a crawl over a million hosts keeps as many
-//! entries as it has requests in progress, not one per host ever seen. No
-//! pacing state lives here (the next slot is in Redis), so nothing about a
-//! host is lost when its entry goes.
+//! A host's entry exists only while a request for it is in the downloader
+//! ([`InUse`]): a crawl over a million hosts keeps as many entries as it
+//! has requests in progress, not one per host ever seen. No pacing state
+//! lives here (the next slot is in Redis), so nothing the cluster needs is
+//! lost when an entry goes.
+//!
+//! What an entry does remember is what this worker's own responses said
+//! about the host lately, by the cluster's back-off rule
+//! ([`HostState::news`]). A request leased before its host began failing
+//! (or before the failure's commit reached Redis) was given a slot at the
+//! old pace. Once the host is slowed down by more than that pace, such a
+//! request takes the next slot of this worker's own pacing of the host,
+//! or goes back to the queue if that is more than half a lease away
+//! ([`Turn::pace`]), as Scrapy applies a slot's new delay to the requests
+//! already queued in it. Without this, every request a worker held for the
+//! host (twice its download slots, see `worker::pool`) would reach it
+//! before the first failure's back-off did.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::in_use::{Held, InUse};
+use crate::frontier::host_news::HostState;
+use crate::frontier::HostOutcome;
 use crate::settings::Settings;
 use crate::worker::pool::Share;
 
@@ -29,20 +43,73 @@ pub struct Politeness {
     /// The spider's share of the worker's slots.
     share: Arc<Share>,
     per_host: usize,
-    /// Host → its download slots in this worker, while a request uses them.
-    hosts: InUse<Semaphore>,
+    /// Host → its slots and recent news in this worker, while a request
+    /// uses them.
+    hosts: InUse<Host>,
+    /// The clock of the hosts' news (ms since this instant).
+    epoch: Instant,
+    /// The back-off rule's longest delay (ms).
+    backoff_max: u64,
+    /// The longest wait a request holds its lease for.
+    max_wait: Duration,
     /// Requests waiting for their host's slot: they hold no download slot,
     /// so the worker does not count them as busy.
     waiting: AtomicUsize,
 }
 
-/// The slots a download holds while it runs.
+/// One host in this worker.
+#[derive(Debug)]
+struct Host {
+    /// Its download slots (`concurrent_requests_per_domain`).
+    slots: Arc<Semaphore>,
+    news: Mutex<News>,
+}
+
+/// What this worker's own responses from a host said lately (ms on the
+/// politeness clock).
+#[derive(Debug, Default)]
+struct News {
+    /// The cluster's back-off numbers as these responses would set them;
+    /// its `next_free` is the slot cursor of the requests held back here.
+    host: HostState,
+    /// Until when a Retry-After holds the host.
+    held_until: u64,
+}
+
+/// A request's place with its host, from when it comes to the downloader
+/// until its download ends (it keeps the host's entry).
+#[derive(Debug)]
+pub struct Turn<'a> {
+    politeness: &'a Politeness,
+    host: Held<Host>,
+}
+
+/// The slot a request waited for before it asks whether it may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// Reserved in the cluster's pacing of the host when it was leased,
+    /// with this spacing.
+    Cluster(Duration),
+    /// Reserved here by [`Turn::pace`], and due now.
+    Local,
+}
+
+/// Whether a request may go now (see [`Turn::pace`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    Go,
+    /// Wait this long for a slot this worker reserved ([`Slot::Local`]).
+    Wait(Duration),
+    /// Its slot would be further away than a lease is worth holding: back
+    /// to the queue, to be leased again at the cluster's pace.
+    Requeue,
+}
+
+/// The slots a download holds while it runs (give them back before the
+/// [`Turn`], which may remove the host's entry).
 #[derive(Debug)]
 pub struct Slots {
-    // Fields drop in order: the host's permit is given back before the
-    // handle that may remove the host's entry.
     _host: Option<OwnedSemaphorePermit>,
-    _host_entry: Held<Semaphore>,
     _download: Option<OwnedSemaphorePermit>,
     _worker: Option<OwnedSemaphorePermit>,
 }
@@ -54,8 +121,26 @@ impl Politeness {
             share,
             per_host: settings.concurrent_requests_per_domain.max(1) as usize,
             hosts: InUse::default(),
+            epoch: Instant::now(),
+            backoff_max: settings.adaptive_backoff_max_delay.as_millis() as u64,
+            max_wait: crate::frontier::max_wait(settings.lease_timeout),
             waiting: AtomicUsize::new(0),
         }
+    }
+
+    /// A request for `host` comes to the downloader.
+    pub fn join(&self, host: &str) -> Turn<'_> {
+        Turn {
+            politeness: self,
+            host: self.hosts.hold(host, || Host {
+                slots: Arc::new(Semaphore::new(self.per_host)),
+                news: Mutex::default(),
+            }),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
     /// Counts a request that will wait for its host's slot, as soon as it
@@ -64,7 +149,7 @@ impl Politeness {
         self.waiting.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Hosts whose slots a request waits for or holds right now.
+    /// Hosts with a request in the downloader right now.
     pub fn hosts_in_use(&self) -> usize {
         self.hosts.len()
     }
@@ -86,22 +171,72 @@ impl Politeness {
         let _counted = Counted(&self.waiting);
         tokio::time::sleep(wait).await;
     }
+}
 
-    /// Takes a slot of `host`, a download slot of the spider and one of the
-    /// worker, waiting for them. Dropping the future while it waits lets go
-    /// of the host's entry too.
-    pub async fn slots(&self, host: &str) -> Slots {
-        let entry = self.hosts.hold(host, || Semaphore::new(self.per_host));
+impl Turn<'_> {
+    /// Takes a slot of the host, a download slot of the spider and one of
+    /// the worker, waiting for them.
+    pub async fn slots(&self) -> Slots {
         // The semaphores are never closed, so acquiring cannot fail.
-        let host = Arc::clone(entry.shared()).acquire_owned().await.ok();
-        let download = self.downloads.clone().acquire_owned().await.ok();
-        let worker = self.share.slot().await;
+        let host = Arc::clone(&self.host.slots).acquire_owned().await.ok();
+        let download = self.politeness.downloads.clone().acquire_owned().await.ok();
+        let worker = self.politeness.share.slot().await;
         Slots {
             _host: host,
-            _host_entry: entry,
             _download: download,
             _worker: worker,
         }
+    }
+
+    /// Whether the request may go now, having waited for `slot`: yes,
+    /// unless this worker's own responses have slowed the host down since
+    /// that slot was reserved (a request leased before the host began
+    /// failing, or before the cluster heard of it): by a back-off longer
+    /// than the slot's spacing, or by a Retry-After that still holds. Such
+    /// a request takes the next slot of this worker's own pacing instead,
+    /// or goes back to the queue if that is too far away.
+    pub fn pace(&self, slot: Slot) -> Pace {
+        let mut news = self
+            .host
+            .news
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = self.politeness.now_ms();
+        let held = news.held_until > now;
+        let paced_with = match slot {
+            Slot::Local if !held => return Pace::Go,
+            Slot::Local => Duration::ZERO,
+            Slot::Cluster(paced_with) => {
+                if !held && Duration::from_millis(news.host.backoff) <= paced_with {
+                    return Pace::Go;
+                }
+                paced_with
+            }
+        };
+        let due = news.host.next_free.max(news.held_until);
+        if Duration::from_millis(due.saturating_sub(now)) > self.politeness.max_wait {
+            return Pace::Requeue;
+        }
+        news.host.next_free = due;
+        match news.host.reserve(now, paced_with.as_millis() as u64) {
+            (wait, _) if wait.is_zero() => Pace::Go,
+            (wait, _) => Pace::Wait(wait),
+        }
+    }
+
+    /// Learns what a response said about the host (before its slots are
+    /// given back, so the next request for the host knows).
+    pub fn news(&self, outcome: HostOutcome) {
+        let mut news = self
+            .host
+            .news
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = self.politeness.now_ms();
+        if let HostOutcome::Slow { wait } = outcome {
+            news.held_until = news.held_until.max(now + wait.as_millis() as u64);
+        }
+        news.host.news(outcome, now, self.politeness.backoff_max);
     }
 }
 
@@ -122,36 +257,103 @@ mod tests {
     #[tokio::test]
     async fn a_host_entry_lives_while_its_slots_are_held_or_awaited() {
         let p = politeness(2);
-        let a1 = p.slots("a.test").await;
-        let a2 = p.slots("a.test").await;
-        let b = p.slots("b.test").await;
+        let (ta1, ta2, tb, ta3) = (
+            p.join("a.test"),
+            p.join("a.test"),
+            p.join("b.test"),
+            p.join("a.test"),
+        );
+        let a1 = ta1.slots().await;
+        let a2 = ta2.slots().await;
+        let b = tb.slots().await;
         assert_eq!(p.hosts_in_use(), 2);
         // A third request for a.test waits: the host's limit still holds.
-        let mut third = Box::pin(p.slots("a.test"));
+        let mut third = Box::pin(ta3.slots());
         assert!(futures_util::poll!(third.as_mut()).is_pending());
         drop(a1);
         let a3 = third.await;
-        drop((a2, b));
+        drop((a2, b, ta1, ta2, tb));
         assert_eq!(p.hosts_in_use(), 1, "a.test is still held");
         drop(a3);
+        drop(ta3);
         assert_eq!(p.hosts_in_use(), 0);
     }
 
     #[tokio::test]
     async fn a_request_that_gives_up_waiting_lets_go_of_its_host() {
         let p = politeness(1);
-        let held = p.slots("a.test").await;
-        let waiting = tokio::time::timeout(Duration::from_millis(10), p.slots("a.test")).await;
-        assert!(waiting.is_err(), "the host's only slot is taken");
+        let holder = p.join("a.test");
+        let held = holder.slots().await;
+        {
+            let waiter = p.join("a.test");
+            let waiting = tokio::time::timeout(Duration::from_millis(10), waiter.slots()).await;
+            assert!(waiting.is_err(), "the host's only slot is taken");
+        }
         drop(held);
+        drop(holder);
         assert_eq!(p.hosts_in_use(), 0);
+    }
+
+    #[test]
+    fn requests_paced_before_their_host_was_slowed_take_this_workers_slots() {
+        let p = politeness(8);
+        let turn = p.join("a.test");
+        let other_host = p.join("b.test");
+        let cluster = |ms| Slot::Cluster(Duration::from_millis(ms));
+        // Sporadic failures do not slow the host (the cluster's rule).
+        turn.news(HostOutcome::Error);
+        turn.news(HostOutcome::Ok);
+        turn.news(HostOutcome::Error);
+        assert_eq!(turn.pace(cluster(0)), Pace::Go);
+        // Most requests failing does: the first request held back goes at
+        // once, the next ones each a back-off later than the one before.
+        for _ in 0..8 {
+            turn.news(HostOutcome::Error);
+        }
+        assert_eq!(turn.pace(cluster(0)), Pace::Go);
+        let Pace::Wait(second) = turn.pace(cluster(0)) else {
+            panic!("not held back");
+        };
+        let Pace::Wait(third) = turn.pace(cluster(0)) else {
+            panic!("not held back");
+        };
+        assert!(
+            second > Duration::ZERO && third > second,
+            "{second:?} {third:?}"
+        );
+        // A request whose own slot is due goes, however many wait behind it.
+        assert_eq!(turn.pace(Slot::Local), Pace::Go);
+        assert_eq!(
+            turn.pace(cluster(60_000)),
+            Pace::Go,
+            "its slot already kept a longer spacing"
+        );
+        assert_eq!(other_host.pace(cluster(0)), Pace::Go);
+        // A Retry-After holds even the requests this worker paced itself.
+        turn.news(HostOutcome::Slow {
+            wait: Duration::from_secs(1),
+        });
+        let Pace::Wait(held) = turn.pace(Slot::Local) else {
+            panic!("not held for Retry-After");
+        };
+        assert!(held >= Duration::from_millis(900), "{held:?}");
+        // One longer than a lease is worth waiting for: back to the queue
+        // (half of the default 30 s lease).
+        turn.news(HostOutcome::Slow {
+            wait: Duration::from_secs(20),
+        });
+        assert_eq!(turn.pace(cluster(60_000)), Pace::Requeue);
+        drop(turn);
+        drop(other_host);
+        assert_eq!(p.hosts_in_use(), 0, "what was learnt goes with the entry");
     }
 
     #[tokio::test]
     async fn many_hosts_one_after_another_leave_no_entries() {
         let p = politeness(8);
         for i in 0..10_000 {
-            let _slots = p.slots(&format!("h{i}.test")).await;
+            let turn = p.join(&format!("h{i}.test"));
+            let _slots = turn.slots().await;
         }
         assert_eq!(p.hosts_in_use(), 0);
     }

@@ -7,6 +7,8 @@
 //! host's recent error share, whose delay climbs steeply once more than
 //! one response in five fails.
 
+use std::time::Duration;
+
 use super::HostOutcome;
 
 /// How far each response moves the error share (a tenth of the way).
@@ -47,6 +49,23 @@ fn error_delay(e: u64, backoff_max: u64) -> u64 {
 }
 
 impl HostState {
+    /// Reserves the host's next slot at `now` for a request paced at least
+    /// `interval` ms (the spider's delay; the host's Crawl-delay and
+    /// back-off apply if longer), as `reserve_slot` in the scripts does:
+    /// the wait for the slot and the spacing applied.
+    pub fn reserve(&mut self, now: u64, interval: u64) -> (Duration, Duration) {
+        let interval = interval.max(self.crawl_delay).max(self.backoff);
+        if interval == 0 && self.next_free <= now {
+            return (Duration::ZERO, Duration::ZERO);
+        }
+        let slot = now.max(self.next_free);
+        self.next_free = slot + interval;
+        (
+            Duration::from_millis(slot - now),
+            Duration::from_millis(interval),
+        )
+    }
+
     /// Applies what a response said about the host at `now`.
     pub fn news(&mut self, outcome: HostOutcome, now: u64, backoff_max: u64) -> HostNews {
         let (failed, slow) = match outcome {
@@ -88,7 +107,6 @@ impl HostState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn sporadic_errors_cost_nothing_and_a_failing_host_backs_off_hard() {

@@ -152,7 +152,7 @@ impl LocalFrontier {
     }
 
     fn max_wait_ms(&self) -> u64 {
-        (self.options.lease.as_millis() as u64 / 2).max(1000)
+        super::max_wait(self.options.lease).as_millis() as u64
     }
 
     /// Leases up to `max` requests; when fewer are queued, also returns up
@@ -262,17 +262,10 @@ impl LocalFrontier {
                 % 1000;
             interval = base * (500 + r) / 1000;
         }
-        let h = s.hosts.entry(host.to_string()).or_default();
-        interval = interval.max(h.crawl_delay).max(h.backoff);
-        if interval == 0 && h.next_free <= now {
-            return (Duration::ZERO, Duration::ZERO);
-        }
-        let slot = now.max(h.next_free);
-        h.next_free = slot + interval;
-        (
-            Duration::from_millis(slot - now),
-            Duration::from_millis(interval),
-        )
+        s.hosts
+            .entry(host.to_string())
+            .or_default()
+            .reserve(now, interval)
     }
 
     /// Reserves another politeness slot for `host`, at least `crawl_delay`
@@ -371,6 +364,10 @@ impl LocalFrontier {
         let mut n = 0;
         for id in ids {
             if let Some((place, request)) = s.inflight.remove(id) {
+                // Counted against its host's quota again when leased again.
+                if let Some(pages) = s.host_pages.get_mut(&request.host_key()) {
+                    *pages = pages.saturating_sub(1);
+                }
                 s.queue.insert(place, request);
                 n += 1;
             }

@@ -27,7 +27,7 @@ mod commits;
 pub mod connection;
 mod dispatch;
 pub mod dupefilter;
-mod host_news;
+pub mod host_news;
 pub mod hosts;
 pub mod keys;
 pub mod local;
@@ -170,6 +170,14 @@ pub struct Leased {
 pub struct Retry {
     pub request: Request,
     pub delay: Duration,
+}
+
+/// The longest politeness wait worth holding a lease for: half a lease
+/// (`lease_timeout`), at least a second, so a waiting request never needs
+/// more than a couple of renewals and a slow host's requests stay queued
+/// for whoever's turn comes.
+pub fn max_wait(lease: Duration) -> Duration {
+    (lease / 2).max(Duration::from_secs(1))
 }
 
 /// What a response says about its host's load, for adaptive back-off.
@@ -448,11 +456,8 @@ impl RedisFrontier {
         })
     }
 
-    /// The longest politeness wait worth taking a lease for: half a lease,
-    /// so a waiting request never needs more than a couple of renewals and
-    /// a slow host's requests stay queued for whoever's turn comes.
     fn max_wait_ms(&self) -> u64 {
-        (self.lease.as_millis() as u64 / 2).max(1000)
+        max_wait(self.lease).as_millis() as u64
     }
 
     /// The keys every leasing script takes first (see `scripts/lease.lua`).
@@ -629,6 +634,8 @@ impl RedisFrontier {
             .key(&self.keys.requests)
             .key(&self.keys.inflight)
             .key(&self.keys.leases)
+            .key(&self.keys.request_data)
+            .key(&self.keys.host_pages)
             .arg(&self.worker)
             .arg(ids)
             .invoke_async(&mut self.conn.clone())

@@ -122,8 +122,9 @@ fn count_commit(
     }
 }
 
-/// The worker is stopping before this request's download started: its
-/// lease goes back to the queue now (if that fails, it expires).
+/// The request's download did not start (the worker is stopping, or its
+/// host was slowed down after it was leased): its lease goes back to the
+/// queue now, at its place (if that fails, it expires).
 async fn hand_back(ctx: &Context, id: &str) {
     let ids = [id.to_string()];
     if let Err(e) = ctx.frontier.release(&ids).await {
@@ -135,7 +136,7 @@ async fn hand_back(ctx: &Context, id: &str) {
 }
 
 /// Downloads one request and, if it gave a page, extracts it; `None` when
-/// the worker stopped before the download started.
+/// the download did not start and the request goes back to the queue.
 async fn process(
     ctx: &Context,
     request: &Request,
