@@ -4,7 +4,7 @@
 //! 1. [`politeness`]: wait for the host's cluster-wide slot (holding no
 //!    download slot), then take a download slot and one of the host's; a
 //!    request whose host this worker saw slowed down after it was leased
-//!    waits for a slot at the new pace first, or goes back to the queue
+//!    takes a fresh slot at the new pace first, or goes back to the queue
 //!    (see [`politeness::Turn::pace`]);
 //! 2. [`robots`]: obey robots.txt, fetched once for the cluster and cached
 //!    in Redis (a Crawl-delay learnt now, or a slot that passed while
@@ -39,7 +39,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 pub use client::{FetchError, Fetched, HttpClient};
-use politeness::{Pace, Politeness, Slot};
+use politeness::{Pace, Politeness};
 use retry::Failure;
 use robots::{RobotsGate, Verdict};
 
@@ -184,7 +184,7 @@ impl Downloader {
         request: &Request,
         turn: &politeness::Turn<'_>,
         wait: Duration,
-        paced_with: Duration,
+        mut paced_with: Duration,
         stats: &mut Tally,
     ) -> Ready {
         if !wait.is_zero() {
@@ -208,6 +208,7 @@ impl Downloader {
                             })
                             .await;
                         tokio::time::sleep(wait).await;
+                        paced_with = spacing;
                     }
                 }
                 Verdict::Forbidden => {
@@ -229,25 +230,32 @@ impl Downloader {
                 }
             }
         }
-        // Slowed down since this request's slot was reserved: a slot of
-        // this worker's pacing of the host, or back to the queue.
-        let mut slot = Slot::Cluster(paced_with);
+        // Slowed down since this request's slot was reserved: a fresh slot
+        // at the new pace, or back to the queue.
         loop {
             let slots = turn.slots().await;
-            match turn.pace(slot) {
+            let (spacing, hold) = match turn.pace(paced_with) {
                 Pace::Go => return Ready::Go(slots),
-                Pace::Wait(wait) => {
-                    drop(slots);
-                    tracing::debug!(url = %request.url, host = %host, wait_ms = wait.as_millis() as u64, "host slowed down since this request was leased: it waits for a slot at the new pace");
-                    self.politeness.will_wait();
-                    self.politeness.wait_turn(wait).await;
-                    slot = Slot::Local;
-                }
+                Pace::Repace { spacing, hold } => (spacing, hold),
                 Pace::Requeue => {
-                    tracing::debug!(url = %request.url, host = %host, "host slowed down since this request was leased, too far for its lease: handed back to the queue");
+                    tracing::debug!(url = %request.url, host = %host, "host held by a Retry-After since this request was leased, for longer than its lease: handed back to the queue");
                     return Ready::Done(Downloaded::NotStarted);
                 }
+            };
+            drop(slots);
+            let wait = until_done("reserve a politeness slot", &self.frontier.fatal(), || {
+                self.frontier.reserve_slot(&host, spacing)
+            })
+            .await
+            .max(hold);
+            if wait > self.politeness.max_wait() {
+                tracing::debug!(url = %request.url, host = %host, wait_ms = wait.as_millis() as u64, "host slowed down since this request was leased, its next slot too far for its lease: handed back to the queue");
+                return Ready::Done(Downloaded::NotStarted);
             }
+            tracing::debug!(url = %request.url, host = %host, wait_ms = wait.as_millis() as u64, "host slowed down since this request was leased: it waits for a slot at the new pace");
+            self.politeness.will_wait();
+            self.politeness.wait_turn(wait).await;
+            paced_with = spacing;
         }
     }
 

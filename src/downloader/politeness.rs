@@ -17,12 +17,13 @@
 //! ([`HostState::news`]). A request leased before its host began failing
 //! (or before the failure's commit reached Redis) was given a slot at the
 //! old pace. Once the host is slowed down by more than that pace, such a
-//! request takes the next slot of this worker's own pacing of the host,
-//! or goes back to the queue if that is more than half a lease away
-//! ([`Turn::pace`]), as Scrapy applies a slot's new delay to the requests
-//! already queued in it. Without this, every request a worker held for the
-//! host (twice its download slots, see `worker::pool`) would reach it
-//! before the first failure's back-off did.
+//! request takes a fresh slot of the cluster's pacing at the new spacing
+//! (as Scrapy applies a slot's new delay to the requests already queued
+//! in it), or goes back to the queue if a Retry-After holds the host for
+//! more than half a lease ([`Turn::pace`]). Without this, every request
+//! a worker held for the host (twice its download slots, see
+//! `worker::pool`) would reach it before the first failure's back-off
+//! did.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -69,8 +70,7 @@ struct Host {
 /// politeness clock).
 #[derive(Debug, Default)]
 struct News {
-    /// The cluster's back-off numbers as these responses would set them;
-    /// its `next_free` is the slot cursor of the requests held back here.
+    /// The cluster's back-off numbers as these responses would set them.
     host: HostState,
     /// Until when a Retry-After holds the host.
     held_until: u64,
@@ -84,24 +84,19 @@ pub struct Turn<'a> {
     host: Held<Host>,
 }
 
-/// The slot a request waited for before it asks whether it may go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
-    /// Reserved in the cluster's pacing of the host when it was leased,
-    /// with this spacing.
-    Cluster(Duration),
-    /// Reserved here by [`Turn::pace`], and due now.
-    Local,
-}
-
 /// Whether a request may go now (see [`Turn::pace`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pace {
     Go,
-    /// Wait this long for a slot this worker reserved ([`Slot::Local`]).
-    Wait(Duration),
-    /// Its slot would be further away than a lease is worth holding: back
-    /// to the queue, to be leased again at the cluster's pace.
+    /// Slowed down since its slot was reserved: take a fresh slot of the
+    /// cluster's pacing of the host, at least `spacing` after the one
+    /// before, and wait at least `hold` (a Retry-After still in force).
+    Repace {
+        spacing: Duration,
+        hold: Duration,
+    },
+    /// Held by a Retry-After for longer than a lease is worth holding:
+    /// back to the queue, to be leased again when the host's turn comes.
     Requeue,
 }
 
@@ -141,6 +136,11 @@ impl Politeness {
 
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// The longest politeness wait worth holding a lease for.
+    pub fn max_wait(&self) -> Duration {
+        self.max_wait
     }
 
     /// Counts a request that will wait for its host's slot, as soon as it
@@ -188,39 +188,28 @@ impl Turn<'_> {
         }
     }
 
-    /// Whether the request may go now, having waited for `slot`: yes,
-    /// unless this worker's own responses have slowed the host down since
-    /// that slot was reserved (a request leased before the host began
+    /// Whether the request may go now, its slot having been reserved with
+    /// spacing `paced_with`: yes, unless this worker's own responses have
+    /// slowed the host down since (a request leased before the host began
     /// failing, or before the cluster heard of it): by a back-off longer
-    /// than the slot's spacing, or by a Retry-After that still holds. Such
-    /// a request takes the next slot of this worker's own pacing instead,
-    /// or goes back to the queue if that is too far away.
-    pub fn pace(&self, slot: Slot) -> Pace {
-        let mut news = self
+    /// than that spacing, or by a Retry-After still in force.
+    pub fn pace(&self, paced_with: Duration) -> Pace {
+        let news = self
             .host
             .news
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let now = self.politeness.now_ms();
-        let held = news.held_until > now;
-        let paced_with = match slot {
-            Slot::Local if !held => return Pace::Go,
-            Slot::Local => Duration::ZERO,
-            Slot::Cluster(paced_with) => {
-                if !held && Duration::from_millis(news.host.backoff) <= paced_with {
-                    return Pace::Go;
-                }
-                paced_with
+        let hold = Duration::from_millis(news.held_until.saturating_sub(self.politeness.now_ms()));
+        let backoff = Duration::from_millis(news.host.backoff);
+        if hold.is_zero() && backoff <= paced_with {
+            Pace::Go
+        } else if hold > self.politeness.max_wait {
+            Pace::Requeue
+        } else {
+            Pace::Repace {
+                spacing: backoff.max(paced_with),
+                hold,
             }
-        };
-        let due = news.host.next_free.max(news.held_until);
-        if Duration::from_millis(due.saturating_sub(now)) > self.politeness.max_wait {
-            return Pace::Requeue;
-        }
-        news.host.next_free = due;
-        match news.host.reserve(now, paced_with.as_millis() as u64) {
-            (wait, _) if wait.is_zero() => Pace::Go,
-            (wait, _) => Pace::Wait(wait),
         }
     }
 
@@ -295,54 +284,44 @@ mod tests {
     }
 
     #[test]
-    fn requests_paced_before_their_host_was_slowed_take_this_workers_slots() {
+    fn requests_paced_before_their_host_was_slowed_are_paced_again() {
         let p = politeness(8);
         let turn = p.join("a.test");
         let other_host = p.join("b.test");
-        let cluster = |ms| Slot::Cluster(Duration::from_millis(ms));
+        let ms = Duration::from_millis;
         // Sporadic failures do not slow the host (the cluster's rule).
         turn.news(HostOutcome::Error);
         turn.news(HostOutcome::Ok);
         turn.news(HostOutcome::Error);
-        assert_eq!(turn.pace(cluster(0)), Pace::Go);
-        // Most requests failing does: the first request held back goes at
-        // once, the next ones each a back-off later than the one before.
+        assert_eq!(turn.pace(ms(0)), Pace::Go);
+        // Most requests failing does: a request paced before that takes a
+        // fresh slot at the new spacing; one already paced as slowly goes.
         for _ in 0..8 {
             turn.news(HostOutcome::Error);
         }
-        assert_eq!(turn.pace(cluster(0)), Pace::Go);
-        let Pace::Wait(second) = turn.pace(cluster(0)) else {
-            panic!("not held back");
+        let Pace::Repace { spacing, hold } = turn.pace(ms(0)) else {
+            panic!("not paced again");
         };
-        let Pace::Wait(third) = turn.pace(cluster(0)) else {
-            panic!("not held back");
-        };
-        assert!(
-            second > Duration::ZERO && third > second,
-            "{second:?} {third:?}"
-        );
-        // A request whose own slot is due goes, however many wait behind it.
-        assert_eq!(turn.pace(Slot::Local), Pace::Go);
-        assert_eq!(
-            turn.pace(cluster(60_000)),
-            Pace::Go,
-            "its slot already kept a longer spacing"
-        );
-        assert_eq!(other_host.pace(cluster(0)), Pace::Go);
-        // A Retry-After holds even the requests this worker paced itself.
+        assert!(spacing > ms(0) && hold.is_zero(), "{spacing:?} {hold:?}");
+        assert_eq!(turn.pace(spacing), Pace::Go);
+        assert_eq!(other_host.pace(ms(0)), Pace::Go);
+        // A Retry-After holds even requests paced slowly enough.
         turn.news(HostOutcome::Slow {
             wait: Duration::from_secs(1),
         });
-        let Pace::Wait(held) = turn.pace(Slot::Local) else {
+        let Pace::Repace { spacing, hold } = turn.pace(ms(60_000)) else {
             panic!("not held for Retry-After");
         };
-        assert!(held >= Duration::from_millis(900), "{held:?}");
+        assert!(
+            hold >= ms(900) && spacing >= ms(1000),
+            "{spacing:?} {hold:?}"
+        );
         // One longer than a lease is worth waiting for: back to the queue
         // (half of the default 30 s lease).
         turn.news(HostOutcome::Slow {
             wait: Duration::from_secs(20),
         });
-        assert_eq!(turn.pace(cluster(60_000)), Pace::Requeue);
+        assert_eq!(turn.pace(ms(60_000)), Pace::Requeue);
         drop(turn);
         drop(other_host);
         assert_eq!(p.hosts_in_use(), 0, "what was learnt goes with the entry");

@@ -129,12 +129,14 @@ impl Frontier {
         }
     }
 
-    /// Reserves another politeness slot for `host`, at least `crawl_delay`
-    /// after its last one.
-    pub async fn reserve_slot(&self, host: &str, crawl_delay: Duration) -> Result<Duration> {
+    /// Reserves another politeness slot for `host` for a request leased
+    /// before its host was slowed down (a Crawl-delay learnt since, or an
+    /// adaptive back-off): at least `spacing` after the slot before, and
+    /// at least the host's own spacing. Returns how long to wait for it.
+    pub async fn reserve_slot(&self, host: &str, spacing: Duration) -> Result<Duration> {
         match self {
-            Frontier::Redis(f) => f.reserve_slot(host, crawl_delay).await,
-            Frontier::Local(f) => Ok(f.reserve_slot(host, crawl_delay)),
+            Frontier::Redis(f) => f.reserve_slot(host, spacing).await,
+            Frontier::Local(f) => Ok(f.reserve_slot(host, spacing)),
         }
     }
 

@@ -14,10 +14,9 @@ use super::scripts::SCRIPTS;
 use super::{err, to_json, Heartbeat, RedisFrontier, Result, RobotsRecord};
 
 impl RedisFrontier {
-    /// Reserves another politeness slot for `host`, at least `crawl_delay`
-    /// after its last one (a request leased before the host's Crawl-delay
-    /// was known); returns how long to wait for it.
-    pub async fn reserve_slot(&self, host: &str, crawl_delay: Duration) -> Result<Duration> {
+    /// Reserves another politeness slot for `host`, at least `spacing`
+    /// after its last one (see [`super::Frontier::reserve_slot`]).
+    pub async fn reserve_slot(&self, host: &str, spacing: Duration) -> Result<Duration> {
         let ms: u64 = SCRIPTS
             .pace
             .key(&self.keys.pace)
@@ -26,7 +25,7 @@ impl RedisFrontier {
             .arg(host)
             .arg(self.pacing.interval.as_millis() as u64)
             .arg(u8::from(self.pacing.jitter))
-            .arg(crawl_delay.as_millis() as u64)
+            .arg(spacing.as_millis() as u64)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("reserve a politeness slot in", &self.keys.pace))?;

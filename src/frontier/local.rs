@@ -235,7 +235,7 @@ impl LocalFrontier {
             if quota.max_pages_per_host > 0 {
                 *s.host_pages.entry(host.clone()).or_default() += 1;
             }
-            let (wait, interval) = self.reserve(s, &host, now);
+            let (wait, interval) = self.reserve(s, &host, now, 0);
             let id = place.1.to_string();
             s.inflight.insert(id.clone(), (place, request.clone()));
             out.push(Leased {
@@ -251,7 +251,7 @@ impl LocalFrontier {
 
     /// Reserves `host`'s next politeness slot: how long to wait for it, and
     /// the interval applied (as `reserve_slot` in the scripts).
-    fn reserve(&self, s: &mut State, host: &str, now: u64) -> (Duration, Duration) {
+    fn reserve(&self, s: &mut State, host: &str, now: u64, floor: u64) -> (Duration, Duration) {
         let pacing = self.options.pacing;
         let base = pacing.interval.as_millis() as u64;
         let mut interval = base;
@@ -265,16 +265,15 @@ impl LocalFrontier {
         s.hosts
             .entry(host.to_string())
             .or_default()
-            .reserve(now, interval)
+            .reserve(now, interval.max(floor))
     }
 
-    /// Reserves another politeness slot for `host`, at least `crawl_delay`
-    /// after its last one.
-    pub fn reserve_slot(&self, host: &str, crawl_delay: Duration) -> Duration {
+    /// Reserves another politeness slot for `host`, at least `spacing`
+    /// after its last one (see [`super::Frontier::reserve_slot`]).
+    pub fn reserve_slot(&self, host: &str, spacing: Duration) -> Duration {
         let mut s = self.state();
-        let h = s.hosts.entry(host.to_string()).or_default();
-        h.crawl_delay = h.crawl_delay.max(crawl_delay.as_millis() as u64);
-        self.reserve(&mut s, host, now_ms()).0
+        self.reserve(&mut s, host, now_ms(), spacing.as_millis() as u64)
+            .0
     }
 
     /// Commits one page (see `scripts/commit.lua`) and leases `lease_next`
