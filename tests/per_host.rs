@@ -80,6 +80,7 @@ async fn a_crawl_over_many_hosts_leaves_no_per_host_slots_or_locks_behind() {
     let left = downloader.per_host();
     assert_eq!(left.slots, 0, "no request is in progress: {left:?}");
     assert_eq!(left.robots_fetching, 0, "no robots.txt fetch: {left:?}");
+    assert_eq!(left.slowed, 0, "no host failed: {left:?}");
     assert_eq!(left.robots_cached, HOSTS, "{left:?}");
 
     // Every host's page was crawled, and every forbidden one left alone.

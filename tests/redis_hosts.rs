@@ -258,11 +258,19 @@ async fn a_swept_slot_was_no_slot_and_a_swept_crawl_delay_still_holds() {
     let mut c = redis.conn();
     // A host whose Crawl-delay (1 s) a worker has read, but whose record,
     // and Crawl-delay with it, the sweep has deleted.
-    let first = f.reserve_slot("h", Duration::from_secs(1)).await.unwrap();
+    let first = f
+        .reserve_slot("h", Duration::from_secs(1), Duration::ZERO, None)
+        .await
+        .unwrap()
+        .expect("no limit");
     assert_eq!(first, Duration::ZERO);
     let swept = f.sweep(1000, Duration::from_secs(3600)).await.unwrap();
     assert_eq!(swept.slots, 0, "a slot to come is kept");
-    let second = f.reserve_slot("h", Duration::from_secs(1)).await.unwrap();
+    let second = f
+        .reserve_slot("h", Duration::from_secs(1), Duration::ZERO, None)
+        .await
+        .unwrap()
+        .expect("no limit");
     assert!(second >= Duration::from_millis(900), "{second:?}");
     // Once the slot has passed, deleting it changes nothing: the next
     // request goes at once, as it would have with the entry.
@@ -270,10 +278,45 @@ async fn a_swept_slot_was_no_slot_and_a_swept_crawl_delay_still_holds() {
     let swept = f.sweep(1000, Duration::from_secs(3600)).await.unwrap();
     assert_eq!(swept.slots, 1);
     assert_eq!(len(&mut c, "q:pace"), 0);
-    let third = f.reserve_slot("h", Duration::ZERO).await.unwrap();
+    let third = f
+        .reserve_slot("h", Duration::ZERO, Duration::ZERO, None)
+        .await
+        .unwrap()
+        .expect("no limit");
     assert_eq!(third, Duration::ZERO);
     // No interval: nothing written.
     assert_eq!(len(&mut c, "q:pace"), 0);
+}
+
+#[tokio::test]
+async fn a_slot_held_by_a_retry_after_spaces_the_requests_from_its_end() {
+    let redis = RedisServer::start();
+    let f = frontier(&redis).await;
+    let mut c = redis.conn();
+    let (second, hold) = (Duration::from_secs(1), Duration::from_millis(500));
+    let limit = Some(Duration::from_millis(1600));
+    let reserve = |host: &'static str, spacing| f.reserve_slot(host, spacing, hold, limit);
+    // Requests held back by a Retry-After (500 ms) their worker heard
+    // before the cluster did: the first goes when it ends, the next a
+    // spacing later, not all together when it ends.
+    let first = reserve("h", second).await.unwrap().expect("reserved");
+    let next = reserve("h", second).await.unwrap().expect("reserved");
+    assert!(
+        first >= Duration::from_millis(450) && first <= hold,
+        "{first:?}"
+    );
+    assert!(
+        next >= first + Duration::from_millis(950),
+        "{first:?} {next:?}"
+    );
+    // A third slot would be over the limit: none is reserved, so the
+    // request handed back leaves no unused slot in the host's schedule.
+    let pace: Vec<u64> = c.hvals("q:pace").unwrap();
+    assert_eq!(reserve("h", second).await.unwrap(), None);
+    assert_eq!(c.hvals::<_, Vec<u64>>("q:pace").unwrap(), pace);
+    // Without a spacing, the hold alone.
+    let alone = reserve("other", Duration::ZERO).await.unwrap();
+    assert_eq!(alone, Some(hold));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -70,6 +70,13 @@ impl<V> InUse<V> {
     }
 }
 
+impl<V> Held<V> {
+    /// The key it holds.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
 impl<V> Deref for Held<V> {
     type Target = V;
 

@@ -22,8 +22,10 @@
 //!
 //! What it keeps per host is bounded whatever the crawl ([`PerHost`]): a
 //! host's slots and robots.txt fetch lock exist while a request for it is
-//! in progress ([`in_use`]), robots.txt policies and cookies are caches
-//! with a size cap, and idle connections close after a short timeout.
+//! in progress ([`in_use`]), what its failures said is kept for a lease
+//! after the last ([`politeness`]), robots.txt policies and cookies are
+//! caches with a size cap, and idle connections close after a short
+//! timeout.
 
 pub mod budget;
 pub mod client;
@@ -81,6 +83,9 @@ impl Downloaded {
 pub struct PerHost {
     /// Hosts with a request waiting for or holding one of their slots.
     pub slots: usize,
+    /// Hosts whose failures or back-off this worker remembers (for a lease
+    /// after their last response).
+    pub slowed: usize,
     /// Hosts whose robots.txt policy is cached in this worker.
     pub robots_cached: usize,
     /// Hosts whose robots.txt policy a task is fetching or waiting for.
@@ -140,6 +145,7 @@ impl Downloader {
         let (robots_cached, robots_fetching) = self.robots.hosts_cached();
         PerHost {
             slots: self.politeness.hosts_in_use(),
+            slowed: self.politeness.hosts_remembered(),
             robots_cached,
             robots_fetching,
             cookie_sites: self.client.cookie_sites(),
@@ -204,10 +210,12 @@ impl Downloader {
                     if crawl_delay > paced_with || late {
                         let wait =
                             until_done("reserve a politeness slot", &self.frontier.fatal(), || {
-                                self.frontier.reserve_slot(&host, crawl_delay)
+                                self.frontier
+                                    .reserve_slot(&host, crawl_delay, Duration::ZERO, None)
                             })
                             .await;
-                        tokio::time::sleep(wait).await;
+                        // Without a limit the slot is always reserved.
+                        tokio::time::sleep(wait.unwrap_or_default()).await;
                         paced_with = spacing;
                     }
                 }
@@ -243,15 +251,18 @@ impl Downloader {
                 }
             };
             drop(slots);
-            let wait = until_done("reserve a politeness slot", &self.frontier.fatal(), || {
-                self.frontier.reserve_slot(&host, spacing)
+            let max_wait = self.politeness.max_wait();
+            let reserved = until_done("reserve a politeness slot", &self.frontier.fatal(), || {
+                self.frontier
+                    .reserve_slot(&host, spacing, hold, Some(max_wait))
             })
-            .await
-            .max(hold);
-            if wait > self.politeness.max_wait() {
-                tracing::debug!(url = %request.url, host = %host, wait_ms = wait.as_millis() as u64, "host slowed down since this request was leased, its next slot too far for its lease: handed back to the queue");
+            .await;
+            // Too far for its lease: nothing was reserved, so no slot is
+            // left unused in the host's schedule.
+            let Some(wait) = reserved else {
+                tracing::debug!(url = %request.url, host = %host, "host slowed down since this request was leased, its next slot too far for its lease: handed back to the queue");
                 return Ready::Done(Downloaded::NotStarted);
-            }
+            };
             tracing::debug!(url = %request.url, host = %host, wait_ms = wait.as_millis() as u64, "host slowed down since this request was leased: it waits for a slot at the new pace");
             self.politeness.will_wait();
             self.politeness.wait_turn(wait).await;

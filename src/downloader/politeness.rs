@@ -6,25 +6,33 @@
 //! (`concurrent_requests`) and one of the worker process's, which its
 //! spiders share (`worker::pool`).
 //!
-//! A host's entry exists only while a request for it is in the downloader
+//! A host's slots exist only while a request for it is in the downloader
 //! ([`InUse`]): a crawl over a million hosts keeps as many entries as it
 //! has requests in progress, not one per host ever seen. No pacing state
 //! lives here (the next slot is in Redis), so nothing the cluster needs is
 //! lost when an entry goes.
 //!
-//! What an entry does remember is what this worker's own responses said
-//! about the host lately, by the cluster's back-off rule
-//! ([`HostState::news`]). A request leased before its host began failing
-//! (or before the failure's commit reached Redis) was given a slot at the
-//! old pace. Once the host is slowed down by more than that pace, such a
-//! request takes a fresh slot of the cluster's pacing at the new spacing
-//! (as Scrapy applies a slot's new delay to the requests already queued
-//! in it), or goes back to the queue if a Retry-After holds the host for
-//! more than half a lease ([`Turn::pace`]). Without this, every request
-//! a worker held for the host (twice its download slots, see
-//! `worker::pool`) would reach it before the first failure's back-off
-//! did.
+//! What the worker does remember is what its own responses said about a
+//! host lately, by the cluster's back-off rule ([`HostState::news`]). A
+//! request leased before its host began failing (or before the failure's
+//! commit reached Redis) was given a slot at the old pace. Once the host
+//! is slowed down by more than that pace, such a request takes a fresh
+//! slot of the cluster's pacing at the new spacing (as Scrapy applies a
+//! slot's new delay to the requests already queued in it), or goes back to
+//! the queue if a Retry-After holds the host for more than half a lease
+//! ([`Turn::pace`]). Without this, every request a worker held for the
+//! host (twice its download slots, see `worker::pool`) would reach it
+//! before the first failure's back-off did.
+//!
+//! That news outlives the host's slots ([`Recent`]): a request leased
+//! before the news may come to the downloader only after the request that
+//! brought it has gone (its task not yet started, or its lease on the way
+//! back from Redis). Only hosts that failed or were slowed have an entry,
+//! and it goes once the host is back to normal, or a lease after its last
+//! news (a request leased before it has come, gone back or expired by
+//! then).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -37,6 +45,16 @@ use crate::frontier::HostOutcome;
 use crate::settings::Settings;
 use crate::worker::pool::Share;
 
+/// A request whose slot was reserved at least this fraction of its host's
+/// back-off apart from the one before goes on that slot. While a host
+/// fails, its back-off climbs by up to about this much per response, and
+/// the cluster's pacing follows a commit behind: requests leased a failure
+/// or two behind the worker's news would each take a second slot, leaving
+/// their first unused, and the host's schedule would fill with holes in
+/// which nothing reaches it (measured: two seconds of nothing while a
+/// failing host's back-off climbed).
+const REPACE_FACTOR: u32 = 2;
+
 /// The worker's download slots, per host and in all.
 #[derive(Debug)]
 pub struct Politeness {
@@ -44,9 +62,13 @@ pub struct Politeness {
     /// The spider's share of the worker's slots.
     share: Arc<Share>,
     per_host: usize,
-    /// Host → its slots and recent news in this worker, while a request
-    /// uses them.
+    /// Host → its slots in this worker, while a request uses them.
     hosts: InUse<Host>,
+    /// What this worker's responses said lately about the hosts they
+    /// slowed or found failing.
+    recent: Mutex<Recent>,
+    /// How long news is kept after the last (ms): a lease.
+    keep: u64,
     /// The clock of the hosts' news (ms since this instant).
     epoch: Instant,
     /// The back-off rule's longest delay (ms).
@@ -63,17 +85,89 @@ pub struct Politeness {
 struct Host {
     /// Its download slots (`concurrent_requests_per_domain`).
     slots: Arc<Semaphore>,
-    news: Mutex<News>,
 }
 
-/// What this worker's own responses from a host said lately (ms on the
-/// politeness clock).
+/// Host → what this worker's own responses said about it lately, for the
+/// hosts they slowed or found failing (see the module doc). Times are ms
+/// on the politeness clock.
 #[derive(Debug, Default)]
+struct Recent {
+    hosts: HashMap<String, News>,
+    /// When stale entries are next looked for.
+    next_sweep: u64,
+}
+
+/// What this worker's own responses from a host said lately.
+#[derive(Debug, Default, Clone, Copy)]
 struct News {
     /// The cluster's back-off numbers as these responses would set them.
     host: HostState,
     /// Until when a Retry-After holds the host.
     held_until: u64,
+    /// When the last response came.
+    heard: u64,
+}
+
+impl News {
+    /// Nothing a request of the host must wait for.
+    fn normal(&self, now: u64) -> bool {
+        self.host.backoff == 0 && self.host.errors == 0 && self.held_until <= now
+    }
+
+    /// Heard of more than `keep` ago, and holding nothing any more.
+    fn stale(&self, now: u64, keep: u64) -> bool {
+        self.held_until <= now && self.heard.saturating_add(keep) <= now
+    }
+}
+
+impl Recent {
+    /// The host's news at `now`, unless forgotten.
+    fn get(&mut self, host: &str, now: u64, keep: u64) -> Option<News> {
+        self.sweep(now, keep);
+        self.hosts
+            .get(host)
+            .filter(|news| !news.stale(now, keep))
+            .copied()
+    }
+
+    /// Learns what a response from `host` said at `now`.
+    fn hear(&mut self, host: &str, outcome: HostOutcome, now: u64, keep: u64, backoff_max: u64) {
+        self.sweep(now, keep);
+        let mut news = match self.hosts.get(host) {
+            Some(news) if !news.stale(now, keep) => *news,
+            // Nothing to forget for a host at full speed: no entry.
+            _ if matches!(outcome, HostOutcome::Ok | HostOutcome::None) => {
+                self.hosts.remove(host);
+                return;
+            }
+            _ => News::default(),
+        };
+        if let HostOutcome::Slow { wait } = outcome {
+            news.held_until = news.held_until.max(now + wait.as_millis() as u64);
+        }
+        news.host.news(outcome, now, backoff_max);
+        news.heard = now;
+        if news.normal(now) {
+            self.hosts.remove(host);
+        } else {
+            self.hosts.insert(host.to_string(), news);
+        }
+    }
+
+    /// Hosts remembered at `now`.
+    fn len(&mut self, now: u64, keep: u64) -> usize {
+        self.next_sweep = now;
+        self.sweep(now, keep);
+        self.hosts.len()
+    }
+
+    /// Forgets stale entries, at most every quarter of `keep`.
+    fn sweep(&mut self, now: u64, keep: u64) {
+        if now >= self.next_sweep {
+            self.hosts.retain(|_, news| !news.stale(now, keep));
+            self.next_sweep = now + (keep / 4).max(1);
+        }
+    }
 }
 
 /// A request's place with its host, from when it comes to the downloader
@@ -116,6 +210,8 @@ impl Politeness {
             share,
             per_host: settings.concurrent_requests_per_domain.max(1) as usize,
             hosts: InUse::default(),
+            recent: Mutex::default(),
+            keep: settings.lease_timeout.as_millis() as u64,
             epoch: Instant::now(),
             backoff_max: settings.adaptive_backoff_max_delay.as_millis() as u64,
             max_wait: crate::frontier::max_wait(settings.lease_timeout),
@@ -129,7 +225,6 @@ impl Politeness {
             politeness: self,
             host: self.hosts.hold(host, || Host {
                 slots: Arc::new(Semaphore::new(self.per_host)),
-                news: Mutex::default(),
             }),
         }
     }
@@ -152,6 +247,16 @@ impl Politeness {
     /// Hosts with a request in the downloader right now.
     pub fn hosts_in_use(&self) -> usize {
         self.hosts.len()
+    }
+
+    /// Hosts whose recent news this worker remembers (they failed or were
+    /// slowed within a lease).
+    pub fn hosts_remembered(&self) -> usize {
+        self.recent().len(self.now_ms(), self.keep)
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.recent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Requests waiting for their host's slot.
@@ -194,14 +299,14 @@ impl Turn<'_> {
     /// failing, or before the cluster heard of it): by a back-off longer
     /// than that spacing, or by a Retry-After still in force.
     pub fn pace(&self, paced_with: Duration) -> Pace {
-        let news = self
-            .host
-            .news
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let hold = Duration::from_millis(news.held_until.saturating_sub(self.politeness.now_ms()));
+        let p = self.politeness;
+        let now = p.now_ms();
+        let Some(news) = p.recent().get(self.host.key(), now, p.keep) else {
+            return Pace::Go;
+        };
+        let hold = Duration::from_millis(news.held_until.saturating_sub(now));
         let backoff = Duration::from_millis(news.host.backoff);
-        if hold.is_zero() && backoff <= paced_with {
+        if hold.is_zero() && backoff <= paced_with * REPACE_FACTOR {
             Pace::Go
         } else if hold > self.politeness.max_wait {
             Pace::Requeue
@@ -216,16 +321,9 @@ impl Turn<'_> {
     /// Learns what a response said about the host (before its slots are
     /// given back, so the next request for the host knows).
     pub fn news(&self, outcome: HostOutcome) {
-        let mut news = self
-            .host
-            .news
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let now = self.politeness.now_ms();
-        if let HostOutcome::Slow { wait } = outcome {
-            news.held_until = news.held_until.max(now + wait.as_millis() as u64);
-        }
-        news.host.news(outcome, now, self.politeness.backoff_max);
+        let p = self.politeness;
+        p.recent()
+            .hear(self.host.key(), outcome, p.now_ms(), p.keep, p.backoff_max);
     }
 }
 
@@ -304,6 +402,9 @@ mod tests {
         };
         assert!(spacing > ms(0) && hold.is_zero(), "{spacing:?} {hold:?}");
         assert_eq!(turn.pace(spacing), Pace::Go);
+        // Paced a step of the climb behind (a commit behind) still goes.
+        assert_eq!(turn.pace(spacing / 2), Pace::Go);
+        assert!(matches!(turn.pace(spacing / 3), Pace::Repace { .. }));
         assert_eq!(other_host.pace(ms(0)), Pace::Go);
         // A Retry-After holds even requests paced slowly enough.
         turn.news(HostOutcome::Slow {
@@ -324,7 +425,44 @@ mod tests {
         assert_eq!(turn.pace(ms(60_000)), Pace::Requeue);
         drop(turn);
         drop(other_host);
-        assert_eq!(p.hosts_in_use(), 0, "what was learnt goes with the entry");
+        assert_eq!(p.hosts_in_use(), 0);
+        // What was learnt outlives the slots: a request leased before the
+        // news comes to the downloader after the one that brought it.
+        assert_eq!(p.join("a.test").pace(ms(60_000)), Pace::Requeue);
+        assert_eq!(p.hosts_remembered(), 1);
+    }
+
+    #[test]
+    fn news_is_kept_only_for_hosts_in_trouble_and_for_a_lease() {
+        let (keep, max) = (30_000, 60_000);
+        let mut recent = Recent::default();
+        // Healthy hosts leave nothing behind.
+        for i in 0..1000 {
+            recent.hear(&format!("h{i}.test"), HostOutcome::Ok, 0, keep, max);
+        }
+        assert_eq!(recent.len(0, keep), 0);
+        // A failure is remembered until good responses wear it off...
+        recent.hear("a.test", HostOutcome::Error, 0, keep, max);
+        assert_eq!(recent.len(0, keep), 1);
+        let mut now = 0;
+        while recent.get("a.test", now, keep).is_some() {
+            now += 1;
+            recent.hear("a.test", HostOutcome::Ok, now, keep, max);
+            assert!(now < 100, "never forgotten");
+        }
+        assert_eq!(recent.len(now, keep), 0);
+        // ...or a lease passes without news: a Retry-After in force is
+        // kept until it is over.
+        recent.hear("b.test", HostOutcome::Error, 0, keep, max);
+        let slow = HostOutcome::Slow {
+            wait: Duration::from_millis(50_000),
+        };
+        recent.hear("c.test", slow, 0, keep, max);
+        assert!(recent.get("b.test", keep - 1, keep).is_some());
+        assert!(recent.get("b.test", keep, keep).is_none());
+        assert!(recent.get("c.test", keep, keep).is_some());
+        assert_eq!(recent.len(keep, keep), 1);
+        assert_eq!(recent.len(50_000, keep), 0);
     }
 
     #[tokio::test]

@@ -132,11 +132,21 @@ impl Frontier {
     /// Reserves another politeness slot for `host` for a request leased
     /// before its host was slowed down (a Crawl-delay learnt since, or an
     /// adaptive back-off): at least `spacing` after the slot before, and
-    /// at least the host's own spacing. Returns how long to wait for it.
-    pub async fn reserve_slot(&self, host: &str, spacing: Duration) -> Result<Duration> {
+    /// at least the host's own spacing, and no sooner than `hold` from now
+    /// (a Retry-After its worker heard before the cluster did). Returns how
+    /// long to wait for it, or `None` when that would be longer than
+    /// `limit`: nothing is reserved then, so the request can go back to the
+    /// queue without leaving a slot nobody takes.
+    pub async fn reserve_slot(
+        &self,
+        host: &str,
+        spacing: Duration,
+        hold: Duration,
+        limit: Option<Duration>,
+    ) -> Result<Option<Duration>> {
         match self {
-            Frontier::Redis(f) => f.reserve_slot(host, spacing).await,
-            Frontier::Local(f) => Ok(f.reserve_slot(host, spacing)),
+            Frontier::Redis(f) => f.reserve_slot(host, spacing, hold, limit).await,
+            Frontier::Local(f) => Ok(f.reserve_slot(host, spacing, hold, limit)),
         }
     }
 

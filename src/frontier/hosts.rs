@@ -15,9 +15,16 @@ use super::{err, to_json, Heartbeat, RedisFrontier, Result, RobotsRecord};
 
 impl RedisFrontier {
     /// Reserves another politeness slot for `host`, at least `spacing`
-    /// after its last one (see [`super::Frontier::reserve_slot`]).
-    pub async fn reserve_slot(&self, host: &str, spacing: Duration) -> Result<Duration> {
-        let ms: u64 = SCRIPTS
+    /// after its last one and no sooner than `hold`, unless more than
+    /// `limit` away (see [`super::Frontier::reserve_slot`]).
+    pub async fn reserve_slot(
+        &self,
+        host: &str,
+        spacing: Duration,
+        hold: Duration,
+        limit: Option<Duration>,
+    ) -> Result<Option<Duration>> {
+        let ms: i64 = SCRIPTS
             .pace
             .key(&self.keys.pace)
             .key(&self.keys.host_delay)
@@ -26,10 +33,12 @@ impl RedisFrontier {
             .arg(self.pacing.interval.as_millis() as u64)
             .arg(u8::from(self.pacing.jitter))
             .arg(spacing.as_millis() as u64)
+            .arg(hold.as_millis() as u64)
+            .arg(limit.map_or(-1, |l| l.as_millis() as i64))
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("reserve a politeness slot in", &self.keys.pace))?;
-        Ok(Duration::from_millis(ms))
+        Ok(u64::try_from(ms).ok().map(Duration::from_millis))
     }
 
     /// How many hosts are slowed down by adaptive back-off right now.

@@ -269,11 +269,25 @@ impl LocalFrontier {
     }
 
     /// Reserves another politeness slot for `host`, at least `spacing`
-    /// after its last one (see [`super::Frontier::reserve_slot`]).
-    pub fn reserve_slot(&self, host: &str, spacing: Duration) -> Duration {
+    /// after its last one and no sooner than `hold`, unless more than
+    /// `limit` away (see [`super::Frontier::reserve_slot`]).
+    pub fn reserve_slot(
+        &self,
+        host: &str,
+        spacing: Duration,
+        hold: Duration,
+        limit: Option<Duration>,
+    ) -> Option<Duration> {
         let mut s = self.state();
-        self.reserve(&mut s, host, now_ms(), spacing.as_millis() as u64)
-            .0
+        let now = now_ms();
+        let next_free = s.hosts.get(host).map_or(0, |h| h.next_free);
+        let soonest = Duration::from_millis(next_free.saturating_sub(now)).max(hold);
+        if limit.is_some_and(|limit| soonest > limit) {
+            return None;
+        }
+        // Reserved as if asked `hold` from now, as pace.lua does.
+        let at = now + hold.as_millis() as u64;
+        Some(hold + self.reserve(&mut s, host, at, spacing.as_millis() as u64).0)
     }
 
     /// Commits one page (see `scripts/commit.lua`) and leases `lease_next`

@@ -126,12 +126,16 @@ fn count_commit(
 /// host was slowed down after it was leased): its lease goes back to the
 /// queue now, at its place (if that fails, it expires).
 async fn hand_back(ctx: &Context, id: &str) {
+    // No longer this worker's before it is back in the queue: once it is,
+    // a commit in progress may lease it again and record it as in flight,
+    // and removing it after that would leave the new lease unrenewed and,
+    // when the worker stops, not handed back.
+    if let Ok(mut set) = ctx.inflight.lock() {
+        set.remove(id);
+    }
     let ids = [id.to_string()];
     if let Err(e) = ctx.frontier.release(&ids).await {
         tracing::debug!(%id, error = %e, "could not hand a request back; its lease expires instead");
-    }
-    if let Ok(mut set) = ctx.inflight.lock() {
-        set.remove(id);
     }
 }
 
