@@ -16,7 +16,7 @@
 //! host lately, by the cluster's back-off rule ([`HostState::news`]). A
 //! request leased before its host began failing (or before the failure's
 //! commit reached Redis) was given a slot at the old pace. Once the host
-//! is slowed down by more than that pace, such a request takes a fresh
+//! is slowed down well beyond that pace, such a request takes a fresh
 //! slot of the cluster's pacing at the new spacing (as Scrapy applies a
 //! slot's new delay to the requests already queued in it), or goes back to
 //! the queue if a Retry-After holds the host for more than half a lease
@@ -45,8 +45,8 @@ use crate::frontier::HostOutcome;
 use crate::settings::Settings;
 use crate::worker::pool::Share;
 
-/// A request whose slot was reserved at least this fraction of its host's
-/// back-off apart from the one before goes on that slot. While a host
+/// A request whose slot was spaced from the one before by at least its
+/// host's back-off divided by this goes on that slot. While a host
 /// fails, its back-off climbs by up to about this much per response, and
 /// the cluster's pacing follows a commit behind: requests leased a failure
 /// or two behind the worker's news would each take a second slot, leaving
@@ -296,8 +296,9 @@ impl Turn<'_> {
     /// Whether the request may go now, its slot having been reserved with
     /// spacing `paced_with`: yes, unless this worker's own responses have
     /// slowed the host down since (a request leased before the host began
-    /// failing, or before the cluster heard of it): by a back-off longer
-    /// than that spacing, or by a Retry-After still in force.
+    /// failing, or before the cluster heard of it): by a back-off over
+    /// [`REPACE_FACTOR`] times that spacing, or by a Retry-After still in
+    /// force.
     pub fn pace(&self, paced_with: Duration) -> Pace {
         let p = self.politeness;
         let now = p.now_ms();
