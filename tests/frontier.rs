@@ -251,6 +251,50 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
     assert_eq!(conn.llen::<_, u64>("q:items").unwrap(), 3);
 }
 
+/// A worker whose lease on a page expired (its commit stuck behind a Redis
+/// outage) may lease the page again and fetch it while the first commit
+/// still waits: both commits may then meet in one batch, each finding the
+/// lease the worker's. One of them is committed, not both.
+#[tokio::test]
+async fn the_same_page_twice_in_one_batch_is_committed_once() {
+    let redis = RedisServer::start();
+    let (spider, short) = frontier(&redis, "worker-a", Duration::from_millis(200)).await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let a = RedisFrontier::connect(
+        &client.into(),
+        Options {
+            lease: Duration::from_secs(60),
+            commit_wait: Duration::from_millis(300),
+            ..spider.frontier_options("worker-a")
+        },
+    )
+    .await
+    .unwrap();
+    enqueue(&spider, &a.clone().into(), &[(1, 0)]).await;
+    let first = short.lease(1, 0).await.unwrap().0;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = a.lease(1, 0).await.unwrap().0;
+    assert_eq!(order(&again), vec![1], "leased again by the same worker");
+    assert_eq!(first[0].id, again[0].id);
+    let page = PageResult {
+        items: vec![serde_json::from_str(r#"{"n": 1}"#).unwrap()],
+        ..PageResult::default()
+    };
+    let (r1, r2) = tokio::join!(
+        a.commit(&first[0], &page, 0, true),
+        a.commit(&again[0], &page, 0, true),
+    );
+    let mut results = [r1.unwrap().0, r2.unwrap().0];
+    results.sort_by_key(|r| matches!(r, Committed::Done { .. }));
+    assert!(
+        matches!(results, [Committed::LeaseLost, Committed::Done { .. }]),
+        "{results:?}"
+    );
+    let mut conn = redis.conn();
+    assert_eq!(conn.llen::<_, u64>("q:items").unwrap(), 1, "one item");
+    assert_eq!(conn.zcard::<_, u64>("q:inflight").unwrap(), 0);
+}
+
 /// A page that may not wait (its download slot would idle until its
 /// replacement comes) sends its batch at once, with the pages already
 /// waiting in it, however long `commit_wait` is.

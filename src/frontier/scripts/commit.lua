@@ -91,11 +91,16 @@ end
 local owner_prefix = worker .. '|'
 local lost = {-1}
 local owners = prove_by('hash', 'leases', 'HMGET', K.owners, unpack(ids))
+-- A page twice in one batch (its worker's lease expired while the first
+-- commit waited, and the worker leased and fetched it again) finds the
+-- lease its worker's both times: only the first is committed.
+local seen = {}
 for i = 1, n_pages do
   local owner = owners[i]
-  if not owner or string.sub(owner, 1, #owner_prefix) ~= owner_prefix then
+  if not owner or string.sub(owner, 1, #owner_prefix) ~= owner_prefix or seen[ids[i]] then
     lost[#lost + 1] = i
   end
+  seen[ids[i]] = true
 end
 if #lost > 1 then
   return lost
