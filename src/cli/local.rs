@@ -64,7 +64,7 @@ pub async fn run_local(
         ),
     };
     let (stop, shutdown) = watch::channel(false);
-    tokio::spawn(super::run::signals(stop.clone()));
+    super::run::listen_for_signals(stop.clone());
     let settings = spider.settings.clone();
     let shared = Shared::new(
         "local".to_string(),

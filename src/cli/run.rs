@@ -73,7 +73,7 @@ pub async fn run(
         return Err(InvalidInput(invalid.join("\n")).into());
     }
     let (stop, shutdown) = watch::channel(false);
-    tokio::spawn(signals(stop));
+    listen_for_signals(stop);
     // Bound before anything starts, so a taken port fails the command.
     let metrics = match metrics_addr {
         Some(addr) => {
@@ -427,8 +427,10 @@ pub(super) async fn update_status(
     }
 }
 
-/// First signal: graceful stop. Second: exit now.
-pub(super) async fn signals(stop: watch::Sender<bool>) {
+/// First signal: graceful stop. Second: exit now. The handlers are in
+/// place when this returns (a task spawned to register them could run
+/// after a signal that came early, which would then kill the process).
+pub(super) fn listen_for_signals(stop: watch::Sender<bool>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
@@ -437,17 +439,21 @@ pub(super) async fn signals(stop: watch::Sender<bool>) {
         tracing::warn!("cannot listen for signals; stop the worker with SIGKILL (nothing is lost)");
         return;
     };
-    for n in 0.. {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
+    tokio::spawn(async move {
+        for n in 0.. {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if n == 0 {
+                tracing::info!(
+                    "stopping: finishing pages in flight (signal again to exit at once)"
+                );
+                let _ = stop.send(true);
+            } else {
+                tracing::warn!("second signal: exiting now; unfinished pages return to the queue when their leases expire");
+                std::process::exit(130);
+            }
         }
-        if n == 0 {
-            tracing::info!("stopping: finishing pages in flight (signal again to exit at once)");
-            let _ = stop.send(true);
-        } else {
-            tracing::warn!("second signal: exiting now; unfinished pages return to the queue when their leases expire");
-            std::process::exit(130);
-        }
-    }
+    });
 }

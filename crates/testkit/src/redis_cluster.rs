@@ -171,16 +171,23 @@ impl RedisCluster {
     }
 
     fn shard_of(&self, key: &str) -> Shard {
-        let mut c = self.any();
-        let slot: u16 = redis::cmd("CLUSTER")
+        let slot = self.slot_of(key);
+        // Right after a failover a node's view may not name the new master
+        // yet: wait until it does.
+        let mut found = None;
+        self.wait(&format!("a master serves slot {slot} of {key}"), || {
+            found = shards(&mut self.any()).into_iter().find(|s| s.serves(slot));
+            found.is_some()
+        });
+        found.unwrap_or_else(|| panic!("no node serves slot {slot} of {key}"))
+    }
+
+    fn slot_of(&self, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
-            .query(&mut c)
-            .expect("CLUSTER KEYSLOT");
-        shards(&mut c)
-            .into_iter()
-            .find(|s| s.serves(slot))
-            .unwrap_or_else(|| panic!("no node serves slot {slot} of {key}"))
+            .query(&mut self.any())
+            .expect("CLUSTER KEYSLOT")
     }
 
     /// A connection to the master serving `key`, for assertions.
@@ -218,6 +225,7 @@ impl RedisCluster {
     /// the whole data set, which no failover survives); writes after that
     /// may still be lost.
     pub fn kill_master_of(&mut self, key: &str) -> u16 {
+        let slot = self.slot_of(key);
         let shard = self.shard_of(key);
         let old = shard.master;
         let offset = |port: u16, field: &str| -> Option<u64> {
@@ -252,7 +260,12 @@ impl RedisCluster {
                         .arg("INFO")
                         .query::<String>(&mut c)
                         .is_ok_and(|i| i.contains("cluster_state:ok"))
-                        && shards(&mut c).iter().all(|s| s.master != old)
+                        // Every node names a new master for the slot (the
+                        // old one is left out of a view once it is marked
+                        // failed, before the new one is in).
+                        && shards(&mut c)
+                            .iter()
+                            .any(|s| s.serves(slot) && s.master != old)
                 })
             })
         });
