@@ -63,6 +63,22 @@ async fn both(redis: &RedisServer) -> Vec<(Spider, Frontier)> {
     vec![(spider, f.into()), local]
 }
 
+/// Worker a's frontier with a lease of a minute, whose commits wait up to
+/// `commit_wait` for other pages to share their batch.
+async fn batching(redis: &RedisServer, spider: &Spider, commit_wait: Duration) -> RedisFrontier {
+    let client = redis::Client::open(redis.url()).unwrap();
+    RedisFrontier::connect(
+        &client.into(),
+        Options {
+            lease: Duration::from_secs(60),
+            commit_wait,
+            ..spider.frontier_options("worker-a")
+        },
+    )
+    .await
+    .unwrap()
+}
+
 /// Pushes tasks (n, priority) and claims them all into the queue, in order.
 async fn enqueue(spider: &Spider, f: &Frontier, tasks: &[(u32, i64)]) {
     let entries: Vec<String> = tasks
@@ -172,17 +188,7 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
     let (spider, short) = frontier(&redis, "worker-a", Duration::from_millis(200)).await;
     let (_, other) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
     // Worker a's frontier waits for pages to share a commit.
-    let client = redis::Client::open(redis.url()).unwrap();
-    let a = RedisFrontier::connect(
-        &client.into(),
-        Options {
-            lease: Duration::from_secs(60),
-            commit_wait: Duration::from_millis(300),
-            ..spider.frontier_options("worker-a")
-        },
-    )
-    .await
-    .unwrap();
+    let a = batching(&redis, &spider, Duration::from_millis(300)).await;
     enqueue(&spider, &a.clone().into(), &[(1, 0), (2, 0), (3, 0)]).await;
     // Request 1 is leased by a with a short lease, which expires and goes
     // to b; 2 and 3 are a's for a minute.
@@ -259,17 +265,7 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
 async fn the_same_page_twice_in_one_batch_is_committed_once() {
     let redis = RedisServer::start();
     let (spider, short) = frontier(&redis, "worker-a", Duration::from_millis(200)).await;
-    let client = redis::Client::open(redis.url()).unwrap();
-    let a = RedisFrontier::connect(
-        &client.into(),
-        Options {
-            lease: Duration::from_secs(60),
-            commit_wait: Duration::from_millis(300),
-            ..spider.frontier_options("worker-a")
-        },
-    )
-    .await
-    .unwrap();
+    let a = batching(&redis, &spider, Duration::from_millis(300)).await;
     enqueue(&spider, &a.clone().into(), &[(1, 0)]).await;
     let first = short.lease(1, 0).await.unwrap().0;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -302,17 +298,7 @@ async fn the_same_page_twice_in_one_batch_is_committed_once() {
 async fn a_page_that_may_not_wait_sends_its_batch_at_once() {
     let redis = RedisServer::start();
     let (spider, _) = frontier(&redis, "worker-a", Duration::from_secs(60)).await;
-    let client = redis::Client::open(redis.url()).unwrap();
-    let a = RedisFrontier::connect(
-        &client.into(),
-        Options {
-            lease: Duration::from_secs(60),
-            commit_wait: Duration::from_secs(600),
-            ..spider.frontier_options("worker-a")
-        },
-    )
-    .await
-    .unwrap();
+    let a = batching(&redis, &spider, Duration::from_secs(600)).await;
     enqueue(&spider, &a.clone().into(), &[(1, 0), (2, 0)]).await;
     let held = a.lease(2, 0).await.unwrap().0;
     let page = PageResult::default();
