@@ -67,8 +67,6 @@ pub struct Politeness {
     /// What this worker's responses said lately about the hosts they
     /// slowed or found failing.
     recent: Mutex<Recent>,
-    /// How long news is kept after the last (ms): a lease.
-    keep: u64,
     /// The clock of the hosts' news (ms since this instant).
     epoch: Instant,
     /// The back-off rule's longest delay (ms).
@@ -90,9 +88,11 @@ struct Host {
 /// Host → what this worker's own responses said about it lately, for the
 /// hosts they slowed or found failing (see the module doc). Times are ms
 /// on the politeness clock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Recent {
     hosts: HashMap<String, News>,
+    /// How long news is kept after the last (ms): a lease.
+    keep: u64,
     /// When stale entries are next looked for.
     next_sweep: u64,
 }
@@ -121,9 +121,18 @@ impl News {
 }
 
 impl Recent {
+    fn new(keep: u64) -> Recent {
+        Recent {
+            hosts: HashMap::new(),
+            keep,
+            next_sweep: 0,
+        }
+    }
+
     /// The host's news at `now`, unless forgotten.
-    fn get(&mut self, host: &str, now: u64, keep: u64) -> Option<News> {
-        self.sweep(now, keep);
+    fn get(&mut self, host: &str, now: u64) -> Option<News> {
+        self.sweep(now);
+        let keep = self.keep;
         self.hosts
             .get(host)
             .filter(|news| !news.stale(now, keep))
@@ -131,10 +140,10 @@ impl Recent {
     }
 
     /// Learns what a response from `host` said at `now`.
-    fn hear(&mut self, host: &str, outcome: HostOutcome, now: u64, keep: u64, backoff_max: u64) {
-        self.sweep(now, keep);
+    fn hear(&mut self, host: &str, outcome: HostOutcome, now: u64, backoff_max: u64) {
+        self.sweep(now);
         let mut news = match self.hosts.get(host) {
-            Some(news) if !news.stale(now, keep) => *news,
+            Some(news) if !news.stale(now, self.keep) => *news,
             // Nothing to forget for a host at full speed: no entry.
             _ if matches!(outcome, HostOutcome::Ok | HostOutcome::None) => {
                 self.hosts.remove(host);
@@ -155,18 +164,22 @@ impl Recent {
     }
 
     /// Hosts remembered at `now`.
-    fn len(&mut self, now: u64, keep: u64) -> usize {
-        self.next_sweep = now;
-        self.sweep(now, keep);
+    fn len(&mut self, now: u64) -> usize {
+        self.forget_stale(now);
         self.hosts.len()
     }
 
-    /// Forgets stale entries, at most every quarter of `keep`.
-    fn sweep(&mut self, now: u64, keep: u64) {
+    /// Forgets stale entries, at most every quarter of a lease.
+    fn sweep(&mut self, now: u64) {
         if now >= self.next_sweep {
-            self.hosts.retain(|_, news| !news.stale(now, keep));
-            self.next_sweep = now + (keep / 4).max(1);
+            self.forget_stale(now);
         }
+    }
+
+    fn forget_stale(&mut self, now: u64) {
+        let keep = self.keep;
+        self.hosts.retain(|_, news| !news.stale(now, keep));
+        self.next_sweep = now + (keep / 4).max(1);
     }
 }
 
@@ -210,8 +223,7 @@ impl Politeness {
             share,
             per_host: settings.concurrent_requests_per_domain.max(1) as usize,
             hosts: InUse::default(),
-            recent: Mutex::default(),
-            keep: settings.lease_timeout.as_millis() as u64,
+            recent: Mutex::new(Recent::new(settings.lease_timeout.as_millis() as u64)),
             epoch: Instant::now(),
             backoff_max: settings.adaptive_backoff_max_delay.as_millis() as u64,
             max_wait: crate::frontier::max_wait(settings.lease_timeout),
@@ -252,7 +264,7 @@ impl Politeness {
     /// Hosts whose recent news this worker remembers (they failed or were
     /// slowed within a lease).
     pub fn hosts_remembered(&self) -> usize {
-        self.recent().len(self.now_ms(), self.keep)
+        self.recent().len(self.now_ms())
     }
 
     fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
@@ -302,7 +314,7 @@ impl Turn<'_> {
     pub fn pace(&self, paced_with: Duration) -> Pace {
         let p = self.politeness;
         let now = p.now_ms();
-        let Some(news) = p.recent().get(self.host.key(), now, p.keep) else {
+        let Some(news) = p.recent().get(self.host.key(), now) else {
             return Pace::Go;
         };
         let hold = Duration::from_millis(news.held_until.saturating_sub(now));
@@ -324,7 +336,7 @@ impl Turn<'_> {
     pub fn news(&self, outcome: HostOutcome) {
         let p = self.politeness;
         p.recent()
-            .hear(self.host.key(), outcome, p.now_ms(), p.keep, p.backoff_max);
+            .hear(self.host.key(), outcome, p.now_ms(), p.backoff_max);
     }
 }
 
@@ -436,34 +448,34 @@ mod tests {
     #[test]
     fn news_is_kept_only_for_hosts_in_trouble_and_for_a_lease() {
         let (keep, max) = (30_000, 60_000);
-        let mut recent = Recent::default();
+        let mut recent = Recent::new(keep);
         // Healthy hosts leave nothing behind.
         for i in 0..1000 {
-            recent.hear(&format!("h{i}.test"), HostOutcome::Ok, 0, keep, max);
+            recent.hear(&format!("h{i}.test"), HostOutcome::Ok, 0, max);
         }
-        assert_eq!(recent.len(0, keep), 0);
+        assert_eq!(recent.len(0), 0);
         // A failure is remembered until good responses wear it off...
-        recent.hear("a.test", HostOutcome::Error, 0, keep, max);
-        assert_eq!(recent.len(0, keep), 1);
+        recent.hear("a.test", HostOutcome::Error, 0, max);
+        assert_eq!(recent.len(0), 1);
         let mut now = 0;
-        while recent.get("a.test", now, keep).is_some() {
+        while recent.get("a.test", now).is_some() {
             now += 1;
-            recent.hear("a.test", HostOutcome::Ok, now, keep, max);
+            recent.hear("a.test", HostOutcome::Ok, now, max);
             assert!(now < 100, "never forgotten");
         }
-        assert_eq!(recent.len(now, keep), 0);
+        assert_eq!(recent.len(now), 0);
         // ...or a lease passes without news: a Retry-After in force is
         // kept until it is over.
-        recent.hear("b.test", HostOutcome::Error, 0, keep, max);
+        recent.hear("b.test", HostOutcome::Error, 0, max);
         let slow = HostOutcome::Slow {
             wait: Duration::from_millis(50_000),
         };
-        recent.hear("c.test", slow, 0, keep, max);
-        assert!(recent.get("b.test", keep - 1, keep).is_some());
-        assert!(recent.get("b.test", keep, keep).is_none());
-        assert!(recent.get("c.test", keep, keep).is_some());
-        assert_eq!(recent.len(keep, keep), 1);
-        assert_eq!(recent.len(50_000, keep), 0);
+        recent.hear("c.test", slow, 0, max);
+        assert!(recent.get("b.test", keep - 1).is_some());
+        assert!(recent.get("b.test", keep).is_none());
+        assert!(recent.get("c.test", keep).is_some());
+        assert_eq!(recent.len(keep), 1);
+        assert_eq!(recent.len(50_000), 0);
     }
 
     #[tokio::test]

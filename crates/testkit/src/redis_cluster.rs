@@ -171,15 +171,18 @@ impl RedisCluster {
     }
 
     fn shard_of(&self, key: &str) -> Shard {
-        let slot = self.slot_of(key);
-        // Right after a failover a node's view may not name the new master
-        // yet: wait until it does.
+        self.shard_serving(self.slot_of(key))
+    }
+
+    /// The shard serving `slot`. Right after a failover a node's view may
+    /// not name the new master yet: waits until it does.
+    fn shard_serving(&self, slot: u16) -> Shard {
         let mut found = None;
-        self.wait(&format!("a master serves slot {slot} of {key}"), || {
+        self.wait(&format!("a master serves slot {slot}"), || {
             found = shards(&mut self.any()).into_iter().find(|s| s.serves(slot));
             found.is_some()
         });
-        found.unwrap_or_else(|| panic!("no node serves slot {slot} of {key}"))
+        found.unwrap_or_else(|| panic!("no node serves slot {slot}"))
     }
 
     fn slot_of(&self, key: &str) -> u16 {
@@ -226,7 +229,7 @@ impl RedisCluster {
     /// may still be lost.
     pub fn kill_master_of(&mut self, key: &str) -> u16 {
         let slot = self.slot_of(key);
-        let shard = self.shard_of(key);
+        let shard = self.shard_serving(slot);
         let old = shard.master;
         let offset = |port: u16, field: &str| -> Option<u64> {
             let info: String = redis::cmd("INFO")
