@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use std::sync::Arc;
-
 use crawlworker::frontier::{
     Committed, DeadLetter, Frontier, LocalFrontier, Options, PageResult, RedisFrontier, Refused,
     StartClaim,
@@ -59,7 +57,7 @@ async fn both(redis: &RedisServer) -> Vec<(Spider, Frontier)> {
         Vec::new(),
         Box::new(std::io::sink()),
     );
-    let local = (spider.clone(), Frontier::Local(Arc::new(local)));
+    let local = (spider.clone(), Frontier::from(local));
     vec![(spider, f.into()), local]
 }
 
@@ -85,10 +83,7 @@ async fn enqueue(spider: &Spider, f: &Frontier, tasks: &[(u32, i64)]) {
         .iter()
         .map(|(n, p)| format!(r#"{{"n": {n}, "p": {p}}}"#))
         .collect();
-    let pushed = match f {
-        Frontier::Redis(f) => f.push_start(&entries, 0.0, None).await.unwrap(),
-        Frontier::Local(f) => f.push_start(&entries),
-    };
+    let pushed = f.push_start(&entries).await.unwrap();
     assert_eq!(pushed, entries.len() as u64);
     let (_, read) = f.lease(0, entries.len()).await.unwrap();
     let claims: Vec<StartClaim> = read
@@ -352,7 +347,7 @@ async fn the_dupefilter_filters_unless_dont_filter() {
                 filtered: 1
             }
         );
-        if let Frontier::Redis(_) = f {
+        if f.is_shared() {
             let mut conn = redis.conn();
             let fp = crawlworker::request::Request::get("http://127.0.0.1:8700/a").fingerprint();
             assert!(conn.sismember::<_, _, bool>("q:dupefilter", &fp).unwrap());

@@ -19,6 +19,7 @@ use super::tools::{entry_lines, valid_entries};
 use super::{load_spider, status_line, InvalidInput};
 use crate::config::Config;
 use crate::frontier::local::ItemWriter;
+use crate::frontier::Backend;
 use crate::settings::Overrides;
 use crate::wording::plural;
 use crate::worker::shared::Shared;
@@ -72,11 +73,7 @@ pub async fn run_local(
         None,
     )
     .with_memory_budget(settings.download_memory_budget.0);
-    let run = SpiderRun::local(spider, settings, &shared, entries, sink)?;
-    let frontier = run.frontier();
-    let Some(store) = frontier.local().cloned() else {
-        anyhow::bail!("a local crawl has no local frontier (a bug)");
-    };
+    let (run, store) = SpiderRun::local(spider, settings, &shared, entries, sink)?;
     // Items that cannot be written stop the crawl: nothing more is leased,
     // and the command fails below.
     let watched = store.clone();
@@ -105,8 +102,8 @@ pub async fn run_local(
     if let Some(e) = store.sink_error() {
         anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped");
     }
-    let status = store.status();
-    let (failed, _) = store.failures();
+    let status = store.status().await?;
+    let failed = store.failures(usize::MAX).await?;
     tracing::info!(
         spider = %summary.spider,
         "local crawl ended ({}): {} to {items_to}, {} failed for good, {} set aside as malformed",

@@ -19,7 +19,7 @@
 //! One task per frontier sends the batches, one at a time; a page's
 //! [`RedisFrontier::commit`] hands its encoded page to it and waits for its own
 //! result. The task rides out Redis outages as a page's commit always did
-//! (see [`super::outage::until_done`]): a commit, once started, finishes.
+//! (see [`crate::frontier::outage::until_done`]): a commit, once started, finishes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -378,7 +378,7 @@ async fn send_batches(frontier: RedisFrontier, mut pending: mpsc::UnboundedRecei
         let release = released.elapsed() >= RELEASE_EVERY;
         let (pages, replies): (Vec<PageArgs>, Vec<_>) =
             batch.into_iter().map(|p| (p.page, p.reply)).unzip();
-        let done = super::outage::until_done("commit pages", &frontier.fatal, || {
+        let done = crate::frontier::outage::until_done("commit pages", &frontier.fatal, || {
             frontier.commit_batch(&pages, release)
         })
         .await;

@@ -5,7 +5,8 @@
 
 use super::scripts::SCRIPTS;
 use super::{
-    encode, err, to_json, FailedRecord, Heartbeat, KeyGroup, RedisFrontier, Result, MAX_PRIORITY,
+    encode, err, to_json, DeadLetter, FailedRecord, Heartbeat, KeyGroup, RedisFrontier, Result,
+    MAX_PRIORITY,
 };
 use crate::request::Request;
 use crate::stats::{self, Tally};
@@ -111,13 +112,28 @@ impl RedisFrontier {
     /// The last `n` failed requests, oldest first (unreadable entries are
     /// left out).
     pub async fn recent_failures(&self, n: usize) -> Result<Vec<FailedRecord>> {
+        self.last_records(&self.keys.failed, n).await
+    }
+
+    /// The last `n` dead letters, oldest first (unreadable entries are left
+    /// out).
+    pub async fn recent_dead_letters(&self, n: usize) -> Result<Vec<DeadLetter>> {
+        self.last_records(&self.keys.dead, n).await
+    }
+
+    /// The last `n` JSON records of the list `key` that parse as `T`.
+    async fn last_records<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        n: usize,
+    ) -> Result<Vec<T>> {
         let raw: Vec<Vec<u8>> = redis::cmd("LRANGE")
-            .arg(&self.keys.failed)
+            .arg(key)
             .arg(-(n.max(1) as i64))
             .arg(-1)
             .query_async(&mut self.conn.clone())
             .await
-            .map_err(err("read", &self.keys.failed))?;
+            .map_err(err("read", key))?;
         Ok(raw
             .iter()
             .filter_map(|r| serde_json::from_slice(r).ok())

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use super::scripts::SCRIPTS;
-use super::{err, to_json, Heartbeat, RedisFrontier, Result, RobotsRecord};
+use super::{err, to_json, Heartbeat, RedisFrontier, Result, RobotsRecord, Swept};
 
 impl RedisFrontier {
     /// Reserves another politeness slot for `host`, at least `spacing`
@@ -148,19 +148,4 @@ impl RedisFrontier {
     pub fn backoff_forgotten_after(&self) -> Duration {
         (self.pacing.backoff_max * 10).max(Duration::from_secs(1))
     }
-}
-
-/// What one sweep step deleted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Swept {
-    /// Politeness slots in the past.
-    pub slots: u64,
-    /// Back-off states of hosts left alone.
-    pub backoffs: u64,
-    /// Expired (or unreadable) robots.txt records, with their Crawl-delays.
-    pub robots: u64,
-    /// robots.txt fetch locks that had run out.
-    pub locks: u64,
-    /// Heartbeats of workers long gone.
-    pub workers: u64,
 }

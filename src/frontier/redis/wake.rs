@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, Notify};
 
-use super::redis_url::redact;
+use super::url::redact;
 use crate::backoff::Backoff;
 
 /// The channels subscribed to: each one's waiters and how many spiders

@@ -9,9 +9,9 @@
 //! this: it is leased like any other and committed as a dead letter (see
 //! `decode_leases`), as a record that is not JSON is.
 
-use super::records::not_utf8_reason;
 use super::{err, to_json, DeadLetter, RedisFrontier, Result, SCRIPTS};
 use crate::frontier::keys::StartKind;
+use crate::frontier::records::not_utf8_reason;
 
 /// How many more looks at the start key one lease takes when everything
 /// it saw was set aside, so a run of bad entries does not look like an

@@ -48,10 +48,10 @@ use tokio::sync::{Notify, OnceCell};
 use tokio::task::JoinHandle;
 
 use super::connection::{Place, RedisTarget, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
-use super::keys::StartKind;
 use super::wake::{wake_up, Wake};
 use super::FrontierError;
 use crate::backoff::Backoff;
+use crate::frontier::keys::StartKind;
 
 /// Blocking connections one worker holds on one Redis at most: one per idle
 /// spider with a list start key, up to this many.

@@ -23,10 +23,10 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::keys::{Keys, StartKind};
 use super::pickup::{Pickups, StartWatch};
 use super::wake::{Wake, Wakes};
 use super::Handoff;
+use crate::frontier::keys::{Keys, StartKind};
 
 /// Where a crawl's Redis is, and the connections its users share.
 #[derive(Clone)]
