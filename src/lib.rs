@@ -1,6 +1,7 @@
 //! crawlworker: a crawler worker whose spiders are TOML files and whose
 //! frontier lives in Redis, so that any number of identical processes form
 //! one crawl cluster (a scrapy-redis replacement).
+//! Its own words (lease, news, hand back, slot, …) are defined in `docs/glossary.md`.
 //!
 //! # Layout, in data-flow order
 //!

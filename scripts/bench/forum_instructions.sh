@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Redis instructions per page on a one-worker crawl of a generated forum,
-# counted by valgrind's callgrind (see bench/ceiling_instructions.sh for
+# counted by valgrind's callgrind (see scripts/bench/ceiling_instructions.sh for
 # why instructions and not CPU time). One release worker crawls the forum
 # until drained; the whole Redis process is counted.
 #
-#     REDIS_SERVER=~/redis-7.0.15/src/redis-server bench/forum_instructions.sh
-#     WORKER=/path/to/an/older/crawlworker REDIS_SERVER=... bench/forum_instructions.sh
+#     REDIS_SERVER=~/redis-7.0.15/src/redis-server scripts/bench/forum_instructions.sh
+#     WORKER=/path/to/an/older/crawlworker REDIS_SERVER=... scripts/bench/forum_instructions.sh
 #
 # REDIS_SERVER: a redis-server built with symbols (`make` in a redis
 # checkout), so that callgrind_annotate can name where the work goes.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 server=${REDIS_SERVER:?set REDIS_SERVER to a redis-server built with symbols (make in a redis checkout)}
 SIZE=${SIZE:---forums 12 --pages 50}
 port=${REDIS_PORT:-16603}
@@ -19,7 +19,7 @@ command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install va
 
 cargo build --release --quiet -p crawlworker
 worker=${WORKER:-target/release/crawlworker}
-. bench/forum_setup.sh
+. scripts/bench/forum_setup.sh
 forum_work
 forum_redis valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$server"
 forum_site

@@ -1,4 +1,4 @@
-"""Measurement helper for bench/compare/run.sh (needs redis-py: run it with
+"""Measurement helper for scripts/bench/compare/run.sh (needs redis-py: run it with
 the scrapy-redis venv's python).
 
     measure.py snapshot  REDIS_URL OUT.json [DEMO_PID]

@@ -1,6 +1,6 @@
-"""scrapy-redis equivalent of spiders/bbs.toml, for bench/compare/run.sh.
+"""scrapy-redis equivalent of spiders/bbs.toml, for scripts/bench/compare/run.sh.
 
-Run with `scrapy runspider bench/compare/bbs_spider.py` (no Scrapy project
+Run with `scrapy runspider scripts/bench/compare/bbs_spider.py` (no Scrapy project
 needed); everything it needs comes from the environment:
 
     REDIS_URL        the benchmark's redis (default redis://127.0.0.1:6379)

@@ -1,4 +1,4 @@
-# Serves large generated pages on 127.0.0.1 only, for bench/big_pages/measure.sh:
+# Serves large generated pages on 127.0.0.1 only, for scripts/bench/big_pages/measure.sh:
 # /len/N (with Content-Length) and /chunked/N (without), N bytes of markup.
 import sys, http.server, socketserver
 LINE = b'<p>filler filler filler filler filler filler filler filler.</p>\n'

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Records every command a one-worker crawl of the generated forum sends
-# Redis (redis-cli MONITOR), for bench/replay/instructions.sh to replay.
+# Redis (redis-cli MONITOR), for scripts/bench/replay/instructions.sh to replay.
 #
-#     bench/replay/record.sh target/release/crawlworker /tmp/rec
-#     EXTRA=CRAWLWORKER_COMMIT_WAIT=10ms bench/replay/record.sh target/release/crawlworker /tmp/rec10
+#     scripts/bench/replay/record.sh target/release/crawlworker /tmp/rec
+#     EXTRA=CRAWLWORKER_COMMIT_WAIT=10ms scripts/bench/replay/record.sh target/release/crawlworker /tmp/rec10
 #
 # Writes OUT.mon (the MONITOR lines) and OUT.tasks (the start URLs, pushed
 # before recording). MONITOR slows Redis, so commits carry a few more
@@ -14,11 +14,11 @@ worker=${1:?usage: record.sh CRAWLWORKER OUT}
 out=${2:?usage: record.sh CRAWLWORKER OUT}
 worker=$(realpath "$worker")
 out=$(realpath -m "$out")
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 SIZE=${SIZE:---forums 12 --pages 50}
 port=${REDIS_PORT:-16620}
 demo_port=${DEMO_PORT:-18820}
-. bench/forum_setup.sh
+. scripts/bench/forum_setup.sh
 forum_work
 forum_redis redis-server
 forum_site

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # A worker's peak RSS on large pages (docs/memory.md, "What a page costs"):
-# a fresh redis-server and bench/big_pages/serve.py on 127.0.0.1 (pages of
+# a fresh redis-server and scripts/bench/big_pages/serve.py on 127.0.0.1 (pages of
 # generated markup, /len/N with Content-Length, /chunked/N without), one
 # worker run --until-drained, its VmHWM sampled every 50 ms (stopped past
 # 4 GB). Prints the peak, the time, the items and the failed records.
 #
-#     bench/big_pages/measure.sh 'download_maxsize = "128 MiB"' /chunked/100000000
-#     bench/big_pages/measure.sh '' /len/700000000 /len/700000001 /len/700000002
-#     BIN=target/release/crawlworker bench/big_pages/measure.sh '' /chunked/30000000
+#     scripts/bench/big_pages/measure.sh 'download_maxsize = "128 MiB"' /chunked/100000000
+#     scripts/bench/big_pages/measure.sh '' /len/700000000 /len/700000001 /len/700000002
+#     BIN=target/release/crawlworker scripts/bench/big_pages/measure.sh '' /chunked/30000000
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 bin=${BIN:-target/debug/crawlworker}
 settings=$1
 shift
@@ -20,7 +20,7 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
 pids+=($!)
-python3 bench/big_pages/serve.py "$hport" &
+python3 scripts/bench/big_pages/serve.py "$hport" &
 pids+=($!)
 sleep 1
 printf 'name = "big"\n[settings]\nallow_private_networks = true\nretry_times = 0\n%b\n[items.page]\nurl = { page = "url" }\ntitle = { css = "title::text" }\n[[rules]]\nname = "page"\nmatch = "."\n  [[rules.extract]]\n  item = "page"\n' "$settings" >"$work/big.toml"

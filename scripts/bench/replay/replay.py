@@ -1,6 +1,6 @@
-"""Replays a recording of bench/replay/record.sh into a Redis.
+"""Replays a recording of scripts/bench/replay/record.sh into a Redis.
 
-    python3 bench/replay/replay.py REC.mon PORT [OTHER.mon]
+    python3 scripts/bench/replay/replay.py REC.mon PORT [OTHER.mon]
 
 Sends the recorded commands in their order on one connection (the start
 URLs first, as record.sh pushed them), skipping pub/sub and blocking

@@ -7,12 +7,12 @@
 # few requests are left) counts: the time runs from starting the workers to
 # the last one exiting.
 #
-#   bench/scaling.sh                               # 18 forums x 50 pages (~10,500 pages), 20 ms, 3 runs
-#   LATENCY=50ms REPS=1 WORKERS="1 4" bench/scaling.sh
+#   scripts/bench/scaling.sh                               # 18 forums x 50 pages (~10,500 pages), 20 ms, 3 runs
+#   LATENCY=50ms REPS=1 WORKERS="1 4" scripts/bench/scaling.sh
 #
 # Needs redis-server and redis-cli. Everything listens on 127.0.0.1 only.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 LATENCY=${LATENCY:-20ms}
 FORUMS=${FORUMS:-18}
 PAGES=${PAGES:-50}

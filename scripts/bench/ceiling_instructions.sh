@@ -6,8 +6,8 @@
 # (reading, parsing and running commands, writing replies), not start-up
 # or the server's cron.
 #
-#     REDIS_SERVER=~/redis-7.0.15/src/redis-server bench/ceiling_instructions.sh
-#     CEILING_CONNECTIONS=4 CEILING_SECONDS=20 REDIS_SERVER=... bench/ceiling_instructions.sh
+#     REDIS_SERVER=~/redis-7.0.15/src/redis-server scripts/bench/ceiling_instructions.sh
+#     CEILING_CONNECTIONS=4 CEILING_SECONDS=20 REDIS_SERVER=... scripts/bench/ceiling_instructions.sh
 #
 # REDIS_SERVER must be a redis-server with its symbols (Debian's is
 # stripped): `make` in a checkout of redis gives one in src/. Under
@@ -15,7 +15,7 @@
 # than on a real run; compare revisions at the same pages per call (the
 # script prints it) and the same number of connections.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 server=${REDIS_SERVER:?set REDIS_SERVER to a redis-server built with symbols (make in a redis checkout)}
 connections=${CEILING_CONNECTIONS:-16}
 seconds=${CEILING_SECONDS:-20}

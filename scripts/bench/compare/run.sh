@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # crawlworker vs scrapy-redis on the same generated forum, in the same run.
-# See bench/compare/README.md. Everything listens on 127.0.0.1 only.
+# See scripts/bench/compare/README.md. Everything listens on 127.0.0.1 only.
 #
-#     bench/compare/run.sh
-#     REPS=1 WORKERS="1" bench/compare/run.sh          # quicker
+#     scripts/bench/compare/run.sh
+#     REPS=1 WORKERS="1" scripts/bench/compare/run.sh          # quicker
 #
 # Knobs (environment): FORUMS, PAGES (site size), REPS (runs per side and
 # worker count), WORKERS (worker counts, e.g. "1 2"), MONITOR (1: one extra
@@ -13,9 +13,9 @@
 # scrapy + scrapy-redis; created as /tmp/srvenv if missing), OUT (where raw
 # results go; default /tmp/crawlworker-compare, replaced on each run).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 root=$PWD
-here=$root/bench/compare
+here=$root/scripts/bench/compare
 
 FORUMS=${FORUMS:-12}
 PAGES=${PAGES:-50}

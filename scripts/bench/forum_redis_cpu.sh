@@ -5,15 +5,15 @@
 # the builds spreads that over all of them, and the worker's own CPU per
 # run (which moves with the machine too) is printed beside Redis's.
 #
-#     bench/forum_redis_cpu.sh                                # this checkout, 6 runs
-#     REPS=8 bench/forum_redis_cpu.sh ./old-crawlworker target/release/crawlworker
+#     scripts/bench/forum_redis_cpu.sh                                # this checkout, 6 runs
+#     REPS=8 scripts/bench/forum_redis_cpu.sh ./old-crawlworker target/release/crawlworker
 #
 # Prints per run: Redis CPU per page (INFO used_cpu_user + used_cpu_sys
 # over the crawl), script calls per page (INFO commandstats), wall time,
 # worker CPU (user + system) and its voluntary context switches; then the
 # medians per build. Everything listens on 127.0.0.1 only.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 REPS=${REPS:-6}
 SIZE=${SIZE:---forums 12 --pages 50}
 port=${REDIS_PORT:-16614}
@@ -23,7 +23,7 @@ demo_port=${DEMO_PORT:-18814}
 cargo build --release --quiet -p crawlworker
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=(target/release/crawlworker)
-. bench/forum_setup.sh
+. scripts/bench/forum_setup.sh
 forum_work
 forum_redis redis-server
 forum_site

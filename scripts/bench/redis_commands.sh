@@ -4,10 +4,10 @@
 # clients send (one round trip each; commands run inside scripts are tagged
 # `lua` and not counted), INFO commandstats gives the totals by command.
 #
-#     bench/redis_commands.sh                                 # the demo forum
-#     SIZE="--forums 6 --pages 20" bench/redis_commands.sh    # a generated one
+#     scripts/bench/redis_commands.sh                                 # the demo forum
+#     SIZE="--forums 6 --pages 20" scripts/bench/redis_commands.sh    # a generated one
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 port=${REDIS_PORT:-16479}
 demo=${DEMO_PORT:-18700}
 work=$(mktemp -d)
