@@ -3,10 +3,14 @@
 //! workers. `push-urls`, `flush` and `stats` come through here and never
 //! name a key themselves.
 
+use super::protocol::{
+    DupeArgs, DupeBulkArgs, FlushArgs, NoArgs, PushArgs, RequeueArgs, RequeueRecord, SeedArgs,
+    SeedRecord,
+};
 use super::scripts::SCRIPTS;
 use super::{
-    encode, err, to_json, DeadLetter, FailedRecord, Heartbeat, KeyGroup, RedisFrontier, Result,
-    MAX_PRIORITY,
+    clamped, encode, err, to_json, DeadLetter, FailedRecord, Heartbeat, KeyGroup, RedisFrontier,
+    Result,
 };
 use crate::request::Request;
 use crate::stats::{self, Tally};
@@ -69,14 +73,16 @@ impl RedisFrontier {
         if entries.is_empty() {
             return Ok(0);
         }
+        let args = PushArgs {
+            start_kind: self.kind.as_str().to_string(),
+            limit: limit.map_or(-1, |l| l as i64).to_string(),
+            score: score.to_string(),
+            wake: self.keys.wake.clone(),
+        };
         SCRIPTS
             .push_start
-            .key(&self.keys.start_urls)
-            .arg(self.kind.as_str())
-            .arg(limit.map_or(-1, |l| l as i64))
-            .arg(score)
-            .arg(&self.keys.wake)
-            .arg(entries)
+            .call(&self.keys, self.sink.sink, args)
+            .values(entries)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("push start entries to", &self.keys.start_urls))
@@ -147,18 +153,16 @@ impl RedisFrontier {
             return Ok(0);
         }
         let k = &self.keys;
-        let mut inv = SCRIPTS.requeue_failed.prepare_invoke();
-        inv.key(&k.failed)
-            .key(&k.requests)
-            .key(&k.request_data)
-            .key(&k.dupefilter)
-            .key(&k.sequence)
-            .key(&k.stats)
-            .arg(&k.wake);
+        let args = RequeueArgs {
+            wake: k.wake.clone(),
+        };
+        let mut inv = SCRIPTS.requeue_failed.call(k, self.sink.sink, args);
         for (entry, request) in entries {
-            inv.arg(entry)
-                .arg(request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY))
-                .arg(encode(request).unwrap_or_default());
+            inv.record(RequeueRecord {
+                entry: entry.clone(),
+                priority: clamped(request.priority).to_string(),
+                json: encode(request).unwrap_or_default(),
+            });
         }
         inv.invoke_async(&mut self.conn.clone())
             .await
@@ -172,12 +176,14 @@ impl RedisFrontier {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut inv = SCRIPTS.flush.prepare_invoke();
+        let args = FlushArgs {
+            dupefilter: self.keys.dupefilter.clone(),
+            dupefilter_meta: self.keys.dupefilter_meta.clone(),
+        };
+        let mut inv = SCRIPTS.flush.call(&self.keys, self.sink.sink, args);
         for key in &keys {
-            inv.key(*key);
+            inv.more_key(key);
         }
-        inv.arg(&self.keys.dupefilter)
-            .arg(&self.keys.dupefilter_meta);
         let flat: Vec<redis::Value> = inv
             .invoke_async(&mut self.conn.clone())
             .await
@@ -281,13 +287,14 @@ impl RedisFrontier {
     /// Runs `op` (`add`, `check` or `forget`) on `fingerprints` in the
     /// dupefilter's mode, in one step (see `scripts/dupe_bulk.lua`).
     async fn dupe_bulk(&self, op: &str, fingerprints: &[&str]) -> Result<i64> {
+        let args = DupeBulkArgs {
+            dupe_spec: self.dupe_spec.clone(),
+            op: op.to_string(),
+        };
         SCRIPTS
             .dupe_bulk
-            .key(&self.keys.dupefilter)
-            .key(&self.keys.dupefilter_meta)
-            .arg(&self.dupe_spec)
-            .arg(op)
-            .arg(fingerprints)
+            .call(&self.keys, self.sink.sink, args)
+            .values(fingerprints)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("use", &self.keys.dupefilter))
@@ -313,6 +320,13 @@ impl RedisFrontier {
         Ok(self.dupe_bulk("check", fingerprints).await?.max(0) as u64)
     }
 
+    /// The dupefilter scripts' arguments.
+    fn dupe_args(&self) -> DupeArgs {
+        DupeArgs {
+            dupe_spec: self.dupe_spec.clone(),
+        }
+    }
+
     /// What the dupefilter is and holds.
     pub async fn dupefilter_info(&self) -> Result<DupefilterInfo> {
         let (mode, entries, bytes, capacity, filters, newest_entries): (
@@ -324,9 +338,7 @@ impl RedisFrontier {
             u64,
         ) = SCRIPTS
             .dupe_info
-            .key(&self.keys.dupefilter)
-            .key(&self.keys.dupefilter_meta)
-            .arg(&self.dupe_spec)
+            .call(&self.keys, self.sink.sink, self.dupe_args())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("read", &self.keys.dupefilter))?;
@@ -347,9 +359,7 @@ impl RedisFrontier {
     pub async fn prepare_dupefilter(&mut self) -> std::result::Result<(), DupefilterMismatch> {
         let (mode, spec): (String, String) = SCRIPTS
             .dupe_prepare
-            .key(&self.keys.dupefilter)
-            .key(&self.keys.dupefilter_meta)
-            .arg(&self.dupe_spec)
+            .call(&self.keys, self.sink.sink, self.dupe_args())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| DupefilterMismatch::Redis(err("prepare", &self.keys.dupefilter)(e)))?;
@@ -383,15 +393,15 @@ impl RedisFrontier {
         if seeds.is_empty() {
             return Ok(0);
         }
-        let mut inv = SCRIPTS.seed.prepare_invoke();
-        inv.key(&self.keys.seeds)
-            .key(&self.keys.requests)
-            .key(&self.keys.request_data)
-            .key(&self.keys.sequence)
-            .key(&self.keys.stats)
-            .arg(&self.keys.wake);
+        let args = SeedArgs {
+            wake: self.keys.wake.clone(),
+        };
+        let mut inv = SCRIPTS.seed.call(&self.keys, self.sink.sink, args);
         for s in seeds {
-            inv.arg(&s.url).arg(encode(s).unwrap_or_default());
+            inv.record(SeedRecord {
+                url: s.url.clone(),
+                json: encode(s).unwrap_or_default(),
+            });
         }
         inv.invoke_async(&mut self.conn.clone())
             .await
@@ -531,8 +541,7 @@ impl RedisFrontier {
     pub async fn leases(&self) -> Result<Vec<HeldLeases>> {
         let raw: Vec<redis::Value> = SCRIPTS
             .leases
-            .key(&self.keys.inflight)
-            .key(&self.keys.leases)
+            .call(&self.keys, self.sink.sink, NoArgs {})
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("read the leases in", &self.keys.leases))?;

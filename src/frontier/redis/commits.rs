@@ -26,11 +26,15 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{
-    encode, fingerprint_arg, to_json, Committed, HostOutcome, Leased, PageResult, RedisFrontier,
-    Result, Revisit, MAX_PRIORITY, MAX_REQUEST_BYTES,
+use super::protocol::{
+    CommitArgs, HandoffRecord, LinkRecord, PageRecord, StatRecord, TaskRecord, Wire,
 };
-use crate::request::Request;
+use super::scripts::SCRIPTS;
+use super::{
+    clamped, encode, fingerprint_arg, flag, ms, to_json, Committed, HostOutcome, Leased,
+    PageResult, RedisFrontier, Result, Revisit, MAX_REQUEST_BYTES,
+};
+use crate::request::{Request, Task};
 use crate::stats::{self, Tally};
 
 /// At most this many pages go in one script call…
@@ -43,10 +47,12 @@ const MAX_BYTES: usize = 1 << 20;
 /// busy worker leases only through commits.
 const RELEASE_EVERY: Duration = Duration::from_millis(200);
 
-/// One page's part of a commit script's arguments (see
-/// `scripts/commit.lua`), encoded by the page's own task.
+/// One page's part of a commit script's arguments, encoded by the page's
+/// own task.
 pub(super) struct PageArgs {
-    args: Vec<String>,
+    /// Its record, tasks, links and items (see `commit` in
+    /// [`super::protocol`]).
+    args: Vec<Vec<u8>>,
     /// Its stats increments, summed with the batch's other pages'.
     stats: Vec<(String, i64)>,
     bytes: usize,
@@ -113,114 +119,49 @@ impl RedisFrontier {
         tx
     }
 
-    /// One page's arguments, in the order `scripts/commit.lua` reads them.
+    /// One page's arguments: its [`PageRecord`], then its tasks, links and
+    /// items (see `commit` in [`super::protocol`]).
     pub(super) fn page_args(
         &self,
         leased: &Leased,
         page: &PageResult,
         lease_next: usize,
     ) -> PageArgs {
-        let id = leased.id.as_str();
-        let requests: Vec<(String, i64, String)> = page
-            .requests
-            .iter()
-            .filter_map(|r| {
-                let json = encode(r)?;
-                Some((
-                    fingerprint_arg(r),
-                    r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
-                    json,
-                ))
-            })
-            .collect();
-        let tasks: Vec<(usize, String, i64, String)> = page
+        let links: Vec<LinkRecord> = page.requests.iter().filter_map(link_record).collect();
+        let tasks: Vec<TaskRecord> = page
             .tasks
             .iter()
             .filter(|t| t.to < self.handoffs.len())
-            .map(|t| {
-                (
-                    t.to + 1,
-                    fingerprint_arg(&t.request),
-                    t.request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
-                    t.entry(),
-                )
-            })
-            .filter(|t| t.3.len() <= MAX_REQUEST_BYTES)
+            .filter_map(task_record)
             .collect();
-        let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
         // Requests over the size bound are not queued; say so and count them.
-        let oversized = page.requests.len() - requests.len() + page.tasks.len() - tasks.len();
+        let oversized = page.requests.len() - links.len() + page.tasks.len() - tasks.len();
         let mut extra = Tally::default();
         extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
         if oversized > 0 {
             tracing::warn!(
-                id,
+                id = %leased.id,
                 count = oversized,
                 "follow-up requests over {MAX_REQUEST_BYTES} bytes were not queued"
             );
         }
-        let (retry_ms, retry_json, retry_priority) = match &page.retry {
-            Some(r) => (
-                r.delay.as_millis() as i64,
-                encode(&r.request).unwrap_or_default(),
-                r.request.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY),
-            ),
-            None => (-1, String::new(), 0),
-        };
-        let (outcome, slow_ms) = match page.host {
-            HostOutcome::None => ("", 0),
-            HostOutcome::Slow { wait } => ("slow", wait.as_millis() as u64),
-            HostOutcome::Error => ("error", 0),
-            HostOutcome::Ok => ("ok", 0),
-        };
-        let (revisit, revisit_fp, revisit_ms, revisit_json) = match &page.revisit {
-            Some(Revisit::At { request, after }) => (
-                "at",
-                request.fingerprint(),
-                after.as_millis() as u64,
-                encode(request).unwrap_or_default(),
-            ),
-            Some(Revisit::Drop { request }) => ("drop", request.fingerprint(), 0, String::new()),
-            None => ("", String::new(), 0, String::new()),
-        };
-        let mut args = vec![
-            id.to_string(),
-            requests.len().to_string(),
-            page.items.len().to_string(),
-            tasks.len().to_string(),
-            depth.to_string(),
-            page.dead.as_ref().map(to_json).unwrap_or_default(),
-            page.failed.as_ref().map(to_json).unwrap_or_default(),
-            retry_ms.to_string(),
-            retry_json,
-            retry_priority.to_string(),
-            outcome.to_string(),
-            slow_ms.to_string(),
-            revisit.to_string(),
-            revisit_fp,
-            revisit_ms.to_string(),
-            revisit_json,
-            lease_next.to_string(),
-            leased
-                .request
-                .as_ref()
-                .map(Request::host_key)
-                .unwrap_or_default(),
-        ];
-        for (to, fp, priority, entry) in tasks {
-            args.extend([to.to_string(), fp, priority.to_string(), entry]);
+        let record = page_record(leased, page, lease_next, links.len(), tasks.len());
+        let mut args = Vec::new();
+        record.write_to(&mut args);
+        for task in tasks {
+            task.write_to(&mut args);
         }
-        for (fp, priority, json) in requests {
-            args.extend([fp, priority.to_string(), json]);
+        for link in links {
+            link.write_to(&mut args);
         }
-        args.extend(page.items.iter().map(to_json));
+        args.extend(page.items.iter().map(|item| to_json(item).into_bytes()));
         let stats: Vec<(String, i64)> = page
             .stats
             .iter()
             .chain(extra.iter())
             .map(|(field, delta)| (field.into_owned(), delta))
             .collect();
-        let bytes = args.iter().map(String::len).sum::<usize>()
+        let bytes = args.iter().map(Vec::len).sum::<usize>()
             + stats.iter().map(|(f, _)| f.len() + 8).sum::<usize>();
         PageArgs {
             args,
@@ -306,49 +247,124 @@ impl RedisFrontier {
                 }
             }
         }
-        let mut invocation = super::scripts::SCRIPTS.commit.prepare_invoke();
-        self.shared_keys(&mut invocation);
-        invocation
-            .key(&k.dupefilter)
-            .key(self.items_key())
-            .key(&k.failed)
-            .key(&k.dupefilter_meta)
-            .key(&k.backoff_errors);
+        let args = CommitArgs {
+            worker: self.worker.clone(),
+            wake: k.wake.clone(),
+            lease_ms: ms(self.lease),
+            interval_ms: ms(self.pacing.interval),
+            jitter: flag(self.pacing.jitter),
+            backoff_max_ms: ms(self.pacing.backoff_max),
+            max_wait_ms: self.max_wait_ms().to_string(),
+            dupe_spec: self.dupe_spec.clone(),
+            handoffs: self.handoffs.len().to_string(),
+            max_pages: self.quota.max_pages.to_string(),
+            max_per_host: self.quota.max_pages_per_host.to_string(),
+            release: flag(release),
+            pages: sent.len().to_string(),
+            stat_pairs: stats.len().to_string(),
+            sink: self.sink.arg(),
+        };
+        let mut invocation = SCRIPTS.commit.call(k, self.sink.sink, args);
         for h in &self.handoffs {
-            invocation.key(&h.start_key);
-        }
-        invocation
-            .arg(&self.worker)
-            .arg(&k.wake)
-            .arg(self.lease.as_millis() as u64)
-            .arg(self.pacing.interval.as_millis() as u64)
-            .arg(u8::from(self.pacing.jitter))
-            .arg(self.pacing.backoff_max.as_millis() as u64)
-            .arg(self.max_wait_ms())
-            .arg(&self.dupe_spec)
-            .arg(self.handoffs.len())
-            .arg(self.quota.max_pages)
-            .arg(self.quota.max_pages_per_host)
-            .arg(u8::from(release))
-            .arg(sent.len())
-            .arg(stats.len())
-            .arg(self.sink.arg());
-        for h in &self.handoffs {
-            invocation.arg(h.kind.as_str()).arg(&h.wake);
+            invocation.more_key(&h.start_key).record(HandoffRecord {
+                kind: h.kind.as_str().to_string(),
+                wake: h.wake.clone(),
+            });
         }
         for (field, delta) in &stats {
-            invocation.arg(*field).arg(*delta);
+            invocation.record(StatRecord {
+                field: field.to_string(),
+                delta: delta.to_string(),
+            });
         }
         for &i in sent {
-            for arg in &pages[i].args {
-                invocation.arg(arg);
-            }
+            invocation.values(&pages[i].args);
         }
         invocation
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(super::err("commit", &k.requests))
     }
+}
+
+/// A page's [`PageRecord`], with `links` and `tasks` following it.
+fn page_record(
+    leased: &Leased,
+    page: &PageResult,
+    lease_next: usize,
+    links: usize,
+    tasks: usize,
+) -> PageRecord {
+    let (retry_ms, retry_json, retry_priority) = match &page.retry {
+        Some(r) => (
+            r.delay.as_millis() as i64,
+            encode(&r.request).unwrap_or_default(),
+            clamped(r.request.priority),
+        ),
+        None => (-1, String::new(), 0),
+    };
+    let (host_outcome, slow_ms) = match page.host {
+        HostOutcome::None => ("", 0),
+        HostOutcome::Slow { wait } => ("slow", wait.as_millis() as u64),
+        HostOutcome::Error => ("error", 0),
+        HostOutcome::Ok => ("ok", 0),
+    };
+    let (revisit, revisit_fp, revisit_ms, revisit_json) = match &page.revisit {
+        Some(Revisit::At { request, after }) => (
+            "at",
+            request.fingerprint(),
+            after.as_millis() as u64,
+            encode(request).unwrap_or_default(),
+        ),
+        Some(Revisit::Drop { request }) => ("drop", request.fingerprint(), 0, String::new()),
+        None => ("", String::new(), 0, String::new()),
+    };
+    let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
+    PageRecord {
+        id: leased.id.clone(),
+        n_links: links.to_string(),
+        n_items: page.items.len().to_string(),
+        n_tasks: tasks.to_string(),
+        depth: depth.to_string(),
+        dead: page.dead.as_ref().map(to_json).unwrap_or_default(),
+        failed: page.failed.as_ref().map(to_json).unwrap_or_default(),
+        retry_ms: retry_ms.to_string(),
+        retry_json,
+        retry_priority: retry_priority.to_string(),
+        host_outcome: host_outcome.to_string(),
+        slow_ms: slow_ms.to_string(),
+        revisit: revisit.to_string(),
+        revisit_fp,
+        revisit_ms: revisit_ms.to_string(),
+        revisit_json,
+        lease_next: lease_next.to_string(),
+        host: leased
+            .request
+            .as_ref()
+            .map(Request::host_key)
+            .unwrap_or_default(),
+    }
+}
+
+/// A request a page queues, unless it is over the size bound.
+fn link_record(request: &Request) -> Option<LinkRecord> {
+    Some(LinkRecord {
+        fingerprint: fingerprint_arg(request),
+        priority: clamped(request.priority).to_string(),
+        json: encode(request)?,
+    })
+}
+
+/// A link handed to another spider, unless its task is over the size
+/// bound.
+fn task_record(task: &Task) -> Option<TaskRecord> {
+    let entry = task.entry();
+    (entry.len() <= MAX_REQUEST_BYTES).then(|| TaskRecord {
+        spider: (task.to + 1).to_string(),
+        fingerprint: fingerprint_arg(&task.request),
+        priority: clamped(task.request.priority).to_string(),
+        entry,
+    })
 }
 
 /// The commit task: sends the pages waiting as one batch, waits for Redis,

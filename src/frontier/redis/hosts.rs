@@ -10,8 +10,9 @@
 
 use std::time::Duration;
 
+use super::protocol::{PaceArgs, RobotsLockArgs, SweepArgs};
 use super::scripts::SCRIPTS;
-use super::{err, to_json, Heartbeat, RedisFrontier, Result, RobotsRecord, Swept};
+use super::{err, flag, ms, to_json, Heartbeat, RedisFrontier, Result, RobotsRecord, Swept};
 
 impl RedisFrontier {
     /// Reserves another politeness slot for `host`, at least `spacing`
@@ -24,21 +25,21 @@ impl RedisFrontier {
         hold: Duration,
         limit: Option<Duration>,
     ) -> Result<Option<Duration>> {
-        let ms: i64 = SCRIPTS
+        let args = PaceArgs {
+            host: host.to_string(),
+            interval_ms: ms(self.pacing.interval),
+            jitter: flag(self.pacing.jitter),
+            spacing_ms: ms(spacing),
+            hold_ms: ms(hold),
+            limit_ms: limit.map_or(-1, |l| l.as_millis() as i64).to_string(),
+        };
+        let wait: i64 = SCRIPTS
             .pace
-            .key(&self.keys.pace)
-            .key(&self.keys.host_delay)
-            .key(&self.keys.backoff)
-            .arg(host)
-            .arg(self.pacing.interval.as_millis() as u64)
-            .arg(u8::from(self.pacing.jitter))
-            .arg(spacing.as_millis() as u64)
-            .arg(hold.as_millis() as u64)
-            .arg(limit.map_or(-1, |l| l.as_millis() as i64))
+            .call(&self.keys, self.sink.sink, args)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("reserve a politeness slot in", &self.keys.pace))?;
-        Ok(u64::try_from(ms).ok().map(Duration::from_millis))
+        Ok(u64::try_from(wait).ok().map(Duration::from_millis))
     }
 
     /// How many hosts are slowed down by adaptive back-off right now.
@@ -97,11 +98,13 @@ impl RedisFrontier {
     /// Takes the cluster-wide right to fetch `host`'s robots.txt for `ttl`;
     /// false when another worker holds it.
     pub async fn robots_lock(&self, host: &str, ttl: Duration) -> Result<bool> {
+        let args = RobotsLockArgs {
+            host: host.to_string(),
+            ttl_ms: ttl.as_millis().max(1).to_string(),
+        };
         let taken: u8 = SCRIPTS
             .robots_lock
-            .key(&self.keys.robots_locks)
-            .arg(host)
-            .arg(ttl.as_millis().max(1) as u64)
+            .call(&self.keys, self.sink.sink, args)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("lock robots.txt fetch", &self.keys.robots_locks))?;
@@ -114,21 +117,15 @@ impl RedisFrontier {
     /// an expiry (by older versions) expire `robots_ttl` after their fetch.
     pub async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept> {
         let k = &self.keys;
+        let args = SweepArgs {
+            budget: budget.max(1).to_string(),
+            backoff_idle_ms: ms(self.backoff_forgotten_after()),
+            robots_ttl_ms: ms(robots_ttl),
+            workers_keep_ms: ms(Heartbeat::forgotten_after(self.lease)),
+        };
         let (slots, backoffs, robots, locks, workers): (u64, u64, u64, u64, u64) = SCRIPTS
             .sweep
-            .key(&k.pace)
-            .key(&k.host_delay)
-            .key(&k.backoff)
-            .key(&k.backoff_errors)
-            .key(&k.sweep)
-            .key(&k.robots)
-            .key(&k.robots_expiry)
-            .key(&k.robots_locks)
-            .key(&k.workers)
-            .arg(budget.max(1))
-            .arg(self.backoff_forgotten_after().as_millis() as u64)
-            .arg(robots_ttl.as_millis() as u64)
-            .arg(Heartbeat::forgotten_after(self.lease).as_millis() as u64)
+            .call(k, self.sink.sink, args)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("sweep stale per-host entries from", &k.pace))?;

@@ -26,6 +26,7 @@ mod commits;
 pub mod connection;
 pub mod hosts;
 pub mod pickup;
+mod protocol;
 mod scripts;
 mod unreadable;
 pub mod url;
@@ -48,6 +49,7 @@ use super::{
 use crate::frontier::outage::Fatal;
 use crate::request::Request;
 use crate::stats::{Stat, Tally};
+use protocol::{ClaimArgs, ClaimRecord, LeaseArgs, ReleaseArgs, RenewArgs, StatusArgs};
 use scripts::SCRIPTS;
 
 /// One spider's view of the shared crawl.
@@ -87,6 +89,21 @@ fn encode(request: &Request) -> Option<String> {
 /// A record as JSON (records are plain data: encoding cannot fail).
 fn to_json(record: &impl serde::Serialize) -> String {
     serde_json::to_string(record).unwrap_or_default()
+}
+
+/// A priority as the queue keeps it (see [`MAX_PRIORITY`]).
+fn clamped(priority: i64) -> i64 {
+    priority.clamp(-MAX_PRIORITY, MAX_PRIORITY)
+}
+
+/// Milliseconds, as a script argument.
+fn ms(d: Duration) -> String {
+    d.as_millis().to_string()
+}
+
+/// A flag, as a script argument.
+fn flag(on: bool) -> String {
+    u8::from(on).to_string()
 }
 
 fn fingerprint_arg(request: &Request) -> String {
@@ -140,53 +157,29 @@ impl RedisFrontier {
         self.keys.get(self.sink.sink.key_kind())
     }
 
-    /// The keys every leasing script takes first (see `scripts/lease.lua`).
-    fn shared_keys<'a>(&'a self, inv: &mut scripts::Invocation<'a>) {
-        let k = &self.keys;
-        inv.key(&k.requests)
-            .key(&k.request_data)
-            .key(&k.inflight)
-            .key(&k.leases)
-            .key(&k.dead)
-            .key(&k.stats)
-            .key(&k.delayed)
-            .key(&k.delayed_scores)
-            .key(&k.pace)
-            .key(&k.host_delay)
-            .key(&k.backoff)
-            .key(&k.sequence)
-            .key(&k.schedule)
-            .key(&k.schedule_data)
-            .key(&k.schedule_due)
-            .key(&k.control)
-            .key(&k.host_pages);
-    }
-
     /// Leases up to `max` requests; when fewer are queued, also returns up
     /// to `peek` start entries (not yet claimed) to convert and claim.
     pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
-        let k = &self.keys;
-        let mut inv = SCRIPTS.lease.prepare_invoke();
-        self.shared_keys(&mut inv);
-        inv.key(&k.start_urls)
-            .key(self.items_key())
-            .arg(&self.worker)
-            .arg(self.lease.as_millis() as u64)
-            .arg(max)
-            .arg(self.kind.as_str())
-            .arg(peek)
-            .arg(self.pacing.interval.as_millis() as u64)
-            .arg(u8::from(self.pacing.jitter))
-            .arg(self.max_wait_ms())
-            .arg(self.quota.max_pages)
-            .arg(self.quota.max_pages_per_host)
-            .arg(self.sink.arg());
+        let args = LeaseArgs {
+            worker: self.worker.clone(),
+            lease_ms: ms(self.lease),
+            max: max.to_string(),
+            start_kind: self.kind.as_str().to_string(),
+            peek: peek.to_string(),
+            interval_ms: ms(self.pacing.interval),
+            jitter: flag(self.pacing.jitter),
+            max_wait_ms: self.max_wait_ms().to_string(),
+            max_pages: self.quota.max_pages.to_string(),
+            max_per_host: self.quota.max_pages_per_host.to_string(),
+            sink: self.sink.arg(),
+        };
+        let inv = SCRIPTS.lease.call(&self.keys, self.sink.sink, args);
         // Start entries as bytes: one that is not UTF-8 text must not make
         // the whole reply unreadable (see `unreadable`).
         let (leases, start, next_due): (Vec<redis::Value>, Vec<Vec<u8>>, i64) = inv
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(err("lease", &k.requests))?;
+            .map_err(err("lease", &self.keys.requests))?;
         if let Ok(mut due) = self.next_due.lock() {
             *due = u64::try_from(next_due)
                 .ok()
@@ -278,13 +271,14 @@ impl RedisFrontier {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        let args = RenewArgs {
+            worker: self.worker.clone(),
+            lease_ms: ms(self.lease),
+        };
         SCRIPTS
             .renew
-            .key(&self.keys.inflight)
-            .key(&self.keys.leases)
-            .arg(&self.worker)
-            .arg(self.lease.as_millis() as u64)
-            .arg(ids)
+            .call(&self.keys, self.sink.sink, args)
+            .values(ids)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("renew", &self.keys.inflight))
@@ -295,15 +289,13 @@ impl RedisFrontier {
         if ids.is_empty() {
             return Ok(0);
         }
+        let args = ReleaseArgs {
+            worker: self.worker.clone(),
+        };
         SCRIPTS
             .release
-            .key(&self.keys.requests)
-            .key(&self.keys.inflight)
-            .key(&self.keys.leases)
-            .key(&self.keys.request_data)
-            .key(&self.keys.host_pages)
-            .arg(&self.worker)
-            .arg(ids)
+            .call(&self.keys, self.sink.sink, args)
+            .values(ids)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("release", &self.keys.inflight))
@@ -315,45 +307,14 @@ impl RedisFrontier {
             return Ok(Claimed::default());
         }
         let k = &self.keys;
-        let mut invocation = SCRIPTS.claim_start.prepare_invoke();
-        invocation
-            .key(&k.start_urls)
-            .key(&k.requests)
-            .key(&k.request_data)
-            .key(&k.dupefilter)
-            .key(&k.sequence)
-            .key(&k.dead)
-            .key(&k.stats)
-            .key(&k.dupefilter_meta)
-            .arg(self.kind.as_str())
-            .arg(&k.wake)
-            .arg(&self.dupe_spec);
+        let args = ClaimArgs {
+            start_kind: self.kind.as_str().to_string(),
+            wake: k.wake.clone(),
+            dupe_spec: self.dupe_spec.clone(),
+        };
+        let mut invocation = SCRIPTS.claim_start.call(k, self.sink.sink, args);
         for c in claims {
-            let outcome = c.outcome.as_ref().map_err(|e| e.clone()).and_then(|r| {
-                encode(r).map(|json| (r, json)).ok_or_else(|| {
-                    Refused::from(format!(
-                        "request is over the {MAX_REQUEST_BYTES}-byte limit"
-                    ))
-                })
-            });
-            match outcome {
-                Ok((r, json)) => invocation
-                    .arg(&c.entry)
-                    .arg("req")
-                    .arg(fingerprint_arg(r))
-                    .arg(r.priority.clamp(-MAX_PRIORITY, MAX_PRIORITY))
-                    .arg(json),
-                Err(refused) => invocation
-                    .arg(&c.entry)
-                    .arg("dead")
-                    .arg(refused.stat.map_or("", |s| s.name))
-                    .arg(0)
-                    .arg(to_json(&DeadLetter::new(
-                        &k.start_urls,
-                        &c.entry,
-                        &refused.reason,
-                    ))),
-            };
+            invocation.record(self.claim_record(c));
         }
         let (claimed, enqueued, filtered, dead): (u64, u64, u64, u64) = invocation
             .invoke_async(&mut self.conn.clone())
@@ -367,26 +328,49 @@ impl RedisFrontier {
         })
     }
 
+    /// A start entry's record for `claim_start.lua`: its request, or its
+    /// dead letter when it cannot become one.
+    fn claim_record(&self, c: &StartClaim) -> ClaimRecord {
+        let outcome = c.outcome.as_ref().map_err(|e| e.clone()).and_then(|r| {
+            encode(r).map(|json| (r, json)).ok_or_else(|| {
+                Refused::from(format!(
+                    "request is over the {MAX_REQUEST_BYTES}-byte limit"
+                ))
+            })
+        });
+        match outcome {
+            Ok((r, json)) => ClaimRecord {
+                entry: c.entry.clone(),
+                outcome: "req".to_string(),
+                fingerprint_or_stat: fingerprint_arg(r),
+                priority: clamped(r.priority).to_string(),
+                json,
+            },
+            Err(refused) => ClaimRecord {
+                entry: c.entry.clone(),
+                outcome: "dead".to_string(),
+                fingerprint_or_stat: refused.stat.map_or("", |s| s.name).to_string(),
+                priority: "0".to_string(),
+                json: to_json(&DeadLetter::new(
+                    &self.keys.start_urls,
+                    &c.entry,
+                    &refused.reason,
+                )),
+            },
+        }
+    }
+
     /// The queue sizes, read in one step.
     pub async fn status(&self) -> Result<QueueStatus> {
         let k = &self.keys;
+        let args = StatusArgs {
+            start_kind: self.kind.as_str().to_string(),
+            dupe_spec: self.dupe_spec.clone(),
+            sink: self.sink.sink.as_str().to_string(),
+        };
         let v: Vec<u64> = SCRIPTS
             .status
-            .key(&k.start_urls)
-            .key(&k.requests)
-            .key(&k.inflight)
-            .key(&k.dead)
-            .key(&k.failed)
-            .key(&k.dupefilter)
-            .key(self.items_key())
-            .key(&k.delayed)
-            .key(&k.dupefilter_meta)
-            .key(&k.schedule)
-            .key(&k.schedule_due)
-            .key(&k.control)
-            .arg(self.kind.as_str())
-            .arg(&self.dupe_spec)
-            .arg(self.sink.sink.as_str())
+            .call(k, self.sink.sink, args)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("read the status of", &k.requests))?;

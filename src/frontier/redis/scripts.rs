@@ -1,7 +1,12 @@
-//! The frontier's Lua scripts: each is `scripts/<name>.lua` after the
-//! `STAT` table of stat names (generated from [`crate::stats`]),
-//! `scripts/dupefilter.lua` (the dupefilter's modes) and
-//! `scripts/prelude.lua`, the helpers they share.
+//! The frontier's Lua scripts: each is `scripts/<name>.lua`, after what
+//! every script shares: the `STAT` table of stat names (generated from
+//! [`crate::stats`]), the constants generated from Rust (the politeness
+//! rule's, the records' offsets of [`super::protocol`]), the dupefilter's
+//! modes (`scripts/dupefilter.lua`) and the helpers by concern
+//! (`scripts/lib/*.lua`: basics, key proofs, the stats tally, per-host
+//! numbers, politeness, the queue, item sinks, leasing, the per-call
+//! reset). Its own preamble names its keys and arguments (`K.requests`,
+//! `A.worker`; see [`super::protocol`]).
 //!
 //! They run as Redis Functions where the server has them (Redis 7.0 and
 //! later): one library holds the helpers once and every script as a
@@ -14,91 +19,162 @@
 //! denied) gets the same scripts with `EVALSHA` instead, from the first
 //! refusal on.
 
+use std::marker::PhantomData;
 use std::sync::LazyLock;
 
 use redis::{FromRedisValue, RedisError, RedisResult, Script, ToRedisArgs};
 use sha1::{Digest, Sha1};
 
 use super::connection::Conn;
+use super::protocol::{self, Layout, Wire};
+use super::protocol::{
+    AsideArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, LeaseArgs, NoArgs,
+    PaceArgs, PushArgs, ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs, SeedArgs, StatusArgs,
+    SweepArgs,
+};
+use crate::frontier::{ItemSink, Keys};
 
+/// Every script, with the struct of its head arguments.
 pub(super) struct Scripts {
-    pub lease: FrontierScript,
-    pub commit: FrontierScript,
-    pub claim_start: FrontierScript,
-    pub renew: FrontierScript,
-    pub release: FrontierScript,
-    pub status: FrontierScript,
-    pub push_start: FrontierScript,
-    pub requeue_failed: FrontierScript,
-    pub pace: FrontierScript,
-    pub robots_lock: FrontierScript,
-    pub flush: FrontierScript,
-    pub leases: FrontierScript,
-    pub dupe_bulk: FrontierScript,
-    pub dupe_prepare: FrontierScript,
-    pub dupe_info: FrontierScript,
-    pub seed: FrontierScript,
-    pub sweep: FrontierScript,
-    pub set_aside: FrontierScript,
+    pub lease: FrontierScript<LeaseArgs>,
+    pub commit: FrontierScript<CommitArgs>,
+    pub claim_start: FrontierScript<ClaimArgs>,
+    pub renew: FrontierScript<RenewArgs>,
+    pub release: FrontierScript<ReleaseArgs>,
+    pub status: FrontierScript<StatusArgs>,
+    pub push_start: FrontierScript<PushArgs>,
+    pub requeue_failed: FrontierScript<RequeueArgs>,
+    pub pace: FrontierScript<PaceArgs>,
+    pub robots_lock: FrontierScript<RobotsLockArgs>,
+    pub flush: FrontierScript<FlushArgs>,
+    pub leases: FrontierScript<NoArgs>,
+    pub dupe_bulk: FrontierScript<DupeBulkArgs>,
+    pub dupe_prepare: FrontierScript<DupeArgs>,
+    pub dupe_info: FrontierScript<DupeArgs>,
+    pub seed: FrontierScript<SeedArgs>,
+    pub sweep: FrontierScript<SweepArgs>,
+    pub set_aside: FrontierScript<AsideArgs>,
 }
 
-/// The helpers every script starts with.
-fn shared() -> String {
-    format!(
-        "{}\n{}\n",
-        include_str!("scripts/dupefilter.lua"),
-        include_str!("scripts/prelude.lua")
-    )
+/// The helpers every script has, in the order they build on each other:
+/// the dupefilter's modes, then the helpers by concern (`scripts/lib/`).
+const HELPERS: &[(&str, &str)] = &[
+    ("dupefilter.lua", include_str!("scripts/dupefilter.lua")),
+    ("lib/basics.lua", include_str!("scripts/lib/basics.lua")),
+    ("lib/proofs.lua", include_str!("scripts/lib/proofs.lua")),
+    ("lib/tally.lua", include_str!("scripts/lib/tally.lua")),
+    ("lib/hosts.lua", include_str!("scripts/lib/hosts.lua")),
+    (
+        "lib/politeness.lua",
+        include_str!("scripts/lib/politeness.lua"),
+    ),
+    ("lib/queue.lua", include_str!("scripts/lib/queue.lua")),
+    ("lib/sinks.lua", include_str!("scripts/lib/sinks.lua")),
+    ("lib/leasing.lua", include_str!("scripts/lib/leasing.lua")),
+    ("lib/call.lua", include_str!("scripts/lib/call.lua")),
+];
+
+/// The constants generated from Rust (the politeness rule's, the offsets
+/// of the records `layouts` read), then the helpers.
+fn shared<'a>(layouts: impl IntoIterator<Item = &'a Layout>) -> String {
+    let mut out = crate::frontier::politeness::lua_constants();
+    out.push_str(&protocol::lua_records(layouts));
+    for (_, text) in HELPERS {
+        out.push_str(text);
+        out.push('\n');
+    }
+    out
 }
 
-/// One script: its function in the library, and its own text for `EVALSHA`.
-pub(super) struct FrontierScript {
+/// One script: its layout, its function in the library, and its own text
+/// for `EVALSHA`. `A` is the struct of its head arguments.
+pub(super) struct FrontierScript<A> {
+    layout: &'static Layout,
     /// The function's name in [`LIBRARY`].
     function: String,
     eval: Script,
+    args: PhantomData<fn(A)>,
 }
 
-impl FrontierScript {
-    pub fn prepare_invoke(&self) -> Invocation<'_> {
-        Invocation {
-            script: self,
-            keys: Vec::new(),
-            args: Vec::new(),
+impl<A: Wire> FrontierScript<A> {
+    /// A call for the spider whose keys are `keys` (items going to
+    /// `sink`), with its head arguments.
+    pub fn call<'a>(&'a self, keys: &Keys, sink: ItemSink, args: A) -> Call<'a> {
+        self.call_choosing(keys, sink, &[], args)
+    }
+
+    /// The same, with keys the layout leaves to the caller, by name.
+    pub fn call_choosing<'a>(
+        &'a self,
+        keys: &Keys,
+        sink: ItemSink,
+        chosen: &[(&'static str, &str)],
+        args: A,
+    ) -> Call<'a> {
+        let mut head = Vec::with_capacity(self.layout.args.len());
+        args.write_to(&mut head);
+        let (keys, error) = match self.layout.call_keys(keys, sink, chosen) {
+            Ok(keys) => (
+                keys.into_iter().map(|k| k.as_bytes().to_vec()).collect(),
+                None,
+            ),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        Call {
+            function: &self.function,
+            eval: &self.eval,
+            keys,
+            args: head,
+            error,
         }
     }
-
-    pub fn key<T: ToRedisArgs>(&self, key: T) -> Invocation<'_> {
-        let mut invocation = self.prepare_invoke();
-        invocation.key(key);
-        invocation
-    }
 }
 
-/// A call of a script being put together: its keys and arguments.
-pub(super) struct Invocation<'a> {
-    script: &'a FrontierScript,
+/// A call of a script being put together: its keys, its head arguments,
+/// then what follows them.
+pub(super) struct Call<'a> {
+    function: &'a str,
+    eval: &'a Script,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
+    /// A key the layout asks for and the caller did not give.
+    error: Option<String>,
 }
 
-impl<'a> Invocation<'a> {
-    pub fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
-        self.keys.extend(key.to_redis_args());
+impl Call<'_> {
+    /// A key after the declared ones (the layout's `more_keys`).
+    pub fn more_key(&mut self, key: &str) -> &mut Self {
+        self.keys.push(key.as_bytes().to_vec());
         self
     }
 
-    pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        self.args.extend(arg.to_redis_args());
+    /// A record after the head arguments.
+    pub fn record(&mut self, record: impl Wire) -> &mut Self {
+        record.write_to(&mut self.args);
+        self
+    }
+
+    /// Plain values after the head arguments (ids, entries, …), or a
+    /// record already written out.
+    pub fn values<T: ToRedisArgs>(&mut self, values: T) -> &mut Self {
+        self.args.extend(values.to_redis_args());
         self
     }
 
     /// Runs the script: `FCALL` (loading the library if the server does
     /// not have it yet), or `EVALSHA` on a server without Functions.
     pub async fn invoke_async<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
+        if let Some(e) = &self.error {
+            return Err(RedisError::from((
+                redis::ErrorKind::ClientError,
+                "script call incomplete",
+                e.clone(),
+            )));
+        }
         if conn.functions() {
             let mut fcall = redis::cmd("FCALL");
             fcall
-                .arg(&self.script.function)
+                .arg(self.function)
                 .arg(self.keys.len())
                 .arg(&self.keys)
                 .arg(&self.args);
@@ -112,7 +188,7 @@ impl<'a> Invocation<'a> {
                 done => return done,
             }
         }
-        let mut eval = self.script.eval.prepare_invoke();
+        let mut eval = self.eval.prepare_invoke();
         for key in &self.keys {
             eval.key(key.as_slice());
         }
@@ -150,9 +226,10 @@ async fn load_library(conn: &mut Conn) -> RedisResult<()> {
 }
 
 /// The Functions library: every script registered as a function, after
-/// the `STAT` table and the helpers, which are made once when it is
-/// loaded. `KEYS` and `ARGV` are the call's, and `begin_call` (prelude.lua)
-/// resets what the helpers keep during one call.
+/// the `STAT` table, the generated constants and the helpers, which are
+/// made once when it is loaded. `KEYS` and `ARGV` are the call's, and
+/// `begin_call` (lib/call.lua) resets what the helpers keep during one
+/// call.
 struct Library {
     text: String,
     /// Function names start with this (the library's name).
@@ -163,18 +240,28 @@ struct Library {
 /// they still answer (`crawlworker status`) when Redis is out of memory.
 const READ_ONLY: &[&str] = &["status", "leases", "dupe_info"];
 
+/// Every script's layout, declared in [`protocol`].
+static LAYOUTS: LazyLock<Vec<Layout>> = LazyLock::new(protocol::layouts);
+
+/// A script's body after its preamble of names (see [`protocol`]).
+fn with_preamble(layout: &Layout) -> String {
+    format!("{}{}", protocol::lua_preamble(layout), body(layout.name))
+}
+
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let shared = shared();
+    let shared = shared(LAYOUTS.iter());
     let mut functions = String::new();
-    for (name, body) in BODIES {
-        let flags = if READ_ONLY.contains(name) {
+    for layout in LAYOUTS.iter() {
+        let name = layout.name;
+        let flags = if READ_ONLY.contains(&name) {
             ", flags = {'no-writes'}"
         } else {
             ""
         };
         functions.push_str(&format!(
             "redis.register_function{{function_name = FUNCTION_PREFIX .. '{name}', callback = function(keys, args)\n\
-             KEYS, ARGV = keys, args\nbegin_call()\n{body}\nend{flags}}}\n"
+             KEYS, ARGV = keys, args\nbegin_call()\n{}\nend{flags}}}\n",
+            with_preamble(layout)
         ));
     }
     let stats = crate::stats::lua_table(&format!("{shared}{functions}"));
@@ -210,20 +297,30 @@ const BODIES: &[(&str, &str)] = &[
     ("set_aside", include_str!("scripts/set_aside.lua")),
 ];
 
-/// The script `name`: a function of [`LIBRARY`], and for `EVALSHA` its
-/// body after the `STAT` table of the stats it (or the helpers) names and
-/// the helpers.
-fn script(name: &str) -> FrontierScript {
-    let body = BODIES
+fn body(name: &str) -> &'static str {
+    BODIES
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, body)| *body)
-        .unwrap_or_else(|| panic!("no script {name}"));
-    let shared = shared();
-    let stats = crate::stats::lua_table(&format!("{shared}{body}"));
+        .unwrap_or_else(|| panic!("no script {name}"))
+}
+
+/// The script `name`: a function of [`LIBRARY`], and for `EVALSHA` its
+/// body after the `STAT` table of the stats it (or the helpers) names, the
+/// generated constants and the helpers.
+fn script<A>(name: &str) -> FrontierScript<A> {
+    let layout = LAYOUTS
+        .iter()
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no layout for script {name}"));
+    let shared = shared([layout]);
+    let text = with_preamble(layout);
+    let stats = crate::stats::lua_table(&format!("{shared}{text}"));
     FrontierScript {
+        layout,
         function: format!("{}_{name}", LIBRARY.prefix),
-        eval: Script::new(&format!("{stats}\n{shared}{body}")),
+        eval: Script::new(&format!("{stats}\n{shared}{text}")),
+        args: PhantomData,
     }
 }
 
@@ -250,16 +347,12 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 
 #[cfg(test)]
 mod tests {
-    use super::BODIES;
+    use super::{BODIES, HELPERS, LAYOUTS};
     use crate::stats;
 
     /// Every script's text: the helpers, then each script's own.
     fn sources() -> Vec<(String, &'static str)> {
-        let helpers = [
-            ("prelude.lua", include_str!("scripts/prelude.lua")),
-            ("dupefilter.lua", include_str!("scripts/dupefilter.lua")),
-        ];
-        helpers
+        HELPERS
             .iter()
             .map(|(file, text)| (file.to_string(), *text))
             .chain(
@@ -276,12 +369,12 @@ mod tests {
     /// Constants are upper-case.
     #[test]
     fn begin_call_resets_every_local_the_helpers_keep_during_a_call() {
-        let prelude = include_str!("scripts/prelude.lua");
-        let start = prelude
+        let call = include_str!("scripts/lib/call.lua");
+        let start = call
             .find("local function begin_call()")
-            .expect("prelude.lua defines begin_call");
-        let reset = &prelude[start..start + prelude[start..].find("\nend").unwrap_or(0)];
-        for text in [prelude, include_str!("scripts/dupefilter.lua")] {
+            .expect("lib/call.lua defines begin_call");
+        let reset = &call[start..start + call[start..].find("\nend").unwrap_or(0)];
+        for (_, text) in HELPERS {
             for line in text.lines() {
                 let Some(decl) = line.strip_prefix("local ") else {
                     continue;
@@ -356,6 +449,94 @@ mod tests {
                 assert!(
                     stats::ALL.iter().any(|s| s.id == id),
                     "{file} uses STAT.{id}, which src/stats.rs does not define"
+                );
+            }
+        }
+    }
+
+    /// Scripts read their keys and arguments by name (`K.requests`,
+    /// `A.worker`, `ARGV[at + PAGE.retry_ms]`), never by a position
+    /// written by hand: the positions come from the layouts in
+    /// `protocol.rs`.
+    #[test]
+    fn no_script_indexes_keys_or_argv_by_number() {
+        for (file, text) in sources() {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("--").next().unwrap_or("");
+                let by_number = |what: &str| {
+                    code.match_indices(what).any(|(i, _)| {
+                        let inside = &code[i + what.len()..];
+                        let inside = &inside[..inside.find(']').unwrap_or(inside.len())];
+                        inside.trim().starts_with(|c: char| c.is_ascii_digit())
+                            || inside
+                                .split('+')
+                                .skip(1)
+                                .any(|t| t.trim().starts_with(|c: char| c.is_ascii_digit()))
+                    })
+                };
+                assert!(
+                    !code.contains("KEYS[") && !by_number("ARGV["),
+                    "{file}:{}: `{}` indexes KEYS or ARGV by a number; name it in protocol.rs",
+                    n + 1,
+                    line.trim()
+                );
+            }
+        }
+    }
+
+    /// Every script has a layout and every layout a script; Lua names in
+    /// a layout are unique identifiers.
+    #[test]
+    fn every_script_has_one_layout_with_unique_names() {
+        for (name, _) in BODIES {
+            assert_eq!(
+                LAYOUTS.iter().filter(|l| l.name == *name).count(),
+                1,
+                "{name}"
+            );
+        }
+        assert_eq!(LAYOUTS.len(), BODIES.len());
+        for layout in LAYOUTS.iter() {
+            let mut names: Vec<String> =
+                layout.keys.iter().map(|slot| format!("{slot:?}")).collect();
+            names.sort();
+            let before = names.len();
+            names.dedup();
+            assert_eq!(names.len(), before, "{}: a key twice", layout.name);
+            for arg in layout.args {
+                assert!(
+                    arg.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                    "{}: `{arg}`",
+                    layout.name
+                );
+            }
+        }
+    }
+
+    /// A script reads the records its layout says follow its head
+    /// arguments, and no other.
+    #[test]
+    fn scripts_read_the_records_their_layouts_declare() {
+        let records = [
+            "PAGE",
+            "TASK",
+            "LINK",
+            "HANDOFF",
+            "STAT_PAIR",
+            "CLAIM",
+            "REQUEUE",
+            "SEED",
+            "ASIDE",
+        ];
+        for layout in LAYOUTS.iter() {
+            let body = super::body(layout.name);
+            for record in records {
+                let declared = layout.tail.iter().any(|r| r.lua == record);
+                let read = body.contains(&format!("{record}."));
+                assert_eq!(
+                    declared, read,
+                    "{}.lua: record {record} declared {declared}, read {read}",
+                    layout.name
                 );
             }
         }

@@ -9,6 +9,7 @@
 //! this: it is leased like any other and committed as a dead letter (see
 //! `decode_leases`), as a record that is not JSON is.
 
+use super::protocol::{AsideArgs, AsideRecord};
 use super::{err, to_json, DeadLetter, RedisFrontier, Result, SCRIPTS};
 use crate::frontier::keys::StartKind;
 use crate::frontier::records::not_utf8_reason;
@@ -82,13 +83,11 @@ impl RedisFrontier {
     /// Sets aside start entries that are not UTF-8 text.
     async fn set_aside_start(&self, entries: &[Vec<u8>]) -> Result<()> {
         let key = &self.keys.start_urls;
-        let mut inv = SCRIPTS.set_aside.prepare_invoke();
-        inv.key(key)
-            .key(&self.keys.dead)
-            .key(&self.keys.stats)
-            .arg(self.kind.as_str())
-            .arg("");
-        self.invoke_set_aside(inv, key, entries, "start entry")
+        let args = AsideArgs {
+            kind: self.kind.as_str().to_string(),
+            worker: String::new(),
+        };
+        self.invoke_set_aside(args, key, key, entries, "start entry")
             .await
     }
 
@@ -96,33 +95,39 @@ impl RedisFrontier {
     /// (queue members another tool wrote): they cannot be committed by id.
     pub(super) async fn set_aside_leases(&self, ids: &[Vec<u8>]) -> Result<()> {
         let k = &self.keys;
-        let mut inv = SCRIPTS.set_aside.prepare_invoke();
-        inv.key(&k.inflight)
-            .key(&k.dead)
-            .key(&k.stats)
-            .key(&k.request_data)
-            .key(&k.leases)
-            .arg("lease")
-            .arg(&self.worker);
-        self.invoke_set_aside(inv, &k.requests, ids, "request id")
+        let args = AsideArgs {
+            kind: "lease".to_string(),
+            worker: self.worker.clone(),
+        };
+        self.invoke_set_aside(args, &k.inflight, &k.requests, ids, "request id")
             .await
     }
 
-    /// Runs `set_aside.lua` on `entries` of `key` (as dead letters name it)
-    /// and logs each entry it set aside.
+    /// Runs `set_aside.lua` on `entries` of the key `source` (named `key`
+    /// in their dead letters) and logs each entry it set aside.
     async fn invoke_set_aside(
         &self,
-        mut inv: super::scripts::Invocation<'_>,
+        args: AsideArgs,
+        source: &str,
         key: &str,
         entries: &[Vec<u8>],
         what: &str,
     ) -> Result<()> {
+        let mut inv = SCRIPTS.set_aside.call_choosing(
+            &self.keys,
+            self.sink.sink,
+            &[("source", source)],
+            args,
+        );
         let letters: Vec<DeadLetter> = entries
             .iter()
             .map(|e| DeadLetter::not_utf8(key, e, what))
             .collect();
         for (entry, letter) in entries.iter().zip(&letters) {
-            inv.arg(entry.as_slice()).arg(to_json(letter));
+            inv.record(AsideRecord {
+                entry: entry.clone(),
+                letter: to_json(letter).into_bytes(),
+            });
         }
         let done: Vec<i64> = inv
             .invoke_async(&mut self.conn.clone())

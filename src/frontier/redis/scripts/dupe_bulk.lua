@@ -3,19 +3,19 @@
 -- nothing, `forget` removes them (`flush --fingerprint URL`; a Bloom filter
 -- cannot forget one entry).
 --
--- KEYS: 1 dupefilter, 2 dupefilter meta
--- ARGV: 1 dupefilter spec, 2 `add`, `check` or `forget`, 3… fingerprints
+-- Keys and arguments: `dupe_bulk` in protocol.rs; the fingerprints follow
+-- the head arguments.
 -- Returns how many were new (add), seen (check) or removed (forget); -1
 -- for `forget` on a Bloom filter.
 -- The spec the filter was made with wins over the spider's.
-local d = dupe_config(redis.call('HGET', KEYS[2], 'spec') or ARGV[1], KEYS[1], KEYS[2])
-local op = ARGV[2]
+local d = dupe_config(redis.call('HGET', K.dupefilter_meta, 'spec') or A.dupe_spec, K.dupefilter, K.dupefilter_meta)
+local op = A.op
 if op == 'forget' and d.mode == 'bloom' then
   return -1
 end
 local now = now_ms()
 local n = 0
-for i = 3, #ARGV do
+for i = REST, #ARGV do
   local hit
   if op == 'add' then
     hit = dupe_add(d, ARGV[i], now)

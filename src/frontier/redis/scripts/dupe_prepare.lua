@@ -3,23 +3,23 @@
 -- with when it exists, so a spider whose mode changed is refused rather
 -- than mixing two layouts.
 --
--- KEYS: 1 dupefilter, 2 dupefilter meta
--- ARGV: 1 the spider's dupefilter spec
+-- Keys and arguments: `dupe_prepare` in protocol.rs.
 -- Returns {mode the filter has, its spec} ({'', ''} when no filter exists
 -- and nothing was recorded: cannot happen).
-local d = dupe_config(ARGV[1], KEYS[1], KEYS[2])
-local mode = redis.call('HGET', KEYS[2], 'mode')
+local meta = K.dupefilter_meta
+local d = dupe_config(A.dupe_spec, K.dupefilter, meta)
+local mode = redis.call('HGET', meta, 'mode')
 if not mode then
   -- A SET left by scrapy-redis (or an older crawlworker) is exact.
-  local kind = redis.call('TYPE', KEYS[1]).ok
+  local kind = redis.call('TYPE', K.dupefilter).ok
   if kind == 'set' then
     mode = 'exact'
-    redis.call('HSET', KEYS[2], 'mode', mode, 'spec', 'exact')
+    redis.call('HSET', meta, 'mode', mode, 'spec', 'exact')
   elseif kind == 'none' then
-    redis.call('HSET', KEYS[2], 'mode', d.mode, 'spec', ARGV[1])
+    redis.call('HSET', meta, 'mode', d.mode, 'spec', A.dupe_spec)
     mode = d.mode
   else
     return {kind, ''}
   end
 end
-return {mode, redis.call('HGET', KEYS[2], 'spec') or ''}
+return {mode, redis.call('HGET', meta, 'spec') or ''}

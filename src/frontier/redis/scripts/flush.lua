@@ -2,13 +2,13 @@
 -- many entries each held. Deleting the dupefilter's meta hash also deletes
 -- the keys it lists (a Bloom filter's followers, expiring time buckets).
 --
--- KEYS: the keys to delete
--- ARGV: 1 the dupefilter key, 2 the dupefilter meta key
+-- Keys and arguments: `flush` in protocol.rs (the keys to delete are
+-- K.targets).
 -- Returns {key1, entries1, key2, entries2, ...}.
 local keys = {}
-for _, key in ipairs(KEYS) do
-  if key == ARGV[2] then
-    for _, extra in ipairs(dupe_extra_keys(ARGV[1], ARGV[2])) do
+for _, key in ipairs(K.targets) do
+  if key == A.dupefilter_meta then
+    for _, extra in ipairs(dupe_extra_keys(A.dupefilter, A.dupefilter_meta)) do
       keys[#keys + 1] = extra
     end
   end

@@ -1,14 +1,15 @@
--- Extend worker ARGV[1]'s leases on the ids ARGV[3..] by ARGV[2] ms from
--- now. Returns the ids whose lease the worker no longer holds.
+-- Extend worker A.worker's leases on the ids after the head arguments by
+-- A.lease_ms from now. Returns the ids whose lease the worker no longer
+-- holds.
 --
--- KEYS: 1 in-flight, 2 lease owners
-local worker, lease_ms = ARGV[1], tonumber(ARGV[2])
-local deadline = now_ms() + lease_ms
+-- Keys and arguments: `renew` in protocol.rs.
+local worker = A.worker
+local deadline = now_ms() + tonumber(A.lease_ms)
 local lost = {}
-for i = 3, #ARGV do
+for i = REST, #ARGV do
   local id = ARGV[i]
-  if owned_by(redis.call('HGET', KEYS[2], id), worker) then
-    redis.call('ZADD', KEYS[1], deadline, id)
+  if owned_by(redis.call('HGET', K.leases, id), worker) then
+    redis.call('ZADD', K.inflight, deadline, id)
   else
     lost[#lost + 1] = id
   end

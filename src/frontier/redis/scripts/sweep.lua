@@ -9,29 +9,27 @@
 -- * a politeness slot in the past: reserve_slot takes it for no slot at
 --   all. For a host with back-off state, the slot (set to now by each of
 --   its responses, see host_news) tells when it was last active: the slot
---   and that state go once it has been left alone for ARGV[2] ms;
+--   and that state go once it has been left alone for A.backoff_idle_ms;
 -- * back-off state of a host with no slot (older crawlworkers wrote it
 --   without one): it gets a slot at now, so its idle time starts;
 -- * a robots.txt record past its expiry, with the host's Crawl-delay: the
 --   workers re-read or fetch robots.txt then anyway, and a worker still
 --   holding the policy passes its Crawl-delay to pace.lua. A record with no
---   expiry (older crawlworkers) gets one, its fetch time plus ARGV[3] ms;
+--   expiry (older crawlworkers) gets one, its fetch time plus
+--   A.robots_ttl_ms;
 --   an unreadable one (which no worker uses) goes;
 -- * robots.txt fetch locks that have run out (robots_lock.lua ignores them);
--- * heartbeats older than ARGV[4] ms (workers long gone, holding nothing).
+-- * heartbeats older than A.workers_keep_ms (workers long gone, holding
+--   nothing).
 --
--- KEYS: 1 politeness slots, 2 host crawl delays, 3 adaptive back-off,
---       4 back-off error shares, 5 sweep cursors, 6 robots.txt records,
---       7 their expiries (zset), 8 robots.txt locks (zset), 9 workers
--- ARGV: 1 entries to look at per key, 2 idle ms after which a host's
---       back-off is forgotten, 3 robots.txt TTL ms, 4 heartbeat age (ms)
---       after which a worker is forgotten
+-- Keys and arguments: `sweep` in protocol.rs.
 -- Returns the entries deleted: {slots, back-off states, robots.txt
 -- records, locks, workers}.
-local pace, host_delay, backoff, errors = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local cursors, robots, expiry, locks, workers = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local n = math.max(1, tonumber(ARGV[1]))
-local idle_ms, robots_ttl_ms, workers_keep_ms = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local pace, host_delay, backoff, errors = K.pace, K.host_delay, K.backoff, K.backoff_errors
+local cursors, robots, expiry, locks, workers = K.sweep, K.robots, K.robots_expiry, K.robots_locks, K.workers
+local n = math.max(1, tonumber(A.budget))
+local idle_ms, robots_ttl_ms, workers_keep_ms = tonumber(A.backoff_idle_ms), tonumber(A.robots_ttl_ms),
+  tonumber(A.workers_keep_ms)
 local now = now_ms()
 local slots, states, records, unlocked, gone = 0, 0, 0, 0, 0
 
