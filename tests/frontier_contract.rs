@@ -921,6 +921,68 @@ async fn revisits_come_due_and_leave_the_schedule(h: &impl Harness) {
     assert_eq!(f.stat(stats::REVISIT_DROPPED).await.unwrap(), 1);
 }
 
+/// A retry comes back at the place its commit gave it (its priority, then
+/// its commit's turn), a revisit at its priority when it comes due (its
+/// turn then). Priorities beyond ±4095 are clamped there as everywhere:
+/// a request may carry one (a task's `{p}` renders into a start request
+/// unchecked), and the queue's order is exact only within the range.
+async fn work_that_comes_back_takes_its_priority_place(h: &impl Harness) {
+    const DUE: Duration = Duration::from_millis(200);
+    let f = h.frontier(worker("w1")).await;
+    let at = |url: &str, priority: i64| Request {
+        priority,
+        ..unfiltered(url)
+    };
+    queue(
+        &f,
+        &[
+            at("http://back.example/retried", 0),
+            at("http://back.example/revisited", 9999),
+        ],
+    )
+    .await;
+    let leased = lease(&f, 2).await;
+    // A retry at priority 10, and a revisit at a priority beyond the range.
+    let retry = PageResult {
+        retry: Some(Retry {
+            request: at("http://back.example/retried", 10),
+            delay: DUE,
+        }),
+        ..PageResult::default()
+    };
+    let revisit = PageResult {
+        revisit: Some(Revisit::At {
+            request: at("http://back.example/revisited", 9999),
+            after: DUE,
+        }),
+        ..PageResult::default()
+    };
+    commit(&f, &leased[0], &retry).await;
+    commit(&f, &leased[1], &revisit).await;
+    queue(
+        &f,
+        &[
+            at("http://back.example/low", 0),
+            at("http://back.example/high", 4095),
+            at("http://back.example/middle", 10),
+        ],
+    )
+    .await;
+    until_queued(&f, 5).await;
+    assert_eq!(
+        urls(&lease(&f, 10).await),
+        vec![
+            "http://back.example/high",
+            // Clamped to 4095, and queued after `high` when it came due.
+            "http://back.example/revisited",
+            // Placed by its commit, before `middle` was queued.
+            "http://back.example/retried",
+            "http://back.example/middle",
+            "http://back.example/low",
+        ]
+    );
+}
+
 async fn leases_stop_at_max_pages_until_the_limit_is_raised(h: &impl Harness) {
     let quota = |max_pages| Options {
         quota: Quota {
@@ -1312,6 +1374,7 @@ promises!(
     a_slot_reserved_later_keeps_the_spacing_and_the_hold,
     a_request_whose_slot_is_beyond_half_a_lease_stays_queued,
     revisits_come_due_and_leave_the_schedule,
+    work_that_comes_back_takes_its_priority_place,
     leases_stop_at_max_pages_until_the_limit_is_raised,
     max_pages_per_host_counts_what_a_release_gives_back,
     nothing_is_leased_while_paused,
