@@ -19,6 +19,7 @@ mod downloader;
 mod dupefilter;
 mod fingerprint_cli;
 mod frontier;
+mod frontier_contract;
 mod idle;
 mod json_api;
 mod local;

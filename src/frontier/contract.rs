@@ -18,7 +18,11 @@
 //!   nothing (there are no other workers, and its per-host state ends with
 //!   the crawl);
 //! - its start entries, dead letters, failures and items live in memory
-//!   (items go to a JSON Lines writer), not in Redis keys;
+//!   (items go to a JSON Lines writer, so no item stream holds leases
+//!   back), not in Redis keys;
+//! - its dupefilter is exact whatever mode the spider asks for (the
+//!   compact, Bloom and expiring modes bound what Redis keeps over months
+//!   of crawling; a local crawl's fingerprints last as long as its run);
 //! - it never has a fatal Redis error ([`Backend::fatal`] stays empty).
 //!
 //! Everything else (order, dupefilter, leases that expire and return,

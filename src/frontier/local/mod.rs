@@ -24,6 +24,7 @@ pub use sink::ItemWriter;
 use super::error::Result;
 use super::outage::Fatal;
 use super::pickup::StartWatch;
+use super::politeness::HostState;
 use super::wake::Wake;
 use super::{
     Backend, Claimed, Committed, DeadLetter, FailedRecord, Handoff, Heartbeat, Keys, Leased,
@@ -110,6 +111,13 @@ impl LocalFrontier {
     /// Why the item sink failed, if it did.
     pub fn sink_error(&self) -> Option<String> {
         self.state().sink.error.clone()
+    }
+
+    /// `host`'s politeness numbers (its next slot, Crawl-delay, back-off
+    /// and error share), if the crawl keeps any: what the Redis frontier
+    /// keeps in its per-host hashes, for the contract suite to compare.
+    pub fn host_state(&self, host: &str) -> Option<HostState> {
+        self.state().hosts.get(host).copied()
     }
 
     fn lease_now(&self, max: usize, peek: usize) -> (Vec<Leased>, Vec<String>) {

@@ -158,9 +158,12 @@ impl State {
     }
 
     /// Revisits waiting and queued, and those of them overdue at `now`
-    /// (as `status.lua` counts them).
+    /// (as `status.lua` counts them: due at `now` or before).
     pub fn scheduled(&self, now: u64) -> (usize, usize) {
-        let waiting_overdue = self.schedule_order.range(..(now, String::new())).count();
+        let waiting_overdue = self
+            .schedule_order
+            .range(..(now.saturating_add(1), String::new()))
+            .count();
         let queued = self.schedule_due.len();
         (self.schedule.len() + queued, waiting_overdue + queued)
     }
