@@ -78,6 +78,10 @@ const HELPERS: &[(&str, &str)] = &[
 /// of the records `layouts` read), then the helpers.
 fn shared<'a>(layouts: impl IntoIterator<Item = &'a Layout>) -> String {
     let mut out = crate::frontier::politeness::lua_constants();
+    out.push_str(&format!(
+        "local MAX_PRIORITY = {}\n",
+        crate::frontier::MAX_PRIORITY
+    ));
     out.push_str(&protocol::lua_records(layouts));
     for (_, text) in HELPERS {
         out.push_str(text);

@@ -6,7 +6,7 @@
 --
 -- Queue order: higher priority first, FIFO among equal priorities. A sorted
 -- set orders by score, so the score is -priority * 2^40 + sequence: the
--- priority (clamped to ±4095 by the worker) in the high part, the enqueue
+-- priority (clamped to ±MAX_PRIORITY) in the high part, the enqueue
 -- sequence in the low part. Every score stays below 2^53, exact in a double.
 local SEQ_SPAN = 1099511627776
 

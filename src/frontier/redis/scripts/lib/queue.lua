@@ -98,7 +98,10 @@ local function release_revisits(K, now)
     local json = redis.call('HGET', K.schedule_data, fp)
     redis.call('ZREM', K.schedule, fp)
     if json then
+      -- The request's own priority, which nothing clamped (MAX_PRIORITY
+      -- keeps the score exact and the order of equal priorities FIFO).
       local priority = tonumber(string.match(json, '"priority":(-?%d+)') or '0')
+      priority = math.max(-MAX_PRIORITY, math.min(MAX_PRIORITY, priority))
       local seq = next_seq()
       redis.call('ZADD', K.requests, queue_score(priority, seq), seq)
       redis.call('HSET', K.request_data, seq, json)
