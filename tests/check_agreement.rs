@@ -1,5 +1,5 @@
 //! `check` and `run` accept exactly the same spider files, and what they
-//! accept can run (issue 14): every shipped spider is mutated in a fixed,
+//! accept can run: every shipped spider is mutated in a fixed,
 //! deterministic way (numbers made negative, zero or huge, strings emptied
 //! or broken, types swapped, keys removed or unknown ones added, every
 //! setting given out-of-range values, priorities out of range) and each
@@ -374,9 +374,11 @@ fn unusable(spider: &Spider, s: &Settings) -> Option<String> {
     }
 }
 
-/// The agreement test, run by
-/// `regression::issue_14_check_and_run_accept_the_same_spider_files`.
-pub(crate) fn check_and_run_agree() {
+/// `check` and `run` accept exactly the same files, with the mutants above
+/// (25 invalid spiders once passed `check`, then were refused by `run`,
+/// failed every request or hung the worker).
+#[test]
+fn check_and_run_accept_the_same_spider_files() {
     let started = Instant::now();
     let dir = crawlworker_testkit::temp_dir("agreement");
     let shipped = files(&root().join("spiders"), "toml");

@@ -82,6 +82,25 @@ impl RedisServer {
         keys
     }
 
+    /// How many times the server ran `command` since it started, as `INFO
+    /// commandstats` names it (`fcall`, `function|load`); commands that
+    /// scripts run count too. A marker that a step ran, for tests that
+    /// then assert what did not happen.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap_or_else(|e| panic!("INFO commandstats failed on {}: {e}", self.url()));
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| {
+                n.parse()
+                    .unwrap_or_else(|e| panic!("INFO commandstats: calls={n}: {e}"))
+            })
+    }
+
     /// Stops the server as an operator would (SHUTDOWN, which writes the
     /// AOF), waits `down`, and starts it again on the same port and data.
     pub fn restart(&mut self, down: Duration) {
