@@ -1,5 +1,5 @@
-//! Crawl control (issue 11): `pause` and `resume` a running cluster, and
-//! the cluster-wide quotas `max_pages` and `max_pages_per_host`.
+//! Crawl control: `pause` and `resume` a running cluster, and the
+//! cluster-wide quotas `max_pages` and `max_pages_per_host`.
 
 use std::time::Duration;
 

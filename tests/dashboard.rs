@@ -1,4 +1,4 @@
-//! The web dashboard (issue 9) in a real headless browser (Debian's
+//! The web dashboard in a real headless browser (Debian's
 //! chromium): during a crawl the page renders charts with data. The test
 //! reads the DOM the page's script built and looks at a screenshot.
 

@@ -1,6 +1,6 @@
 //! An idle worker does not poll Redis for work that comes due by the clock
-//! (issue 12: an idle worker costs about 2 Redis commands a second at
-//! most): the lease tells it when the next retry, lease expiry or
+//! (an idle worker costs about 2 Redis commands a second at most): the
+//! lease tells it when the next retry, lease expiry or
 //! politeness slot is due, and it sleeps until then or until a wake-up.
 //! These workers look for unannounced work only every 30 s
 //! (`idle_recheck`), so a fetch within a few seconds of the due time is

@@ -1,5 +1,5 @@
-//! Pickup of start entries pushed by producers that are not crawlworker
-//! (issue 12): a plain `RPUSH` to a list start key and a `SADD`/`ZADD` to a
+//! Pickup of start entries pushed by producers that are not crawlworker:
+//! a plain `RPUSH` to a list start key and a `SADD`/`ZADD` to a
 //! set or zset start key (with keyspace notifications on) wake an idle
 //! worker at once, not at its next `idle_recheck`, which these tests set to
 //! 30 s so only the watch can explain a fetch. Each entry is fetched once
