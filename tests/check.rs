@@ -170,6 +170,7 @@ fn check_on_a_huge_deny_list_fails_fast() {
                 started.elapsed() < Duration::from_secs(10),
                 "{name}: check still running after 10 s"
             );
+            // How often its memory is sampled, not a wait for an effect.
             std::thread::sleep(Duration::from_millis(5));
         };
         let mut err = String::new();

@@ -535,6 +535,8 @@ async fn a_host_failing_everything_backs_off_hard_then_recovers() {
         ms.filter(|&ms| ms >= 500)
     });
     assert!(peak <= 2000, "{peak} ms, over adaptive_backoff_max_delay");
+    // The outage ends by the fault server's clock, 8 s after its first
+    // request: waiting it out is the scenario, not a guess.
     let outage_over = env.server.arrivals("/fault/outage/")[0] + Duration::from_secs(8);
     tokio::time::sleep_until(outage_over.into()).await;
     // Healthy again: its good responses bring the pace back.

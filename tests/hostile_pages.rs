@@ -9,7 +9,10 @@ use std::time::Duration;
 use redis::Commands;
 
 use crawlworker_demo::Site;
-use crawlworker_testkit::{eventually, push_urls, temp_dir, FixtureServer, RedisServer, Worker};
+use crawlworker_testkit::redis::free_port;
+use crawlworker_testkit::{
+    eventually, eventually_async, push_urls, temp_dir, FixtureServer, RedisServer, Worker,
+};
 
 /// How long a condition may take before a test gives up on it.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -105,6 +108,24 @@ async fn deeply_nested_html_is_cut_short_within_a_time_bound() {
     server.stop().await.unwrap();
 }
 
+/// The pages the worker serving metrics at `addr` has downloaded for
+/// `spider`, once it has downloaded any.
+async fn downloads(addr: &str, spider: &str) -> Option<u64> {
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let series = format!("crawlworker_download_duration_seconds_count{{spider=\"{spider}\"}} ");
+    let n: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))?
+        .parse()
+        .ok()?;
+    (n > 0).then_some(n)
+}
+
 /// SIGTERM while a worker extracts a deeply nested page ends the worker
 /// within its grace period: the extraction does not block the runtime, so
 /// the grace period's timer fires (a 5 s grace once took 22 s). Here the
@@ -126,14 +147,20 @@ async fn sigterm_during_a_huge_page_exits_within_grace() {
         ("CRAWLWORKER_LEASE_TIMEOUT", "60s"),
         ("CRAWLWORKER_LOG", "info"),
     ];
-    let worker = Worker::spawn(&spider, &redis.url(), &[], &env);
+    // Its metrics say when the page is downloaded.
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let worker = Worker::spawn(&spider, &redis.url(), &["--metrics-addr", &metrics], &env);
     let mut conn = redis.conn();
     eventually("the worker leases the page", PATIENCE, || {
         (conn.zcard::<_, u64>("nested:inflight").unwrap() == 1).then_some(())
     });
-    // The 2 MB page arrives within milliseconds on loopback; its parse
-    // would then take many minutes.
-    std::thread::sleep(Duration::from_secs(2));
+    // The 2 MB page arrives within milliseconds on loopback, and its parse
+    // starts as soon as its download is counted; unbounded, it would then
+    // take many minutes.
+    eventually_async("the worker has downloaded the page", PATIENCE, || {
+        downloads(&metrics, "nested")
+    })
+    .await;
     let stopped = std::time::Instant::now();
     worker.terminate();
     let (status, log) = worker.wait(Duration::from_secs(120));

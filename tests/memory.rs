@@ -9,7 +9,9 @@ use std::time::Duration;
 use redis::Commands;
 
 use crawlworker_demo::Site;
-use crawlworker_testkit::{push_urls, temp_dir, FixtureServer, RedisServer, Worker};
+use crawlworker_testkit::{
+    eventually_async, push_urls, temp_dir, FixtureServer, RedisServer, Worker,
+};
 
 /// How long a condition may take before a test gives up on it.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -89,6 +91,7 @@ async fn a_100_mb_page_stays_within_its_memory_bound() {
         if started.elapsed() > Duration::from_secs(300) {
             break;
         }
+        // How often its memory is sampled, not a wait for an effect.
         std::thread::sleep(Duration::from_millis(50));
     }
     let (status, log) = worker.wait(Duration::from_secs(300));
@@ -143,8 +146,16 @@ async fn large_pages_wait_for_the_memory_budget() {
     assert_eq!(first.body.len() as u64, PAGE);
     assert_eq!(second.body.len() as u64, PAGE);
     assert!(budget.held() >= 2 * PAGE, "{budget:?}");
+    let two = budget.held();
     let third = tokio::spawn(get(format!("/fault/huge-chunked/{}", PAGE + 1)));
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The third has its response and reads its body into the budget. Its
+    // body cannot fit in what the two leave (under 3 MB): from here only a
+    // dropped page lets it finish.
+    eventually_async("the third page holds part of the budget", PATIENCE, || {
+        let grown = budget.held() > two;
+        async move { grown.then_some(()) }
+    })
+    .await;
     assert!(
         !third.is_finished(),
         "a third page fitted beside two in the budget: {budget:?}"

@@ -244,7 +244,8 @@ async fn the_sweep_deletes_only_what_can_no_longer_matter() {
     assert_eq!(hash(&mut c, "q:workers"), ["live"]);
 
     // Left alone past the back-off's quiet time, the hosts' back-off goes
-    // with their slots; the slot to come stays.
+    // with their slots; the slot to come stays. The quiet time (1 s) passes
+    // by Redis's clock, which the sweep reads: the sleep is the scenario.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     f.sweep(1000, ttl).await.unwrap();
     assert_eq!(hash(&mut c, "q:pace"), ["future"]);
@@ -274,7 +275,8 @@ async fn a_swept_slot_was_no_slot_and_a_swept_crawl_delay_still_holds() {
         .expect("no limit");
     assert!(second >= Duration::from_millis(900), "{second:?}");
     // Once the slot has passed, deleting it changes nothing: the next
-    // request goes at once, as it would have with the entry.
+    // request goes at once, as it would have with the entry. The slot
+    // passes by Redis's clock: the sleep is the scenario.
     tokio::time::sleep(second + Duration::from_millis(1100)).await;
     let swept = f.sweep(1000, Duration::from_secs(3600)).await.unwrap();
     assert_eq!(swept.slots, 1);

@@ -144,6 +144,8 @@ match = '/fault/'
     f.push_start(&more, 0.0, None).await.unwrap();
     claim_all(&spider, &f).await;
     // The page revisited every 100 ms is due by now: this lease queues it.
+    // Due by Redis's clock, which the lease reads: the sleep is the
+    // scenario, not a wait for the system.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (leased, _) = f.lease(1, 0).await.unwrap();
     assert_eq!(leased.len(), 1);

@@ -106,6 +106,7 @@ impl RedisServer {
     pub fn restart(&mut self, down: Duration) {
         let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.conn());
         let _ = self.child.wait();
+        // The outage the caller asked for: Redis stays down this long.
         std::thread::sleep(down);
         self.child = spawn_redis(self.port, self.dir.path(), &self.args);
         assert!(
