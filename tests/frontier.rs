@@ -192,6 +192,8 @@ async fn a_page_that_may_not_wait_sends_its_batch_at_once() {
     let page = PageResult::default();
     let (first, second) = tokio::time::timeout(Duration::from_secs(30), async {
         tokio::join!(a.commit(&held[0], &page, 0, true), async {
+            // The second page finishes later, while the first waits in
+            // its batch: the scenario, not a wait for something to happen.
             tokio::time::sleep(Duration::from_millis(200)).await;
             a.commit(&held[1], &page, 0, false).await
         })

@@ -38,7 +38,7 @@ impl SpiderRun {
         let redis = shared
             .redis(&settings.redis_url)
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
-        let mut backoff = crate::backoff::Backoff::REDIS.attempts();
+        let mut backoff = crate::retry_schedule::RetrySchedule::REDIS.attempts();
         let (mut attempts, mut said) = (0u32, None::<Instant>);
         // Connecting, checking the dupefilter and queueing the seeds all
         // ride out an outage (Redis may go away between any two of them).

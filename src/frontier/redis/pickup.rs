@@ -50,8 +50,8 @@ use tokio::task::JoinHandle;
 use super::connection::{Place, RedisTarget, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use super::wake::{wake_up, Wake};
 use super::FrontierError;
-use crate::backoff::Backoff;
 use crate::frontier::keys::StartKind;
+use crate::retry_schedule::RetrySchedule;
 
 /// Blocking connections one worker holds on one Redis at most: one per idle
 /// spider with a list start key, up to this many.
@@ -440,7 +440,7 @@ async fn wait_for_entries(
     state: Arc<Mutex<ListState>>,
     hit: Arc<Notify>,
 ) {
-    let mut backoff = Backoff::REDIS.attempts();
+    let mut backoff = RetrySchedule::REDIS.attempts();
     loop {
         {
             // Decided under the lock, so an `arm` either sees this task

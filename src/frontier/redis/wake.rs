@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, Notify};
 
 use super::url::redact;
-use crate::backoff::Backoff;
+use crate::retry_schedule::RetrySchedule;
 
 /// The channels subscribed to: each one's waiters and how many spiders
 /// listen on it.
@@ -67,7 +67,7 @@ impl Wakes {
         let live = Arc::new(AtomicBool::new(false));
         let up = live.clone();
         let task = tokio::spawn(async move {
-            let mut backoff = Backoff::REDIS.attempts();
+            let mut backoff = RetrySchedule::REDIS.attempts();
             for client in nodes.iter().cycle() {
                 let address = redact(&client.get_connection_info().addr.to_string());
                 match client.get_async_pubsub().await {

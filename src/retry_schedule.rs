@@ -1,5 +1,7 @@
-//! Exponential backoff, the one schedule every "try again later" in the
-//! crawler uses: HTTP retries (their attempt number travels with the
+//! The retry schedule: exponential backoff, the one schedule every "try
+//! again later" in the crawler uses (not to be confused with a host's
+//! adaptive back-off, which paces a slowed host: see
+//! [`crate::frontier::politeness`]): HTTP retries (their attempt number travels with the
 //! request, so the delay is a function of it, not of state kept here), and
 //! riding out Redis outages and lost subscriptions (an [`Attempts`]
 //! iterator).
@@ -16,17 +18,17 @@ use std::time::Duration;
 /// Delays of `base × 2^(attempt-1)`, capped at `max`, each randomised
 /// within `±spread` of itself.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Backoff {
+pub struct RetrySchedule {
     pub base: Duration,
     pub max: Duration,
     /// 0.5 spreads delays over 0.5×–1.5×; 0 gives exact delays.
     pub spread: f64,
 }
 
-impl Backoff {
+impl RetrySchedule {
     /// Riding out a Redis outage or a lost subscription: 100 ms doubling to
     /// 5 s, ±25 %.
-    pub const REDIS: Backoff = Backoff {
+    pub const REDIS: RetrySchedule = RetrySchedule {
         base: Duration::from_millis(100),
         max: Duration::from_secs(5),
         spread: 0.25,
@@ -44,16 +46,16 @@ impl Backoff {
     /// Successive delays, for a loop that keeps trying.
     pub fn attempts(self) -> Attempts {
         Attempts {
-            backoff: self,
+            schedule: self,
             attempt: 0,
         }
     }
 }
 
-/// The delays of one run of attempts (see [`Backoff::attempts`]).
+/// The delays of one run of attempts (see [`RetrySchedule::attempts`]).
 #[derive(Debug, Clone)]
 pub struct Attempts {
-    backoff: Backoff,
+    schedule: RetrySchedule,
     attempt: u32,
 }
 
@@ -61,7 +63,7 @@ impl Attempts {
     /// The wait before the next attempt.
     pub fn next_delay(&mut self) -> Duration {
         self.attempt = self.attempt.saturating_add(1);
-        self.backoff.delay(self.attempt)
+        self.schedule.delay(self.attempt)
     }
 
     /// Starts over (after a success).
@@ -76,7 +78,7 @@ mod tests {
 
     #[test]
     fn doubles_within_the_spread_and_stops_at_the_cap() {
-        let b = Backoff {
+        let b = RetrySchedule {
             base: Duration::from_secs(1),
             max: Duration::from_secs(300),
             spread: 0.5,
@@ -88,13 +90,13 @@ mod tests {
             assert!(third >= Duration::from_secs(2) && third <= Duration::from_secs(6));
         }
         assert_eq!(b.delay(40), b.max);
-        let mut a = Backoff::REDIS.attempts();
+        let mut a = RetrySchedule::REDIS.attempts();
         let first = a.next_delay();
         assert!(first <= Duration::from_millis(125), "{first:?}");
         for _ in 0..20 {
             a.next_delay();
         }
-        assert!(a.next_delay() <= Backoff::REDIS.max);
+        assert!(a.next_delay() <= RetrySchedule::REDIS.max);
         a.reset();
         assert!(a.next_delay() <= Duration::from_millis(125));
     }
