@@ -1,29 +1,24 @@
-//! The Redis a crawl runs on: one server, or a Redis Cluster. Both give the
-//! frontier one [`Conn`], a `redis::aio::ConnectionLike`, so every script
-//! and command is written once. Clones of a [`RedisTarget`] share one
-//! command connection (multiplexed: commands from many tasks and spiders
-//! are pipelined on it) and one wake-up subscription, so a worker running
-//! hundreds of spiders holds two connections, not two per spider.
+//! The Redis a crawl runs on, one server or a Redis Cluster, and the
+//! connections its users share: clones of a [`RedisTarget`] share one
+//! command connection (a [`Conn`], see [`super::link`]; multiplexed:
+//! commands from many tasks and spiders are pipelined on it), one wake-up
+//! subscription ([`super::wake`]) and the blocking connections of
+//! start-key watches ([`super::pickup`]), so a worker running hundreds of
+//! spiders holds two connections, not two per spider.
 //!
-//! - A server: a `ConnectionManager` that re-makes a lost connection when
-//!   next used.
-//! - A cluster (`redis+cluster://host:port,host:port`): the redis crate's
-//!   cluster connection, which learns the slot map from the nodes it is
-//!   given, follows MOVED and ASK redirects, and finds the promoted replica
-//!   after a failover. A spider's keys share one hash tag (`[keys] mode =
-//!   "cluster"`), so every script runs on the one node holding the
-//!   spider's slot; [`check_one_slot`] refuses keys that would not.
+//! A cluster is named `redis+cluster://host:port,host:port`. A spider's
+//! keys share one hash tag (`[keys] mode = "cluster"`), so every script
+//! runs on the one node holding the spider's slot; [`check_one_slot`]
+//! refuses keys that would not.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::pickup::{Pickups, StartWatch};
+use super::link::{Conn, Place, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+use super::pickup::{Pickups, StartWatch, Watched};
+use super::url::RedisUrl;
 use super::wake::{Wake, Wakes};
 use super::Handoff;
 use crate::frontier::keys::{Keys, StartKind};
@@ -33,17 +28,6 @@ use crate::frontier::keys::{Keys, StartKind};
 pub struct RedisTarget {
     place: Place,
     shared: Arc<Shared>,
-}
-
-#[derive(Clone)]
-pub(super) enum Place {
-    Server(redis::Client),
-    Cluster {
-        client: ClusterClient,
-        /// One client per node given, for the wake-up subscription (pub/sub
-        /// messages reach every node of a cluster).
-        nodes: Vec<redis::Client>,
-    },
 }
 
 /// What the clones of one target share, made when first needed.
@@ -70,12 +54,20 @@ impl From<redis::Client> for RedisTarget {
     }
 }
 
-/// How long connecting may take before Redis counts as unreachable.
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// How long one command may take.
-pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
-
 impl RedisTarget {
+    /// The server or cluster `url` names, to connect to.
+    pub fn open(url: &RedisUrl) -> redis::RedisResult<RedisTarget> {
+        match url.cluster_nodes() {
+            Some(Ok(nodes)) => RedisTarget::cluster(&nodes),
+            Some(Err(e)) => Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "not a Redis Cluster address",
+                e,
+            ))),
+            None => redis::Client::open(url.as_str()).map(RedisTarget::from),
+        }
+    }
+
     /// A cluster reached through `nodes` (`redis://` or `rediss://` URLs of
     /// some of its nodes; the others are learnt from them).
     pub fn cluster(nodes: &[String]) -> redis::RedisResult<RedisTarget> {
@@ -108,7 +100,7 @@ impl RedisTarget {
         if let Some(conn) = conn.as_ref() {
             return Ok(conn.clone());
         }
-        let made = self.open().await?;
+        let made = self.place.open().await?;
         *conn = Some(made.clone());
         Ok(made)
     }
@@ -129,29 +121,6 @@ impl RedisTarget {
         StartWatch::start(self, key, kind, recheck).await
     }
 
-    pub(super) fn pickups(&self) -> &Arc<Pickups> {
-        self.shared
-            .pickups
-            .get_or_init(|| Arc::new(Pickups::new(self.place.clone())))
-    }
-
-    async fn open(&self) -> redis::RedisResult<Conn> {
-        match &self.place {
-            Place::Server(client) => {
-                let config = redis::aio::ConnectionManagerConfig::new()
-                    .set_connection_timeout(CONNECT_TIMEOUT)
-                    .set_response_timeout(RESPONSE_TIMEOUT)
-                    .set_number_of_retries(0);
-                Ok(Conn::new(Link::Server(
-                    ConnectionManager::new_with_config(client.clone(), config).await?,
-                )))
-            }
-            Place::Cluster { client, .. } => Ok(Conn::new(Link::Cluster(
-                client.get_async_connection().await?,
-            ))),
-        }
-    }
-
     /// The servers a pub/sub subscription may use, in the order to try them.
     fn pubsub_nodes(&self) -> Vec<redis::Client> {
         match &self.place {
@@ -161,67 +130,24 @@ impl RedisTarget {
     }
 }
 
-/// A connection to a server or a cluster; cheap to clone (clones share it,
-/// and what it learnt about the server's scripting: see
-/// [`Conn::functions`]).
-#[derive(Clone)]
-pub struct Conn {
-    link: Link,
-    /// Cleared for good when the server turns out to have no Redis
-    /// Functions (before 7.0, or `FUNCTION`/`FCALL` disabled or denied).
-    functions: Arc<AtomicBool>,
-}
-
-#[derive(Clone)]
-enum Link {
-    Server(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl Conn {
-    fn new(link: Link) -> Conn {
-        Conn {
-            link,
-            functions: Arc::new(AtomicBool::new(true)),
-        }
+/// What a start-key watch needs of the Redis it watches.
+impl Watched for RedisTarget {
+    fn pickups(&self) -> &Arc<Pickups> {
+        self.shared
+            .pickups
+            .get_or_init(|| Arc::new(Pickups::new(self.place.clone())))
     }
 
-    /// Whether scripts are called as Redis Functions (`FCALL`) rather than
-    /// with `EVALSHA` (see `scripts.rs`): until the server shows it has none.
-    pub(super) fn functions(&self) -> bool {
-        self.functions.load(Ordering::Relaxed)
+    async fn connect(&self) -> redis::RedisResult<Conn> {
+        RedisTarget::connect(self).await
     }
 
-    pub(super) fn without_functions(&self) {
-        self.functions.store(false, Ordering::Relaxed);
-    }
-}
-
-impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match &mut self.link {
-            Link::Server(c) => c.req_packed_command(cmd),
-            Link::Cluster(c) => c.req_packed_command(cmd),
-        }
+    fn is_cluster(&self) -> bool {
+        RedisTarget::is_cluster(self)
     }
 
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match &mut self.link {
-            Link::Server(c) => c.req_packed_commands(cmd, offset, count),
-            Link::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match &self.link {
-            Link::Server(c) => c.get_db(),
-            Link::Cluster(c) => c.get_db(),
-        }
+    fn wake(&self, channel: &str) -> Wake {
+        RedisTarget::wake(self, channel)
     }
 }
 

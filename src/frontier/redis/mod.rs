@@ -16,15 +16,17 @@
 //! (politeness slots, robots.txt) and sweeps out what no longer matters,
 //! [`admin`] serves the operator's commands (`push-urls`, `flush`,
 //! `stats`), [`unreadable`] sets aside entries that are not UTF-8 text.
-//! Connections: [`url`] parses and redacts Redis URLs, [`connection`]
-//! holds a crawl's connections ([`RedisTarget`], [`Conn`]), [`wake`] and
-//! [`pickup`] wake idle workers when work arrives (announced, or pushed to
-//! a start key by any producer).
+//! Connections, each module using only those before it: [`url`] parses and
+//! redacts Redis URLs, `link` holds one connection ([`Conn`]), [`wake`]
+//! and [`pickup`] wake idle workers when work arrives (announced, or
+//! pushed to a start key by any producer), and [`connection`] holds what a
+//! crawl's users share ([`RedisTarget`]).
 
 pub mod admin;
 mod commits;
 pub mod connection;
 pub mod hosts;
+mod link;
 pub mod pickup;
 mod protocol;
 mod scripts;
@@ -37,7 +39,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-pub use connection::{Conn, RedisTarget};
+pub use connection::RedisTarget;
+pub use link::Conn;
 
 use super::error::{err, Result};
 use super::{

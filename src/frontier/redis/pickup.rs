@@ -47,7 +47,7 @@ use redis::cluster_async::ClusterConnection;
 use tokio::sync::{Notify, OnceCell};
 use tokio::task::JoinHandle;
 
-use super::connection::{Place, RedisTarget, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+use super::link::{Conn, Place, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use super::wake::{wake_up, Wake};
 use super::FrontierError;
 use crate::frontier::keys::StartKind;
@@ -186,7 +186,7 @@ impl Pickups {
     /// The server's `notify-keyspace-events`, read once (the spiders
     /// starting together wait for one read); an outage is not remembered,
     /// so the next spider to start reads it again.
-    async fn notifications(&self, target: &RedisTarget) -> Notifications {
+    async fn notifications(&self, target: &impl Watched) -> Notifications {
         let read = self
             .notifications
             .get_or_try_init(|| async {
@@ -284,12 +284,22 @@ struct ListState {
     said_full: bool,
 }
 
+/// What a start-key watch needs of the Redis it watches (a
+/// [`super::RedisTarget`]): its shared blocking connections, a command
+/// connection, whether it is a cluster, and wake-ups by channel.
+pub(super) trait Watched {
+    fn pickups(&self) -> &Arc<Pickups>;
+    async fn connect(&self) -> redis::RedisResult<Conn>;
+    fn is_cluster(&self) -> bool;
+    fn wake(&self, channel: &str) -> Wake;
+}
+
 impl StartWatch {
     /// Watches `key`, a start key of `kind`, for the spider's idle waits;
     /// says at start how fast pushes that do not wake workers are noticed
     /// (`recheck` is the spider's `idle_recheck`).
-    pub async fn start(
-        target: &RedisTarget,
+    pub(super) async fn start(
+        target: &impl Watched,
         key: &str,
         kind: StartKind,
         recheck: Duration,

@@ -25,7 +25,7 @@ use std::sync::LazyLock;
 use redis::{FromRedisValue, RedisError, RedisResult, Script, ToRedisArgs};
 use sha1::{Digest, Sha1};
 
-use super::connection::Conn;
+use super::link::Conn;
 use super::protocol::{self, Layout, Wire};
 use super::protocol::{
     AsideArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, LeaseArgs, NoArgs,

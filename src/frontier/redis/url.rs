@@ -4,8 +4,6 @@
 
 use std::fmt;
 
-use super::connection::RedisTarget;
-
 /// A Redis address that Redis's client accepts (`redis://`, `rediss://`,
 /// `unix://`), or a Redis Cluster's (`redis+cluster://host:port,host:port`,
 /// `rediss+cluster://…` for TLS: some of its nodes, the others are learnt
@@ -55,17 +53,9 @@ impl RedisUrl {
         cluster_nodes(&self.0).is_some()
     }
 
-    /// The server or cluster it names, to connect to.
-    pub fn target(&self) -> redis::RedisResult<RedisTarget> {
-        match cluster_nodes(&self.0) {
-            Some(Ok(nodes)) => RedisTarget::cluster(&nodes),
-            Some(Err(e)) => Err(redis::RedisError::from((
-                redis::ErrorKind::InvalidClientConfig,
-                "not a Redis Cluster address",
-                e,
-            ))),
-            None => redis::Client::open(self.0.as_str()).map(RedisTarget::from),
-        }
+    /// The node URLs of a cluster address (`None`: not one).
+    pub fn cluster_nodes(&self) -> Option<Result<Vec<String>, String>> {
+        cluster_nodes(&self.0)
     }
 }
 
