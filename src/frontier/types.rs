@@ -234,7 +234,7 @@ pub struct Quota {
 pub struct SinkOptions {
     pub sink: ItemSink,
     /// For a stream: no leases while this many items are not acknowledged
-    /// (0: no bound). See `items_backlog` in `scripts/prelude.lua`.
+    /// (0: no bound). See `items_backlog` in `redis/scripts/lib/sinks.lua`.
     pub max_backlog: u64,
 }
 

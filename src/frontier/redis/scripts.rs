@@ -392,7 +392,7 @@ mod tests {
                         assert!(
                             reset.contains(&format!("{name},"))
                                 || reset.contains(&format!("{name} =")),
-                            "begin_call (prelude.lua) does not reset `{name}`"
+                            "begin_call (lib/call.lua) does not reset `{name}`"
                         );
                     }
                 }

@@ -1,6 +1,6 @@
--- The dupefilter in its four modes (prepended to every script, before
--- prelude.lua). `src/frontier/dupefilter.rs` describes them and builds the
--- spec a script receives:
+-- The dupefilter in its four modes (prepended to every script, before the
+-- helpers of lib/). `src/frontier/dupefilter.rs` describes them and builds
+-- the spec a script receives:
 --
 --   exact                          a SET of hex fingerprints (scrapy-redis's)
 --   compact                        one HASH: field = the fingerprint's first
