@@ -15,6 +15,7 @@ mod migration;
 mod check;
 mod check_agreement;
 mod cluster;
+mod code_layout;
 mod control;
 mod dashboard;
 mod docs;
