@@ -51,10 +51,6 @@ const LONG_ON_PURPOSE: &[(&str, &str)] = &[
     ("downloader::redirect::follow", "being split (units work)"),
     ("extract::extract_within", "being split (units work)"),
     (
-        "frontier::redis::protocol::layouts",
-        "being split (units work)",
-    ),
-    (
         "spider::compile::Compiler::checks",
         "being split (units work)",
     ),

@@ -451,15 +451,33 @@ fn with(mut keys: Vec<Slot>, more: &[Slot]) -> Vec<Slot> {
     keys
 }
 
-/// Every script's layout.
-pub fn layouts() -> Vec<Layout> {
-    let layout = |name, keys, args, tail| Layout {
+/// A layout with no keys after the declared ones.
+fn layout(
+    name: &'static str,
+    keys: Vec<Slot>,
+    args: &'static [&'static str],
+    tail: Vec<&'static Record>,
+) -> Layout {
+    Layout {
         name,
         keys,
         more_keys: None,
         args,
         tail,
-    };
+    }
+}
+
+/// Every script's layout.
+pub fn layouts() -> Vec<Layout> {
+    [queue_layouts(), admin_layouts(), host_layouts()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The layouts of the scripts a crawl runs by: leasing, committing,
+/// claiming start entries, renewing and releasing leases, the status.
+fn queue_layouts() -> Vec<Layout> {
     vec![
         layout(
             "lease",
@@ -537,6 +555,13 @@ pub fn layouts() -> Vec<Layout> {
             StatusArgs::FIELDS,
             Vec::new(),
         ),
+    ]
+}
+
+/// The layouts of the operator's scripts: pushing and re-queueing, flush,
+/// the leases held, the dupefilter's, the seeds.
+fn admin_layouts() -> Vec<Layout> {
+    vec![
         layout(
             "push_start",
             vec![K(Kk::Start)],
@@ -555,18 +580,6 @@ pub fn layouts() -> Vec<Layout> {
             ],
             RequeueArgs::FIELDS,
             vec![&REQUEUE],
-        ),
-        layout(
-            "pace",
-            vec![K(Kk::Pace), K(Kk::HostDelay), K(Kk::Backoff)],
-            PaceArgs::FIELDS,
-            Vec::new(),
-        ),
-        layout(
-            "robots_lock",
-            vec![K(Kk::RobotsLocks)],
-            RobotsLockArgs::FIELDS,
-            Vec::new(),
         ),
         Layout {
             more_keys: Some("targets"),
@@ -607,6 +620,25 @@ pub fn layouts() -> Vec<Layout> {
             ],
             SeedArgs::FIELDS,
             vec![&SEED],
+        ),
+    ]
+}
+
+/// The layouts of the per-host scripts (a slot, a robots.txt lock, the
+/// sweep) and of setting entries aside.
+fn host_layouts() -> Vec<Layout> {
+    vec![
+        layout(
+            "pace",
+            vec![K(Kk::Pace), K(Kk::HostDelay), K(Kk::Backoff)],
+            PaceArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "robots_lock",
+            vec![K(Kk::RobotsLocks)],
+            RobotsLockArgs::FIELDS,
+            Vec::new(),
         ),
         layout(
             "sweep",
