@@ -6,8 +6,10 @@
 //! give; the repeated records after them (a commit's pages, a claim's
 //! entries, …) are structs too. From the same declarations come the Lua
 //! names a script reads: `K.requests`, `A.worker`, `REST` (the first
-//! argument after the head) and record offsets such as `PAGE.retry_ms`
-//! (see [`lua_preamble`] and [`lua_records`]). No script indexes `KEYS` or
+//! argument after the head) and record offsets such as `PAGE.retry_ms`.
+//! Keys come as a table ([`lua_preamble`]); argument and record names are
+//! resolved to positions when the scripts are built ([`resolve_names`]),
+//! so they cost a script nothing at run time. No script indexes `KEYS` or
 //! `ARGV` by number; a test fails on any that does.
 //!
 //! (Model: mini-redis's `cmd/set.rs`, where one type owns both ends of its
@@ -118,8 +120,9 @@ fn lua_name(slot: &Slot) -> &'static str {
     }
 }
 
-/// What a script's body starts with: `K` (its keys by name), `A` (its head
-/// arguments by name) and `REST` (the first argument after the head).
+/// What a script's body starts with: `K`, its keys by name (a table, since
+/// the helpers take it), with the keys after the declared ones as the list
+/// `K.<more_keys>`.
 pub fn lua_preamble(layout: &Layout) -> String {
     let keys: Vec<String> = layout
         .keys
@@ -127,18 +130,7 @@ pub fn lua_preamble(layout: &Layout) -> String {
         .enumerate()
         .map(|(i, slot)| format!("{} = KEYS[{}]", lua_name(slot), i + 1))
         .collect();
-    let args: Vec<String> = layout
-        .args
-        .iter()
-        .enumerate()
-        .map(|(i, name)| format!("{name} = ARGV[{}]", i + 1))
-        .collect();
-    let mut out = format!(
-        "local K = {{{}}}\nlocal A = {{{}}}\nlocal REST = {}\n",
-        keys.join(", "),
-        args.join(", "),
-        layout.args.len() + 1
-    );
+    let mut out = format!("local K = {{{}}}\n", keys.join(", "));
     if let Some(more) = layout.more_keys {
         out.push_str(&format!(
             "K.{more} = {{}}\nfor i = {}, #KEYS do K.{more}[#K.{more} + 1] = KEYS[i] end\n",
@@ -148,29 +140,49 @@ pub fn lua_preamble(layout: &Layout) -> String {
     out
 }
 
-/// The tables of offsets of the records `layouts` read (each once).
-pub fn lua_records<'a>(layouts: impl IntoIterator<Item = &'a Layout>) -> String {
-    let mut done: Vec<&str> = Vec::new();
-    let mut out = String::new();
-    for record in layouts.into_iter().flat_map(|l| l.tail.iter()) {
-        if done.contains(&record.lua) {
-            continue;
-        }
-        done.push(record.lua);
-        let fields: Vec<String> = record
-            .fields
-            .iter()
-            .enumerate()
-            .map(|(i, f)| format!("{f} = {i}"))
-            .collect();
-        out.push_str(&format!(
-            "local {} = {{{}, SIZE = {}}}\n",
-            record.lua,
-            fields.join(", "),
-            record.fields.len()
-        ));
+/// A script's body with its argument names resolved: `A.<arg>` becomes
+/// `ARGV[<its position>]`, `REST` the position of the first argument after
+/// the head, and `<RECORD>.<field>` (and `<RECORD>.SIZE`) the field's
+/// offset (the record's length) as a number. Resolved when the scripts are
+/// built, so reading an argument by name costs a script nothing more than
+/// reading it by position. A name the layout does not declare is an error.
+pub fn resolve_names(layout: &Layout, body: &str) -> Result<String, String> {
+    let names = regex::Regex::new(r"\b(A|[A-Z][A-Z_]*)\.([A-Za-z_][A-Za-z0-9_]*)\b|\bREST\b")
+        .map_err(|e| e.to_string())?;
+    let mut unknown = Vec::new();
+    let out = names.replace_all(body, |c: &regex::Captures| {
+        let (Some(table), Some(field)) = (c.get(1), c.get(2)) else {
+            return (layout.args.len() + 1).to_string();
+        };
+        let (table, field) = (table.as_str(), field.as_str());
+        let found = if table == "A" {
+            position(layout.args, field).map(|i| format!("ARGV[{}]", i + 1))
+        } else {
+            match layout.tail.iter().find(|r| r.lua == table) {
+                Some(record) if field == "SIZE" => Some(record.fields.len().to_string()),
+                Some(record) => position(record.fields, field).map(|i| i.to_string()),
+                // Another upper-case table (STAT.X, generated apart).
+                None => return c[0].to_string(),
+            }
+        };
+        found.unwrap_or_else(|| {
+            unknown.push(format!("{table}.{field}"));
+            c[0].to_string()
+        })
+    });
+    if unknown.is_empty() {
+        Ok(out.into_owned())
+    } else {
+        Err(format!(
+            "script {} reads {} that its layout in protocol.rs does not declare",
+            layout.name,
+            unknown.join(", ")
+        ))
     }
-    out
+}
+
+fn position(names: &[&str], name: &str) -> Option<usize> {
+    names.iter().position(|n| *n == name)
 }
 
 // The records.
@@ -669,4 +681,37 @@ fn host_layouts() -> Vec<Layout> {
             vec![&ASIDE],
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolve_to_positions_and_undeclared_ones_are_refused() {
+        let layout = Layout {
+            name: "t",
+            keys: vec![Slot::Kind(KeyKind::Requests)],
+            more_keys: None,
+            args: &["worker", "max"],
+            tail: vec![&LINK],
+        };
+        let body = "local w, m = A.worker, A.max\nfor i = REST, #ARGV, LINK.SIZE do x(ARGV[i + LINK.json], STAT.X) end";
+        assert_eq!(
+            resolve_names(&layout, body).unwrap(),
+            "local w, m = ARGV[1], ARGV[2]\nfor i = 3, #ARGV, 3 do x(ARGV[i + 2], STAT.X) end"
+        );
+        let e = resolve_names(&layout, "A.workr + LINK.jsn").unwrap_err();
+        assert!(e.contains("A.workr") && e.contains("LINK.jsn"), "{e}");
+    }
+
+    #[test]
+    fn every_script_body_resolves_against_its_layout() {
+        for layout in layouts() {
+            let body = super::super::scripts::body(layout.name);
+            if let Err(e) = resolve_names(&layout, body) {
+                panic!("{e}");
+            }
+        }
+    }
 }

@@ -1,12 +1,13 @@
 //! The frontier's Lua scripts: each is `scripts/<name>.lua`, after what
 //! every script shares: the `STAT` table of stat names (generated from
 //! [`crate::stats`]), the constants generated from Rust (the politeness
-//! rule's, the records' offsets of [`super::protocol`]), the dupefilter's
+//! rule's, the queue's), the dupefilter's
 //! modes (`scripts/dupefilter.lua`) and the helpers by concern
 //! (`scripts/lib/*.lua`: basics, key proofs, the stats tally, per-host
 //! numbers, politeness, the queue, item sinks, leasing, the per-call
-//! reset). Its own preamble names its keys and arguments (`K.requests`,
-//! `A.worker`; see [`super::protocol`]).
+//! reset). Its own preamble names its keys (`K.requests`), and the names of
+//! its arguments and records (`A.worker`, `PAGE.retry_ms`) are resolved to
+//! positions when the scripts are built (see [`super::protocol`]).
 //!
 //! They run as Redis Functions where the server has them (Redis 7.0 and
 //! later): one library holds the helpers once and every script as a
@@ -74,15 +75,14 @@ const HELPERS: &[(&str, &str)] = &[
     ("lib/call.lua", include_str!("scripts/lib/call.lua")),
 ];
 
-/// The constants generated from Rust (the politeness rule's, the offsets
-/// of the records `layouts` read), then the helpers.
-fn shared<'a>(layouts: impl IntoIterator<Item = &'a Layout>) -> String {
+/// The constants generated from Rust (the politeness rule's, the queue's),
+/// then the helpers.
+fn shared() -> String {
     let mut out = crate::frontier::politeness::lua_constants();
     out.push_str(&format!(
         "local MAX_PRIORITY = {}\n",
         crate::frontier::MAX_PRIORITY
     ));
-    out.push_str(&protocol::lua_records(layouts));
     for (_, text) in HELPERS {
         out.push_str(text);
         out.push('\n');
@@ -247,13 +247,17 @@ const READ_ONLY: &[&str] = &["status", "leases", "dupe_info"];
 /// Every script's layout, declared in [`protocol`].
 static LAYOUTS: LazyLock<Vec<Layout>> = LazyLock::new(protocol::layouts);
 
-/// A script's body after its preamble of names (see [`protocol`]).
+/// A script's body after its preamble of keys, its argument names
+/// resolved (see [`protocol`]). A script that reads a name its layout does
+/// not declare cannot run: the first use of the scripts panics, and a test
+/// makes that use.
 fn with_preamble(layout: &Layout) -> String {
-    format!("{}{}", protocol::lua_preamble(layout), body(layout.name))
+    let body = protocol::resolve_names(layout, body(layout.name)).unwrap_or_else(|e| panic!("{e}"));
+    format!("{}{body}", protocol::lua_preamble(layout))
 }
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let shared = shared(LAYOUTS.iter());
+    let shared = shared();
     let mut functions = String::new();
     for layout in LAYOUTS.iter() {
         let name = layout.name;
@@ -301,7 +305,7 @@ const BODIES: &[(&str, &str)] = &[
     ("set_aside", include_str!("scripts/set_aside.lua")),
 ];
 
-fn body(name: &str) -> &'static str {
+pub(super) fn body(name: &str) -> &'static str {
     BODIES
         .iter()
         .find(|(n, _)| *n == name)
@@ -317,7 +321,7 @@ fn script<A>(name: &str) -> FrontierScript<A> {
         .iter()
         .find(|l| l.name == name)
         .unwrap_or_else(|| panic!("no layout for script {name}"));
-    let shared = shared([layout]);
+    let shared = shared();
     let text = with_preamble(layout);
     let stats = crate::stats::lua_table(&format!("{shared}{text}"));
     FrontierScript {
