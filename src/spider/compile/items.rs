@@ -158,7 +158,7 @@ impl Compiler<'_> {
             );
             return None;
         }
-        Some(crate::extract::structured::og_key(name))
+        Some(crate::spider::structured::og_key(name))
     }
 
     /// `whitespace`: strip (the default), normalize or keep.
