@@ -103,13 +103,11 @@ fn check_length(c: &FieldChecks, name: &str, value: &Value) -> Result<(), Drop> 
     let length = match value {
         Value::String(s) => s.chars().count(),
         Value::Array(a) => a.len(),
-        other => return Err((
-            DropReason::WrongType,
-            format!(
-                "field `{name}`: {} has no length (min_length, max_length measure text and lists)",
-                shown(other)
-            ),
-        )),
+        other => {
+            let shown = shown(other);
+            let why = format!("field `{name}`: {shown} has no length (min_length, max_length measure text and lists)");
+            return Err((DropReason::WrongType, why));
+        }
     };
     if let Some(min) = c.min_length.filter(|m| length < *m) {
         return Err((
