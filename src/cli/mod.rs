@@ -2,7 +2,7 @@
 //! print results on stdout and problems on stderr; the exit code says which
 //! (0 ok, 1 failed, 2 invalid input such as a broken spider or entry).
 //!
-//! [`run`] dispatches each command to its function. The crawl commands live
+//! [`run()`] dispatches each command to its function. The crawl commands live
 //! in [`run`](mod@run) (and `local` for `run --local`); the Redis tools in
 //! [`tools`] (`push-urls`, `pause`, `flush`), [`stats`] (with `watch` for
 //! `stats --watch`) and [`items`]; spider files are tried with [`check`] and
