@@ -1,6 +1,7 @@
 //! crawlworker: a crawler worker whose spiders are TOML files and whose
 //! frontier lives in Redis, so that any number of identical processes form
 //! one crawl cluster (a scrapy-redis replacement).
+//! Its own words (lease, news, hand back, slot, …) are defined in `docs/glossary.md`.
 //!
 //! # Layout, in data-flow order
 //!
@@ -14,17 +15,20 @@
 //!   spans) and as compiled and validated (`Spider`, with its Redis keys).
 //! - [`request`]: the request that travels between stages (JSON on the
 //!   wire); its fingerprint is scrapy-redis's (the `scrapy-url` crate).
-//! - [`frontier`]: the shared crawl in Redis, and the only module that names
-//!   keys and runs scripts: start entries, the request queue with leases,
-//!   the dupefilter, items, stats, records, each change one atomic script.
+//! - [`frontier`]: the crawl a spider shares, behind one contract
+//!   ([`frontier::Backend`]) kept by two backends: Redis (the cluster's,
+//!   the only code that names keys and runs scripts; each change one
+//!   atomic script) and a local crawl's, in memory. Start entries, the
+//!   request queue with leases, the dupefilter, items, stats, records and
+//!   the per-host politeness rule ([`frontier::politeness`]).
 //! - [`downloader`]: from a leased request to a response (politeness,
 //!   robots.txt, the HTTP client, redirects, retries).
 //! - [`extract`]: pure page-in, items-and-links-out extraction, including
 //!   charset decoding.
 //! - back to [`frontier`] for the page's commit; [`worker`] runs that loop
 //!   per spider, with shutdown and Redis-outage handling.
-//! - beside them: [`stats`], every stat name, [`backoff`], the one retry
-//!   schedule, and [`wording`], how counts read in messages.
+//! - beside them: [`stats`], every stat name, [`retry_schedule`], the one
+//!   retry schedule, and [`wording`], how counts read in messages.
 //! - seeing a crawl from outside: [`metrics`] (Prometheus, served on
 //!   `--metrics-addr`), [`dashboard`] (a live web page read from Redis),
 //!   both served by [`web`]; [`version`] names the build.
@@ -32,7 +36,6 @@
 //! The demo site (`crates/demo`), the test kit (`crates/testkit`) and the
 //! URL library (`crates/scrapy-url`) are crates of their own.
 
-pub mod backoff;
 pub mod cli;
 pub mod config;
 pub mod dashboard;
@@ -42,6 +45,7 @@ pub mod frontier;
 pub mod metrics;
 pub mod reader;
 pub mod request;
+pub mod retry_schedule;
 pub mod settings;
 pub mod spider;
 pub mod stats;

@@ -9,7 +9,7 @@ use clap::Parser;
 
 /// mimalloc instead of the system allocator: a page's parse, extraction and
 /// commit make thousands of small allocations, which cost glibc's malloc
-/// about a fifth of the worker's instructions (callgrind, bench/compare's forum).
+/// about a fifth of the worker's instructions (callgrind, scripts/bench/compare's forum).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -145,7 +145,8 @@ impl Request {
     /// The host a politeness slot is kept for: the URL's authority without
     /// user info, lower-cased (`bbs.example.com`, `127.0.0.1:8700`). The
     /// frontier's scripts derive the same key from the stored request
-    /// (`host_of` in `prelude.lua`); keep the two in step.
+    /// (`host_of` in `redis/scripts/lib/politeness.lua`); keep the two in
+    /// step.
     pub fn host_key(&self) -> String {
         host_key(&self.url)
     }

@@ -316,6 +316,22 @@ pub fn layered(layers: &[&Overrides]) -> Settings {
     s
 }
 
+/// The book's table of settings (docs/settings.md, kept in sync by a test):
+/// every setting of [`catalogue`] with its default and meaning.
+pub fn markdown_table() -> String {
+    let mut out = String::from("| setting | default | meaning |\n|---|---|---|\n");
+    for s in catalogue() {
+        // A `|` inside a cell would end it (a default such as a header value).
+        out.push_str(&format!(
+            "| `{}` | `{}` | {} |\n",
+            s.name,
+            s.default.replace('|', "\\|"),
+            s.doc
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,11 @@
-//! The shipped alert rules (`deploy/prometheus/alerts.yml`, issue 9):
-//! `promtool check rules` accepts them, and a real Prometheus scraping a
+//! The shipped alert rules (`deploy/prometheus/alerts.yml`): `promtool
+//! check rules` accepts them, and a real Prometheus scraping a
 //! real worker evaluates them on its series.
 
 use std::time::Duration;
 
 use crawlworker_testkit::redis::free_port;
-use crawlworker_testkit::{eventually_async, root, DemoCrawl, Worker};
+use crawlworker_testkit::{eventually_async, root, DemoCrawl, KillOnDrop, Worker};
 
 const RULES: &str = "deploy/prometheus/alerts.yml";
 
@@ -56,16 +56,6 @@ async fn query(prometheus: &str, expr: &str) -> Option<Vec<(serde_json::Value, f
     )
 }
 
-/// Stops Prometheus when the test ends, however it ends.
-struct Prometheus(std::process::Child);
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_prometheus_scrapes_a_worker_and_evaluates_the_rules() {
     let crawl = DemoCrawl::start(Duration::from_millis(10)).await;
@@ -89,7 +79,8 @@ async fn a_real_prometheus_scrapes_a_worker_and_evaluates_the_rules() {
     )
     .unwrap();
     let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let _prometheus = Prometheus(
+    // Stopped when the test ends, however it ends.
+    let _prometheus = KillOnDrop::spawn(
         tool("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
@@ -98,14 +89,11 @@ async fn a_real_prometheus_scrapes_a_worker_and_evaluates_the_rules() {
             ))
             .arg(format!("--web.listen-address={web}"))
             .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run prometheus ({e}): .ci/run installs it (apt-get install prometheus)"
-                )
-            }),
-    );
+            .stderr(log),
+    )
+    .unwrap_or_else(|e| {
+        panic!("cannot run prometheus ({e}): .ci/run installs it (apt-get install prometheus)")
+    });
     let patience = Duration::from_secs(60);
     let log_path = dir.path().join("prometheus.log");
     let why = || std::fs::read_to_string(&log_path).unwrap_or_default();

@@ -156,6 +156,7 @@ async fn workers_killed_at_random_moments_lose_and_double_nothing() {
     let mut kills = 0;
     let started = Instant::now();
     while kills < 6 && started.elapsed() < Duration::from_secs(20) {
+        // Kills at moments of the seed's choosing: the time is the point.
         tokio::time::sleep(Duration::from_millis(150 + rng.next(350))).await;
         let items: u64 = crawl.redis.conn().llen("bbs:items").unwrap();
         if items >= 243 {
@@ -277,6 +278,7 @@ async fn sigterm_finishes_or_hands_back_pages_and_a_second_worker_completes() {
             "the worker never leased anything:\n{}",
             w.log()
         );
+        // How often it is polled, not a wait for an effect.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     w.terminate();

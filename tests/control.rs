@@ -1,5 +1,5 @@
-//! Crawl control (issue 11): `pause` and `resume` a running cluster, and
-//! the cluster-wide quotas `max_pages` and `max_pages_per_host`.
+//! Crawl control: `pause` and `resume` a running cluster, and the
+//! cluster-wide quotas `max_pages` and `max_pages_per_host`.
 
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use serde_json::Value;
 use crawlworker_testkit::{crawlworker_with_redis, eventually, stderr, stdout, DemoCrawl, Worker};
 
 use crate::expect::{assert_exact, expected, scraped, stats_json};
+use crate::heartbeats;
 
 fn stats(crawl: &DemoCrawl) -> Value {
     stats_json(&crawl.redis.url(), crawl.spider_arg())
@@ -50,7 +51,11 @@ async fn a_paused_cluster_stops_leasing_and_resumes_where_it_was() {
     assert_eq!(s["queues"]["paused"], true, "{s}");
     let (fetched, items) = (pages(&crawl), scraped(&crawl.redis).len());
     assert!(items < 243, "the crawl finished before the pause");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Every worker has run an idle_recheck (1 s: the longest an idle worker
+    // waits before it looks for work again) past this moment, so each has
+    // looked for work while paused.
+    let mut conn = crawl.redis.conn();
+    heartbeats::wait_all_beaten_after(&mut conn, "bbs", 3, heartbeats::now() + 1.0);
     assert_eq!(pages(&crawl), fetched, "pages were fetched while paused");
     assert_eq!(scraped(&crawl.redis).len(), items);
     assert!(run(&crawl, "pause").contains("already paused"));

@@ -1,4 +1,4 @@
-//! The web dashboard (issue 9) in a real headless browser (Debian's
+//! The web dashboard in a real headless browser (Debian's
 //! chromium): during a crawl the page renders charts with data. The test
 //! reads the DOM the page's script built and looks at a screenshot.
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crawlworker_testkit::process::binary;
 use crawlworker_testkit::redis::free_port;
-use crawlworker_testkit::{eventually_async, root, temp_dir, DemoCrawl, Worker};
+use crawlworker_testkit::{eventually_async, root, temp_dir, DemoCrawl, KillOnDrop, Worker};
 
 /// Headless Chromium with the flags a closed network needs.
 fn chromium(profile: &std::path::Path) -> Command {
@@ -41,19 +41,20 @@ async fn the_dashboard_draws_charts_with_data_in_a_real_browser() {
     let (redis, spider, dir) = (&crawl.redis, &crawl.spider, &crawl.dir);
     let _worker = Worker::spawn(spider, &redis.url(), &["--concurrency", "2"], &[]);
     let listen = format!("127.0.0.1:{}", free_port());
-    let mut dashboard = Command::new(binary())
-        .args([
-            "dashboard",
-            spider.to_str().unwrap(),
-            "--listen",
-            &listen,
-            "--redis",
-            &redis.url(),
-        ])
-        .current_dir(root())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut dashboard = KillOnDrop::spawn(
+        Command::new(binary())
+            .args([
+                "dashboard",
+                spider.to_str().unwrap(),
+                "--listen",
+                &listen,
+                "--redis",
+                &redis.url(),
+            ])
+            .current_dir(root())
+            .stderr(std::process::Stdio::null()),
+    )
+    .unwrap();
     // Wait for a history of a few readings during the crawl.
     let api = format!("http://{listen}/api/state");
     eventually_async(
@@ -135,7 +136,6 @@ async fn the_dashboard_draws_charts_with_data_in_a_real_browser() {
         "almost nothing drawn ({inked} of {})",
         pixels.len()
     );
-    let _ = dashboard.kill();
-    let _ = dashboard.wait();
+    dashboard.kill_now();
     crawl.stop().await;
 }

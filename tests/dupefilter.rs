@@ -1,4 +1,4 @@
-//! The dupefilter's modes (issue 10), each through a real crawl of the demo
+//! The dupefilter's modes, each through a real crawl of the demo
 //! forum: the exact expected items, the mode and entries `stats` reports,
 //! `flush --fingerprint` where the mode can forget, and an `expiring`
 //! filter that lets a page be crawled again once its TTL has passed.

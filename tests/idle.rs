@@ -1,6 +1,6 @@
 //! An idle worker does not poll Redis for work that comes due by the clock
-//! (issue 12: an idle worker costs about 2 Redis commands a second at
-//! most): the lease tells it when the next retry, lease expiry or
+//! (an idle worker costs about 2 Redis commands a second at most): the
+//! lease tells it when the next retry, lease expiry or
 //! politeness slot is due, and it sleeps until then or until a wake-up.
 //! These workers look for unannounced work only every 30 s
 //! (`idle_recheck`), so a fetch within a few seconds of the due time is
@@ -14,6 +14,8 @@ use crawlworker_demo::Site;
 use crawlworker_testkit::{
     eventually, push_urls, temp_dir, FixtureServer, RedisServer, TempDir, Worker,
 };
+
+use crate::heartbeats;
 
 /// Far longer than any wait below: only a known due time explains a fetch
 /// within [`SLACK`] of it.
@@ -99,6 +101,7 @@ match = '/'
                     .collect::<Vec<_>>()
                     .join("\n---\n")
             );
+            // How often it is polled, not a wait for an effect.
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -143,7 +146,13 @@ async fn an_idle_worker_takes_over_a_killed_workers_lease_when_it_expires() {
             .unwrap_or(0);
         (n >= 2).then_some(())
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    // B's first beat comes as it starts, beside its first lease; its next,
+    // a third of its lease later, finds it idle. A's beat after that comes
+    // with a renewal of its lease: what B learned of the lease's end is
+    // out of date, as it must be for this test.
+    let first = heartbeats::heartbeats(&mut conn, "idle")[&b.child.id()];
+    let again = heartbeats::wait_beaten_after(&mut conn, "idle", b.child.id(), first);
+    heartbeats::wait_beaten_after(&mut conn, "idle", a.child.id(), again);
     let killed = Instant::now();
     a.kill();
     let arrivals = env.arrivals(stuck, 2, Duration::from_secs(2) + SLACK, &[&b]);

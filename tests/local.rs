@@ -1,4 +1,4 @@
-//! `crawlworker run --local` (issue 13): a whole crawl in one process,
+//! `crawlworker run --local`: a whole crawl in one process,
 //! without Redis, finds what a cluster finds. The demo forum is crawled by
 //! three workers sharing a real Redis, then locally; both must give the
 //! expected items, fetch the same requests once each, and fill the
@@ -13,7 +13,9 @@ use redis::Commands;
 
 use crawlworker::request::Request;
 use crawlworker_demo::{demo_tasks, Site};
-use crawlworker_testkit::{binary, stderr, stdout, temp_dir, DemoCrawl, FixtureServer, Worker};
+use crawlworker_testkit::{
+    binary, stderr, stdout, temp_dir, DemoCrawl, FixtureServer, KillOnDrop, Worker,
+};
 
 use crate::expect::{assert_exact, canonical, expected, scraped};
 
@@ -60,23 +62,24 @@ async fn a_local_crawl_finds_what_a_three_worker_cluster_finds() {
     // The same crawl, locally: the tasks from standard input, the items to
     // a file.
     let out_path = crawl.dir.path().join("items.jsonl");
-    let mut child = Command::new(binary())
-        .args([
-            "run",
-            crawl.spider_arg(),
-            "--local",
-            "--start-file",
-            "-",
-            "-o",
-        ])
-        .arg(&out_path)
-        // No Redis anywhere: a local crawl must not need one.
-        .env("CRAWLWORKER_REDIS_URL", "redis://127.0.0.1:1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot run crawlworker");
+    let mut child = KillOnDrop::spawn(
+        Command::new(binary())
+            .args([
+                "run",
+                crawl.spider_arg(),
+                "--local",
+                "--start-file",
+                "-",
+                "-o",
+            ])
+            .arg(&out_path)
+            // No Redis anywhere: a local crawl must not need one.
+            .env("CRAWLWORKER_REDIS_URL", "redis://127.0.0.1:1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .expect("cannot run crawlworker");
     {
         let mut stdin = child.stdin.take().expect("stdin");
         for task in demo_tasks() {

@@ -262,7 +262,16 @@ async fn spider_files_added_changed_broken_and_removed_are_picked_up_without_a_r
     });
     assert_eq!(subscribers(&mut conn, "alpha"), 1);
     push(&mut conn, "gamma", 1);
-    std::thread::sleep(Duration::from_millis(1500));
+    // A spider still running is pushed an entry after gamma's, the same
+    // way: once it has crawled it, the worker has had its chance to crawl
+    // gamma's.
+    let crawled = items(&mut conn, "beta").len();
+    push(&mut conn, "beta", 1);
+    eventually(
+        "beta crawls an entry pushed after gamma's",
+        Duration::from_secs(30),
+        || (items(&mut conn, "beta").len() == crawled + 1).then_some(()),
+    );
     assert_eq!(
         items(&mut conn, "gamma").len(),
         2,

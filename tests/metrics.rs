@@ -1,4 +1,4 @@
-//! Prometheus metrics of a running worker (issue 9): scraped during and
+//! Prometheus metrics of a running worker: scraped during and
 //! after a crawl, its counters agree with the stats hash and the items
 //! list, and the cluster gauges with the queues.
 

@@ -1,4 +1,4 @@
-//! Taking a crawl over from scrapy-redis (issue 9): a start key and a
+//! Taking a crawl over from scrapy-redis: a start key and a
 //! dupefilter left the scrapy-redis way, with fingerprints computed by the
 //! real scrapy-redis 0.9.1 (`tests/fixtures/scrapy_redis/`), are used as
 //! they are: what scrapy-redis had seen is not fetched again.

@@ -64,6 +64,7 @@ async fn a_crawl_over_many_hosts_leaves_no_per_host_slots_or_locks_behind() {
             if downloader.per_host().robots_cached >= HOSTS {
                 return most;
             }
+            // How often it is sampled, not a wait for an effect.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     });

@@ -1,5 +1,5 @@
-//! Pickup of start entries pushed by producers that are not crawlworker
-//! (issue 12): a plain `RPUSH` to a list start key and a `SADD`/`ZADD` to a
+//! Pickup of start entries pushed by producers that are not crawlworker:
+//! a plain `RPUSH` to a list start key and a `SADD`/`ZADD` to a
 //! set or zset start key (with keyspace notifications on) wake an idle
 //! worker at once, not at its next `idle_recheck`, which these tests set to
 //! 30 s so only the watch can explain a fetch. Each entry is fetched once
@@ -85,6 +85,7 @@ fn wait_fetched(server: &FixtureServer, forum: u32, pushed: Instant, workers: &[
                 .collect::<Vec<_>>()
                 .join("\n---\n")
         );
+        // How often it is polled, not a wait for an effect.
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -241,8 +242,17 @@ async fn sadd_and_zadd_wake_an_idle_worker_through_keyspace_notifications() {
             .arg(flags)
             .query(&mut redis.conn())
             .unwrap();
-        // Past the worker's first look at the key: it is idle.
-        std::thread::sleep(Duration::from_millis(300));
+        // Past the worker's first look at the key: it is idle. That look is
+        // the lease script's read of the start key (SRANDMEMBER for a set,
+        // ZRANGE for a zset), which INFO commandstats counts.
+        let look = if kind == "set" {
+            "srandmember"
+        } else {
+            "zrange"
+        };
+        eventually("the worker's first look at the start key", SOON, || {
+            (redis.command_calls(look) > 0).then_some(())
+        });
         let pushed = Instant::now();
         if kind == "set" {
             let _: () = redis.conn().sadd("bbs:start_urls", task(forum)).unwrap();

@@ -1,4 +1,4 @@
-//! What a running worker tells its operator (issue 8): a progress line
+//! What a running worker tells its operator: a progress line
 //! every `log_stats_interval`, a per-page line at debug level without the
 //! HTML parser's noise, a summary when it stops, no colour codes off a
 //! terminal, and Scrapy's finish stats in the hash.

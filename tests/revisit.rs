@@ -1,4 +1,4 @@
-//! Recurring crawls (issue 11): a rule's `revisit` fetches a page again on
+//! Recurring crawls: a rule's `revisit` fetches a page again on
 //! its schedule, kept in Redis, exactly once per due time across a cluster
 //! of workers (one of them killed and replaced on the way), while the posts
 //! it links to are crawled once.

@@ -178,6 +178,7 @@ async fn a_stream_sink_gives_a_consumer_group_every_item_once_through_sigkills()
     let (mut kills, started) = (0, Instant::now());
     while kills < 5 && started.elapsed() < Duration::from_secs(20) {
         let step = (seed.wrapping_mul(kills + 7)) % 300;
+        // Kills at moments of the seed's choosing: the time is the point.
         tokio::time::sleep(Duration::from_millis(150 + step as u64)).await;
         if consumer.read() >= 243 {
             break;
@@ -237,13 +238,16 @@ async fn a_lagging_stream_stops_leasing_until_its_consumers_catch_up() {
             full.then_some(())
         },
     );
-    // Pages in flight commit theirs; then the stream stops growing.
-    let held = eventually("the stream stops growing", Duration::from_secs(20), || {
-        let before: u64 = xlen(&mut conn);
-        std::thread::sleep(Duration::from_millis(1500));
-        let after: u64 = xlen(&mut conn);
-        (before == after).then_some(after)
-    });
+    // Pages in flight commit theirs; then the stream stops growing: only
+    // a commit adds to it, and only a leased page commits.
+    let held = eventually(
+        "the pages in flight are committed",
+        Duration::from_secs(20),
+        || {
+            let inflight: u64 = conn.zcard("bbs:inflight").unwrap();
+            (inflight == 0).then(|| xlen(&mut conn))
+        },
+    );
     assert!((20..243).contains(&held), "{held} items held");
     let report = stats_json(&redis.url(), spider_arg);
     assert_eq!(report["queues"]["items_backlog_full"], true, "{report:#}");
@@ -432,6 +436,9 @@ async fn a_commit_refuses_an_items_key_that_changed_type_and_writes_nothing() {
             && fatal.contains("RENAME q:items:stream q:items:stream.bak"),
         "{fatal}"
     );
+    // No event marks a future that stays pending: this is a window to see
+    // a wrong return in, far longer than the step from raising the error
+    // to returning would take.
     std::thread::sleep(Duration::from_millis(300));
     assert!(!commit.is_finished(), "a fatal commit returned");
     commit.abort();

@@ -1,4 +1,4 @@
-//! Sitemaps and feeds as sources (issue 11): a crawl from a sitemap index
+//! Sitemaps and feeds as sources: a crawl from a sitemap index
 //! (one of its sitemaps gzip-compressed), an RSS feed and an Atom feed
 //! reaches exactly the posts they list; a revisited sitemap skips entries
 //! not modified since its last visit and fetches modified ones again.

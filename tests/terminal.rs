@@ -1,4 +1,4 @@
-//! What a person sees on a terminal (issue 9), in a real pseudo-terminal
+//! What a person sees on a terminal, in a real pseudo-terminal
 //! (tmux): `stats --watch` during a crawl, and its clean exit on Ctrl-C.
 
 use std::time::Duration;

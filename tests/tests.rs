@@ -1,7 +1,10 @@
 //! All integration tests, in one binary (as ripgrep does): the test kit
-//! (`crates/testkit`) starts the real servers they need; each module covers one command or promise.
+//! (`crates/testkit`) starts the real servers they need; each module covers
+//! one command or behaviour and is named after it, and `regression` holds
+//! short reproductions of pinned bugs that belong to no such module.
 
 mod expect;
+mod heartbeats;
 mod in_process;
 
 mod alerts;
@@ -12,6 +15,7 @@ mod migration;
 mod check;
 mod check_agreement;
 mod cluster;
+mod code_layout;
 mod control;
 mod dashboard;
 mod docs;
@@ -19,9 +23,12 @@ mod downloader;
 mod dupefilter;
 mod fingerprint_cli;
 mod frontier;
+mod frontier_contract;
+mod hostile_pages;
 mod idle;
 mod json_api;
 mod local;
+mod memory;
 mod news;
 mod parse;
 mod per_host;
@@ -31,9 +38,15 @@ mod redis_cluster;
 mod redis_hosts;
 mod regression;
 mod revisit;
+mod robots;
+mod scripts;
 mod sinks;
 mod sources;
+mod spider_keys;
 mod split;
+mod start_entries;
 mod terminal;
 mod tools;
+mod unreadable_entries;
+mod wrong_type_keys;
 mod xpath;

@@ -8,7 +8,8 @@ use redis::Commands;
 use serde_json::Value;
 
 use crawlworker_testkit::{
-    crawlworker, crawlworker_with_redis, root, stderr, stdout, temp_dir, RedisServer, TempDir,
+    crawlworker, crawlworker_with_redis, root, stderr, stdout, temp_dir, KillOnDrop, RedisServer,
+    TempDir,
 };
 
 /// A file holding `text`, in a directory removed with the returned guard.
@@ -73,15 +74,16 @@ fn push_urls_validates_each_entry_and_names_bad_lines() {
 #[test]
 fn push_urls_reads_stdin_and_respects_max_queue() {
     let redis = RedisServer::start();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crawlworker"))
-        .args(["push-urls", "spiders/news.toml", "--max-queue", "2"])
-        .current_dir(root())
-        .env("REDIS_URL", redis.url())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop::spawn(
+        Command::new(env!("CARGO_BIN_EXE_crawlworker"))
+            .args(["push-urls", "spiders/news.toml", "--max-queue", "2"])
+            .current_dir(root())
+            .env("REDIS_URL", redis.url())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .unwrap();
     let urls = "http://127.0.0.1:8700/news/\nhttp://127.0.0.1:8700/news/?page=2\nhttp://127.0.0.1:8700/news/?page=3\n";
     child
         .stdin
@@ -289,19 +291,20 @@ fn a_closed_pipe_ends_output_quietly() {
     let item = format!(r#"{{"text": "{}"}}"#, "x".repeat(200));
     let items = vec![item; 5000];
     let _: () = conn.rpush("bbs:items", &items).unwrap();
-    let mut child = Command::new(crawlworker_testkit::process::binary())
-        .args([
-            "items",
-            "spiders/bbs.toml",
-            "--pop",
-            "--redis",
-            &redis.url(),
-        ])
-        .current_dir(root())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop::spawn(
+        Command::new(crawlworker_testkit::process::binary())
+            .args([
+                "items",
+                "spiders/bbs.toml",
+                "--pop",
+                "--redis",
+                &redis.url(),
+            ])
+            .current_dir(root())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .unwrap();
     let mut first = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)

@@ -1,4 +1,4 @@
-//! XPath and structured-data spiders end to end (issue 13): a real Redis,
+//! XPath and structured-data spiders end to end: a real Redis,
 //! the demo site on a loopback fixture server, workers draining the crawl.
 //!
 //! - `spiders/bbs-xpath.toml`, the forum spider written in XPath, crawls

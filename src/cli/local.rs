@@ -11,7 +11,6 @@
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -20,6 +19,7 @@ use super::tools::{entry_lines, valid_entries};
 use super::{load_spider, status_line, InvalidInput};
 use crate::config::Config;
 use crate::frontier::local::{ItemWriter, LocalFrontier};
+use crate::frontier::Backend;
 use crate::settings::Overrides;
 use crate::wording::plural;
 use crate::worker::shared::Shared;
@@ -63,11 +63,7 @@ pub async fn run_local(
         None,
     )
     .with_memory_budget(settings.download_memory_budget.0);
-    let run = SpiderRun::local(spider, settings, &shared, entries, sink)?;
-    let frontier = run.frontier();
-    let Some(store) = frontier.local().cloned() else {
-        anyhow::bail!("a local crawl has no local frontier (a bug)");
-    };
+    let (run, store) = SpiderRun::local(spider, settings, &shared, entries, sink)?;
     stop_when_items_fail(store.clone(), stop);
     let run = match status_line.then(status_line::show).flatten() {
         Some(bar) => {
@@ -85,7 +81,7 @@ pub async fn run_local(
     if let Some(e) = store.sink_error() {
         anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped");
     }
-    log_summary(&store, &summary, &items_to);
+    log_summary(&store, &summary, &items_to).await?;
     Ok(if bad > 0 {
         ExitCode::from(2)
     } else {
@@ -111,7 +107,7 @@ fn item_sink(output: Option<&Path>) -> anyhow::Result<(ItemWriter, String)> {
 
 /// Items that cannot be written stop the crawl: nothing more is leased,
 /// and the command fails.
-fn stop_when_items_fail(store: Arc<LocalFrontier>, stop: watch::Sender<bool>) {
+fn stop_when_items_fail(store: LocalFrontier, stop: watch::Sender<bool>) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -125,9 +121,13 @@ fn stop_when_items_fail(store: Arc<LocalFrontier>, stop: watch::Sender<bool>) {
 
 /// How the crawl ended: the items written, the requests that failed for
 /// good (the first 20 of them by URL) and the entries set aside.
-fn log_summary(store: &LocalFrontier, summary: &RunSummary, items_to: &str) {
-    let status = store.status();
-    let (failed, _) = store.failures();
+async fn log_summary(
+    store: &LocalFrontier,
+    summary: &RunSummary,
+    items_to: &str,
+) -> anyhow::Result<()> {
+    let status = store.status().await?;
+    let failed = store.failures(usize::MAX).await?;
     tracing::info!(
         spider = %summary.spider,
         "local crawl ended ({}): {} to {items_to}, {} failed for good, {} set aside as malformed",
@@ -139,4 +139,5 @@ fn log_summary(store: &LocalFrontier, summary: &RunSummary, items_to: &str) {
     for f in failed.iter().take(20) {
         tracing::warn!(url = %f.request.url, reason = %f.reason, "failed");
     }
+    Ok(())
 }

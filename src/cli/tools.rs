@@ -32,8 +32,7 @@ pub(super) async fn open(
         crate::frontier::connection::check_one_slot(&spider.keys, &spider.handoffs)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
-    let target = url
-        .target()
+    let target = crate::frontier::RedisTarget::open(url)
         .map_err(|e| anyhow::anyhow!("invalid Redis address {url}: {e}"))?;
     let options = spider.frontier_options("tool");
     let frontier = RedisFrontier::connect(&target, options)

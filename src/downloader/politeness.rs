@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::in_use::{Held, InUse};
-use crate::frontier::host_news::HostState;
+use crate::frontier::politeness::HostState;
 use crate::frontier::HostOutcome;
 use crate::settings::Settings;
 use crate::worker::pool::Share;

@@ -6,9 +6,9 @@
 use std::time::{Duration, SystemTime};
 
 use super::client::FetchError;
-use crate::backoff::Backoff;
 use crate::frontier::{FailedRecord, HostOutcome, PageResult, Retry};
 use crate::request::Request;
+use crate::retry_schedule::RetrySchedule;
 use crate::settings::Settings;
 use crate::stats::{self, Tally};
 
@@ -65,12 +65,12 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 /// The wait before retry number `n` (1 for the first): base × 2^(n-1),
 /// randomised 0.5×–1.5×, at least `retry_after`, at most the maximum.
 pub fn delay(settings: &Settings, n: u32, retry_after: Option<Duration>) -> Duration {
-    let backoff = Backoff {
+    let schedule = RetrySchedule {
         base: settings.retry_backoff_base,
         max: settings.retry_backoff_max,
         spread: 0.5,
     };
-    backoff
+    schedule
         .delay(n)
         .max(retry_after.unwrap_or_default())
         .min(settings.retry_backoff_max)

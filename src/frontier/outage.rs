@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::FrontierError;
-use crate::backoff::Backoff;
+use crate::retry_schedule::RetrySchedule;
 
 /// Where the first fatal Redis error of a spider's run is kept (one per
 /// frontier, shared by its clones): every step of the run that meets such
@@ -82,7 +82,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FrontierError>>,
 {
-    let mut backoff = Backoff::REDIS.attempts();
+    let mut backoff = RetrySchedule::REDIS.attempts();
     let mut failures = 0u32;
     loop {
         match op().await {

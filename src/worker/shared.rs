@@ -48,7 +48,7 @@ impl Shared {
         if let Some(target) = known.get(url.as_str()) {
             return Ok(target.clone());
         }
-        let target = url.target()?;
+        let target = RedisTarget::open(url)?;
         known.insert(url.as_str().to_string(), target.clone());
         Ok(target)
     }

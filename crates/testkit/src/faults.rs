@@ -1019,6 +1019,7 @@ mod tests {
     async fn faults_in_progress(server: &FixtureServer, n: usize) {
         tokio::time::timeout(PATIENCE, async {
             while server.faults_in_progress() != n {
+                // How often it is polled, not a wait for an effect.
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
@@ -1068,6 +1069,8 @@ mod tests {
             statuses(&server, "/fault/outage/500?ms=200&key=c", 1).await,
             [500]
         );
+        // The outage lasts 200 ms by the server's clock: the time passing
+        // is what is tested.
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert_eq!(
             statuses(&server, "/fault/outage/500?ms=200&key=c", 1).await,
@@ -1627,6 +1630,7 @@ mod tests {
         let before = StdInstant::now();
         for _ in 0..3 {
             get(&server, "/fault/status/200?times=0").await;
+            // Spaces the requests, so their recorded times must be too.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         get(&server, "/list/00001/1").await;

@@ -7,6 +7,8 @@
 //! - [`redis_cluster`]: [`RedisCluster`], a real 3-master, 3-replica Redis
 //!   Cluster on loopback ports that can fail a master over (gracefully, or
 //!   by SIGKILL).
+//! - [`guard`]: [`KillOnDrop`], a child process killed (SIGKILL) and
+//!   reaped when dropped, so a failing test leaves no process behind.
 //! - [`fixture`]: [`FixtureServer`], the demo site on 127.0.0.1:0 with the
 //!   misbehaving routes of [`faults`] and a configurable `/robots.txt`.
 //! - [`process`]: the `crawlworker` binary: one-shot commands and
@@ -24,6 +26,7 @@ pub mod crawl;
 pub mod faults;
 pub mod files;
 pub mod fixture;
+pub mod guard;
 pub mod process;
 pub mod redis;
 pub mod redis_cluster;
@@ -34,6 +37,7 @@ pub use crawl::DemoCrawl;
 pub use faults::Robots;
 pub use files::{fault_spider, files, loopback_host, proxied_spider, root, spider_for, temp_dir};
 pub use fixture::{peak, FixtureServer};
+pub use guard::KillOnDrop;
 pub use process::{
     benchmarking, binary, crawlworker, crawlworker_with_redis, push_urls, stderr, stdout, Worker,
 };

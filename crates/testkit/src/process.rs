@@ -1,13 +1,14 @@
 //! The `crawlworker` binary, run as a user would: one-shot commands with
 //! their output, and [`Worker`] processes for the tests where a signal
 //! (SIGKILL, SIGTERM) is the point. Each worker logs to a temporary file (a
-//! pipe nobody reads could fill up and block it).
+//! pipe nobody reads could fill up and block it), and is killed when
+//! dropped ([`KillOnDrop`]), so a failing test leaves none running.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::root;
+use crate::{root, KillOnDrop};
 
 /// The `crawlworker` binary cargo built for the running tests or
 /// benchmarks: `CRAWLWORKER_BIN` if set, else beside the running test
@@ -61,7 +62,6 @@ pub fn crawlworker_with_redis(redis: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run the crawlworker binary: {e}"))
 }
 
-/// A command's standard output, as text.
 /// `crawlworker push-urls SPIDER ENTRY…` against `redis`, which must
 /// succeed.
 pub fn push_urls(redis: &str, spider: &Path, entries: &[String]) {
@@ -72,6 +72,7 @@ pub fn push_urls(redis: &str, spider: &Path, entries: &[String]) {
     assert!(out.status.success(), "push-urls: {}", stderr(&out));
 }
 
+/// A command's standard output, as text.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -83,7 +84,8 @@ pub fn stderr(o: &Output) -> String {
 
 /// A `crawlworker run` process.
 pub struct Worker {
-    pub child: std::process::Child,
+    /// The process; it derefs to its `std::process::Child` (pid, status).
+    pub child: KillOnDrop,
     /// Its standard error, removed when the worker is dropped.
     log: tempfile::NamedTempFile,
 }
@@ -111,8 +113,7 @@ impl Worker {
             cmd.env(k, v);
         }
         Worker {
-            child: cmd
-                .spawn()
+            child: KillOnDrop::spawn(&mut cmd)
                 .unwrap_or_else(|e| panic!("cannot start a worker: {e}")),
             log,
         }
@@ -120,8 +121,7 @@ impl Worker {
 
     /// SIGKILL: the worker dies at once, wherever it is.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill_now();
     }
 
     /// Sends SIGTERM (a graceful stop).
@@ -141,13 +141,13 @@ impl Worker {
                 return (status, self.log());
             }
             if start.elapsed() > limit {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                self.child.kill_now();
                 panic!(
                     "worker did not exit within {limit:?}; its log:\n{}",
                     self.log()
                 );
             }
+            // How often the exit is polled for, not a wait for an effect.
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -163,13 +163,6 @@ impl Worker {
                 self.log.path().display()
             ),
         }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

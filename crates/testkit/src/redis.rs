@@ -1,14 +1,17 @@
 //! A real `redis-server` for a test: a free loopback port, its own
-//! temporary directory, stopped and removed when dropped. A machine
-//! without `redis-server` fails the test loudly (`.ci/run` installs it).
+//! temporary directory, stopped (SIGKILL, by its [`KillOnDrop`]) and
+//! removed when dropped. A machine without `redis-server` fails the test
+//! loudly (`.ci/run` installs it).
 
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
+
+use crate::KillOnDrop;
 
 /// A running `redis-server` on 127.0.0.1.
 pub struct RedisServer {
-    child: Child,
+    child: KillOnDrop,
     port: u16,
     /// Its working directory (AOF, RDB, log), removed when dropped.
     dir: tempfile::TempDir,
@@ -47,8 +50,6 @@ impl RedisServer {
                     args,
                 };
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
         panic!(
             "redis-server did not start; see {}/redis.log",
@@ -81,11 +82,31 @@ impl RedisServer {
         keys
     }
 
+    /// How many times the server ran `command` since it started, as `INFO
+    /// commandstats` names it (`fcall`, `function|load`); commands that
+    /// scripts run count too. A marker that a step ran, for tests that
+    /// then assert what did not happen.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap_or_else(|e| panic!("INFO commandstats failed on {}: {e}", self.url()));
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| {
+                n.parse()
+                    .unwrap_or_else(|e| panic!("INFO commandstats: calls={n}: {e}"))
+            })
+    }
+
     /// Stops the server as an operator would (SHUTDOWN, which writes the
     /// AOF), waits `down`, and starts it again on the same port and data.
     pub fn restart(&mut self, down: Duration) {
         let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.conn());
         let _ = self.child.wait();
+        // The outage the caller asked for: Redis stays down this long.
         std::thread::sleep(down);
         self.child = spawn_redis(self.port, self.dir.path(), &self.args);
         assert!(
@@ -104,7 +125,7 @@ fn connect(port: u16) -> Option<redis::Connection> {
 }
 
 /// Waits for the server to answer PING; false if it exits or never does.
-fn wait_ready(child: &mut Child, port: u16) -> bool {
+fn wait_ready(child: &mut KillOnDrop, port: u16) -> bool {
     for _ in 0..100 {
         if let Ok(Some(_)) = child.try_wait() {
             return false;
@@ -112,26 +133,19 @@ fn wait_ready(child: &mut Child, port: u16) -> bool {
         if connect(port).is_some() {
             return true;
         }
+        // How often it is polled, not a wait for an effect.
         std::thread::sleep(Duration::from_millis(50));
     }
     false
 }
 
-fn spawn_redis(port: u16, dir: &Path, args: &[String]) -> Child {
-    Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+fn spawn_redis(port: u16, dir: &Path, args: &[String]) -> KillOnDrop {
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
         .arg(dir)
         .args(["--logfile", "redis.log", "--protected-mode", "yes"])
-        .args(args)
-        .spawn()
-        .unwrap_or_else(|e| {
+        .args(args);
+    KillOnDrop::spawn(&mut cmd).unwrap_or_else(|e| {
             panic!("cannot start redis-server ({e}); install it (apt-get install redis-server): the tests need a real Redis")
         })
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

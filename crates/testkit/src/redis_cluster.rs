@@ -8,15 +8,18 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::redis::free_port;
+use crate::KillOnDrop;
 
 /// One node of the cluster.
 struct Node {
     port: u16,
-    child: Option<Child>,
+    /// Killed when dropped, also while the cluster is still starting;
+    /// `None` once killed on purpose ([`RedisCluster::kill_master_of`]).
+    child: Option<KillOnDrop>,
 }
 
 /// A running 3-master, 3-replica Redis Cluster on 127.0.0.1.
@@ -117,6 +120,7 @@ impl RedisCluster {
                 "the Redis Cluster did not get there in 60 s: {what} (logs in {})",
                 self.dir.path().display()
             );
+            // How often it is polled, not a wait for an effect.
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -253,8 +257,7 @@ impl RedisCluster {
             .find(|n| n.port == old)
             .expect("the master is one of ours");
         if let Some(mut child) = node.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill_now();
         }
         self.wait(&format!("a replica of {old} is elected for {key}"), || {
             self.live_ports().all(|p| {
@@ -360,27 +363,38 @@ fn connect(port: u16) -> Option<redis::Connection> {
     Some(conn)
 }
 
-fn spawn_node(port: u16, bus: u16, dir: &Path) -> Child {
-    Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+fn spawn_node(port: u16, bus: u16, dir: &Path) -> KillOnDrop {
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
         .arg(dir)
         .args(["--logfile", "redis.log", "--protected-mode", "yes"])
-        .args(["--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"])
-        .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--repl-diskless-sync-delay",
+            "0",
+        ])
+        .args([
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ])
         .args(["--cluster-port", &bus.to_string()])
-        .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
-        .spawn()
-        .unwrap_or_else(|e| {
+        .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()]);
+    KillOnDrop::spawn(&mut cmd).unwrap_or_else(|e| {
             panic!("cannot start redis-server ({e}); install it (apt-get install redis-server): the cluster tests need a real Redis Cluster")
         })
 }
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
+        // Stopped before their logs are copied, so the copies are whole.
         for n in &mut self.nodes {
             if let Some(mut child) = n.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
+                child.kill_now();
             }
         }
         // A failing test keeps the nodes' logs for whoever reads it.

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Redis instructions per page of a recorded crawl (scripts/bench/replay/record.sh)
+# replayed into a Redis under valgrind's callgrind: deterministic on a busy
+# machine, and the same calls for every variant compared.
+#
+#     REDIS_SERVER=~/redis-7.0.15/src/redis-server scripts/bench/replay/instructions.sh /tmp/rec.mon
+#     REDIS_SERVER=... scripts/bench/replay/instructions.sh /tmp/rec.mon /tmp/other-build.mon
+#
+# With a second recording, its scripts (its Functions library) answer the
+# first recording's calls (see replay.py). REDIS_SERVER: a redis-server
+# built with symbols (`make` in a redis checkout), so that
+# callgrind_annotate can name where the work goes.
+set -euo pipefail
+rec=$(realpath "${1:?usage: instructions.sh REC.mon [OTHER.mon]}")
+other=${2:+$(realpath "$2")}
+server=${REDIS_SERVER:?set REDIS_SERVER to a redis-server built with symbols (make in a redis checkout)}
+port=${REDIS_PORT:-16621}
+command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+cd "$(dirname "$0")/../../.."
+. scripts/bench/forum_setup.sh
+forum_work
+forum_redis valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$server"
+python3 scripts/bench/replay/replay.py "$rec" "$port" $other
+pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
+items=$(redis-cli -p "$port" llen bbs:items)
+calls=$(script_calls)
+redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+wait "$redis_pid" || true
+total=$(callgrind_annotate "$work/callgrind.out" 2>/dev/null | grep "PROGRAM TOTALS" | head -1 | awk '{print $1}' | tr -d ,)
+echo "pages=$pages items=$items script_calls=$calls instructions=$total per_page=$((total / pages))"

@@ -1,0 +1,110 @@
+"""Replays a recording of scripts/bench/replay/record.sh into a Redis.
+
+    python3 scripts/bench/replay/replay.py REC.mon PORT [OTHER.mon]
+
+Sends the recorded commands in their order on one connection (the start
+URLs first, as record.sh pushed them), skipping pub/sub and blocking
+commands and those scripts ran (MONITOR shows both). With OTHER.mon (a
+recording of another build, whose scripts run as Redis Functions), its
+Functions library is loaded instead of REC's and REC's FCALLs are sent to
+the functions of the same name in it: the same calls, other scripts (as
+long as the two builds call their scripts with the same arguments).
+"""
+import re
+import socket
+import sys
+
+ESCAPES = {'n': b'\n', 'r': b'\r', 't': b'\t', 'a': b'\a', 'b': b'\b', '"': b'"', '\\': b'\\'}
+LINE = re.compile(r'^[0-9.]+ \[\d+ ([^\]]+)\] (.*)$')
+SKIP = {b'SUBSCRIBE', b'UNSUBSCRIBE', b'PSUBSCRIBE', b'PUNSUBSCRIBE', b'MONITOR', b'CLIENT', b'HELLO',
+        b'BLPOP', b'BRPOP', b'BLMOVE', b'BLMPOP', b'BZPOPMIN', b'BZPOPMAX', b'BZMPOP'}
+
+
+def arguments(text):
+    """The arguments of a MONITOR line: quoted, with sdscatrepr escapes."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] != '"':
+            i += 1
+            continue
+        i += 1
+        arg = bytearray()
+        while text[i] != '"':
+            if text[i] == '\\':
+                if text[i + 1] == 'x':
+                    arg.append(int(text[i + 2:i + 4], 16))
+                    i += 4
+                else:
+                    arg += ESCAPES[text[i + 1]]
+                    i += 2
+            else:
+                arg += text[i].encode('latin-1')
+                i += 1
+        out.append(bytes(arg))
+        i += 1
+    return out
+
+
+def commands(path):
+    for line in open(path, encoding='latin-1'):
+        m = LINE.match(line.rstrip('\n'))
+        if not m or m.group(1) == 'lua':
+            continue
+        args = arguments(m.group(2))
+        if args and args[0].upper() not in SKIP:
+            yield args
+
+
+def library(path):
+    """The Functions library a recording loaded, and its name."""
+    for args in commands(path):
+        if args[0].upper() == b'FUNCTION' and args[1].upper() == b'LOAD':
+            text = args[-1]
+            return text, re.match(rb'#!lua name=(\S+)', text).group(1)
+    sys.exit(f'{path} loads no Functions library')
+
+
+def request(args):
+    return b''.join([b'*%d\r\n' % len(args)] + [b'$%d\r\n%s\r\n' % (len(a), a) for a in args])
+
+
+def main():
+    rec, port = sys.argv[1], int(sys.argv[2])
+    other = library(sys.argv[3]) if len(sys.argv) > 3 else None
+    sock = socket.create_connection(('127.0.0.1', port))
+    replies = sock.makefile('rb')
+
+    def reply():
+        line = replies.readline()
+        kind = line[:1]
+        if kind == b'$' and int(line[1:]) >= 0:
+            replies.read(int(line[1:]) + 2)
+        elif kind == b'*':
+            for _ in range(max(int(line[1:]), 0)):
+                reply()
+        elif kind not in (b'+', b'-', b':'):
+            raise RuntimeError(f'unexpected reply {line!r}')
+        return line
+
+    tasks = [t.rstrip('\n').encode() for t in open(re.sub(r'\.mon$', '', rec) + '.tasks')]
+    sock.sendall(request([b'RPUSH', b'bbs:start_urls'] + tasks))
+    reply()
+    sent = errors = 0
+    for args in commands(rec):
+        verb = args[0].upper()
+        if other and verb == b'FUNCTION' and args[1].upper() == b'LOAD':
+            args = args[:-1] + [other[0]]
+        elif other and verb == b'FCALL':
+            args = [args[0], re.sub(rb'^crawlworker_[0-9a-f]+', other[1], args[1])] + args[2:]
+        sock.sendall(request(args))
+        answer = reply()
+        sent += 1
+        # A first call before the script or library is loaded is refused,
+        # as it was when recorded.
+        if answer.startswith(b'-') and b'NOSCRIPT' not in answer and b'Function not found' not in answer:
+            errors += 1
+            print(f'{args[0].decode()} failed: {answer.decode(errors="replace").strip()}', file=sys.stderr)
+    print(f'replayed {sent} commands, {errors} failed', file=sys.stderr)
+
+
+main()

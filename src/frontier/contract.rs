@@ -1,0 +1,203 @@
+//! The frontier contract: every promise a spider's run relies on, stated
+//! once as the [`Backend`] trait. Two backends keep it: the Redis frontier
+//! a cluster shares ([`super::RedisFrontier`]) and the in-memory one of a
+//! local crawl ([`super::LocalFrontier`]). The worker, the downloader and
+//! the page tasks hold a [`super::Frontier`] and never know which answers.
+//!
+//! One suite (`tests/frontier_contract.rs`) runs every promise against both
+//! backends, as object_store's integration suite runs against every store.
+//!
+//! # Where the local backend differs on purpose
+//!
+//! A local crawl is one process with no one to share the crawl with, so:
+//!
+//! - it refuses spiders that hand links to other spiders (`to_spider`):
+//!   [`super::LocalFrontier::refuse_handoffs`] says why (there is no other
+//!   spider's start key to push to);
+//! - heartbeats, the worker list and the sweep of per-host state do
+//!   nothing (there are no other workers, and its per-host state ends with
+//!   the crawl);
+//! - its start entries, dead letters, failures and items live in memory
+//!   (items go to a JSON Lines writer, so no item stream holds leases
+//!   back), not in Redis keys;
+//! - its dupefilter is exact whatever mode the spider asks for (the
+//!   compact, Bloom and expiring modes bound what Redis keeps over months
+//!   of crawling; a local crawl's fingerprints last as long as its run);
+//! - it never has a fatal Redis error ([`Backend::fatal`] stays empty).
+//!
+//! Everything else (order, dupefilter, leases that expire and return,
+//! commits that happen once, retries and revisits coming due, politeness
+//! slots and the adaptive back-off rule, quotas, pause) is the same, and
+//! the suite checks it on both.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::outage::Fatal;
+use super::pickup::StartWatch;
+use super::wake::Wake;
+use super::{
+    Claimed, Committed, DeadLetter, FailedRecord, Heartbeat, Keys, Leased, PageResult, QueueStatus,
+    Result, RobotsRecord, StartClaim, Swept,
+};
+use crate::stats::{Stat, Tally};
+
+/// What a spider's run asks of the crawl it shares. Each state change is
+/// one atomic step: it happens whole or not at all, whatever else runs.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// The spider's key names (in a local crawl, the names its keys would
+    /// have: they name the queue in messages).
+    fn keys(&self) -> &Keys;
+
+    /// This worker's id; lease ownership is checked against it.
+    fn worker(&self) -> &str;
+
+    /// Where items go: the key of the spider's sink (a local crawl writes
+    /// them to its output instead, and names the list key here).
+    fn items_key(&self) -> &str;
+
+    /// Whether other processes share this crawl (Redis) or it is this
+    /// process's alone (a local crawl).
+    fn is_shared(&self) -> bool;
+
+    /// Where the first error of the run that retrying cannot mend is kept.
+    fn fatal(&self) -> Fatal;
+
+    /// What wakes an idle spider when work is announced.
+    fn wake(&self) -> Wake;
+
+    /// A watch of the start key for entries that producers push without
+    /// announcing them (none where every entry is announced).
+    async fn watch_start(&self, recheck: Duration) -> StartWatch;
+
+    // The queue.
+
+    /// Leases up to `max` requests in queue order (higher priority first,
+    /// then first in, first out) after putting work that came due back in
+    /// the queue (expired leases, retries, revisits). Each lease reserves
+    /// its host's next politeness slot; a request whose slot is further
+    /// than half a lease away stays queued. Nothing is leased while
+    /// paused, beyond `max_pages`, or past a host's `max_pages_per_host`
+    /// (such a request is dropped and counted). When fewer than `max` are
+    /// leased (or none were asked for), also returns up to `peek` start
+    /// entries, not yet claimed.
+    async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)>;
+
+    /// How long until work nothing announces may be due, as of the last
+    /// lease: the next retry, revisit or lease expiry, or the slot a
+    /// request left queued waits for.
+    fn next_due_in(&self) -> Option<Duration>;
+
+    /// Commits one page in one step, only while its lease is this
+    /// worker's: releases the lease, queues its new requests through the
+    /// dupefilter, writes its items, dead letter, failure, retry and
+    /// revisit, and applies its host's news. A page is committed once:
+    /// a second commit of the same lease writes nothing. Then leases up to
+    /// `lease_next` requests to replace it. With `may_wait`, the commit may
+    /// wait a little for other pages to share its step.
+    async fn commit(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        lease_next: usize,
+        may_wait: bool,
+    ) -> Result<(Committed, Vec<Leased>)>;
+
+    /// Extends this worker's leases on `ids`; returns the ids it no longer
+    /// holds.
+    async fn renew(&self, ids: &[String]) -> Result<Vec<String>>;
+
+    /// Hands this worker's leases on `ids` back to the queue, at their old
+    /// places, giving back their hosts' `max_pages_per_host` counts.
+    async fn release(&self, ids: &[String]) -> Result<u64>;
+
+    /// Claims start entries: each leaves the start entries only in the
+    /// step that queues its request or sets it aside; one claimed by
+    /// another worker first is skipped.
+    async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed>;
+
+    /// The queue sizes, read in one step.
+    async fn status(&self) -> Result<QueueStatus>;
+
+    // Hosts: politeness slots, back-off and robots.txt.
+
+    /// Reserves another politeness slot for `host` for a request leased
+    /// before its host was slowed down: at least `spacing` after the slot
+    /// before (and at least the host's own spacing), no sooner than `hold`
+    /// from now. Returns how long to wait for it, or `None`, reserving
+    /// nothing, when that is longer than `limit`.
+    async fn reserve_slot(
+        &self,
+        host: &str,
+        spacing: Duration,
+        hold: Duration,
+        limit: Option<Duration>,
+    ) -> Result<Option<Duration>>;
+
+    /// How many hosts adaptive back-off slows right now.
+    async fn hosts_backed_off(&self) -> Result<u64>;
+
+    /// The cached robots.txt record of `host`, if any.
+    async fn robots_cached(&self, host: &str) -> Result<Option<RobotsRecord>>;
+
+    /// Stores `host`'s robots.txt record (used for `ttl` after its fetch)
+    /// and its Crawl-delay (0: none), and frees the host's fetch lock.
+    async fn robots_store(
+        &self,
+        host: &str,
+        record: &RobotsRecord,
+        crawl_delay: Duration,
+        ttl: Duration,
+    ) -> Result<()>;
+
+    /// Takes the right to fetch `host`'s robots.txt for `ttl`; false while
+    /// another holds it.
+    async fn robots_lock(&self, host: &str, ttl: Duration) -> Result<bool>;
+
+    /// Deletes per-host state that can no longer matter, a bounded step.
+    async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept>;
+
+    // Stats and records.
+
+    /// Adds stats increments; sets `start_time` once.
+    async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()>;
+
+    /// Records the finish as Scrapy does (`finish_time`, `finish_reason`,
+    /// `elapsed_time_seconds`).
+    async fn record_finish(&self, reason: &str) -> Result<()>;
+
+    /// One counter of the stats (0 when missing or not a number).
+    async fn stat(&self, stat: Stat) -> Result<u64>;
+
+    /// Every field of the stats.
+    async fn stats(&self) -> Result<Vec<(String, String)>>;
+
+    /// Up to `n` of the requests that failed for good, oldest first.
+    async fn failures(&self, n: usize) -> Result<Vec<FailedRecord>>;
+
+    /// Up to `n` of the entries set aside as malformed, oldest first.
+    async fn dead_letters(&self, n: usize) -> Result<Vec<DeadLetter>>;
+
+    // The operator's controls and the workers.
+
+    /// Adds start entries after those waiting; returns how many.
+    async fn push_start(&self, entries: &[String]) -> Result<u64>;
+
+    /// Stops every worker leasing until [`Backend::resume`]; false if it
+    /// was paused already.
+    async fn pause(&self) -> Result<bool>;
+
+    /// Lets workers lease again; false if it was not paused.
+    async fn resume(&self) -> Result<bool>;
+
+    /// Records this worker's heartbeat.
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<()>;
+
+    /// Takes this worker's heartbeat away (it stopped).
+    async fn unregister(&self) -> Result<()>;
+
+    /// The workers of the crawl, with their heartbeats.
+    async fn workers(&self) -> Result<Vec<(String, Heartbeat)>>;
+}

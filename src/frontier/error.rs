@@ -1,0 +1,95 @@
+//! The frontier's one error: a Redis operation that failed, with the
+//! operation, the key and Redis's answer, and whether it is an outage
+//! (retry later), fatal (a person must act) or neither.
+
+/// A Redis operation that failed: what was done, on which key, and what
+/// Redis said (part of the message, so one line tells it all).
+#[derive(Debug, thiserror::Error)]
+#[error("Redis {op} on `{key}` failed: {cause}")]
+pub struct FrontierError {
+    pub op: &'static str,
+    pub key: String,
+    pub cause: redis::RedisError,
+}
+
+impl FrontierError {
+    /// Whether the error is Redis being unreachable (retry later) rather
+    /// than a mistake (report it).
+    pub fn is_outage(&self) -> bool {
+        let e = &self.cause;
+        e.is_io_error()
+            || e.is_connection_refusal()
+            || e.is_connection_dropped()
+            || e.is_timeout()
+            || matches!(
+                e.kind(),
+                redis::ErrorKind::BusyLoadingError
+                    | redis::ErrorKind::TryAgain
+                    | redis::ErrorKind::ClusterDown
+            )
+    }
+}
+
+impl FrontierError {
+    /// Whether the error will not heal by retrying: a key of the wrong
+    /// type (made by another tool), a missing or wrong password, an ACL
+    /// permission missing. A person must act; the worker stops.
+    pub fn is_fatal(&self) -> bool {
+        self.fatal_kind().is_some()
+    }
+
+    /// WRONGTYPE, NOPERM or NOAUTH for an error that will not heal. A
+    /// script's command refused by an ACL answers ERR, not NOPERM.
+    fn fatal_kind(&self) -> Option<&'static str> {
+        let e = &self.cause;
+        match e.code() {
+            Some("WRONGTYPE") => Some("WRONGTYPE"),
+            Some("NOPERM") => Some("NOPERM"),
+            Some("NOAUTH" | "WRONGPASS") => Some("NOAUTH"),
+            Some("ERR")
+                if e.detail()
+                    .is_some_and(|d| d.starts_with("The user executing the script can't")) =>
+            {
+                Some("NOPERM")
+            }
+            _ if e.kind() == redis::ErrorKind::AuthenticationFailed => Some("NOAUTH"),
+            _ => None,
+        }
+    }
+
+    /// The key of a WRONGTYPE error: the one a script's check names
+    /// ("… key <name> … nothing was written"), else the operation's.
+    fn wrong_key(&self) -> &str {
+        self.cause
+            .detail()
+            .filter(|d| d.contains("nothing was"))
+            .and_then(|d| d.split("key ").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or(&self.key)
+    }
+
+    /// What to do about a fatal error (see [`FrontierError::is_fatal`]).
+    pub fn remedy(&self) -> String {
+        match self.fatal_kind() {
+            Some("WRONGTYPE") => format!(
+                "a key holds another type than crawlworker keeps there (made by another tool, or by a spider whose [keys] name the same key?): delete or rename it (e.g. `redis-cli RENAME {key} {key}.bak`), then start the worker again. Nothing of the failed step was written; the pages in flight go back to the queue",
+                key = self.wrong_key()
+            ),
+            Some("NOPERM") => "the Redis user lacks a permission crawlworker needs (ACL): allow it the commands and keys of the spider (e.g. `ACL SETUSER <user> +@all ~<spider>:*` and `&*` for its channels), then start the worker again".to_string(),
+            _ => "Redis refused the password (or wants one): put the user and password in the Redis URL (redis://user:password@host:port, or REDIS_URL), then start the worker again".to_string(),
+        }
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, FrontierError>;
+
+pub(crate) fn err<'a>(
+    op: &'static str,
+    key: &'a str,
+) -> impl FnOnce(redis::RedisError) -> FrontierError + 'a {
+    move |cause| FrontierError {
+        op,
+        key: key.to_string(),
+        cause,
+    }
+}

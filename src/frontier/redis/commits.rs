@@ -1,0 +1,410 @@
+//! Committing pages in batches: the pages a worker finishes while its
+//! previous commit is on its way to Redis go to Redis together, in one call
+//! of `scripts/commit.lua`. Each page is still all-or-nothing and still
+//! committed only while its lease is this worker's; a batch only shares the
+//! script call's fixed cost (the round trip, the clock, the stats writes,
+//! the wake-up, the lease of replacements) between its pages. That cost is
+//! most of what a page costs Redis, so batching is what lets one Redis
+//! serve many busy workers.
+//!
+//! A batch also waits for more pages (up to `commit_wait` from its first)
+//! while every page in it may wait: its download slot went to a request
+//! the worker had leased ahead (see `worker::pool`), so waiting leaves no
+//! slot idle. The first page whose slot would idle until its replacement
+//! arrives sends the batch at once. A busy worker's commits so carry about
+//! as many pages as it holds leases ahead, and a worker whose every next
+//! request depends on the last commit (the tail of a crawl, a chain of
+//! pages) commits each page as soon as it can, as it always did.
+//!
+//! One task per frontier sends the batches, one at a time; a page's
+//! [`RedisFrontier::commit`] hands its encoded page to it and waits for its own
+//! result. The task rides out Redis outages as a page's commit always did
+//! (see [`crate::frontier::outage::until_done`]): a commit, once started, finishes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::protocol::{
+    CommitArgs, HandoffRecord, LinkRecord, PageRecord, StatRecord, TaskRecord, Wire,
+};
+use super::scripts::SCRIPTS;
+use super::{
+    clamped, encode, fingerprint_arg, flag, ms, to_json, Committed, HostOutcome, Leased,
+    PageResult, RedisFrontier, Result, Revisit, MAX_REQUEST_BYTES,
+};
+use crate::request::{Request, Task};
+use crate::stats::{self, Tally};
+
+/// At most this many pages go in one script call…
+const MAX_PAGES: usize = 64;
+/// …and at most about this many bytes of arguments (one page over it goes
+/// alone), so one call never keeps Redis busy for long.
+const MAX_BYTES: usize = 1 << 20;
+/// How often a commit also puts work that came due back in the queue
+/// (expired leases, retries, revisits). The lease script always does; a
+/// busy worker leases only through commits.
+const RELEASE_EVERY: Duration = Duration::from_millis(200);
+
+/// One page's part of a commit script's arguments, encoded by the page's
+/// own task.
+pub(super) struct PageArgs {
+    /// Its record, tasks, links and items (see `commit` in
+    /// [`super::protocol`]).
+    args: Vec<Vec<u8>>,
+    /// Its stats increments, summed with the batch's other pages'.
+    stats: Vec<(String, i64)>,
+    bytes: usize,
+    lease_next: usize,
+    /// Whether it may wait for others (see the module docs).
+    may_wait: bool,
+}
+
+/// A page waiting for its batch: its arguments and where its result goes.
+pub(super) struct Pending {
+    page: PageArgs,
+    reply: oneshot::Sender<(Committed, Vec<Leased>)>,
+}
+
+/// The sending side of a frontier's commit task, started by its first
+/// commit (a frontier used only by `stats` or `push-urls` never starts
+/// one). Dropping the last frontier clone stops the task.
+pub(super) type Batcher = Arc<std::sync::OnceLock<mpsc::UnboundedSender<Pending>>>;
+
+impl RedisFrontier {
+    /// Commits one page (see the module docs), then leases up to
+    /// `lease_next` requests to replace it. With `may_wait`, its batch may
+    /// wait up to `commit_wait` for other pages.
+    pub async fn commit(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        lease_next: usize,
+        may_wait: bool,
+    ) -> Result<(Committed, Vec<Leased>)> {
+        let mut args = self.page_args(leased, page, lease_next);
+        args.may_wait = may_wait;
+        let batcher = self.batcher.get_or_init(|| self.start_batcher());
+        let (reply, result) = oneshot::channel();
+        if let Err(mpsc::error::SendError(pending)) = batcher.send(Pending { page: args, reply }) {
+            // Cannot happen while `self` lives; commit alone all the same.
+            return self.commit_alone(pending.page).await;
+        }
+        match result.await {
+            Ok(done) => Ok(done),
+            // The task ended without answering (the runtime is shutting
+            // down): the page may or may not be committed; a repeat finds
+            // out safely.
+            Err(_) => {
+                self.commit_alone(self.page_args(leased, page, lease_next))
+                    .await
+            }
+        }
+    }
+
+    /// Commits one page in a script call of its own.
+    async fn commit_alone(&self, page: PageArgs) -> Result<(Committed, Vec<Leased>)> {
+        let mut done = self.commit_batch(std::slice::from_ref(&page), true).await?;
+        Ok(done.pop().unwrap_or((Committed::LeaseLost, Vec::new())))
+    }
+
+    fn start_batcher(&self) -> mpsc::UnboundedSender<Pending> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        // The task's own frontier has a batcher of its own, never started,
+        // so it does not keep its channel open.
+        let mut frontier = self.clone();
+        frontier.batcher = Batcher::default();
+        tokio::spawn(send_batches(frontier, rx));
+        tx
+    }
+
+    /// One page's arguments: its [`PageRecord`], then its tasks, links and
+    /// items (see `commit` in [`super::protocol`]).
+    pub(super) fn page_args(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        lease_next: usize,
+    ) -> PageArgs {
+        let links: Vec<LinkRecord> = page.requests.iter().filter_map(link_record).collect();
+        let tasks: Vec<TaskRecord> = page
+            .tasks
+            .iter()
+            .filter(|t| t.to < self.handoffs.len())
+            .filter_map(task_record)
+            .collect();
+        // Requests over the size bound are not queued; say so and count them.
+        let oversized = page.requests.len() - links.len() + page.tasks.len() - tasks.len();
+        let mut extra = Tally::default();
+        extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
+        if oversized > 0 {
+            tracing::warn!(
+                id = %leased.id,
+                count = oversized,
+                "follow-up requests over {MAX_REQUEST_BYTES} bytes were not queued"
+            );
+        }
+        let record = page_record(leased, page, lease_next, links.len(), tasks.len());
+        let mut args = Vec::new();
+        record.write_to(&mut args);
+        for task in tasks {
+            task.write_to(&mut args);
+        }
+        for link in links {
+            link.write_to(&mut args);
+        }
+        args.extend(page.items.iter().map(|item| to_json(item).into_bytes()));
+        let stats: Vec<(String, i64)> = page
+            .stats
+            .iter()
+            .chain(extra.iter())
+            .map(|(field, delta)| (field.into_owned(), delta))
+            .collect();
+        let bytes = args.iter().map(Vec::len).sum::<usize>()
+            + stats.iter().map(|(f, _)| f.len() + 8).sum::<usize>();
+        PageArgs {
+            args,
+            stats,
+            bytes,
+            lease_next,
+            may_wait: false,
+        }
+    }
+
+    /// Commits `pages` in one script call; `release` also puts work that
+    /// came due back in the queue first. Returns each page's result, in
+    /// order, with the leases that replace it. A page whose lease is lost
+    /// makes the script write nothing and name it; the rest go again.
+    pub(super) async fn commit_batch(
+        &self,
+        pages: &[PageArgs],
+        release: bool,
+    ) -> Result<Vec<(Committed, Vec<Leased>)>> {
+        let mut lost = vec![false; pages.len()];
+        loop {
+            let sent: Vec<usize> = (0..pages.len()).filter(|&i| !lost[i]).collect();
+            if sent.is_empty() {
+                return Ok(vec![(Committed::LeaseLost, Vec::new()); pages.len()]);
+            }
+            let reply = self.invoke_commit(pages, &sent, release).await?;
+            let mut reply = reply.into_iter();
+            let mut number = || {
+                reply
+                    .next()
+                    .and_then(|v| redis::from_redis_value::<i64>(&v).ok())
+                    .unwrap_or(-1)
+            };
+            if number() < 0 {
+                let before = lost.iter().filter(|l| **l).count();
+                while let Some(n) = usize::try_from(number()).ok().filter(|n| *n >= 1) {
+                    if let Some(&i) = sent.get(n - 1) {
+                        lost[i] = true;
+                    }
+                }
+                if lost.iter().filter(|l| **l).count() == before {
+                    // Cannot happen (the script names at least one page);
+                    // never loop on it.
+                    lost.iter_mut().for_each(|l| *l = true);
+                }
+                continue;
+            }
+            let mut done: Vec<(Committed, usize)> = vec![(Committed::LeaseLost, 0); pages.len()];
+            for &i in &sent {
+                let (enqueued, filtered) = (number(), number());
+                done[i] = (
+                    Committed::Done {
+                        enqueued: enqueued.max(0) as u64,
+                        filtered: filtered.max(0) as u64,
+                    },
+                    pages[i].lease_next,
+                );
+            }
+            // The new leases go to the pages that asked for them, in order.
+            let mut leases = self.decode_leases(reply).into_iter();
+            return Ok(done
+                .into_iter()
+                .map(|(committed, asked)| (committed, leases.by_ref().take(asked).collect()))
+                .collect());
+        }
+    }
+
+    /// One call of the commit script for `pages[i]`, i in `sent`.
+    async fn invoke_commit(
+        &self,
+        pages: &[PageArgs],
+        sent: &[usize],
+        release: bool,
+    ) -> Result<Vec<redis::Value>> {
+        let k = &self.keys;
+        // The pages' stats, summed (in the order first counted).
+        let mut stats: Vec<(&str, i64)> = Vec::new();
+        for &i in sent {
+            for (field, delta) in &pages[i].stats {
+                match stats.iter_mut().find(|(f, _)| f == field) {
+                    Some((_, sum)) => *sum += delta,
+                    None => stats.push((field, *delta)),
+                }
+            }
+        }
+        let args = CommitArgs {
+            worker: self.worker.clone(),
+            wake: k.wake.clone(),
+            lease_ms: ms(self.lease),
+            interval_ms: ms(self.pacing.interval),
+            jitter: flag(self.pacing.jitter),
+            backoff_max_ms: ms(self.pacing.backoff_max),
+            max_wait_ms: self.max_wait_ms().to_string(),
+            dupe_spec: self.dupe_spec.clone(),
+            handoffs: self.handoffs.len().to_string(),
+            max_pages: self.quota.max_pages.to_string(),
+            max_per_host: self.quota.max_pages_per_host.to_string(),
+            release: flag(release),
+            pages: sent.len().to_string(),
+            stat_pairs: stats.len().to_string(),
+            sink: self.sink.arg(),
+        };
+        let mut invocation = SCRIPTS.commit.call(k, self.sink.sink, args);
+        for h in &self.handoffs {
+            invocation.more_key(&h.start_key).record(HandoffRecord {
+                kind: h.kind.as_str().to_string(),
+                wake: h.wake.clone(),
+            });
+        }
+        for (field, delta) in &stats {
+            invocation.record(StatRecord {
+                field: field.to_string(),
+                delta: delta.to_string(),
+            });
+        }
+        for &i in sent {
+            invocation.values(&pages[i].args);
+        }
+        invocation
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(super::err("commit", &k.requests))
+    }
+}
+
+/// A page's [`PageRecord`], with `links` and `tasks` following it.
+fn page_record(
+    leased: &Leased,
+    page: &PageResult,
+    lease_next: usize,
+    links: usize,
+    tasks: usize,
+) -> PageRecord {
+    let (retry_ms, retry_json, retry_priority) = match &page.retry {
+        Some(r) => (
+            r.delay.as_millis() as i64,
+            encode(&r.request).unwrap_or_default(),
+            clamped(r.request.priority),
+        ),
+        None => (-1, String::new(), 0),
+    };
+    let (host_outcome, slow_ms) = match page.host {
+        HostOutcome::None => ("", 0),
+        HostOutcome::Slow { wait } => ("slow", wait.as_millis() as u64),
+        HostOutcome::Error => ("error", 0),
+        HostOutcome::Ok => ("ok", 0),
+    };
+    let (revisit, revisit_fp, revisit_ms, revisit_json) = match &page.revisit {
+        Some(Revisit::At { request, after }) => (
+            "at",
+            request.fingerprint(),
+            after.as_millis() as u64,
+            encode(request).unwrap_or_default(),
+        ),
+        Some(Revisit::Drop { request }) => ("drop", request.fingerprint(), 0, String::new()),
+        None => ("", String::new(), 0, String::new()),
+    };
+    let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
+    PageRecord {
+        id: leased.id.clone(),
+        n_links: links.to_string(),
+        n_items: page.items.len().to_string(),
+        n_tasks: tasks.to_string(),
+        depth: depth.to_string(),
+        dead: page.dead.as_ref().map(to_json).unwrap_or_default(),
+        failed: page.failed.as_ref().map(to_json).unwrap_or_default(),
+        retry_ms: retry_ms.to_string(),
+        retry_json,
+        retry_priority: retry_priority.to_string(),
+        host_outcome: host_outcome.to_string(),
+        slow_ms: slow_ms.to_string(),
+        revisit: revisit.to_string(),
+        revisit_fp,
+        revisit_ms: revisit_ms.to_string(),
+        revisit_json,
+        lease_next: lease_next.to_string(),
+        host: leased
+            .request
+            .as_ref()
+            .map(Request::host_key)
+            .unwrap_or_default(),
+    }
+}
+
+/// A request a page queues, unless it is over the size bound.
+fn link_record(request: &Request) -> Option<LinkRecord> {
+    Some(LinkRecord {
+        fingerprint: fingerprint_arg(request),
+        priority: clamped(request.priority).to_string(),
+        json: encode(request)?,
+    })
+}
+
+/// A link handed to another spider, unless its task is over the size
+/// bound.
+fn task_record(task: &Task) -> Option<TaskRecord> {
+    let entry = task.entry();
+    (entry.len() <= MAX_REQUEST_BYTES).then(|| TaskRecord {
+        spider: (task.to + 1).to_string(),
+        fingerprint: fingerprint_arg(&task.request),
+        priority: clamped(task.request.priority).to_string(),
+        entry,
+    })
+}
+
+/// The commit task: sends the pages waiting as one batch, waits for Redis,
+/// hands each page its result, and starts over.
+async fn send_batches(frontier: RedisFrontier, mut pending: mpsc::UnboundedReceiver<Pending>) {
+    let mut released = Instant::now();
+    while let Some(first) = pending.recv().await {
+        let mut batch = vec![first];
+        let mut bytes = batch[0].page.bytes;
+        let mut patient = batch[0].page.may_wait;
+        let full =
+            |batch: &Vec<Pending>, bytes: usize| batch.len() >= MAX_PAGES || bytes >= MAX_BYTES;
+        let deadline = tokio::time::Instant::now() + frontier.commit_wait;
+        while !full(&batch, bytes) {
+            let next = match pending.try_recv() {
+                Ok(p) => p,
+                Err(_) if !patient || frontier.commit_wait.is_zero() => break,
+                Err(_) => match tokio::time::timeout_at(deadline, pending.recv()).await {
+                    Ok(Some(p)) => p,
+                    _ => break,
+                },
+            };
+            patient &= next.page.may_wait;
+            bytes += next.page.bytes;
+            batch.push(next);
+        }
+        let release = released.elapsed() >= RELEASE_EVERY;
+        let (pages, replies): (Vec<PageArgs>, Vec<_>) =
+            batch.into_iter().map(|p| (p.page, p.reply)).unzip();
+        let done = crate::frontier::outage::until_done("commit pages", &frontier.fatal, || {
+            frontier.commit_batch(&pages, release)
+        })
+        .await;
+        if release {
+            released = Instant::now();
+        }
+        for (reply, result) in replies.into_iter().zip(done) {
+            // A page whose task is gone (aborted at shutdown) is committed
+            // all the same; its replacement's lease expires unused.
+            let _ = reply.send(result);
+        }
+    }
+}

@@ -1,0 +1,551 @@
+//! The Redis frontier: the crawl a cluster shares, and the only code that
+//! knows Redis key names and scripts. Every state change is one script
+//! (see [`scripts`] and its typed [`protocol`]), so it happens whole or not
+//! at all:
+//!
+//! - `claim_start` removes start entries and enqueues their requests in the
+//!   same step (an entry another worker claimed first is skipped);
+//! - `lease` moves requests from the queue into the in-flight set with a
+//!   deadline, after returning expired leases to the queue;
+//! - `commit` ([`commits`]) releases pages' leases and, only if each lease
+//!   is still this worker's, enqueues its new requests through the
+//!   dupefilter, pushes its items and counts its stats, in batches;
+//! - `renew` and `release` extend leases and hand them back.
+//!
+//! Around the crawl: [`hosts`] keeps per-host state for the cluster
+//! (politeness slots, robots.txt) and sweeps out what no longer matters,
+//! [`admin`] serves the operator's commands (`push-urls`, `flush`,
+//! `stats`), [`unreadable`] sets aside entries that are not UTF-8 text.
+//! Connections, each module using only those before it: [`url`] parses and
+//! redacts Redis URLs, `link` holds one connection ([`Conn`]), [`wake`]
+//! and [`pickup`] wake idle workers when work arrives (announced, or
+//! pushed to a start key by any producer), and [`connection`] holds what a
+//! crawl's users share ([`RedisTarget`]).
+
+pub mod admin;
+mod commits;
+pub mod connection;
+pub mod hosts;
+mod link;
+pub mod pickup;
+mod protocol;
+mod scripts;
+mod unreadable;
+pub mod url;
+pub mod wake;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+pub use connection::RedisTarget;
+pub use link::Conn;
+
+use super::error::{err, Result};
+use super::{
+    max_wait, now_secs, Backend, Claimed, Committed, DeadLetter, FailedRecord, FrontierError,
+    Handoff, Heartbeat, HostOutcome, KeyGroup, Keys, Leased, Options, Pacing, PageResult,
+    QueueStatus, Quota, Refused, Revisit, RobotsRecord, SinkOptions, StartClaim, StartKind, Swept,
+    MAX_PRIORITY, MAX_REQUEST_BYTES,
+};
+use crate::frontier::outage::Fatal;
+use crate::request::Request;
+use crate::stats::{Stat, Tally};
+use protocol::{ClaimArgs, ClaimRecord, LeaseArgs, ReleaseArgs, RenewArgs, StatusArgs};
+use scripts::SCRIPTS;
+
+/// One spider's view of the shared crawl.
+#[derive(Clone)]
+pub struct RedisFrontier {
+    conn: Conn,
+    /// The Redis it was connected to: its wake-ups and start-key watches.
+    target: RedisTarget,
+    pub keys: Keys,
+    kind: StartKind,
+    /// This worker's id; lease ownership is checked against it.
+    worker: String,
+    lease: Duration,
+    pacing: Pacing,
+    /// What the scripts receive to deduplicate (see `dupefilter`).
+    dupe_spec: String,
+    /// The spiders pages hand links to.
+    handoffs: Vec<Handoff>,
+    quota: Quota,
+    sink: SinkOptions,
+    /// When work nothing announces may be due, as the last lease saw.
+    next_due: Arc<std::sync::Mutex<Option<Instant>>>,
+    /// The task that commits pages in batches (see [`commits`]).
+    batcher: commits::Batcher,
+    /// How long a finished page may wait for others to share its commit.
+    commit_wait: Duration,
+    /// The first error of this spider's run that retrying cannot mend.
+    pub fatal: Fatal,
+}
+
+/// The request as the queue stores it.
+fn encode(request: &Request) -> Option<String> {
+    let json = serde_json::to_string(request).ok()?;
+    (json.len() <= MAX_REQUEST_BYTES).then_some(json)
+}
+
+/// A record as JSON (records are plain data: encoding cannot fail).
+fn to_json(record: &impl serde::Serialize) -> String {
+    serde_json::to_string(record).unwrap_or_default()
+}
+
+/// A priority as the queue keeps it (see [`MAX_PRIORITY`]).
+fn clamped(priority: i64) -> i64 {
+    priority.clamp(-MAX_PRIORITY, MAX_PRIORITY)
+}
+
+/// Milliseconds, as a script argument.
+fn ms(d: Duration) -> String {
+    d.as_millis().to_string()
+}
+
+/// A flag, as a script argument.
+fn flag(on: bool) -> String {
+    u8::from(on).to_string()
+}
+
+fn fingerprint_arg(request: &Request) -> String {
+    if request.dont_filter {
+        String::new()
+    } else {
+        request.fingerprint()
+    }
+}
+
+impl RedisFrontier {
+    /// Connects to Redis for one spider. It fails within about a second
+    /// when Redis does not answer: a worker retries on its own schedule (and
+    /// says so), a command reports it at once. Once connected, a lost
+    /// connection is re-made when next used.
+    pub async fn connect(target: &RedisTarget, options: Options) -> Result<RedisFrontier> {
+        let conn = target
+            .connect()
+            .await
+            .map_err(err("connect", &options.keys.requests))?;
+        Ok(RedisFrontier {
+            conn,
+            target: target.clone(),
+            keys: options.keys,
+            kind: options.start_kind,
+            worker: options.worker,
+            lease: options.lease,
+            pacing: options.pacing,
+            dupe_spec: options.dupefilter.spec(),
+            handoffs: options.handoffs,
+            quota: options.quota,
+            sink: options.sink,
+            next_due: Arc::default(),
+            batcher: commits::Batcher::default(),
+            commit_wait: options.commit_wait,
+            fatal: Fatal::default(),
+        })
+    }
+
+    fn max_wait_ms(&self) -> u64 {
+        max_wait(self.lease).as_millis() as u64
+    }
+
+    /// Where the spider's items go.
+    pub fn sink(&self) -> super::ItemSink {
+        self.sink.sink
+    }
+
+    /// The key items go to: the list, or the stream (`[items] sink`).
+    pub fn items_key(&self) -> &str {
+        self.keys.get(self.sink.sink.key_kind())
+    }
+
+    /// Leases up to `max` requests; when fewer are queued, also returns up
+    /// to `peek` start entries (not yet claimed) to convert and claim.
+    pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
+        let args = LeaseArgs {
+            worker: self.worker.clone(),
+            lease_ms: ms(self.lease),
+            max: max.to_string(),
+            start_kind: self.kind.as_str().to_string(),
+            peek: peek.to_string(),
+            interval_ms: ms(self.pacing.interval),
+            jitter: flag(self.pacing.jitter),
+            max_wait_ms: self.max_wait_ms().to_string(),
+            max_pages: self.quota.max_pages.to_string(),
+            max_per_host: self.quota.max_pages_per_host.to_string(),
+            sink: self.sink.arg(),
+        };
+        let inv = SCRIPTS.lease.call(&self.keys, self.sink.sink, args);
+        // Start entries as bytes: one that is not UTF-8 text must not make
+        // the whole reply unreadable (see `unreadable`).
+        let (leases, start, next_due): (Vec<redis::Value>, Vec<Vec<u8>>, i64) = inv
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("lease", &self.keys.requests))?;
+        if let Ok(mut due) = self.next_due.lock() {
+            *due = u64::try_from(next_due)
+                .ok()
+                .map(|ms| Instant::now() + Duration::from_millis(ms));
+        }
+        let leased = self.decode_leases(leases.into_iter());
+        Ok((leased, self.readable_start(start).await))
+    }
+
+    /// How long until work nothing announces may be due, as of the last
+    /// lease: the next scheduled revisit, retry or lease expiry, or the
+    /// slot a request left queued waits for. An idle worker wakes then.
+    pub fn next_due_in(&self) -> Option<Duration> {
+        let due = (*self.next_due.lock().ok()?)?;
+        Some(due.saturating_duration_since(Instant::now()))
+    }
+
+    /// Parses `id, JSON, wait, interval` groups; a request whose JSON is unusable
+    /// (or not UTF-8 text) becomes a dead letter to commit. A request whose
+    /// id is not UTF-8 text cannot be committed by id: it is set aside by a
+    /// task of its own (see `unreadable`).
+    fn decode_leases(&self, mut values: impl Iterator<Item = redis::Value>) -> Vec<Leased> {
+        let mut out = Vec::new();
+        let mut bad_ids = Vec::new();
+        let bytes = |v: redis::Value| redis::from_redis_value::<Vec<u8>>(&v).ok();
+        let ms = |v: redis::Value| {
+            Duration::from_millis(redis::from_redis_value::<u64>(&v).unwrap_or(0))
+        };
+        while let (Some(id), Some(json), Some(wait), Some(interval)) =
+            (values.next(), values.next(), values.next(), values.next())
+        {
+            let (Some(id), Some(json)) = (bytes(id), bytes(json)) else {
+                continue;
+            };
+            let id = match String::from_utf8(id) {
+                Ok(id) => id,
+                Err(e) => {
+                    bad_ids.push(e.into_bytes());
+                    continue;
+                }
+            };
+            let json = match String::from_utf8(json) {
+                Ok(json) => json,
+                Err(e) => {
+                    out.push(Leased {
+                        id,
+                        request: Err(DeadLetter::not_utf8(
+                            &self.keys.requests,
+                            e.as_bytes(),
+                            "request record",
+                        )),
+                        wait: ms(wait),
+                        paced_with: ms(interval),
+                    });
+                    continue;
+                }
+            };
+            let request = if json.len() > MAX_REQUEST_BYTES {
+                Err(format!(
+                    "request is {} bytes, over the {MAX_REQUEST_BYTES}-byte limit",
+                    json.len()
+                ))
+            } else {
+                serde_json::from_str::<Request>(&json)
+                    .map_err(|e| format!("request is not valid JSON: {e}"))
+            };
+            let request =
+                request.map_err(|reason| DeadLetter::new(&self.keys.requests, &json, &reason));
+            out.push(Leased {
+                id,
+                request,
+                wait: ms(wait),
+                paced_with: ms(interval),
+            });
+        }
+        if !bad_ids.is_empty() {
+            let frontier = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = frontier.set_aside_leases(&bad_ids).await {
+                    tracing::warn!(error = %e, "cannot set aside leased requests whose id is not UTF-8 text; their leases expire and the next lease tries again");
+                }
+            });
+        }
+        out
+    }
+
+    /// Extends this worker's leases on `ids`; returns the ids it lost.
+    pub async fn renew(&self, ids: &[String]) -> Result<Vec<String>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let args = RenewArgs {
+            worker: self.worker.clone(),
+            lease_ms: ms(self.lease),
+        };
+        SCRIPTS
+            .renew
+            .call(&self.keys, self.sink.sink, args)
+            .values(ids)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("renew", &self.keys.inflight))
+    }
+
+    /// Hands this worker's leases on `ids` back to the queue.
+    pub async fn release(&self, ids: &[String]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let args = ReleaseArgs {
+            worker: self.worker.clone(),
+        };
+        SCRIPTS
+            .release
+            .call(&self.keys, self.sink.sink, args)
+            .values(ids)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("release", &self.keys.inflight))
+    }
+
+    /// Claims start entries (see `scripts/claim_start.lua`).
+    pub async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed> {
+        if claims.is_empty() {
+            return Ok(Claimed::default());
+        }
+        let k = &self.keys;
+        let args = ClaimArgs {
+            start_kind: self.kind.as_str().to_string(),
+            wake: k.wake.clone(),
+            dupe_spec: self.dupe_spec.clone(),
+        };
+        let mut invocation = SCRIPTS.claim_start.call(k, self.sink.sink, args);
+        for c in claims {
+            invocation.record(self.claim_record(c));
+        }
+        let (claimed, enqueued, filtered, dead): (u64, u64, u64, u64) = invocation
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("claim start entries from", &k.start_urls))?;
+        Ok(Claimed {
+            claimed,
+            enqueued,
+            filtered,
+            dead,
+        })
+    }
+
+    /// A start entry's record for `claim_start.lua`: its request, or its
+    /// dead letter when it cannot become one.
+    fn claim_record(&self, c: &StartClaim) -> ClaimRecord {
+        let outcome = c.outcome.as_ref().map_err(|e| e.clone()).and_then(|r| {
+            encode(r).map(|json| (r, json)).ok_or_else(|| {
+                Refused::from(format!(
+                    "request is over the {MAX_REQUEST_BYTES}-byte limit"
+                ))
+            })
+        });
+        match outcome {
+            Ok((r, json)) => ClaimRecord {
+                entry: c.entry.clone(),
+                outcome: "req".to_string(),
+                fingerprint_or_stat: fingerprint_arg(r),
+                priority: clamped(r.priority).to_string(),
+                json,
+            },
+            Err(refused) => ClaimRecord {
+                entry: c.entry.clone(),
+                outcome: "dead".to_string(),
+                fingerprint_or_stat: refused.stat.map_or("", |s| s.name).to_string(),
+                priority: "0".to_string(),
+                json: to_json(&DeadLetter::new(
+                    &self.keys.start_urls,
+                    &c.entry,
+                    &refused.reason,
+                )),
+            },
+        }
+    }
+
+    /// The queue sizes, read in one step.
+    pub async fn status(&self) -> Result<QueueStatus> {
+        let k = &self.keys;
+        let args = StatusArgs {
+            start_kind: self.kind.as_str().to_string(),
+            dupe_spec: self.dupe_spec.clone(),
+            sink: self.sink.sink.as_str().to_string(),
+        };
+        let v: Vec<u64> = SCRIPTS
+            .status
+            .call(k, self.sink.sink, args)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read the status of", &k.requests))?;
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        Ok(QueueStatus {
+            start: at(0),
+            queued: at(1),
+            inflight: at(2),
+            dead: at(3),
+            failed: at(4),
+            dupefilter: at(5),
+            items: at(6),
+            delayed: at(7),
+            scheduled: at(8),
+            overdue: at(9),
+            paused: at(10) == 1,
+            page_limit_reached: at(11) == 1,
+            items_backlog_full: at(12) == 1,
+        })
+    }
+}
+
+/// The contract, kept by the inherent methods of this module and of
+/// [`commits`], [`hosts`] and [`admin`] (each does its work in one script
+/// or one atomic pipeline).
+#[async_trait]
+impl Backend for RedisFrontier {
+    fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    fn worker(&self) -> &str {
+        &self.worker
+    }
+
+    fn items_key(&self) -> &str {
+        RedisFrontier::items_key(self)
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn fatal(&self) -> Fatal {
+        self.fatal.clone()
+    }
+
+    fn wake(&self) -> wake::Wake {
+        self.target.wake(&self.keys.wake)
+    }
+
+    async fn watch_start(&self, recheck: Duration) -> pickup::StartWatch {
+        self.target
+            .watch_start(&self.keys.start_urls, self.kind, recheck)
+            .await
+    }
+
+    async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
+        RedisFrontier::lease(self, max, peek).await
+    }
+
+    fn next_due_in(&self) -> Option<Duration> {
+        RedisFrontier::next_due_in(self)
+    }
+
+    async fn commit(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        lease_next: usize,
+        may_wait: bool,
+    ) -> Result<(Committed, Vec<Leased>)> {
+        RedisFrontier::commit(self, leased, page, lease_next, may_wait).await
+    }
+
+    async fn renew(&self, ids: &[String]) -> Result<Vec<String>> {
+        RedisFrontier::renew(self, ids).await
+    }
+
+    async fn release(&self, ids: &[String]) -> Result<u64> {
+        RedisFrontier::release(self, ids).await
+    }
+
+    async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed> {
+        RedisFrontier::claim_start(self, claims).await
+    }
+
+    async fn status(&self) -> Result<QueueStatus> {
+        RedisFrontier::status(self).await
+    }
+
+    async fn reserve_slot(
+        &self,
+        host: &str,
+        spacing: Duration,
+        hold: Duration,
+        limit: Option<Duration>,
+    ) -> Result<Option<Duration>> {
+        RedisFrontier::reserve_slot(self, host, spacing, hold, limit).await
+    }
+
+    async fn hosts_backed_off(&self) -> Result<u64> {
+        RedisFrontier::hosts_backed_off(self).await
+    }
+
+    async fn robots_cached(&self, host: &str) -> Result<Option<RobotsRecord>> {
+        RedisFrontier::robots_cached(self, host).await
+    }
+
+    async fn robots_store(
+        &self,
+        host: &str,
+        record: &RobotsRecord,
+        crawl_delay: Duration,
+        ttl: Duration,
+    ) -> Result<()> {
+        RedisFrontier::robots_store(self, host, record, crawl_delay, ttl).await
+    }
+
+    async fn robots_lock(&self, host: &str, ttl: Duration) -> Result<bool> {
+        RedisFrontier::robots_lock(self, host, ttl).await
+    }
+
+    async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept> {
+        RedisFrontier::sweep(self, budget, robots_ttl).await
+    }
+
+    async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()> {
+        RedisFrontier::add_stats(self, tally, start_time).await
+    }
+
+    async fn record_finish(&self, reason: &str) -> Result<()> {
+        RedisFrontier::record_finish(self, reason).await
+    }
+
+    async fn stat(&self, stat: Stat) -> Result<u64> {
+        RedisFrontier::stat(self, stat).await
+    }
+
+    async fn stats(&self) -> Result<Vec<(String, String)>> {
+        RedisFrontier::stats(self).await
+    }
+
+    async fn failures(&self, n: usize) -> Result<Vec<FailedRecord>> {
+        self.recent_failures(n).await
+    }
+
+    async fn dead_letters(&self, n: usize) -> Result<Vec<DeadLetter>> {
+        self.recent_dead_letters(n).await
+    }
+
+    async fn push_start(&self, entries: &[String]) -> Result<u64> {
+        RedisFrontier::push_start(self, entries, 0.0, None).await
+    }
+
+    async fn pause(&self) -> Result<bool> {
+        RedisFrontier::pause(self).await
+    }
+
+    async fn resume(&self) -> Result<bool> {
+        RedisFrontier::resume(self).await
+    }
+
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<()> {
+        RedisFrontier::heartbeat(self, beat).await
+    }
+
+    async fn unregister(&self) -> Result<()> {
+        RedisFrontier::unregister(self).await
+    }
+
+    async fn workers(&self) -> Result<Vec<(String, Heartbeat)>> {
+        RedisFrontier::workers(self).await
+    }
+}

@@ -1,0 +1,672 @@
+//! The typed script protocol: what each Lua script receives, declared once.
+//!
+//! A script's keys are declared by kind ([`Slot`]), so a call fills them
+//! from the spider's [`Keys`] and nobody orders them by hand; its head
+//! arguments are a struct (`LeaseArgs`, …) whose fields a caller must all
+//! give; the repeated records after them (a commit's pages, a claim's
+//! entries, …) are structs too. From the same declarations come the Lua
+//! names a script reads: `K.requests`, `A.worker`, `REST` (the first
+//! argument after the head) and record offsets such as `PAGE.retry_ms`
+//! (see [`lua_preamble`] and [`lua_records`]). No script indexes `KEYS` or
+//! `ARGV` by number; a test fails on any that does.
+//!
+//! (Model: mini-redis's `cmd/set.rs`, where one type owns both ends of its
+//! wire format.)
+
+use super::super::keys::{KeyKind, Keys};
+use super::super::ItemSink;
+
+/// A struct whose fields, in order, are a wire layout.
+pub trait Wire {
+    /// Appends the fields, in wire order.
+    fn write_to(self, out: &mut Vec<Vec<u8>>);
+}
+
+/// Declares a struct of named fields (text, or `: bytes` for raw bytes)
+/// whose order is a wire layout: `FIELDS` names them for Lua,
+/// [`Wire::write_to`] appends them in that order.
+macro_rules! wire {
+    ($(#[doc = $doc:literal])* $name:ident { $($body:tt)* }) => {
+        wire! { $(#[doc = $doc])* $name: String { $($body)* } }
+    };
+    ($(#[doc = $doc:literal])* $name:ident: bytes { $($body:tt)* }) => {
+        wire! { $(#[doc = $doc])* $name: Vec<u8> { $($body)* } }
+    };
+    ($(#[doc = $doc:literal])* $name:ident: $ty:ty { $( $(#[doc = $fdoc:literal])* $field:ident ),* $(,)? }) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Default)]
+        pub struct $name {
+            $( $(#[doc = $fdoc])* pub $field: $ty, )*
+        }
+
+        impl $name {
+            /// The fields' names, in wire order.
+            pub const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+        }
+
+        impl Wire for $name {
+            fn write_to(self, out: &mut Vec<Vec<u8>>) {
+                out.extend([$(Vec::<u8>::from(self.$field)),*]);
+            }
+        }
+    };
+}
+
+/// Where a key a script receives comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The spider's key of this kind: `K.<kind's name in [keys]>` in Lua.
+    Kind(KeyKind),
+    /// The key items go to, the list or the stream by the sink: `K.items`.
+    Items,
+    /// A key the caller chooses, by this name: `K.<name>`.
+    Chosen(&'static str),
+}
+
+/// A record repeated after the head arguments, and its Lua table of
+/// offsets (`PAGE.retry_ms` is the field's offset from the record's
+/// first argument; `PAGE.SIZE` its length).
+pub struct Record {
+    pub lua: &'static str,
+    pub fields: &'static [&'static str],
+}
+
+/// One script's layout.
+pub struct Layout {
+    /// The script (`scripts/<name>.lua`).
+    pub name: &'static str,
+    pub keys: Vec<Slot>,
+    /// Keys after the declared ones, as the Lua list `K.<name>`.
+    pub more_keys: Option<&'static str>,
+    /// The head arguments: `A.<name>` in Lua.
+    pub args: &'static [&'static str],
+    /// The records the arguments after the head are made of (from `REST`
+    /// on), for the reader of the layout.
+    pub tail: Vec<&'static Record>,
+}
+
+impl Layout {
+    /// The keys of a call, in the declared order: the spider's keys of the
+    /// declared kinds, the sink's items key, the keys `chosen` by name.
+    pub fn call_keys<'a>(
+        &self,
+        keys: &'a Keys,
+        sink: ItemSink,
+        chosen: &[(&'static str, &'a str)],
+    ) -> Result<Vec<&'a str>, String> {
+        self.keys
+            .iter()
+            .map(|slot| match slot {
+                Slot::Kind(kind) => Ok(keys.get(*kind)),
+                Slot::Items => Ok(keys.get(sink.key_kind())),
+                Slot::Chosen(name) => chosen
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, key)| *key)
+                    .ok_or_else(|| format!("script {} needs the key `{name}`", self.name)),
+            })
+            .collect()
+    }
+}
+
+/// The Lua name of a slot.
+fn lua_name(slot: &Slot) -> &'static str {
+    match slot {
+        Slot::Kind(kind) => kind.name(),
+        Slot::Items => "items",
+        Slot::Chosen(name) => name,
+    }
+}
+
+/// What a script's body starts with: `K` (its keys by name), `A` (its head
+/// arguments by name) and `REST` (the first argument after the head).
+pub fn lua_preamble(layout: &Layout) -> String {
+    let keys: Vec<String> = layout
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, slot)| format!("{} = KEYS[{}]", lua_name(slot), i + 1))
+        .collect();
+    let args: Vec<String> = layout
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, name)| format!("{name} = ARGV[{}]", i + 1))
+        .collect();
+    let mut out = format!(
+        "local K = {{{}}}\nlocal A = {{{}}}\nlocal REST = {}\n",
+        keys.join(", "),
+        args.join(", "),
+        layout.args.len() + 1
+    );
+    if let Some(more) = layout.more_keys {
+        out.push_str(&format!(
+            "K.{more} = {{}}\nfor i = {}, #KEYS do K.{more}[#K.{more} + 1] = KEYS[i] end\n",
+            layout.keys.len() + 1
+        ));
+    }
+    out
+}
+
+/// The tables of offsets of the records `layouts` read (each once).
+pub fn lua_records<'a>(layouts: impl IntoIterator<Item = &'a Layout>) -> String {
+    let mut done: Vec<&str> = Vec::new();
+    let mut out = String::new();
+    for record in layouts.into_iter().flat_map(|l| l.tail.iter()) {
+        if done.contains(&record.lua) {
+            continue;
+        }
+        done.push(record.lua);
+        let fields: Vec<String> = record
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| format!("{f} = {i}"))
+            .collect();
+        out.push_str(&format!(
+            "local {} = {{{}, SIZE = {}}}\n",
+            record.lua,
+            fields.join(", "),
+            record.fields.len()
+        ));
+    }
+    out
+}
+
+// The records.
+
+wire! {
+    /// One page of a commit (followed by its tasks, links and items).
+    PageRecord {
+        /// The leased request's id.
+        id,
+        /// How many links, items and tasks follow.
+        n_links, n_items, n_tasks,
+        /// The largest depth of its new requests.
+        depth,
+        /// A dead letter's JSON, or ''.
+        dead,
+        /// A failed request's JSON, or ''.
+        failed,
+        /// The retry's delay (ms; -1: no retry), its request and priority.
+        retry_ms, retry_json, retry_priority,
+        /// What the response said of its host: 'slow', 'error', 'ok' or ''.
+        host_outcome,
+        /// The Retry-After of a 'slow' response (ms).
+        slow_ms,
+        /// 'at' (schedule the page again), 'drop' (take it off) or ''.
+        revisit,
+        /// The page's fingerprint, ms until it is due, the request that
+        /// fetches it again.
+        revisit_fp, revisit_ms, revisit_json,
+        /// Requests to lease to replace it.
+        lease_next,
+        /// Its request's host (its politeness key; '' if unknown).
+        host,
+    }
+}
+
+wire! {
+    /// A link a page hands to another spider.
+    TaskRecord {
+        /// Which spider (its number among the commit's handoffs, from 1).
+        spider,
+        fingerprint, priority,
+        /// The task's JSON, for the spider's start key.
+        entry,
+    }
+}
+
+wire! {
+    /// A request a page queues.
+    LinkRecord {
+        /// Its fingerprint ('' for dont_filter).
+        fingerprint,
+        priority,
+        json,
+    }
+}
+
+wire! {
+    /// A spider a commit hands links to.
+    HandoffRecord {
+        /// Its start key's type.
+        kind,
+        /// Its wake channel.
+        wake,
+    }
+}
+
+wire! {
+    /// A stat increment of a commit (its pages' summed).
+    StatRecord { field, delta }
+}
+
+wire! {
+    /// A start entry to claim.
+    ClaimRecord {
+        /// The entry as read.
+        entry,
+        /// 'req' (queue `json`) or 'dead' (set `json` aside).
+        outcome,
+        /// A request's fingerprint ('' for dont_filter), or a dead
+        /// letter's extra stat ('' for none).
+        fingerprint_or_stat,
+        priority,
+        json,
+    }
+}
+
+wire! {
+    /// A failed request to queue again.
+    RequeueRecord {
+        /// The failed entry as read.
+        entry,
+        priority,
+        json,
+    }
+}
+
+wire! {
+    /// A seed to queue once per crawl.
+    SeedRecord { url, json }
+}
+
+wire! {
+    /// An entry to set aside (its bytes as stored: it is not UTF-8 text).
+    AsideRecord: bytes {
+        /// The entry as stored.
+        entry,
+        /// Its dead letter's JSON.
+        letter,
+    }
+}
+
+pub static PAGE: Record = Record {
+    lua: "PAGE",
+    fields: PageRecord::FIELDS,
+};
+pub static TASK: Record = Record {
+    lua: "TASK",
+    fields: TaskRecord::FIELDS,
+};
+pub static LINK: Record = Record {
+    lua: "LINK",
+    fields: LinkRecord::FIELDS,
+};
+pub static HANDOFF: Record = Record {
+    lua: "HANDOFF",
+    fields: HandoffRecord::FIELDS,
+};
+pub static STAT_PAIR: Record = Record {
+    lua: "STAT_PAIR",
+    fields: StatRecord::FIELDS,
+};
+pub static CLAIM: Record = Record {
+    lua: "CLAIM",
+    fields: ClaimRecord::FIELDS,
+};
+pub static REQUEUE: Record = Record {
+    lua: "REQUEUE",
+    fields: RequeueRecord::FIELDS,
+};
+pub static SEED: Record = Record {
+    lua: "SEED",
+    fields: SeedRecord::FIELDS,
+};
+pub static ASIDE: Record = Record {
+    lua: "ASIDE",
+    fields: AsideRecord::FIELDS,
+};
+
+/// A record or a list of plain values (ids, entries, fingerprints).
+pub static VALUE: Record = Record {
+    lua: "VALUE",
+    fields: &["value"],
+};
+
+// The head arguments of each script.
+
+wire! {
+    /// `lease.lua`.
+    LeaseArgs {
+        worker, lease_ms, max, start_kind, peek, interval_ms, jitter, max_wait_ms, max_pages,
+        max_per_host, sink,
+    }
+}
+
+wire! {
+    /// `commit.lua`.
+    CommitArgs {
+        worker, wake, lease_ms, interval_ms, jitter, backoff_max_ms, max_wait_ms, dupe_spec,
+        handoffs, max_pages, max_per_host, release, pages, stat_pairs, sink,
+    }
+}
+
+wire! {
+    /// `claim_start.lua`.
+    ClaimArgs { start_kind, wake, dupe_spec }
+}
+
+wire! {
+    /// `renew.lua`.
+    RenewArgs { worker, lease_ms }
+}
+
+wire! {
+    /// `release.lua`.
+    ReleaseArgs { worker }
+}
+
+wire! {
+    /// `status.lua`.
+    StatusArgs { start_kind, dupe_spec, sink }
+}
+
+wire! {
+    /// `push_start.lua`.
+    PushArgs { start_kind, limit, score, wake }
+}
+
+wire! {
+    /// `requeue_failed.lua`.
+    RequeueArgs { wake }
+}
+
+wire! {
+    /// `pace.lua`.
+    PaceArgs { host, interval_ms, jitter, spacing_ms, hold_ms, limit_ms }
+}
+
+wire! {
+    /// `robots_lock.lua`.
+    RobotsLockArgs { host, ttl_ms }
+}
+
+wire! {
+    /// `flush.lua`: the dupefilter's keys, whose followers go too.
+    FlushArgs { dupefilter, dupefilter_meta }
+}
+
+wire! {
+    /// `leases.lua`.
+    NoArgs {}
+}
+
+wire! {
+    /// `dupe_bulk.lua`: `add`, `check` or `forget`.
+    DupeBulkArgs { dupe_spec, op }
+}
+
+wire! {
+    /// `dupe_prepare.lua` and `dupe_info.lua`.
+    DupeArgs { dupe_spec }
+}
+
+wire! {
+    /// `seed.lua`.
+    SeedArgs { wake }
+}
+
+wire! {
+    /// `sweep.lua`.
+    SweepArgs { budget, backoff_idle_ms, robots_ttl_ms, workers_keep_ms }
+}
+
+wire! {
+    /// `set_aside.lua`: where the entries are ('list', 'set', 'zset' or
+    /// 'lease') and, for leases, whose.
+    AsideArgs { kind, worker }
+}
+
+use KeyKind as Kk;
+use Slot::Kind as K;
+
+/// The keys a leasing script needs (`lease_requests` and `next_due` in
+/// the helpers read them).
+fn leasing_keys() -> Vec<Slot> {
+    vec![
+        K(Kk::Requests),
+        K(Kk::RequestData),
+        K(Kk::Inflight),
+        K(Kk::Leases),
+        K(Kk::Dead),
+        K(Kk::Stats),
+        K(Kk::Delayed),
+        K(Kk::DelayedScores),
+        K(Kk::Pace),
+        K(Kk::HostDelay),
+        K(Kk::Backoff),
+        K(Kk::Sequence),
+        K(Kk::Schedule),
+        K(Kk::ScheduleData),
+        K(Kk::ScheduleDue),
+        K(Kk::Control),
+        K(Kk::HostPages),
+    ]
+}
+
+fn with(mut keys: Vec<Slot>, more: &[Slot]) -> Vec<Slot> {
+    keys.extend_from_slice(more);
+    keys
+}
+
+/// A layout with no keys after the declared ones.
+fn layout(
+    name: &'static str,
+    keys: Vec<Slot>,
+    args: &'static [&'static str],
+    tail: Vec<&'static Record>,
+) -> Layout {
+    Layout {
+        name,
+        keys,
+        more_keys: None,
+        args,
+        tail,
+    }
+}
+
+/// Every script's layout.
+pub fn layouts() -> Vec<Layout> {
+    [queue_layouts(), admin_layouts(), host_layouts()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The layouts of the scripts a crawl runs by: leasing, committing,
+/// claiming start entries, renewing and releasing leases, the status.
+fn queue_layouts() -> Vec<Layout> {
+    vec![
+        layout(
+            "lease",
+            with(leasing_keys(), &[K(Kk::Start), Slot::Items]),
+            LeaseArgs::FIELDS,
+            Vec::new(),
+        ),
+        Layout {
+            more_keys: Some("handoff_starts"),
+            ..layout(
+                "commit",
+                with(
+                    leasing_keys(),
+                    &[
+                        K(Kk::Dupefilter),
+                        Slot::Items,
+                        K(Kk::Failed),
+                        K(Kk::DupefilterMeta),
+                        K(Kk::BackoffErrors),
+                    ],
+                ),
+                CommitArgs::FIELDS,
+                vec![&HANDOFF, &STAT_PAIR, &PAGE, &TASK, &LINK, &VALUE],
+            )
+        },
+        layout(
+            "claim_start",
+            vec![
+                K(Kk::Start),
+                K(Kk::Requests),
+                K(Kk::RequestData),
+                K(Kk::Dupefilter),
+                K(Kk::Sequence),
+                K(Kk::Dead),
+                K(Kk::Stats),
+                K(Kk::DupefilterMeta),
+            ],
+            ClaimArgs::FIELDS,
+            vec![&CLAIM],
+        ),
+        layout(
+            "renew",
+            vec![K(Kk::Inflight), K(Kk::Leases)],
+            RenewArgs::FIELDS,
+            vec![&VALUE],
+        ),
+        layout(
+            "release",
+            vec![
+                K(Kk::Requests),
+                K(Kk::Inflight),
+                K(Kk::Leases),
+                K(Kk::RequestData),
+                K(Kk::HostPages),
+            ],
+            ReleaseArgs::FIELDS,
+            vec![&VALUE],
+        ),
+        layout(
+            "status",
+            vec![
+                K(Kk::Start),
+                K(Kk::Requests),
+                K(Kk::Inflight),
+                K(Kk::Dead),
+                K(Kk::Failed),
+                K(Kk::Dupefilter),
+                Slot::Items,
+                K(Kk::Delayed),
+                K(Kk::DupefilterMeta),
+                K(Kk::Schedule),
+                K(Kk::ScheduleDue),
+                K(Kk::Control),
+            ],
+            StatusArgs::FIELDS,
+            Vec::new(),
+        ),
+    ]
+}
+
+/// The layouts of the operator's scripts: pushing and re-queueing, flush,
+/// the leases held, the dupefilter's, the seeds.
+fn admin_layouts() -> Vec<Layout> {
+    vec![
+        layout(
+            "push_start",
+            vec![K(Kk::Start)],
+            PushArgs::FIELDS,
+            vec![&VALUE],
+        ),
+        layout(
+            "requeue_failed",
+            vec![
+                K(Kk::Failed),
+                K(Kk::Requests),
+                K(Kk::RequestData),
+                K(Kk::Dupefilter),
+                K(Kk::Sequence),
+                K(Kk::Stats),
+            ],
+            RequeueArgs::FIELDS,
+            vec![&REQUEUE],
+        ),
+        Layout {
+            more_keys: Some("targets"),
+            ..layout("flush", Vec::new(), FlushArgs::FIELDS, Vec::new())
+        },
+        layout(
+            "leases",
+            vec![K(Kk::Inflight), K(Kk::Leases)],
+            NoArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "dupe_bulk",
+            vec![K(Kk::Dupefilter), K(Kk::DupefilterMeta)],
+            DupeBulkArgs::FIELDS,
+            vec![&VALUE],
+        ),
+        layout(
+            "dupe_prepare",
+            vec![K(Kk::Dupefilter), K(Kk::DupefilterMeta)],
+            DupeArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "dupe_info",
+            vec![K(Kk::Dupefilter), K(Kk::DupefilterMeta)],
+            DupeArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "seed",
+            vec![
+                K(Kk::Seeds),
+                K(Kk::Requests),
+                K(Kk::RequestData),
+                K(Kk::Sequence),
+                K(Kk::Stats),
+            ],
+            SeedArgs::FIELDS,
+            vec![&SEED],
+        ),
+    ]
+}
+
+/// The layouts of the per-host scripts (a slot, a robots.txt lock, the
+/// sweep) and of setting entries aside.
+fn host_layouts() -> Vec<Layout> {
+    vec![
+        layout(
+            "pace",
+            vec![K(Kk::Pace), K(Kk::HostDelay), K(Kk::Backoff)],
+            PaceArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "robots_lock",
+            vec![K(Kk::RobotsLocks)],
+            RobotsLockArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "sweep",
+            vec![
+                K(Kk::Pace),
+                K(Kk::HostDelay),
+                K(Kk::Backoff),
+                K(Kk::BackoffErrors),
+                K(Kk::Sweep),
+                K(Kk::Robots),
+                K(Kk::RobotsExpiry),
+                K(Kk::RobotsLocks),
+                K(Kk::Workers),
+            ],
+            SweepArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "set_aside",
+            vec![
+                Slot::Chosen("source"),
+                K(Kk::Dead),
+                K(Kk::Stats),
+                K(Kk::RequestData),
+                K(Kk::Leases),
+            ],
+            AsideArgs::FIELDS,
+            vec![&ASIDE],
+        ),
+    ]
+}

@@ -1,0 +1,548 @@
+//! The frontier's Lua scripts: each is `scripts/<name>.lua`, after what
+//! every script shares: the `STAT` table of stat names (generated from
+//! [`crate::stats`]), the constants generated from Rust (the politeness
+//! rule's, the records' offsets of [`super::protocol`]), the dupefilter's
+//! modes (`scripts/dupefilter.lua`) and the helpers by concern
+//! (`scripts/lib/*.lua`: basics, key proofs, the stats tally, per-host
+//! numbers, politeness, the queue, item sinks, leasing, the per-call
+//! reset). Its own preamble names its keys and arguments (`K.requests`,
+//! `A.worker`; see [`super::protocol`]).
+//!
+//! They run as Redis Functions where the server has them (Redis 7.0 and
+//! later): one library holds the helpers once and every script as a
+//! function (`FCALL`), so a call runs only its script, not the hundred
+//! helper definitions before it as `EVALSHA` does (measured: about a
+//! tenth of what Redis spends on a commit of a few pages; see
+//! BENCHMARKS.md). The library's name carries a hash of its text, so
+//! workers of different versions each load and call their own. A server
+//! without Functions (before 7.0, or with `FUNCTION`/`FCALL` renamed or
+//! denied) gets the same scripts with `EVALSHA` instead, from the first
+//! refusal on.
+
+use std::marker::PhantomData;
+use std::sync::LazyLock;
+
+use redis::{FromRedisValue, RedisError, RedisResult, Script, ToRedisArgs};
+use sha1::{Digest, Sha1};
+
+use super::link::Conn;
+use super::protocol::{self, Layout, Wire};
+use super::protocol::{
+    AsideArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, LeaseArgs, NoArgs,
+    PaceArgs, PushArgs, ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs, SeedArgs, StatusArgs,
+    SweepArgs,
+};
+use crate::frontier::{ItemSink, Keys};
+
+/// Every script, with the struct of its head arguments.
+pub(super) struct Scripts {
+    pub lease: FrontierScript<LeaseArgs>,
+    pub commit: FrontierScript<CommitArgs>,
+    pub claim_start: FrontierScript<ClaimArgs>,
+    pub renew: FrontierScript<RenewArgs>,
+    pub release: FrontierScript<ReleaseArgs>,
+    pub status: FrontierScript<StatusArgs>,
+    pub push_start: FrontierScript<PushArgs>,
+    pub requeue_failed: FrontierScript<RequeueArgs>,
+    pub pace: FrontierScript<PaceArgs>,
+    pub robots_lock: FrontierScript<RobotsLockArgs>,
+    pub flush: FrontierScript<FlushArgs>,
+    pub leases: FrontierScript<NoArgs>,
+    pub dupe_bulk: FrontierScript<DupeBulkArgs>,
+    pub dupe_prepare: FrontierScript<DupeArgs>,
+    pub dupe_info: FrontierScript<DupeArgs>,
+    pub seed: FrontierScript<SeedArgs>,
+    pub sweep: FrontierScript<SweepArgs>,
+    pub set_aside: FrontierScript<AsideArgs>,
+}
+
+/// The helpers every script has, in the order they build on each other:
+/// the dupefilter's modes, then the helpers by concern (`scripts/lib/`).
+const HELPERS: &[(&str, &str)] = &[
+    ("dupefilter.lua", include_str!("scripts/dupefilter.lua")),
+    ("lib/basics.lua", include_str!("scripts/lib/basics.lua")),
+    ("lib/proofs.lua", include_str!("scripts/lib/proofs.lua")),
+    ("lib/tally.lua", include_str!("scripts/lib/tally.lua")),
+    ("lib/hosts.lua", include_str!("scripts/lib/hosts.lua")),
+    (
+        "lib/politeness.lua",
+        include_str!("scripts/lib/politeness.lua"),
+    ),
+    ("lib/queue.lua", include_str!("scripts/lib/queue.lua")),
+    ("lib/sinks.lua", include_str!("scripts/lib/sinks.lua")),
+    ("lib/leasing.lua", include_str!("scripts/lib/leasing.lua")),
+    ("lib/call.lua", include_str!("scripts/lib/call.lua")),
+];
+
+/// The constants generated from Rust (the politeness rule's, the offsets
+/// of the records `layouts` read), then the helpers.
+fn shared<'a>(layouts: impl IntoIterator<Item = &'a Layout>) -> String {
+    let mut out = crate::frontier::politeness::lua_constants();
+    out.push_str(&format!(
+        "local MAX_PRIORITY = {}\n",
+        crate::frontier::MAX_PRIORITY
+    ));
+    out.push_str(&protocol::lua_records(layouts));
+    for (_, text) in HELPERS {
+        out.push_str(text);
+        out.push('\n');
+    }
+    out
+}
+
+/// One script: its layout, its function in the library, and its own text
+/// for `EVALSHA`. `A` is the struct of its head arguments.
+pub(super) struct FrontierScript<A> {
+    layout: &'static Layout,
+    /// The function's name in [`LIBRARY`].
+    function: String,
+    eval: Script,
+    args: PhantomData<fn(A)>,
+}
+
+impl<A: Wire> FrontierScript<A> {
+    /// A call for the spider whose keys are `keys` (items going to
+    /// `sink`), with its head arguments.
+    pub fn call<'a>(&'a self, keys: &Keys, sink: ItemSink, args: A) -> Call<'a> {
+        self.call_choosing(keys, sink, &[], args)
+    }
+
+    /// The same, with keys the layout leaves to the caller, by name.
+    pub fn call_choosing<'a>(
+        &'a self,
+        keys: &Keys,
+        sink: ItemSink,
+        chosen: &[(&'static str, &str)],
+        args: A,
+    ) -> Call<'a> {
+        let mut head = Vec::with_capacity(self.layout.args.len());
+        args.write_to(&mut head);
+        let (keys, error) = match self.layout.call_keys(keys, sink, chosen) {
+            Ok(keys) => (
+                keys.into_iter().map(|k| k.as_bytes().to_vec()).collect(),
+                None,
+            ),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        Call {
+            function: &self.function,
+            eval: &self.eval,
+            keys,
+            args: head,
+            error,
+        }
+    }
+}
+
+/// A call of a script being put together: its keys, its head arguments,
+/// then what follows them.
+pub(super) struct Call<'a> {
+    function: &'a str,
+    eval: &'a Script,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+    /// A key the layout asks for and the caller did not give.
+    error: Option<String>,
+}
+
+impl Call<'_> {
+    /// A key after the declared ones (the layout's `more_keys`).
+    pub fn more_key(&mut self, key: &str) -> &mut Self {
+        self.keys.push(key.as_bytes().to_vec());
+        self
+    }
+
+    /// A record after the head arguments.
+    pub fn record(&mut self, record: impl Wire) -> &mut Self {
+        record.write_to(&mut self.args);
+        self
+    }
+
+    /// Plain values after the head arguments (ids, entries, …), or a
+    /// record already written out.
+    pub fn values<T: ToRedisArgs>(&mut self, values: T) -> &mut Self {
+        self.args.extend(values.to_redis_args());
+        self
+    }
+
+    /// Runs the script: `FCALL` (loading the library if the server does
+    /// not have it yet), or `EVALSHA` on a server without Functions.
+    pub async fn invoke_async<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
+        if let Some(e) = &self.error {
+            return Err(RedisError::from((
+                redis::ErrorKind::ClientError,
+                "script call incomplete",
+                e.clone(),
+            )));
+        }
+        if conn.functions() {
+            let mut fcall = redis::cmd("FCALL");
+            fcall
+                .arg(self.function)
+                .arg(self.keys.len())
+                .arg(&self.keys)
+                .arg(&self.args);
+            match fcall.query_async(conn).await {
+                Err(e) if no_such_function(&e) => match load_library(conn).await {
+                    Ok(()) => return fcall.query_async(conn).await,
+                    Err(e) if no_functions(&e) => conn.without_functions(),
+                    Err(e) => return Err(e),
+                },
+                Err(e) if no_functions(&e) => conn.without_functions(),
+                done => return done,
+            }
+        }
+        let mut eval = self.eval.prepare_invoke();
+        for key in &self.keys {
+            eval.key(key.as_slice());
+        }
+        for arg in &self.args {
+            eval.arg(arg.as_slice());
+        }
+        eval.invoke_async(conn).await
+    }
+}
+
+/// `FCALL` of a function the server has not loaded (a new server, a
+/// `FUNCTION FLUSH`, a failover to a node that never had it).
+fn no_such_function(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::ResponseError && e.to_string().contains("Function not found")
+}
+
+/// The server has no Functions for us: `FCALL` or `FUNCTION` is an
+/// unknown command (before Redis 7.0, or renamed away) or one this
+/// connection's user may not run. (A command refused inside a script is
+/// the script's error, not this.)
+fn no_functions(e: &RedisError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    (text.contains("unknown command") || text.contains("noperm"))
+        && (text.contains("'fcall'") || text.contains("'function"))
+}
+
+async fn load_library(conn: &mut Conn) -> RedisResult<()> {
+    redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(&LIBRARY.text)
+        .query_async::<redis::Value>(conn)
+        .await
+        .map(drop)
+}
+
+/// The Functions library: every script registered as a function, after
+/// the `STAT` table, the generated constants and the helpers, which are
+/// made once when it is loaded. `KEYS` and `ARGV` are the call's, and
+/// `begin_call` (lib/call.lua) resets what the helpers keep during one
+/// call.
+struct Library {
+    text: String,
+    /// Function names start with this (the library's name).
+    prefix: String,
+}
+
+/// Scripts that only read: as functions they are flagged `no-writes`, so
+/// they still answer (`crawlworker status`) when Redis is out of memory.
+const READ_ONLY: &[&str] = &["status", "leases", "dupe_info"];
+
+/// Every script's layout, declared in [`protocol`].
+static LAYOUTS: LazyLock<Vec<Layout>> = LazyLock::new(protocol::layouts);
+
+/// A script's body after its preamble of names (see [`protocol`]).
+fn with_preamble(layout: &Layout) -> String {
+    format!("{}{}", protocol::lua_preamble(layout), body(layout.name))
+}
+
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let shared = shared(LAYOUTS.iter());
+    let mut functions = String::new();
+    for layout in LAYOUTS.iter() {
+        let name = layout.name;
+        let flags = if READ_ONLY.contains(&name) {
+            ", flags = {'no-writes'}"
+        } else {
+            ""
+        };
+        functions.push_str(&format!(
+            "redis.register_function{{function_name = FUNCTION_PREFIX .. '{name}', callback = function(keys, args)\n\
+             KEYS, ARGV = keys, args\nbegin_call()\n{}\nend{flags}}}\n",
+            with_preamble(layout)
+        ));
+    }
+    let stats = crate::stats::lua_table(&format!("{shared}{functions}"));
+    let code = format!("local KEYS, ARGV\n{stats}\n{shared}{functions}");
+    let hash = Sha1::digest(code.as_bytes());
+    let hex: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let prefix = format!("crawlworker_{hex}");
+    Library {
+        text: format!("#!lua name={prefix}\nlocal FUNCTION_PREFIX = '{prefix}_'\n{code}"),
+        prefix,
+    }
+});
+
+/// Every script's own text (without the helpers), by name.
+const BODIES: &[(&str, &str)] = &[
+    ("lease", include_str!("scripts/lease.lua")),
+    ("commit", include_str!("scripts/commit.lua")),
+    ("claim_start", include_str!("scripts/claim_start.lua")),
+    ("renew", include_str!("scripts/renew.lua")),
+    ("release", include_str!("scripts/release.lua")),
+    ("status", include_str!("scripts/status.lua")),
+    ("push_start", include_str!("scripts/push_start.lua")),
+    ("requeue_failed", include_str!("scripts/requeue_failed.lua")),
+    ("pace", include_str!("scripts/pace.lua")),
+    ("robots_lock", include_str!("scripts/robots_lock.lua")),
+    ("flush", include_str!("scripts/flush.lua")),
+    ("leases", include_str!("scripts/leases.lua")),
+    ("dupe_bulk", include_str!("scripts/dupe_bulk.lua")),
+    ("dupe_prepare", include_str!("scripts/dupe_prepare.lua")),
+    ("dupe_info", include_str!("scripts/dupe_info.lua")),
+    ("seed", include_str!("scripts/seed.lua")),
+    ("sweep", include_str!("scripts/sweep.lua")),
+    ("set_aside", include_str!("scripts/set_aside.lua")),
+];
+
+fn body(name: &str) -> &'static str {
+    BODIES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, body)| *body)
+        .unwrap_or_else(|| panic!("no script {name}"))
+}
+
+/// The script `name`: a function of [`LIBRARY`], and for `EVALSHA` its
+/// body after the `STAT` table of the stats it (or the helpers) names, the
+/// generated constants and the helpers.
+fn script<A>(name: &str) -> FrontierScript<A> {
+    let layout = LAYOUTS
+        .iter()
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no layout for script {name}"));
+    let shared = shared([layout]);
+    let text = with_preamble(layout);
+    let stats = crate::stats::lua_table(&format!("{shared}{text}"));
+    FrontierScript {
+        layout,
+        function: format!("{}_{name}", LIBRARY.prefix),
+        eval: Script::new(&format!("{stats}\n{shared}{text}")),
+        args: PhantomData,
+    }
+}
+
+pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    lease: script("lease"),
+    commit: script("commit"),
+    claim_start: script("claim_start"),
+    renew: script("renew"),
+    release: script("release"),
+    status: script("status"),
+    push_start: script("push_start"),
+    requeue_failed: script("requeue_failed"),
+    pace: script("pace"),
+    robots_lock: script("robots_lock"),
+    flush: script("flush"),
+    leases: script("leases"),
+    dupe_bulk: script("dupe_bulk"),
+    dupe_prepare: script("dupe_prepare"),
+    dupe_info: script("dupe_info"),
+    seed: script("seed"),
+    sweep: script("sweep"),
+    set_aside: script("set_aside"),
+});
+
+#[cfg(test)]
+mod tests {
+    use super::{BODIES, HELPERS, LAYOUTS};
+    use crate::stats;
+
+    /// Every script's text: the helpers, then each script's own.
+    fn sources() -> Vec<(String, &'static str)> {
+        HELPERS
+            .iter()
+            .map(|(file, text)| (file.to_string(), *text))
+            .chain(
+                BODIES
+                    .iter()
+                    .map(|(name, text)| (format!("{name}.lua"), *text)),
+            )
+            .collect()
+    }
+
+    /// A Redis Function shares the helpers' locals between calls: every
+    /// lower-case one outside a function (what a call keeps while it runs)
+    /// must be made new by `begin_call`, or one call would see another's.
+    /// Constants are upper-case.
+    #[test]
+    fn begin_call_resets_every_local_the_helpers_keep_during_a_call() {
+        let call = include_str!("scripts/lib/call.lua");
+        let start = call
+            .find("local function begin_call()")
+            .expect("lib/call.lua defines begin_call");
+        let reset = &call[start..start + call[start..].find("\nend").unwrap_or(0)];
+        for (_, text) in HELPERS {
+            for line in text.lines() {
+                let Some(decl) = line.strip_prefix("local ") else {
+                    continue;
+                };
+                if decl.starts_with("function ") {
+                    continue;
+                }
+                let names = decl.split('=').next().unwrap_or("");
+                for name in names.split(',').map(str::trim) {
+                    if name.chars().any(|c| c.is_ascii_lowercase()) {
+                        assert!(
+                            reset.contains(&format!("{name},"))
+                                || reset.contains(&format!("{name} =")),
+                            "begin_call (lib/call.lua) does not reset `{name}`"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The single-quoted string literals of a script, comments skipped.
+    fn literals(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let mut open: Option<String> = None;
+            let mut prev = ' ';
+            for c in line.chars() {
+                if let Some(literal) = open.as_mut() {
+                    if c == '\'' {
+                        out.push(std::mem::take(literal));
+                        open = None;
+                    } else {
+                        literal.push(c);
+                    }
+                } else if c == '\'' {
+                    open = Some(String::new());
+                } else if c == '-' && prev == '-' {
+                    break;
+                }
+                prev = c;
+            }
+        }
+        out
+    }
+
+    /// `scheduler/enqueued/redis` and the like.
+    fn looks_like_a_stat(s: &str) -> bool {
+        s.contains('/')
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '/')
+    }
+
+    /// Stat names live in `crate::stats`: a script that spells one (or
+    /// names a `STAT.X` that does not exist) fails here, not in Redis.
+    #[test]
+    fn scripts_name_stats_only_through_the_generated_table() {
+        let names: Vec<&str> = stats::ALL.iter().map(|s| s.name).collect();
+        for (file, text) in sources() {
+            for literal in literals(text) {
+                let literal = literal.as_str();
+                assert!(
+                    !names.contains(&literal) && !looks_like_a_stat(literal),
+                    "{file} spells the stat name '{literal}'; use STAT.<ID> (see src/stats.rs)"
+                );
+            }
+            for (i, _) in text.match_indices("STAT.") {
+                let id: String = text[i + 5..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    stats::ALL.iter().any(|s| s.id == id),
+                    "{file} uses STAT.{id}, which src/stats.rs does not define"
+                );
+            }
+        }
+    }
+
+    /// Scripts read their keys and arguments by name (`K.requests`,
+    /// `A.worker`, `ARGV[at + PAGE.retry_ms]`), never by a position
+    /// written by hand: the positions come from the layouts in
+    /// `protocol.rs`.
+    #[test]
+    fn no_script_indexes_keys_or_argv_by_number() {
+        for (file, text) in sources() {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("--").next().unwrap_or("");
+                let by_number = |what: &str| {
+                    code.match_indices(what).any(|(i, _)| {
+                        let inside = &code[i + what.len()..];
+                        let inside = &inside[..inside.find(']').unwrap_or(inside.len())];
+                        inside.trim().starts_with(|c: char| c.is_ascii_digit())
+                            || inside
+                                .split('+')
+                                .skip(1)
+                                .any(|t| t.trim().starts_with(|c: char| c.is_ascii_digit()))
+                    })
+                };
+                assert!(
+                    !code.contains("KEYS[") && !by_number("ARGV["),
+                    "{file}:{}: `{}` indexes KEYS or ARGV by a number; name it in protocol.rs",
+                    n + 1,
+                    line.trim()
+                );
+            }
+        }
+    }
+
+    /// Every script has a layout and every layout a script; Lua names in
+    /// a layout are unique identifiers.
+    #[test]
+    fn every_script_has_one_layout_with_unique_names() {
+        for (name, _) in BODIES {
+            assert_eq!(
+                LAYOUTS.iter().filter(|l| l.name == *name).count(),
+                1,
+                "{name}"
+            );
+        }
+        assert_eq!(LAYOUTS.len(), BODIES.len());
+        for layout in LAYOUTS.iter() {
+            let mut names: Vec<String> =
+                layout.keys.iter().map(|slot| format!("{slot:?}")).collect();
+            names.sort();
+            let before = names.len();
+            names.dedup();
+            assert_eq!(names.len(), before, "{}: a key twice", layout.name);
+            for arg in layout.args {
+                assert!(
+                    arg.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                    "{}: `{arg}`",
+                    layout.name
+                );
+            }
+        }
+    }
+
+    /// A script reads the records its layout says follow its head
+    /// arguments, and no other.
+    #[test]
+    fn scripts_read_the_records_their_layouts_declare() {
+        let records = [
+            "PAGE",
+            "TASK",
+            "LINK",
+            "HANDOFF",
+            "STAT_PAIR",
+            "CLAIM",
+            "REQUEUE",
+            "SEED",
+            "ASIDE",
+        ];
+        for layout in LAYOUTS.iter() {
+            let body = super::body(layout.name);
+            for record in records {
+                let declared = layout.tail.iter().any(|r| r.lua == record);
+                let read = body.contains(&format!("{record}."));
+                assert_eq!(
+                    declared, read,
+                    "{}.lua: record {record} declared {declared}, read {read}",
+                    layout.name
+                );
+            }
+        }
+    }
+}

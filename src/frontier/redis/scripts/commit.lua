@@ -1,0 +1,336 @@
+-- Commit a batch of pages: for each page, release its lease and, in the
+-- same atomic step, enqueue its new requests (deduplicated), push its
+-- items, record a failure or a dead letter, schedule its retry, adjust its
+-- host's back-off and schedule or drop its revisit; count the batch's
+-- stats. Only while worker A.worker still holds every page's lease: a page
+-- is committed once. Then lease as many requests as the pages asked for to
+-- replace them, so a busy worker needs at most one round trip per page,
+-- and fewer when pages finish together.
+--
+-- Stats are summed over the batch (by the worker, and here for what the
+-- script counts) and written once each; the queue's wake channel is
+-- published once.
+--
+-- Keys, arguments and records: `commit` in protocol.rs. After the head
+-- arguments (A) come the spiders links are handed to (HANDOFF records,
+-- their start keys in K.handoff_starts), the stat increments (STAT_PAIR:
+-- the pages' stats summed), then each page: a PAGE record followed by its
+-- n_tasks TASK records, n_links LINK records and n_items item JSON
+-- strings.
+-- Returns {1, enqueued1, filtered1, ..., id1, json1, wait1, interval1,
+-- ...}: per page what it queued and filtered, then the new leases. If the
+-- lease of any page is no longer this worker's, nothing is written and it
+-- returns {-1, page number, ...} (those pages, counted from 1): the worker
+-- sends the batch again without them and their stats.
+K.sink = item_sink(A.sink)
+local worker, channel = A.worker, A.wake
+local backoff_max = tonumber(A.backoff_max_ms)
+local n_targets, n_pages, n_stats = tonumber(A.handoffs), tonumber(A.pages), tonumber(A.stat_pairs)
+
+local at = REST
+local targets = {}
+for i = 1, n_targets do
+  targets[i] = {key = K.handoff_starts[i], kind = ARGV[at + HANDOFF.kind], channel = ARGV[at + HANDOFF.wake],
+                pushed = 0}
+  at = at + HANDOFF.SIZE
+end
+local stats_at = at
+at = at + STAT_PAIR.SIZE * n_stats
+
+-- Every page's place in ARGV, and whether its lease is still ours, before
+-- anything is written.
+-- What the batch will do besides releasing its leases, for the keys to
+-- check.
+local pages, ids, wanted, n_tasks_all = {}, {}, 0, 0
+local n_requests_all, retries, deads, fails, news_host, revisits, leases = 0, false, false, false, nil, false, 0
+for i = 1, n_pages do
+  local p = at
+  local n_requests, n_items = num(ARGV[p + PAGE.n_links]), num(ARGV[p + PAGE.n_items])
+  local n_tasks = num(ARGV[p + PAGE.n_tasks])
+  pages[i] = {p, n_requests, n_items, n_tasks}
+  ids[i] = ARGV[p + PAGE.id]
+  wanted = wanted + n_requests + 1
+  n_tasks_all = n_tasks_all + n_tasks
+  n_requests_all = n_requests_all + n_requests
+  retries = retries or ARGV[p + PAGE.retry_ms] ~= '-1'
+  deads = deads or ARGV[p + PAGE.dead] ~= ''
+  fails = fails or ARGV[p + PAGE.failed] ~= ''
+  if not news_host and ARGV[p + PAGE.host] ~= '' and ARGV[p + PAGE.host_outcome] ~= '' then
+    news_host = ARGV[p + PAGE.host]
+  end
+  revisits = revisits or ARGV[p + PAGE.revisit] ~= ''
+  leases = leases + num(ARGV[p + PAGE.lease_next])
+  at = p + PAGE.SIZE + TASK.SIZE * n_tasks + LINK.SIZE * n_requests + n_items
+end
+local owner_prefix = worker .. '|'
+local lost = {-1}
+local owners = prove_by('hash', 'leases', 'HMGET', K.leases, unpack(ids))
+-- A page twice in one batch (its worker's lease expired while the first
+-- commit waited, and the worker leased and fetched it again) finds the
+-- lease its worker's both times: only the first is committed.
+local seen = {}
+for i = 1, n_pages do
+  local owner = owners[i]
+  if not owner or string.sub(owner, 1, #owner_prefix) ~= owner_prefix or seen[ids[i]] then
+    lost[#lost + 1] = i
+  end
+  seen[ids[i]] = true
+end
+if #lost > 1 then
+  return lost
+end
+local wrong_sink = sink_type_error(K.items, K.sink)
+if wrong_sink then
+  return wrong_sink
+end
+
+local dupe = dupe_config(A.dupe_spec, K.dupefilter, K.dupefilter_meta)
+local release = A.release == '1'
+
+-- Every key the batch will write, or read after its first write, is
+-- proved before anything is written (see need): the commit is whole or
+-- not at all. The reads the batch needs come first, and prove their keys
+-- without a TYPE each.
+--
+-- With the exact dupefilter (a set) and no links handed to other spiders,
+-- one SMISMEMBER tells which of the batch's fingerprints were seen, and
+-- one SADD records the new ones. Otherwise each request goes through the
+-- dupefilter in turn, as handed links do (so a link both handed and
+-- queued is decided in page order).
+local known
+if dupe and dupe.mode == 'exact' and n_tasks_all == 0 then
+  known = {}
+  local fps = {}
+  for _, page in ipairs(pages) do
+    local p, n_requests = page[1], page[2]
+    local first = p + PAGE.SIZE + TASK.SIZE * page[4]
+    for r = first, first + LINK.SIZE * (n_requests - 1), LINK.SIZE do
+      if ARGV[r + LINK.fingerprint] ~= '' then
+        fps[#fps + 1] = ARGV[r + LINK.fingerprint]
+      end
+    end
+  end
+  for first = 1, #fps, 1000 do
+    local last = math.min(first + 999, #fps)
+    local seen = prove_by('set', 'dupefilter', 'SMISMEMBER', dupe.key, unpack(fps, first, last))
+    for i = first, last do
+      if seen[i - first + 1] == 1 then
+        known[fps[i]] = true
+      end
+    end
+  end
+end
+-- The stats the batch counts, read now (see flush_tally).
+local stat_fields = {STAT.SCHEDULER_ENQUEUED, STAT.DUPEFILTER_FILTERED, STAT.REQUEST_DEPTH_MAX,
+                     STAT.SCHEDULER_DEQUEUED}
+for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
+  stat_fields[#stat_fields + 1] = ARGV[i + STAT_PAIR.field]
+end
+read_stats(K.stats, stat_fields)
+if leases > 0 then
+  paused(K)
+end
+-- The per-host hashes host_news writes (and reserve_slot reads), proved
+-- by reading the first host with news (the same hosts' replacements are
+-- mostly leased too).
+if news_host then
+  host_get(K.backoff, news_host, 'backoff')
+  host_get(K.backoff_errors, news_host, 'backoff_errors')
+  host_get(K.pace, news_host, 'pace')
+  if leases > 0 then
+    host_get(K.host_delay, news_host, 'host_delay')
+  end
+end
+
+need(K.inflight, 'zset', 'inflight')
+need(K.request_data, 'hash', 'request_data')
+if n_requests_all > 0 or retries then
+  need(K.requests, 'zset', 'requests')
+end
+if retries then
+  need(K.delayed, 'zset', 'delayed')
+  need(K.delayed_scores, 'hash', 'delayed_scores')
+end
+if deads then
+  need(K.dead, 'list', 'dead')
+end
+if revisits then
+  need(K.schedule, 'zset', 'schedule')
+  need(K.schedule_data, 'hash', 'schedule_data')
+  need(K.schedule_due, 'zset', 'schedule_due')
+end
+if leases > 0 or release then
+  need_lease_keys(K, tonumber(A.max_per_host), release)
+end
+if fails then
+  need(K.failed, 'list', 'failed')
+end
+if n_requests_all > 0 or n_tasks_all > 0 then
+  need_dupe(dupe)
+end
+if n_tasks_all > 0 then
+  for _, t in ipairs(targets) do
+    need(t.key, t.kind, 'start_urls of a to_spider')
+  end
+end
+local now = now_ms()
+-- Sequence numbers for every request the batch may queue (retries too);
+-- the first block is the batch's first write, and proves its key.
+local next_seq = seq_block(K.sequence, wanted, n_requests_all > 0 or retries)
+for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
+  count(ARGV[i + STAT_PAIR.field], ARGV[i + STAT_PAIR.delta])
+end
+
+local new_fps, queue_args, data_args = {}, {}, {}
+
+-- Whether a request with fingerprint `fp` is new (and now remembered).
+local function first_seen(fp)
+  if fp == '' or not dupe then
+    return true
+  elseif known then
+    if known[fp] then
+      return false
+    end
+    known[fp] = true
+    new_fps[#new_fps + 1] = fp
+    return true
+  end
+  return dupe_add(dupe, fp, now)
+end
+
+local out = {1}
+local items, done_data, dead, failed = {}, {}, {}, {}
+local retry_data, retry_scores, retry_due = {}, {}, {}
+local enqueued_all, filtered_all, depth_max, lease_next = 0, 0, -1, 0
+call_many('ZREM', K.inflight, ids)
+call_many('HDEL', K.leases, ids)
+for _, page in ipairs(pages) do
+  local p, n_requests, n_items, n_tasks = page[1], page[2], page[3], page[4]
+  local id = ARGV[p + PAGE.id]
+  at = p + PAGE.SIZE
+  lease_next = lease_next + num(ARGV[p + PAGE.lease_next])
+
+  if ARGV[p + PAGE.retry_ms] ~= '-1' then
+    local retry_ms = tonumber(ARGV[p + PAGE.retry_ms])
+    -- The same id waits in the delayed set, then returns to the queue.
+    retry_data[#retry_data + 1] = id
+    retry_data[#retry_data + 1] = ARGV[p + PAGE.retry_json]
+    retry_scores[#retry_scores + 1] = id
+    retry_scores[#retry_scores + 1] = int(queue_score(ARGV[p + PAGE.retry_priority], next_seq()))
+    retry_due[#retry_due + 1] = int(now + retry_ms)
+    retry_due[#retry_due + 1] = id
+  else
+    done_data[#done_data + 1] = id
+  end
+
+  -- Counted where they are written, so the stats and the keys agree.
+  if ARGV[p + PAGE.dead] ~= '' then
+    dead[#dead + 1] = ARGV[p + PAGE.dead]
+    count(STAT.DEADLETTER_COUNT, 1)
+  end
+  if ARGV[p + PAGE.failed] ~= '' then
+    failed[#failed + 1] = ARGV[p + PAGE.failed]
+    count(STAT.FAILED_COUNT, 1)
+  end
+
+  local host = ARGV[p + PAGE.host]
+  if host ~= '' and ARGV[p + PAGE.host_outcome] ~= '' then
+    host_news(K, host, ARGV[p + PAGE.host_outcome], ARGV[p + PAGE.slow_ms], now, backoff_max)
+  end
+
+  -- A page a revisit rule fetched is due again (whether it came from the
+  -- schedule or not), or leaves the schedule; either way its revisit is
+  -- no longer overdue.
+  local revisit, revisit_fp = ARGV[p + PAGE.revisit], ARGV[p + PAGE.revisit_fp]
+  if revisit ~= '' then
+    redis.call('ZREM', K.schedule_due, revisit_fp)
+    if revisit == 'at' then
+      redis.call('ZADD', K.schedule, now + tonumber(ARGV[p + PAGE.revisit_ms]), revisit_fp)
+      redis.call('HSET', K.schedule_data, revisit_fp, ARGV[p + PAGE.revisit_json])
+    elseif redis.call('ZREM', K.schedule, revisit_fp) + redis.call('HDEL', K.schedule_data, revisit_fp) > 0 then
+      count(STAT.REVISIT_DROPPED, 1)
+    end
+  end
+
+  local enqueued, filtered = 0, 0
+  -- A handed link passes this spider's dupefilter, then becomes a task on
+  -- the other spider's start key.
+  for _ = 1, n_tasks do
+    local t = targets[tonumber(ARGV[at + TASK.spider])]
+    local entry = ARGV[at + TASK.entry]
+    if not first_seen(ARGV[at + TASK.fingerprint]) then
+      filtered = filtered + 1
+    else
+      if t.kind == 'list' then
+        redis.call('RPUSH', t.key, entry)
+      elseif t.kind == 'set' then
+        redis.call('SADD', t.key, entry)
+      else
+        redis.call('ZADD', t.key, ARGV[at + TASK.priority], entry)
+      end
+      t.pushed = t.pushed + 1
+      count(STAT.SCHEDULER_HANDED_OFF, 1)
+    end
+    at = at + TASK.SIZE
+  end
+  for _ = 1, n_requests do
+    if first_seen(ARGV[at + LINK.fingerprint]) then
+      local n = next_seq()
+      local seq = int(n)
+      queue_args[#queue_args + 1] = int(queue_score(ARGV[at + LINK.priority], n))
+      queue_args[#queue_args + 1] = seq
+      data_args[#data_args + 1] = seq
+      data_args[#data_args + 1] = ARGV[at + LINK.json]
+      enqueued = enqueued + 1
+    else
+      filtered = filtered + 1
+    end
+    at = at + LINK.SIZE
+  end
+  if enqueued > 0 then
+    depth_max = math.max(depth_max, tonumber(ARGV[p + PAGE.depth]))
+  end
+  enqueued_all = enqueued_all + enqueued
+  filtered_all = filtered_all + filtered
+  for i = at, at + n_items - 1 do
+    items[#items + 1] = ARGV[i]
+  end
+  out[#out + 1] = enqueued
+  out[#out + 1] = filtered
+end
+count(STAT.SCHEDULER_ENQUEUED, enqueued_all)
+count(STAT.DUPEFILTER_FILTERED, filtered_all)
+call_many('HDEL', K.request_data, done_data)
+call_many('HSET', K.request_data, retry_data)
+call_many('HSET', K.delayed_scores, retry_scores)
+call_many('ZADD', K.delayed, retry_due)
+call_many('RPUSH', K.dead, dead)
+call_many('RPUSH', K.failed, failed)
+if dupe then
+  call_many('SADD', dupe.key, new_fps)
+end
+call_many('ZADD', K.requests, queue_args)
+call_many('HSET', K.request_data, data_args)
+push_items(K.items, K.sink, items)
+for _, t in ipairs(targets) do
+  if t.pushed > 0 then
+    redis.call('PUBLISH', t.channel, int(t.pushed))
+  end
+end
+if enqueued_all > 0 then
+  if depth_max > stat_values[STAT.REQUEST_DEPTH_MAX] then
+    redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, int(depth_max))
+  end
+  redis.call('PUBLISH', channel, int(enqueued_all))
+end
+lease_requests(K, worker, tonumber(A.lease_ms), lease_next, now, tonumber(A.interval_ms), A.jitter == '1',
+  tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), release, out)
+-- The last pages of a crawl: nothing is in flight any more, so idle
+-- workers (waiting for `--until-drained` to see the crawl drained, or for
+-- work) look again now rather than at their next recheck.
+if enqueued_all == 0 and redis.call('ZCARD', K.inflight) == 0 then
+  redis.call('PUBLISH', channel, '0')
+end
+flush_hosts()
+flush_tally(K.stats)
+return out

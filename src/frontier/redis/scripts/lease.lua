@@ -1,0 +1,30 @@
+-- Lease up to A.max requests for worker A.worker for A.lease_ms, after
+-- returning expired leases (of any worker), due retries and due revisits
+-- to the queue. Each leased request gets its host's next politeness slot,
+-- for the whole cluster. When fewer than asked for are queued (or none
+-- were asked for), also peek at up to A.peek start entries, so the worker
+-- can claim them without another round trip.
+--
+-- Keys and arguments: `lease` in protocol.rs.
+-- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
+-- the next work nothing will announce may be due (see next_due; -1: none
+-- known)}.
+K.sink = item_sink(A.sink)
+local max = tonumber(A.max)
+-- Proved once the lease is about to write (see before_write); the start
+-- key too, which is read after the writes.
+write_checks = function()
+  need(K.start_urls, A.start_kind, 'start_urls')
+  need_lease_keys(K, tonumber(A.max_per_host), true)
+end
+local now = now_ms()
+local out = {}
+lease_requests(K, A.worker, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
+  tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), true, out)
+flush_hosts()
+flush_tally(K.stats)
+local start = {}
+if #out / 4 < max or max == 0 then
+  start = peek_start(K.start_urls, A.start_kind, tonumber(A.peek))
+end
+return {out, start, next_due(K, now)}

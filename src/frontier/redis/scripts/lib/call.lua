@@ -1,0 +1,11 @@
+-- What the helpers above keep during one call (the lower-case locals
+-- outside any function), made new for every call. A script sent with
+-- EVALSHA gets fresh helpers on each call anyway; as a Redis Function (see
+-- scripts.rs) it shares them with every call before it, so it starts with
+-- this. A test checks that every such local is reset here.
+local function begin_call()
+  key_types, write_checks, clock_us = {}, nil, 0
+  tally_fields, tally, stat_values = {}, {}, {}
+  host_cache, host_dirty, host_dirty_list = {}, {}, {}
+  slot_due, paused_read = nil, nil
+end

@@ -1,0 +1,118 @@
+-- The queue: sequence numbers, enqueueing through the dupefilter, lease
+-- owners, and work coming due back in the queue (expired leases, retries,
+-- revisits).
+
+-- Queue sequence numbers from the counter `key`, taken `n` at a time: one
+-- INCRBY serves a whole batch of requests (numbers left unused are gaps,
+-- which keep the order). Returns a function giving the next number. With
+-- `first`, the first block is taken now, as the script's first write,
+-- which proves the key (see prove_by).
+local function seq_block(key, n, first)
+  local next_seq, last = 1, 0
+  n = math.max(1, n)
+  if first then
+    last = prove_by('string', 'sequence', 'INCRBY', key, int(n))
+    next_seq = last - n + 1
+  end
+  return function()
+    if next_seq > last then
+      last = redis.call('INCRBY', key, int(n))
+      next_seq = last - n + 1
+    end
+    next_seq = next_seq + 1
+    return next_seq - 1
+  end
+end
+
+-- Enqueues one request unless the dupefilter `d` (see dupefilter.lua) has
+-- seen its fingerprint (an empty fingerprint, or no `d`, means no filter),
+-- numbered by `next_seq` (see seq_block). Returns 1 if enqueued, 0 if
+-- filtered.
+local function enqueue(requests, data, d, next_seq, fingerprint, priority, json, now)
+  if fingerprint ~= '' and d and not dupe_add(d, fingerprint, now) then
+    return 0
+  end
+  local seq = next_seq()
+  redis.call('ZADD', requests, queue_score(priority, seq), seq)
+  redis.call('HSET', data, seq, json)
+  return 1
+end
+
+-- The lease owner field is "<worker>|<queue score>": who holds the lease,
+-- and where the request goes back to if the lease is handed back.
+local function owned_by(owner, worker)
+  return owner and string.sub(owner, 1, #worker + 1) == worker .. '|'
+end
+
+local function owner_score(owner)
+  return tonumber(string.match(owner, '|([^|]*)$'))
+end
+
+-- Returns expired leases (of any worker) to the queue at their old place.
+local function requeue_expired(requests, data, inflight, owners, now)
+  local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 512)
+  if #expired > 0 then
+    before_write()
+  end
+  for _, id in ipairs(expired) do
+    local owner = redis.call('HGET', owners, id)
+    redis.call('ZREM', inflight, id)
+    redis.call('HDEL', owners, id)
+    local score = owner and owner_score(owner)
+    if score and redis.call('HEXISTS', data, id) == 1 then
+      redis.call('ZADD', requests, score, id)
+    end
+  end
+  count(STAT.LEASE_EXPIRED, #expired)
+end
+
+-- Moves retries that are due from the delayed set back to the queue, at
+-- the place their commit chose.
+local function requeue_due(delayed, delayed_scores, requests, data, now)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 512)
+  if #due > 0 then
+    before_write()
+  end
+  for _, id in ipairs(due) do
+    local score = tonumber(redis.call('HGET', delayed_scores, id) or '0')
+    redis.call('ZREM', delayed, id)
+    redis.call('HDEL', delayed_scores, id)
+    if redis.call('HEXISTS', data, id) == 1 then
+      redis.call('ZADD', requests, score, id)
+    end
+  end
+end
+
+-- Moves scheduled revisits that are due into the queue, each as a new
+-- request (its JSON as the commit scheduled it; no dupefilter), and marks
+-- them queued-but-not-fetched until their commit (the overdue set).
+local function release_revisits(K, now)
+  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 512)
+  if #due > 0 then
+    before_write()
+  end
+  local next_seq = seq_block(K.sequence, #due / 2)
+  local queued = 0
+  for i = 1, #due, 2 do
+    local fp, at = due[i], due[i + 1]
+    local json = redis.call('HGET', K.schedule_data, fp)
+    redis.call('ZREM', K.schedule, fp)
+    if json then
+      -- The request's own priority, which nothing clamped (MAX_PRIORITY
+      -- keeps the score exact and the order of equal priorities FIFO).
+      local priority = tonumber(string.match(json, '"priority":(-?%d+)') or '0')
+      priority = math.max(-MAX_PRIORITY, math.min(MAX_PRIORITY, priority))
+      local seq = next_seq()
+      redis.call('ZADD', K.requests, queue_score(priority, seq), seq)
+      redis.call('HSET', K.request_data, seq, json)
+      redis.call('ZADD', K.schedule_due, at, fp)
+      queued = queued + 1
+    end
+  end
+  count(STAT.REVISIT_QUEUED, queued)
+end
+
+-- The ms until the first request left queued for its host's slot may be
+-- leased (nil: none was left), for next_due; sink_full shortens it while
+-- the item stream's backlog is full.
+local slot_due = nil

@@ -1,0 +1,221 @@
+//! Wake-ups for idle workers: a pub/sub subscription to each spider's wake
+//! channel, which every step that enqueues work publishes to. An idle
+//! spider waits on it instead of polling, so new work is picked up in
+//! milliseconds. The same subscription carries the keyspace notifications
+//! a spider watches its set or zset start key with ([`super::pickup`]).
+//!
+//! One subscription ([`Wakes`]) serves every spider of a worker that uses
+//! the same Redis: it subscribes to their channels as spiders start and
+//! unsubscribes as they stop, and wakes the spider a message names. It
+//! reconnects by itself when Redis goes away, and then wakes every spider
+//! (something may have been announced while nobody listened).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, Notify};
+
+use super::url::redact;
+use crate::retry_schedule::RetrySchedule;
+
+/// The channels subscribed to: each one's waiters and how many spiders
+/// listen on it.
+type Channels = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
+
+/// A change to the subscription.
+enum Change {
+    Subscribe(String),
+    Unsubscribe(String),
+}
+
+/// One worker's subscription to the wake channels of its spiders.
+pub struct Wakes {
+    channels: Channels,
+    changes: mpsc::UnboundedSender<Change>,
+    task: tokio::task::JoinHandle<()>,
+    /// The subscription is up (see [`Wake::live`]).
+    live: Arc<AtomicBool>,
+}
+
+/// One spider's wake-ups; unsubscribes when dropped (the last of a
+/// channel's).
+pub struct Wake {
+    channel: String,
+    notify: Arc<Notify>,
+    channels: Channels,
+    changes: mpsc::UnboundedSender<Change>,
+    live: Arc<AtomicBool>,
+}
+
+pub(super) fn wake_up(notify: &Notify) {
+    // Wakes a spider waiting now, or the next wait if none is.
+    notify.notify_waiters();
+    notify.notify_one();
+}
+
+impl Wakes {
+    /// Keeps a subscription alive in the background. On a cluster, any
+    /// node will do (pub/sub messages reach every node); when one goes away
+    /// the next is tried.
+    pub fn start(nodes: Vec<redis::Client>) -> Wakes {
+        let channels: Channels = Arc::default();
+        let (changes, mut pending) = mpsc::unbounded_channel();
+        let listening = channels.clone();
+        let live = Arc::new(AtomicBool::new(false));
+        let up = live.clone();
+        let task = tokio::spawn(async move {
+            let mut backoff = RetrySchedule::REDIS.attempts();
+            for client in nodes.iter().cycle() {
+                let address = redact(&client.get_connection_info().addr.to_string());
+                match client.get_async_pubsub().await {
+                    Ok(pubsub) => {
+                        let (mut sink, mut messages) = pubsub.split();
+                        let now: Vec<String> = listening
+                            .lock()
+                            .map(|c| c.keys().cloned().collect())
+                            .unwrap_or_default();
+                        if !now.is_empty() {
+                            if let Err(e) = sink.subscribe(&now).await {
+                                tracing::warn!(redis = %address, error = %e, "cannot subscribe to wake-ups; retrying");
+                                tokio::time::sleep(backoff.next_delay()).await;
+                                continue;
+                            }
+                        }
+                        backoff.reset();
+                        up.store(true, Ordering::Relaxed);
+                        if let Ok(c) = listening.lock() {
+                            c.values().for_each(|(n, _)| wake_up(n));
+                        }
+                        loop {
+                            tokio::select! {
+                                message = messages.next() => {
+                                    let Some(message) = message else { break };
+                                    let notify = listening.lock().ok().and_then(|c| {
+                                        c.get(message.get_channel_name()).map(|(n, _)| n.clone())
+                                    });
+                                    if let Some(n) = notify {
+                                        wake_up(&n);
+                                    }
+                                }
+                                change = pending.recv() => {
+                                    let done = match change {
+                                        None => return,
+                                        Some(Change::Subscribe(c)) => {
+                                            let done = sink.subscribe(&c).await;
+                                            // Whatever was announced before
+                                            // the subscription took is looked for.
+                                            let notify = listening.lock().ok().and_then(|l| l.get(&c).map(|(n, _)| n.clone()));
+                                            if let (Ok(()), Some(n)) = (&done, notify) {
+                                                wake_up(&n);
+                                            }
+                                            done
+                                        }
+                                        Some(Change::Unsubscribe(c)) => sink.unsubscribe(&c).await,
+                                    };
+                                    if done.is_err() {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        up.store(false, Ordering::Relaxed);
+                        tracing::warn!(redis = %address, "wake-up subscription lost; resubscribing");
+                    }
+                    Err(e) => tracing::debug!(
+                        redis = %address,
+                        error = %e,
+                        "wake-up subscription cannot connect; retrying"
+                    ),
+                }
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        });
+        Wakes {
+            channels,
+            changes,
+            task,
+            live,
+        }
+    }
+
+    /// Wake-ups for `channel`.
+    pub fn subscribe(&self, channel: &str) -> Wake {
+        let notify = match self.channels.lock() {
+            Ok(mut c) => {
+                let entry = c
+                    .entry(channel.to_string())
+                    .or_insert_with(|| (Arc::new(Notify::new()), 0));
+                entry.1 += 1;
+                if entry.1 == 1 {
+                    let _ = self.changes.send(Change::Subscribe(channel.to_string()));
+                }
+                entry.0.clone()
+            }
+            // A poisoned map: the spider still polls (`idle_recheck`).
+            Err(_) => Arc::new(Notify::new()),
+        };
+        Wake {
+            channel: channel.to_string(),
+            notify,
+            channels: self.channels.clone(),
+            changes: self.changes.clone(),
+            live: self.live.clone(),
+        }
+    }
+}
+
+impl Drop for Wakes {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Wake {
+    /// Wake-ups from `notify` alone, with no Redis behind them: a local
+    /// crawl's frontier announces its work there.
+    pub fn local(notify: Arc<Notify>) -> Wake {
+        let (changes, _) = mpsc::unbounded_channel();
+        Wake {
+            channel: String::new(),
+            notify,
+            channels: Arc::default(),
+            changes,
+            live: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// Waits until work is announced or `timeout` passes.
+    pub async fn wait(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
+    }
+
+    /// Whether the subscription is up: then a wake-up reaches this spider
+    /// for everything announced, since what is announced while it is down
+    /// is looked for when it is back (every spider is woken then).
+    pub fn live(&self) -> bool {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Waits until a message arrives on the channel (or the subscription
+    /// was re-made: something may have been missed).
+    pub async fn notified(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.channels.lock() {
+            if let Some(entry) = c.get_mut(&self.channel) {
+                entry.1 -= 1;
+                if entry.1 == 0 {
+                    c.remove(&self.channel);
+                    let _ = self.changes.send(Change::Unsubscribe(self.channel.clone()));
+                }
+            }
+        }
+    }
+}

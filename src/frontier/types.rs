@@ -1,0 +1,265 @@
+//! The values that cross the frontier contract (see [`super::Backend`]):
+//! what a lease hands a worker, what a page's commit carries back, what a
+//! start claim is made of, the queue sizes, and what a frontier is told of
+//! its spider. Both backends take and give exactly these.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::{DeadLetter, Dupefilter, FailedRecord, ItemSink, Keys, StartKind};
+use crate::request::{Request, Task};
+use crate::stats::{Stat, Tally};
+
+/// The largest request JSON the queue holds; larger ones are refused where
+/// they are made and set aside where they are found.
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// Priorities are clamped to this range so the queue score stays exact.
+pub const MAX_PRIORITY: i64 = 4095;
+/// One leased request: its id, the request (or, when its JSON was
+/// unusable, the dead letter to commit instead) and how long to wait for
+/// its host's politeness slot.
+#[derive(Debug, Clone)]
+pub struct Leased {
+    pub id: String,
+    pub request: std::result::Result<Request, DeadLetter>,
+    pub wait: Duration,
+    /// The spacing its slot was reserved with (to know whether a Crawl-delay
+    /// learnt later was applied).
+    pub paced_with: Duration,
+}
+
+/// A retry to schedule: the request (its `retry_times` already counted)
+/// returns to the queue after `delay`, waiting in Redis, not in a worker.
+#[derive(Debug, Clone)]
+pub struct Retry {
+    pub request: Request,
+    pub delay: Duration,
+}
+
+/// The longest politeness wait worth holding a lease for: half a lease
+/// (`lease_timeout`), at least a second, so a waiting request never needs
+/// more than a couple of renewals and a slow host's requests stay queued
+/// for whoever's turn comes.
+pub fn max_wait(lease: Duration) -> Duration {
+    (lease / 2).max(Duration::from_secs(1))
+}
+
+/// What a response says about its host's load, for adaptive back-off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HostOutcome {
+    /// Nothing to learn (no response, or back-off is off).
+    #[default]
+    None,
+    /// A 429, or a 5xx with Retry-After: slow the host down at once, for
+    /// at least `wait` (its Retry-After) for the whole cluster.
+    Slow { wait: Duration },
+    /// Another 5xx: counts towards the host's recent error share, which
+    /// slows it only once it is high (see `host_news` in commit.lua).
+    Error,
+    /// A good response: let the host recover.
+    Ok,
+}
+
+/// The spider's politeness, applied by the leasing scripts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pacing {
+    /// Minimum time between two requests to one host (0: none).
+    pub interval: Duration,
+    /// Randomise it 0.5x-1.5x, as Scrapy's RANDOMIZE_DOWNLOAD_DELAY.
+    pub jitter: bool,
+    /// The slowest pace adaptive back-off imposes.
+    pub backoff_max: Duration,
+}
+
+/// What one page adds to the crawl, committed in one step.
+#[derive(Debug, Clone, Default)]
+pub struct PageResult {
+    pub requests: Vec<Request>,
+    /// Links handed to other spiders, pushed to their start keys.
+    pub tasks: Vec<Task>,
+    pub items: Vec<Map<String, Value>>,
+    /// Stats increments.
+    pub stats: Tally,
+    /// Set aside as malformed.
+    pub dead: Option<DeadLetter>,
+    /// Failed for good.
+    pub failed: Option<FailedRecord>,
+    /// Try the request again later.
+    pub retry: Option<Retry>,
+    /// Adaptive back-off news about the request's host.
+    pub host: HostOutcome,
+    /// For a page a `revisit` rule fetched: when to fetch it again, or to
+    /// take it off the schedule.
+    pub revisit: Option<Revisit>,
+}
+
+/// What a page's commit does to the revisit schedule. A page is scheduled
+/// by its request's fingerprint, so one page is scheduled once however
+/// many ways it was reached.
+#[derive(Debug, Clone)]
+pub enum Revisit {
+    /// Fetch `request` again `after` this long (replacing an earlier
+    /// schedule of the same page).
+    At { request: Request, after: Duration },
+    /// Take the page off the schedule (it answered 404 or 410).
+    Drop { request: Request },
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    Done {
+        enqueued: u64,
+        filtered: u64,
+    },
+    /// The lease had expired and another worker holds (or finished) the
+    /// request: nothing was written.
+    LeaseLost,
+}
+
+/// A start entry as read, and what it becomes (or why it cannot).
+#[derive(Debug, Clone)]
+pub struct StartClaim {
+    pub entry: String,
+    pub outcome: std::result::Result<Request, Refused>,
+}
+
+/// Why a start entry cannot become a request: it is set aside in the
+/// dead-letter key with `reason`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub reason: String,
+    /// Counted besides `deadletter/count` (e.g. `offsite/filtered`).
+    pub stat: Option<&'static Stat>,
+}
+
+impl From<String> for Refused {
+    fn from(reason: String) -> Refused {
+        Refused { reason, stat: None }
+    }
+}
+
+/// What claiming start entries did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Claimed {
+    pub claimed: u64,
+    pub enqueued: u64,
+    pub filtered: u64,
+    pub dead: u64,
+}
+
+/// Sizes of a crawl's queues, read in one step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueStatus {
+    pub start: u64,
+    pub queued: u64,
+    pub inflight: u64,
+    pub dead: u64,
+    pub failed: u64,
+    pub dupefilter: u64,
+    pub items: u64,
+    /// Retries waiting for their time.
+    pub delayed: u64,
+    /// Pages a `revisit` rule will fetch again.
+    pub scheduled: u64,
+    /// Scheduled pages whose time has passed and that are not fetched
+    /// yet: near zero in a cluster that keeps up.
+    pub overdue: u64,
+    /// `crawlworker pause`: no worker leases until `resume`.
+    pub paused: bool,
+    /// The cluster has received `max_pages` responses and leases no more.
+    pub page_limit_reached: bool,
+    /// The item stream's consumers lag by `items_stream_max_backlog`
+    /// items: no worker leases until they catch up.
+    pub items_backlog_full: bool,
+}
+
+impl QueueStatus {
+    /// Nothing left to do anywhere in the cluster.
+    pub fn drained(&self) -> bool {
+        self.start == 0 && self.queued == 0 && self.inflight == 0 && self.delayed == 0
+    }
+}
+
+/// Another spider a follow entry hands its links to: each link becomes a
+/// scrapy-redis task (`{"url": …, "meta": {…}}`) pushed to its start key
+/// in the page's commit, after this spider's dupefilter let it through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    pub spider: String,
+    pub start_key: String,
+    pub kind: StartKind,
+    /// Its wake channel, so its idle workers start at once.
+    pub wake: String,
+    /// The task fields it requires (checked against `meta` when loading).
+    pub task_fields: Vec<String>,
+}
+
+/// What a frontier needs to know of its spider and its worker.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub keys: Keys,
+    pub start_kind: StartKind,
+    /// This worker's id; lease ownership is checked against it.
+    pub worker: String,
+    /// How long a lease lasts unless renewed.
+    pub lease: Duration,
+    pub pacing: Pacing,
+    pub dupefilter: Dupefilter,
+    /// The spiders its pages hand links to, by index (see [`Task`]).
+    pub handoffs: Vec<Handoff>,
+    pub quota: Quota,
+    /// Where items go, and the stream's back-pressure bound.
+    pub sink: SinkOptions,
+    /// How long a finished page that may wait (see [`commits`]) waits for
+    /// others to share its commit's script call (0: only pages finished
+    /// while the previous commit was on its way share it).
+    pub commit_wait: Duration,
+}
+
+/// How much the whole cluster may fetch, enforced where requests are
+/// leased (0: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quota {
+    /// Responses received, in all.
+    pub max_pages: u64,
+    /// Pages leased per host.
+    pub max_pages_per_host: u64,
+}
+
+/// Where a spider's items go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkOptions {
+    pub sink: ItemSink,
+    /// For a stream: no leases while this many items are not acknowledged
+    /// (0: no bound). See `items_backlog` in `redis/scripts/lib/sinks.lua`.
+    pub max_backlog: u64,
+}
+
+impl SinkOptions {
+    /// The commit and lease scripts' argument: `list`, or
+    /// `stream:<max backlog>`.
+    pub(crate) fn arg(&self) -> String {
+        match self.sink {
+            ItemSink::List => "list".to_string(),
+            ItemSink::Stream => format!("stream:{}", self.max_backlog),
+        }
+    }
+}
+
+/// What one sweep step deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Politeness slots in the past.
+    pub slots: u64,
+    /// Back-off states of hosts left alone.
+    pub backoffs: u64,
+    /// Expired (or unreadable) robots.txt records, with their Crawl-delays.
+    pub robots: u64,
+    /// robots.txt fetch locks that had run out.
+    pub locks: u64,
+    /// Heartbeats of workers long gone.
+    pub workers: u64,
+}

@@ -1,0 +1,141 @@
+//! Starting a spider's run: connecting its frontier to Redis (riding out
+//! an outage until Redis answers, checking the dupefilter and the item
+//! sink, queueing the seeds), or making a local crawl's frontier, then
+//! assembling the run's stages around it.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::shared::Shared;
+use super::{sink_mismatch_message, SpiderRun};
+use crate::downloader::Downloader;
+use crate::frontier::admin::DupefilterMismatch;
+use crate::frontier::{Frontier, FrontierError, LocalFrontier, RedisFrontier};
+use crate::settings::Settings;
+use crate::spider::Spider;
+
+impl SpiderRun {
+    /// Connects a spider to Redis, retrying while Redis is unreachable
+    /// until `shutdown` fires; its work is also counted in the worker's
+    /// metrics, its downloads take slots of the worker's pool, and it uses
+    /// the Redis connections of the worker's other spiders on the same
+    /// Redis.
+    pub async fn connect(
+        spider: Spider,
+        settings: Settings,
+        shared: &Shared,
+        shutdown: &watch::Receiver<bool>,
+    ) -> anyhow::Result<Option<SpiderRun>> {
+        let worker = &shared.worker;
+        let shown = settings.redis_url.to_string();
+        if settings.redis_url.is_cluster() {
+            crate::frontier::connection::check_one_slot(&spider.keys, &spider.handoffs)
+                .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
+        }
+        let redis = shared
+            .redis(&settings.redis_url)
+            .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
+        let mut backoff = crate::retry_schedule::RetrySchedule::REDIS.attempts();
+        let (mut attempts, mut said) = (0u32, None::<Instant>);
+        // Connecting, checking the dupefilter and queueing the seeds all
+        // ride out an outage (Redis may go away between any two of them).
+        let (frontier, seeded) = loop {
+            let started = async {
+                let mut f = RedisFrontier::connect(&redis, spider.frontier_options(worker))
+                    .await
+                    .map_err(Ok)?;
+                f.prepare_dupefilter().await.map_err(|e| match e {
+                    DupefilterMismatch::Redis(e) => Ok(e),
+                    mismatch => Err(format!("spider `{}`: {mismatch}", spider.name)),
+                })?;
+                if let Some(found) = f.sink_mismatch().await.map_err(Ok)? {
+                    return Err(Err(sink_mismatch_message(&spider, &f, &found)));
+                }
+                let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
+                Ok::<_, std::result::Result<FrontierError, String>>((f, seeded))
+            };
+            match started.await {
+                Ok(done) => {
+                    if attempts > 0 {
+                        tracing::info!(redis = %shown, "Redis answers after {attempts} failed attempts; starting");
+                    }
+                    break done;
+                }
+                Err(Ok(e)) if e.is_outage() => {
+                    attempts += 1;
+                    // Said at once, then every half minute, not per attempt.
+                    if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
+                        tracing::warn!(
+                            "cannot reach Redis at {shown} ({}); retrying every few seconds until it answers ({} so far). Is redis-server running there? The address comes from --redis, REDIS_URL or the redis_url setting",
+                            e.cause,
+                            crate::wording::count(attempts as usize, "attempt")
+                        );
+                        said = Some(Instant::now());
+                    }
+                    if crate::frontier::outage::sleep_or_shutdown(backoff.next_delay(), shutdown)
+                        .await
+                    {
+                        return Ok(None);
+                    }
+                }
+                Err(Ok(e)) => return Err(anyhow::anyhow!("cannot use Redis at {shown}: {e}")),
+                Err(Err(message)) => return Err(anyhow::anyhow!("{message}")),
+            }
+        };
+        if seeded > 0 {
+            tracing::info!(spider = %spider.name, "queued {seeded} of the spider's sitemaps and feeds ([start] sitemap and feed)");
+        }
+        Self::assemble(spider, settings, shared, frontier.into()).map(Some)
+    }
+
+    /// A spider crawled in this process alone, with a local frontier (`run
+    /// --local`): its start entries are `start`, its items go to `sink`.
+    /// Returns the run and the crawl's frontier, for what the command
+    /// reports at the end.
+    pub fn local(
+        spider: Spider,
+        settings: Settings,
+        shared: &Shared,
+        start: Vec<String>,
+        sink: crate::frontier::local::ItemWriter,
+    ) -> anyhow::Result<(SpiderRun, LocalFrontier)> {
+        LocalFrontier::refuse_handoffs(&spider.name, &spider.handoffs)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let local = LocalFrontier::new(spider.frontier_options(&shared.worker), start, sink);
+        local.seed(&spider.start.seeds);
+        let run = Self::assemble(spider, settings, shared, local.clone().into())?;
+        Ok((run, local))
+    }
+
+    fn assemble(
+        spider: Spider,
+        settings: Settings,
+        shared: &Shared,
+        frontier: Frontier,
+    ) -> anyhow::Result<SpiderRun> {
+        let (metrics, pool) = (shared.metrics.clone(), &shared.pool);
+        let share = Arc::new(pool.share(settings.concurrent_requests as usize));
+        let settings = Arc::new(settings);
+        let spider = Arc::new(spider);
+        let downloader = Downloader::new(
+            spider.clone(),
+            settings.clone(),
+            frontier.clone(),
+            metrics.clone(),
+            share.clone(),
+        )?;
+        Ok(SpiderRun {
+            spider,
+            settings,
+            frontier,
+            downloader: Arc::new(downloader),
+            inflight: Arc::new(Mutex::new(HashSet::new())),
+            progress: Arc::default(),
+            metrics,
+            share,
+        })
+    }
+}

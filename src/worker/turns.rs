@@ -1,0 +1,348 @@
+//! A spider's loop, turn by turn: lease for the room there is (claiming
+//! start entries when the queue cannot fill it), start a page task per
+//! leased request, then wait, for a page to finish when busy, or for a
+//! wake-up when idle, until a stop rule, a stop signal or a fatal error
+//! ends it. Each step is a method of [`Turns`], which keeps what the loop
+//! carries from one turn to the next.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use super::{page, preview, SpiderRun, StopReason, StopRules, LEASES_PER_SLOT, QUIET_RECHECK};
+use crate::frontier::outage::{with_redis, Fatal};
+use crate::frontier::pickup::StartWatch;
+use crate::frontier::wake::Wake;
+use crate::frontier::{Leased, QueueStatus, Refused, StartClaim};
+use crate::stats::Tally;
+
+/// What the loop keeps between turns.
+pub(super) struct Turns<'a> {
+    run: &'a SpiderRun,
+    rules: StopRules,
+    shutdown: watch::Receiver<bool>,
+    fatal: Fatal,
+    wake: Wake,
+    /// The start key's watch, for entries pushed without a wake-up.
+    pub start_watch: StartWatch,
+    /// Each page task returns the requests its commit leased to replace it.
+    pub tasks: JoinSet<Vec<Leased>>,
+    idle_since: Instant,
+    /// When this worker last said it waits for other workers' leases.
+    said_waiting: Option<Instant>,
+}
+
+/// The room for leases at the start of a turn.
+struct Room {
+    /// This spider's share of the worker's download slots.
+    concurrency: usize,
+    /// The leases the loop fills up to.
+    leases: usize,
+    /// How many to lease now.
+    free: usize,
+}
+
+/// What leasing for the room found.
+enum Leasing {
+    /// Nothing was asked (no room), or Redis could not be asked because
+    /// the worker stops.
+    Nothing { stopping: bool },
+    /// Start entries were claimed: look again at once.
+    Claimed,
+    /// `got` requests leased; whether the start key looked empty.
+    Leased { got: usize, start_empty: bool },
+}
+
+impl<'a> Turns<'a> {
+    pub async fn new(
+        run: &'a SpiderRun,
+        rules: StopRules,
+        shutdown: watch::Receiver<bool>,
+    ) -> Turns<'a> {
+        let frontier = &run.frontier;
+        Turns {
+            run,
+            rules,
+            shutdown,
+            fatal: frontier.fatal(),
+            wake: frontier.wake(),
+            // Entries other producers push publish no wake-up: watched apart.
+            start_watch: frontier.watch_start(run.settings.idle_recheck).await,
+            tasks: JoinSet::new(),
+            idle_since: Instant::now(),
+            said_waiting: None,
+        }
+    }
+
+    /// Runs turns until one ends the loop.
+    pub async fn run(&mut self) -> StopReason {
+        loop {
+            if let Some(reason) = self.turn().await {
+                return reason;
+            }
+        }
+    }
+
+    /// One turn of the loop; `Some` when it ends the loop.
+    async fn turn(&mut self) -> Option<StopReason> {
+        // A fatal Redis error (see outage::Fatal) ends the loop as a stop
+        // does; what follows tells them apart.
+        if *self.shutdown.borrow() || self.fatal.get().is_some() {
+            return Some(StopReason::Shutdown);
+        }
+        let room = self.room();
+        let (got, start_empty) = match self.lease_for_room(room.free).await {
+            Leasing::Nothing { stopping: true } | Leasing::Claimed => return None,
+            Leasing::Nothing { stopping: false } => (0, false),
+            Leasing::Leased { got, start_empty } => (got, start_empty),
+        };
+        if got > 0 || !self.tasks.is_empty() {
+            self.idle_since = Instant::now();
+            self.run.share.set_active(true);
+            self.start_watch.disarm();
+        }
+        if self.tasks.is_empty() && got == 0 {
+            return self.when_idle(start_empty).await;
+        }
+        self.wait_busy(&room).await;
+        None
+    }
+
+    /// How many requests to lease now. Pages not waiting for their host's
+    /// turn take a download slot, or wait for one (see
+    /// `pool::Share::lease_limit`); the leases held stay within a bound.
+    /// (Free semaphore permits would overcount: a replacement page just
+    /// spawned has not taken its permit yet.) While commits in flight
+    /// lease, they also fill the leases held ahead; the loop leases only
+    /// for idle slots then, not on every wake-up a commit's new links
+    /// publish.
+    fn room(&self) -> Room {
+        let share = &self.run.share;
+        // This spider's share of the worker's slots, which changes as the
+        // worker's other spiders get work or run out of it.
+        let concurrency = share.limit();
+        let max_tasks = concurrency * LEASES_PER_SLOT;
+        let leases = if share.leasing() {
+            concurrency
+        } else {
+            share.lease_limit()
+        };
+        let free = leases
+            .saturating_sub(self.busy())
+            .min(max_tasks.saturating_sub(self.tasks.len()));
+        Room {
+            concurrency,
+            leases,
+            free,
+        }
+    }
+
+    /// Pages in flight that hold, wait for or are about to take a download
+    /// slot, or are being committed (not waiting for their host's turn).
+    fn busy(&self) -> usize {
+        self.tasks
+            .len()
+            .saturating_sub(self.run.downloader.politeness().waiting())
+    }
+
+    /// Leases for the room there is and starts the pages; claims start
+    /// entries when the queue could not fill it.
+    async fn lease_for_room(&mut self, room: usize) -> Leasing {
+        if room == 0 {
+            return Leasing::Nothing { stopping: false };
+        }
+        let run = self.run;
+        let peek = run.spider.start.batch_size.min(room);
+        let asked = Instant::now();
+        let Some((leased, start)) =
+            with_redis("lease requests", &self.shutdown, &self.fatal, || {
+                run.frontier.lease(room, peek)
+            })
+            .await
+        else {
+            return Leasing::Nothing { stopping: true };
+        };
+        let got = leased.len();
+        if let Some(m) = &run.metrics {
+            m.observe_redis(&run.spider.name, "lease", asked.elapsed().as_secs_f64());
+            let mut t = Tally::default();
+            t.add(crate::stats::SCHEDULER_DEQUEUED, got as i64);
+            m.count(&run.spider.name, &t);
+        }
+        self.spawn_pages(leased);
+        let start_empty = start.is_empty();
+        if got < room && !start_empty && self.claim_start(start).await > 0 {
+            self.idle_since = Instant::now();
+            return Leasing::Claimed;
+        }
+        Leasing::Leased { got, start_empty }
+    }
+
+    /// Starts a page task per leased request.
+    fn spawn_pages(&mut self, leased: Vec<Leased>) {
+        let run = self.run;
+        run.share.started(leased.len());
+        for l in leased {
+            if let Ok(mut set) = run.inflight.lock() {
+                set.insert(l.id.clone());
+            }
+            // Only a request that will wait for its slot (a dead letter
+            // does not) is counted as waiting.
+            if l.request.is_ok() && !l.wait.is_zero() {
+                run.downloader.politeness().will_wait();
+            }
+            // Page tasks log inside the spider's span (spider, worker).
+            let context = run.page_context(&self.shutdown);
+            self.tasks.spawn(page::crawl(context, l).in_current_span());
+        }
+    }
+
+    /// Converts and claims start entries; returns how many were claimed.
+    async fn claim_start(&self, entries: Vec<String>) -> u64 {
+        let run = self.run;
+        let claims: Vec<StartClaim> = entries
+            .into_iter()
+            .map(|entry| {
+                let outcome = run.spider.start_request(&entry).map_err(Refused::from);
+                if let Err(refused) = &outcome {
+                    tracing::warn!(key = %run.frontier.keys().start_urls, entry = %preview(&entry), reason = %preview(&refused.reason), "start entry set aside in the dead-letter key");
+                }
+                StartClaim { entry, outcome }
+            })
+            .collect();
+        let claimed = with_redis("claim start entries", &self.shutdown, &self.fatal, || {
+            run.frontier.claim_start(&claims)
+        })
+        .await;
+        let Some(c) = claimed else {
+            return 0;
+        };
+        if let Some(m) = &run.metrics {
+            let mut t = Tally::default();
+            t.add(crate::stats::SCHEDULER_ENQUEUED, c.enqueued as i64);
+            t.add(crate::stats::DUPEFILTER_FILTERED, c.filtered as i64);
+            t.add(crate::stats::DEADLETTER_COUNT, c.dead as i64);
+            m.count(&run.spider.name, &t);
+        }
+        tracing::debug!(
+            claimed = c.claimed,
+            enqueued = c.enqueued,
+            filtered = c.filtered,
+            dead = c.dead,
+            "start entries claimed"
+        );
+        // Entries claimed but filtered or dead still mean progress.
+        c.enqueued + c.filtered + c.dead
+    }
+
+    /// Nothing leased and nothing in flight: stop if a stop rule says so,
+    /// else wait for work.
+    async fn when_idle(&mut self, start_empty: bool) -> Option<StopReason> {
+        self.run.share.set_active(false);
+        if self.rules.until_drained {
+            if let Some(reason) = self.drained().await {
+                return Some(reason);
+            }
+        }
+        if self
+            .rules
+            .idle_exit
+            .is_some_and(|d| self.idle_since.elapsed() >= d)
+        {
+            return Some(StopReason::Idle);
+        }
+        if start_empty {
+            self.start_watch.arm();
+        }
+        let wait = self.idle_wait();
+        tokio::select! {
+            _ = self.wake.wait(wait) => {}
+            _ = self.start_watch.changed() => {}
+            _ = self.shutdown.changed() => {}
+            _ = self.fatal.raised() => {}
+        }
+        None
+    }
+
+    /// For `--until-drained`: whether the whole crawl is finished (or has
+    /// reached `max_pages`); says so when only other workers' leases keep
+    /// it open.
+    async fn drained(&mut self) -> Option<StopReason> {
+        let run = self.run;
+        let status = with_redis("read queue status", &self.shutdown, &self.fatal, || {
+            run.frontier.status()
+        })
+        .await?;
+        if status.drained() {
+            return Some(StopReason::Drained);
+        }
+        if status.page_limit_reached && status.inflight == 0 {
+            return Some(StopReason::PageLimit);
+        }
+        self.say_waiting_for_leases(&status);
+        None
+    }
+
+    /// Only other workers' leases keep the crawl open: a dead worker's
+    /// come back when they expire. Said every 15 s at most.
+    fn say_waiting_for_leases(&mut self, status: &QueueStatus) {
+        let only_leases = status.queued == 0
+            && status.start == 0
+            && status.delayed == 0
+            && self.run.inflight_ids().is_empty();
+        let due = self
+            .said_waiting
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(15));
+        if only_leases && due {
+            tracing::info!(
+                spider = %self.run.spider.name,
+                "waiting for {} leased by other workers; a stopped worker's leases return to the queue within {}",
+                crate::wording::count(status.inflight as usize, "page"),
+                humantime::format_duration(self.run.settings.lease_timeout)
+            );
+            self.said_waiting = Some(Instant::now());
+        }
+    }
+
+    /// How long an idle spider waits before it looks again. Work that
+    /// announces itself comes with a wake-up; the rest is polled for every
+    /// `idle_recheck`, unless the start key's watch sees it all (then only
+    /// as a safety net). Retries, expired leases, revisits and politeness
+    /// slots coming due: be there when they do.
+    fn idle_wait(&self) -> Duration {
+        let mut wait = self.run.settings.idle_recheck;
+        if self.start_watch.covers() && self.wake.live() {
+            wait = wait.max(QUIET_RECHECK);
+        }
+        if let Some(due) = self.run.frontier.next_due_in() {
+            wait = wait.min(due + Duration::from_millis(1));
+        }
+        if let Some(d) = self.rules.idle_exit {
+            let left = d.saturating_sub(self.idle_since.elapsed());
+            wait = wait.min(left.max(Duration::from_millis(10)));
+        }
+        wait
+    }
+
+    /// Busy: waits for a page to finish (and starts the requests its commit
+    /// leased), or for new work if there was room at the turn's start.
+    async fn wait_busy(&mut self, room: &Room) {
+        let share = &self.run.share;
+        let room_for_more =
+            self.tasks.len() < room.concurrency * LEASES_PER_SLOT && self.busy() < room.leases;
+        tokio::select! {
+            Some(done) = self.tasks.join_next(), if !self.tasks.is_empty() => {
+                if let Ok(next) = done {
+                    self.spawn_pages(next);
+                }
+            }
+            _ = self.wake.wait(self.run.settings.idle_recheck), if room_for_more => {}
+            // Another spider's share changed the room.
+            _ = tokio::time::sleep(Duration::from_millis(250)), if share.limit() != room.concurrency => {}
+            _ = self.shutdown.changed() => {}
+            _ = self.fatal.raised() => {}
+        }
+    }
+}
