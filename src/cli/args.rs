@@ -91,180 +91,35 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  crawlworker run spiders/bbs.toml\n  crawlworker run spiders/news.toml --local --start https://news.example/ -o items.jsonl\n  crawlworker run spiders/bbs.toml --until-drained --metrics-addr 127.0.0.1:9410\n  CRAWLWORKER_REDIS_URL=redis://redis:6379 crawlworker run spiders/*.toml --idle-exit 5m"
     )]
-    Run {
-        /// Spider files (TOML), or directories of them; one worker runs them
-        /// all, sharing its download slots fairly, and reloads a file when it
-        /// changes (or on SIGHUP).
-        #[arg(required = true, value_name = "SPIDER")]
-        spiders: Vec<SpiderPath>,
-        #[command(flatten)]
-        redis: RedisArgs,
-        /// Pages this worker downloads at once (the concurrent_requests setting).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        concurrency: Option<u32>,
-        /// Exit after this long without work, e.g. 30s or 5m (default: run forever).
-        #[arg(long, value_name = "DURATION", value_parser = duration)]
-        idle_exit: Option<Duration>,
-        /// Exit when the whole crawl is finished: nothing queued, nothing in
-        /// flight in any worker, no start entries.
-        #[arg(long)]
-        until_drained: bool,
-        /// Serve Prometheus metrics on this address (`/metrics`, and
-        /// `/healthz` for health checks), e.g. 127.0.0.1:9410.
-        #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
-        metrics_addr: Option<std::net::SocketAddr>,
-        /// Crawl in this process alone, without Redis: the queue, the
-        /// dupefilter and the politeness state live in memory, items go to
-        /// --output, and the command exits when the crawl is done. One spider.
-        #[arg(long, conflicts_with_all = ["until_drained", "idle_exit", "metrics_addr"])]
-        local: bool,
-        /// With --local: a start entry (URL or JSON task); repeat for more.
-        #[arg(long = "start", value_name = "ENTRY", requires = "local")]
-        start: Vec<String>,
-        /// With --local: read start entries from this file, one per line
-        /// ("-" for standard input).
-        #[arg(
-            long,
-            value_name = "FILE",
-            requires = "local",
-            conflicts_with = "start"
-        )]
-        start_file: Option<PathBuf>,
-        /// With --local: write the items to this file, as JSON Lines ("-",
-        /// the default: standard output).
-        #[arg(long, short = 'o', value_name = "FILE", requires = "local")]
-        output: Option<PathBuf>,
-    },
+    Run(RunArgs),
     /// Push start entries (URLs or JSON tasks) to a spider's start key.
     #[command(
         after_help = "Examples:\n  crawlworker push-urls spiders/bbs.toml '{\"forum_id\": \"00001\", \"max_page\": 5}'\n  crawlworker push-urls spiders/news.toml --file urls.txt\n  my-producer | crawlworker push-urls spiders/bbs.toml --max-queue 10000\n  crawlworker push-urls spiders/bbs.toml --from-failed"
     )]
-    PushUrls {
-        /// The spider file (TOML).
-        spider: SpiderPath,
-        /// Entries (URLs or JSON tasks); with none, read --file, or standard
-        /// input, one per line.
-        #[arg(value_name = "ENTRY")]
-        entries: Vec<String>,
-        /// Read entries from this file, one per line ("-" for standard input).
-        #[arg(long, short = 'f', value_name = "FILE")]
-        file: Option<PathBuf>,
-        /// Score of the entries; only for a start key of type zset (higher
-        /// is claimed first).
-        #[arg(long, value_name = "SCORE")]
-        priority: Option<f64>,
-        /// Push only while the start key holds fewer than N entries; the
-        /// entries left over are printed on standard output.
-        #[arg(long, value_name = "N")]
-        max_queue: Option<u64>,
-        /// Instead of new entries, move the requests recorded in the failed
-        /// key back into the queue (their retries start again).
-        #[arg(long, conflicts_with_all = ["entries", "file", "max_queue", "priority"])]
-        from_failed: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    PushUrls(PushUrlsArgs),
     /// Pause a spider for the whole cluster: no worker leases a request
     /// until `resume` (pages in flight finish and commit; workers stay up).
     #[command(after_help = "Example:\n  crawlworker pause spiders/bbs.toml")]
-    Pause {
-        /// The spider file (TOML).
-        spider: SpiderPath,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    Pause(PauseArgs),
     /// Resume a paused spider: every worker leases again at once.
     #[command(after_help = "Example:\n  crawlworker resume spiders/bbs.toml")]
-    Resume {
-        /// The spider file (TOML).
-        spider: SpiderPath,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    Resume(ResumeArgs),
     /// Delete a spider's crawl state in Redis, in one step (asks first on a
     /// terminal).
     #[command(
         after_help = "Examples:\n  crawlworker flush spiders/bbs.toml --items --stats\n  crawlworker flush spiders/bbs.toml --all --yes\n  crawlworker flush spiders/bbs.toml --fingerprint http://127.0.0.1:8700/post/1001"
     )]
-    Flush {
-        /// The spider file (TOML).
-        spider: SpiderPath,
-        /// The start entries.
-        #[arg(long)]
-        start_urls: bool,
-        /// The request queue, in-flight leases and retries waiting.
-        #[arg(long)]
-        requests: bool,
-        /// The dupefilter, so every URL is crawled again.
-        #[arg(long)]
-        dupefilter: bool,
-        /// The scraped items.
-        #[arg(long)]
-        items: bool,
-        /// The stats hash.
-        #[arg(long)]
-        stats: bool,
-        /// Dead letters and failed requests.
-        #[arg(long)]
-        dead: bool,
-        /// Per-host politeness state: next slots, Crawl-delays, back-off,
-        /// the robots.txt cache.
-        #[arg(long)]
-        politeness: bool,
-        /// The revisit schedule (pages a `revisit` rule fetches again).
-        /// A revisit already queued or in flight is scheduled again when
-        /// it is fetched, if its rule still says `revisit`.
-        #[arg(long)]
-        schedule: bool,
-        /// Every key of the spider.
-        #[arg(long)]
-        all: bool,
-        /// Remove one URL's fingerprint from the dupefilter (so it is
-        /// crawled again).
-        #[arg(long, value_name = "URL")]
-        fingerprint: Option<String>,
-        /// Do not ask (needed when standard input is not a terminal).
-        #[arg(long, short = 'y')]
-        yes: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    Flush(FlushArgs),
     /// Show a crawl's progress: queues, live and gone workers, the stats hash.
     #[command(
         after_help = "Examples:\n  crawlworker stats spiders/bbs.toml\n  crawlworker stats spiders/bbs.toml --watch\n  crawlworker stats spiders/bbs.toml --json | jq .queues"
     )]
-    Stats {
-        /// The spider file (TOML).
-        spider: SpiderPath,
-        /// Print one JSON object instead of text.
-        #[arg(long, conflicts_with = "watch")]
-        json: bool,
-        /// Keep a live view, refreshed every second, until Ctrl-C.
-        #[arg(long)]
-        watch: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    Stats(StatsArgs),
     /// Print scraped items as JSON Lines, oldest first.
     #[command(
         after_help = "Examples:\n  crawlworker items spiders/bbs.toml -n 10\n  crawlworker items spiders/bbs.toml --pop --follow > items.jsonl"
     )]
-    Items {
-        /// The spider file (TOML).
-        spider: SpiderPath,
-        /// At most this many items (default: all there are).
-        #[arg(short = 'n', long = "limit", value_name = "N")]
-        limit: Option<u64>,
-        /// Keep printing items as they arrive, until interrupted.
-        #[arg(long)]
-        follow: bool,
-        /// Remove the items printed from Redis (a consumer's read; each item
-        /// reaches one consumer).
-        #[arg(long)]
-        pop: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    Items(ItemsArgs),
     /// Serve a live web dashboard of spiders (one self-contained page:
     /// rates, queues, workers, status codes, recent failures), read from
     /// Redis, until Ctrl-C. It has no login: keep it on a loopback address
@@ -272,91 +127,292 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  crawlworker dashboard spiders/bbs.toml spiders/news.toml\n  crawlworker dashboard spiders/bbs.toml --listen 127.0.0.1:9400 --redis redis://127.0.0.1:6379"
     )]
-    Dashboard {
-        /// Spider files (TOML) to show.
-        #[arg(required = true, value_name = "SPIDER")]
-        spiders: Vec<SpiderPath>,
-        /// The address to serve the page on.
-        #[arg(long, default_value = "127.0.0.1:9400", value_name = "ADDR")]
-        listen: std::net::SocketAddr,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    Dashboard(DashboardArgs),
     /// Check that a worker is alive: ask its metrics endpoint's /healthz
     /// (exit code 0 when it answers, 1 when not), e.g. for a container's
     /// HEALTHCHECK.
     #[command(
         after_help = "Examples:\n  crawlworker health --metrics-addr 127.0.0.1:9410\n  HEALTHCHECK CMD [\"crawlworker\", \"health\"]   (with CRAWLWORKER_METRICS_ADDR set)"
     )]
-    Health {
-        /// The worker's --metrics-addr.
-        #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
-        metrics_addr: std::net::SocketAddr,
-    },
+    Health(HealthArgs),
     /// Check spider files; every problem is reported as
     /// file:line:column with a fix.
     #[command(
         after_help = "Examples:\n  crawlworker check spiders/bbs.toml\n  crawlworker check spiders/"
     )]
-    Check {
-        /// Spider files, or directories whose *.toml files are checked.
-        #[arg(required = true, value_name = "SPIDER")]
-        spiders: Vec<SpiderPath>,
-    },
+    Check(CheckArgs),
     /// Try a spider on one page (a URL to fetch, or a saved file) and print
     /// what it gives as JSON; no Redis needed.
     #[command(
         after_help = "Examples:\n  crawlworker parse spiders/bbs.toml http://127.0.0.1:8700/list/00001/1 --meta '{\"forum_id\": \"00001\", \"max_page\": 2}'\n  crawlworker parse spiders/bbs.toml saved.html --url http://127.0.0.1:8700/post/1001"
     )]
-    Parse {
-        /// The spider file (TOML).
-        spider: SpiderPath,
-        /// An http(s) URL to fetch, or a file holding a saved page.
-        target: String,
-        /// The page's address, when TARGET is a file (for rule matching and links).
-        #[arg(long)]
-        url: Option<String>,
-        /// Use this rule instead of the one whose `match` fits the URL.
-        #[arg(long, value_name = "NAME")]
-        rule: Option<String>,
-        /// The request's context, as a JSON object (e.g. a task).
-        #[arg(long, value_name = "JSON")]
-        meta: Option<String>,
-        /// The request's depth.
-        #[arg(long, default_value_t = 0, value_name = "N")]
-        depth: u32,
-        #[command(flatten)]
-        config: ConfigArgs,
-    },
+    Parse(ParseArgs),
     /// Show a URL's scrapy-redis dupefilter fingerprint, its safe form and
     /// its canonical form.
     #[command(
         after_help = "Examples:\n  crawlworker fingerprint 'http://example.com/a?b=2&a=1'\n  crawlworker fingerprint http://example.com/search --method POST --body 'q=x'"
     )]
-    Fingerprint {
-        /// The URL, as a page or a task gives it.
-        url: String,
-        /// The request's HTTP method.
-        #[arg(long, default_value = "GET")]
-        method: String,
-        /// The request body, as text.
-        #[arg(long, default_value = "")]
-        body: String,
-    },
+    Fingerprint(FingerprintArgs),
     /// List every setting with its default and meaning.
     #[command(after_help = "Examples:\n  crawlworker settings\n  crawlworker settings --markdown")]
-    Settings {
-        /// As the README's Markdown table.
-        #[arg(long)]
-        markdown: bool,
-    },
+    Settings(SettingsArgs),
     /// Print a shell completion script, e.g.
     /// `crawlworker completions bash > ~/.local/share/bash-completion/completions/crawlworker`.
     #[command(
         after_help = "Examples:\n  crawlworker completions bash > ~/.local/share/bash-completion/completions/crawlworker\n  crawlworker completions zsh > ~/.zfunc/_crawlworker"
     )]
-    Completions {
-        /// The shell.
-        shell: clap_complete::Shell,
-    },
+    Completions(CompletionsArgs),
+}
+
+/// The arguments of `crawlworker run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Spider files (TOML), or directories of them; one worker runs them
+    /// all, sharing its download slots fairly, and reloads a file when it
+    /// changes (or on SIGHUP).
+    #[arg(required = true, value_name = "SPIDER")]
+    pub spiders: Vec<SpiderPath>,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+    /// Pages this worker downloads at once (the concurrent_requests setting).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: Option<u32>,
+    /// Exit after this long without work, e.g. 30s or 5m (default: run forever).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub idle_exit: Option<Duration>,
+    /// Exit when the whole crawl is finished: nothing queued, nothing in
+    /// flight in any worker, no start entries.
+    #[arg(long)]
+    pub until_drained: bool,
+    /// Serve Prometheus metrics on this address (`/metrics`, and
+    /// `/healthz` for health checks), e.g. 127.0.0.1:9410.
+    #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Crawl in this process alone, without Redis: the queue, the
+    /// dupefilter and the politeness state live in memory, items go to
+    /// --output, and the command exits when the crawl is done. One spider.
+    #[arg(long, conflicts_with_all = ["until_drained", "idle_exit", "metrics_addr"])]
+    pub local: bool,
+    /// With --local: a start entry (URL or JSON task); repeat for more.
+    #[arg(long = "start", value_name = "ENTRY", requires = "local")]
+    pub start: Vec<String>,
+    /// With --local: read start entries from this file, one per line
+    /// ("-" for standard input).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "local",
+        conflicts_with = "start"
+    )]
+    pub start_file: Option<PathBuf>,
+    /// With --local: write the items to this file, as JSON Lines ("-",
+    /// the default: standard output).
+    #[arg(long, short = 'o', value_name = "FILE", requires = "local")]
+    pub output: Option<PathBuf>,
+}
+
+/// The arguments of `crawlworker push-urls`.
+#[derive(Debug, clap::Args)]
+pub struct PushUrlsArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    /// Entries (URLs or JSON tasks); with none, read --file, or standard
+    /// input, one per line.
+    #[arg(value_name = "ENTRY")]
+    pub entries: Vec<String>,
+    /// Read entries from this file, one per line ("-" for standard input).
+    #[arg(long, short = 'f', value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Score of the entries; only for a start key of type zset (higher
+    /// is claimed first).
+    #[arg(long, value_name = "SCORE")]
+    pub priority: Option<f64>,
+    /// Push only while the start key holds fewer than N entries; the
+    /// entries left over are printed on standard output.
+    #[arg(long, value_name = "N")]
+    pub max_queue: Option<u64>,
+    /// Instead of new entries, move the requests recorded in the failed
+    /// key back into the queue (their retries start again).
+    #[arg(long, conflicts_with_all = ["entries", "file", "max_queue", "priority"])]
+    pub from_failed: bool,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker pause`.
+#[derive(Debug, clap::Args)]
+pub struct PauseArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker resume`.
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker flush`.
+#[derive(Debug, clap::Args)]
+pub struct FlushArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    /// The start entries.
+    #[arg(long)]
+    pub start_urls: bool,
+    /// The request queue, in-flight leases and retries waiting.
+    #[arg(long)]
+    pub requests: bool,
+    /// The dupefilter, so every URL is crawled again.
+    #[arg(long)]
+    pub dupefilter: bool,
+    /// The scraped items.
+    #[arg(long)]
+    pub items: bool,
+    /// The stats hash.
+    #[arg(long)]
+    pub stats: bool,
+    /// Dead letters and failed requests.
+    #[arg(long)]
+    pub dead: bool,
+    /// Per-host politeness state: next slots, Crawl-delays, back-off,
+    /// the robots.txt cache.
+    #[arg(long)]
+    pub politeness: bool,
+    /// The revisit schedule (pages a `revisit` rule fetches again).
+    /// A revisit already queued or in flight is scheduled again when
+    /// it is fetched, if its rule still says `revisit`.
+    #[arg(long)]
+    pub schedule: bool,
+    /// Every key of the spider.
+    #[arg(long)]
+    pub all: bool,
+    /// Remove one URL's fingerprint from the dupefilter (so it is
+    /// crawled again).
+    #[arg(long, value_name = "URL")]
+    pub fingerprint: Option<String>,
+    /// Do not ask (needed when standard input is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker stats`.
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    /// Print one JSON object instead of text.
+    #[arg(long, conflicts_with = "watch")]
+    pub json: bool,
+    /// Keep a live view, refreshed every second, until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker items`.
+#[derive(Debug, clap::Args)]
+pub struct ItemsArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    /// At most this many items (default: all there are).
+    #[arg(short = 'n', long = "limit", value_name = "N")]
+    pub limit: Option<u64>,
+    /// Keep printing items as they arrive, until interrupted.
+    #[arg(long)]
+    pub follow: bool,
+    /// Remove the items printed from Redis (a consumer's read; each item
+    /// reaches one consumer).
+    #[arg(long)]
+    pub pop: bool,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker dashboard`.
+#[derive(Debug, clap::Args)]
+pub struct DashboardArgs {
+    /// Spider files (TOML) to show.
+    #[arg(required = true, value_name = "SPIDER")]
+    pub spiders: Vec<SpiderPath>,
+    /// The address to serve the page on.
+    #[arg(long, default_value = "127.0.0.1:9400", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker health`.
+#[derive(Debug, clap::Args)]
+pub struct HealthArgs {
+    /// The worker's --metrics-addr.
+    #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
+    pub metrics_addr: std::net::SocketAddr,
+}
+
+/// The arguments of `crawlworker check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Spider files, or directories whose *.toml files are checked.
+    #[arg(required = true, value_name = "SPIDER")]
+    pub spiders: Vec<SpiderPath>,
+}
+
+/// The arguments of `crawlworker parse`.
+#[derive(Debug, clap::Args)]
+pub struct ParseArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    /// An http(s) URL to fetch, or a file holding a saved page.
+    pub target: String,
+    /// The page's address, when TARGET is a file (for rule matching and links).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Use this rule instead of the one whose `match` fits the URL.
+    #[arg(long, value_name = "NAME")]
+    pub rule: Option<String>,
+    /// The request's context, as a JSON object (e.g. a task).
+    #[arg(long, value_name = "JSON")]
+    pub meta: Option<String>,
+    /// The request's depth.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub depth: u32,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// The arguments of `crawlworker fingerprint`.
+#[derive(Debug, clap::Args)]
+pub struct FingerprintArgs {
+    /// The URL, as a page or a task gives it.
+    pub url: String,
+    /// The request's HTTP method.
+    #[arg(long, default_value = "GET")]
+    pub method: String,
+    /// The request body, as text.
+    #[arg(long, default_value = "")]
+    pub body: String,
+}
+
+/// The arguments of `crawlworker settings`.
+#[derive(Debug, clap::Args)]
+pub struct SettingsArgs {
+    /// As the README's Markdown table.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+/// The arguments of `crawlworker completions`.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
 }

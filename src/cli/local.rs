@@ -18,12 +18,12 @@ use tokio::sync::watch;
 use super::tools::{entry_lines, valid_entries};
 use super::{load_spider, status_line, InvalidInput};
 use crate::config::Config;
-use crate::frontier::local::ItemWriter;
+use crate::frontier::local::{ItemWriter, LocalFrontier};
 use crate::frontier::Backend;
 use crate::settings::Overrides;
 use crate::wording::plural;
 use crate::worker::shared::Shared;
-use crate::worker::{SpiderRun, StopRules};
+use crate::worker::{RunSummary, SpiderRun, StopRules};
 
 /// What `run --local` was given besides the spider.
 pub struct Local {
@@ -53,17 +53,7 @@ pub async fn run_local(
         ))
         .into());
     }
-    let (sink, items_to): (ItemWriter, String) = match &local.output {
-        Some(p) if p.as_os_str() != "-" => {
-            let file = std::fs::File::create(p)
-                .map_err(|e| InvalidInput(format!("cannot write items to {}: {e}", p.display())))?;
-            (Box::new(BufWriter::new(file)), p.display().to_string())
-        }
-        _ => (
-            Box::new(BufWriter::new(std::io::stdout())),
-            "standard output".to_string(),
-        ),
-    };
+    let (sink, items_to) = item_sink(local.output.as_deref())?;
     let (stop, shutdown) = watch::channel(false);
     super::run::listen_for_signals(stop.clone());
     let settings = spider.settings.clone();
@@ -74,18 +64,7 @@ pub async fn run_local(
     )
     .with_memory_budget(settings.download_memory_budget.0);
     let (run, store) = SpiderRun::local(spider, settings, &shared, entries, sink)?;
-    // Items that cannot be written stop the crawl: nothing more is leased,
-    // and the command fails below.
-    let watched = store.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            if watched.sink_error().is_some() {
-                let _ = stop.send(true);
-                return;
-            }
-        }
-    });
+    stop_when_items_fail(store.clone(), stop);
     let run = match status_line.then(status_line::show).flatten() {
         Some(bar) => {
             let watched = vec![(run.spider.name.clone(), run.progress(), run.frontier())];
@@ -102,6 +81,51 @@ pub async fn run_local(
     if let Some(e) = store.sink_error() {
         anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped");
     }
+    log_summary(&store, &summary, &items_to).await?;
+    Ok(if bad > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Where the items go (`--output`, standard output by default), and its
+/// name for messages.
+fn item_sink(output: Option<&Path>) -> anyhow::Result<(ItemWriter, String)> {
+    Ok(match output {
+        Some(p) if p.as_os_str() != "-" => {
+            let file = std::fs::File::create(p)
+                .map_err(|e| InvalidInput(format!("cannot write items to {}: {e}", p.display())))?;
+            (Box::new(BufWriter::new(file)), p.display().to_string())
+        }
+        _ => (
+            Box::new(BufWriter::new(std::io::stdout())),
+            "standard output".to_string(),
+        ),
+    })
+}
+
+/// Items that cannot be written stop the crawl: nothing more is leased,
+/// and the command fails.
+fn stop_when_items_fail(store: LocalFrontier, stop: watch::Sender<bool>) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if store.sink_error().is_some() {
+                let _ = stop.send(true);
+                return;
+            }
+        }
+    });
+}
+
+/// How the crawl ended: the items written, the requests that failed for
+/// good (the first 20 of them by URL) and the entries set aside.
+async fn log_summary(
+    store: &LocalFrontier,
+    summary: &RunSummary,
+    items_to: &str,
+) -> anyhow::Result<()> {
     let status = store.status().await?;
     let failed = store.failures(usize::MAX).await?;
     tracing::info!(
@@ -115,9 +139,5 @@ pub async fn run_local(
     for f in failed.iter().take(20) {
         tracing::warn!(url = %f.request.url, reason = %f.reason, "failed");
     }
-    Ok(if bad > 0 {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(())
 }

@@ -2,204 +2,175 @@
 //! print results on stdout and problems on stderr; the exit code says which
 //! (0 ok, 1 failed, 2 invalid input such as a broken spider or entry).
 //!
-//! The crawl commands live in [`run`]; the Redis tools (`push-urls`,
-//! `flush`, `stats`) in [`tools`].
+//! [`run()`] dispatches each command to its function. The crawl commands live
+//! in [`run`](mod@run) (and `local` for `run --local`); the Redis tools in
+//! [`tools`] (`push-urls`, `pause`, `flush`), [`stats`] (with `watch` for
+//! `stats --watch`) and [`items`]; spider files are tried with [`check`] and
+//! [`parse`].
 
 pub mod args;
+mod check;
 mod items;
 mod local;
 pub mod logging;
 pub mod output;
+mod parse;
 mod run;
+mod stats;
 mod status_line;
 mod tools;
 mod watch;
 
 pub use args::{Cli, Command, ConfigArgs, RedisArgs};
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::CommandFactory;
-use serde_json::{json, Map, Value};
 
 use crate::config::Config;
-use crate::extract::{self, Response};
-
-use crate::downloader::{Fetched, HttpClient};
 use crate::frontier::KeyGroup;
-use crate::request::Request;
 use crate::settings::{self, Overrides, RedisUrl};
 use crate::spider::{LoadError, Spider};
-use crate::wording::plural;
+use args::{FingerprintArgs, FlushArgs, ItemsArgs, PushUrlsArgs, RunArgs};
 
-/// Runs a parsed command line.
+/// Runs a parsed command line: each command is one function.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let status_line = !cli.quiet && cli.log_format == logging::LogFormat::Text;
     match cli.command {
-        Command::Run {
-            spiders,
-            redis,
-            concurrency,
-            idle_exit,
-            until_drained,
-            metrics_addr,
-            local,
-            start,
-            start_file,
-            output,
-        } => {
-            let config = load_config(&redis.config)?;
-            let cli_layer = Overrides {
-                redis_url: redis.redis,
-                concurrent_requests: concurrency,
-                ..Overrides::default()
-            };
-            if local {
-                let [spider] = spiders.as_slice() else {
-                    return Err(InvalidInput(
-                        "--local crawls one spider: give one spider file".into(),
-                    )
-                    .into());
-                };
-                let given = local::Local {
-                    start,
-                    start_file,
-                    output,
-                };
-                return local::run_local(&config, spider, &cli_layer, given, status_line).await;
-            }
-            let rules = crate::worker::StopRules {
-                idle_exit,
-                until_drained,
-            };
-            run::run(
-                &config,
-                &spiders,
-                &cli_layer,
-                rules,
-                metrics_addr,
-                status_line,
-            )
-            .await
+        Command::Run(args) => run_spiders(args, status_line).await,
+        Command::PushUrls(args) => push_urls(args).await,
+        Command::Pause(args) => tools::pause(&args.spider, &args.redis, true).await,
+        Command::Resume(args) => tools::pause(&args.spider, &args.redis, false).await,
+        Command::Flush(args) => flush(args).await,
+        Command::Stats(args) if args.watch && !args.json => {
+            watch::watch(&args.spider, &args.redis).await
         }
-        Command::PushUrls {
-            spider,
-            entries,
-            file,
-            priority,
-            max_queue,
-            from_failed,
-            redis,
-        } => {
-            if from_failed {
-                tools::requeue_failed(&spider, &redis).await
-            } else {
-                let push = tools::Push {
-                    entries,
-                    file,
-                    priority,
-                    max_queue,
-                };
-                tools::push_urls(&spider, &redis, push).await
-            }
-        }
-        Command::Pause { spider, redis } => tools::pause(&spider, &redis, true).await,
-        Command::Resume { spider, redis } => tools::pause(&spider, &redis, false).await,
-        Command::Flush {
-            spider,
-            requests,
-            dupefilter,
-            items,
-            stats,
-            start_urls,
-            dead,
-            politeness,
-            schedule,
-            all,
-            fingerprint,
-            yes,
-            redis,
-        } => {
-            let groups: Vec<KeyGroup> = [
-                (start_urls, KeyGroup::StartUrls),
-                (requests, KeyGroup::Requests),
-                (politeness, KeyGroup::Politeness),
-                (dupefilter, KeyGroup::Dupefilter),
-                (items, KeyGroup::Items),
-                (stats, KeyGroup::Stats),
-                (dead, KeyGroup::Dead),
-                (schedule, KeyGroup::Schedule),
-                (false, KeyGroup::Workers),
-                (false, KeyGroup::Control),
-            ]
-            .into_iter()
-            .filter(|(asked, _)| *asked || all)
-            .map(|(_, group)| group)
-            .collect();
-            tools::flush(&spider, &redis, &groups, fingerprint, yes).await
-        }
-        Command::Stats {
-            spider,
-            json,
-            watch: true,
-            redis,
-        } if !json => watch::watch(&spider, &redis).await,
-        Command::Stats {
-            spider,
-            json,
-            redis,
-            ..
-        } => tools::stats(&spider, &redis, json).await,
-        Command::Items {
-            spider,
-            limit,
-            follow,
-            pop,
-            redis,
-        } => items::items(&spider, &redis, items::Read { limit, follow, pop }).await,
-        Command::Dashboard {
-            spiders,
-            listen,
-            redis,
-        } => dashboard(&spiders, listen, &redis).await,
-        Command::Health { metrics_addr } => health(metrics_addr).await,
-        Command::Check { spiders } => Ok(check(&spiders)),
-        Command::Parse {
-            spider,
-            target,
-            url,
-            rule,
-            meta,
-            depth,
-            config,
-        } => {
-            let config = load_config(&config)?;
-            parse(&config, &spider, &target, url, rule, meta, depth).await
-        }
-        Command::Fingerprint { url, method, body } => {
-            let method = method.to_ascii_uppercase();
-            let safe = scrapy_url::safe_url_string(&url, encoding_rs::UTF_8);
-            output::print(format_args!(
-                "fingerprint {}\nmethod      {method}\nurl         {safe}\ncanonical   {}\n",
-                scrapy_url::request_fingerprint(&method, &safe, body.as_bytes()),
-                scrapy_url::canonicalize_url(&safe)
-            ))?;
+        Command::Stats(args) => stats::stats(&args.spider, &args.redis, args.json).await,
+        Command::Items(args) => items(args).await,
+        Command::Dashboard(args) => dashboard(&args.spiders, args.listen, &args.redis).await,
+        Command::Health(args) => health(args.metrics_addr).await,
+        Command::Check(args) => Ok(check::check(&args.spiders)),
+        Command::Parse(args) => parse::parse(args).await,
+        Command::Fingerprint(args) => fingerprint(&args),
+        Command::Settings(args) => {
+            output::print(settings_table(args.markdown))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Settings { markdown } => {
-            output::print(settings_table(markdown))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Completions { shell } => {
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "crawlworker", &mut script);
-            output::print(String::from_utf8_lossy(&script))?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Completions(args) => completions(args.shell),
     }
+}
+
+/// `crawlworker run`: a worker for the spiders, or with `--local` a whole
+/// crawl of one spider in this process.
+async fn run_spiders(args: RunArgs, status_line: bool) -> anyhow::Result<ExitCode> {
+    let config = load_config(&args.redis.config)?;
+    let cli_layer = Overrides {
+        redis_url: args.redis.redis,
+        concurrent_requests: args.concurrency,
+        ..Overrides::default()
+    };
+    if args.local {
+        let [spider] = args.spiders.as_slice() else {
+            return Err(
+                InvalidInput("--local crawls one spider: give one spider file".into()).into(),
+            );
+        };
+        let given = local::Local {
+            start: args.start,
+            start_file: args.start_file,
+            output: args.output,
+        };
+        return local::run_local(&config, spider, &cli_layer, given, status_line).await;
+    }
+    let rules = crate::worker::StopRules {
+        idle_exit: args.idle_exit,
+        until_drained: args.until_drained,
+    };
+    run::run(
+        &config,
+        &args.spiders,
+        &cli_layer,
+        rules,
+        args.metrics_addr,
+        status_line,
+    )
+    .await
+}
+
+/// `crawlworker push-urls`: new start entries, or the failed requests
+/// back into the queue.
+async fn push_urls(args: PushUrlsArgs) -> anyhow::Result<ExitCode> {
+    if args.from_failed {
+        return tools::requeue_failed(&args.spider, &args.redis).await;
+    }
+    let push = tools::Push {
+        entries: args.entries,
+        file: args.file,
+        priority: args.priority,
+        max_queue: args.max_queue,
+    };
+    tools::push_urls(&args.spider, &args.redis, push).await
+}
+
+/// `crawlworker flush`: the key groups asked for (every one with `--all`).
+async fn flush(args: FlushArgs) -> anyhow::Result<ExitCode> {
+    let groups: Vec<KeyGroup> = [
+        (args.start_urls, KeyGroup::StartUrls),
+        (args.requests, KeyGroup::Requests),
+        (args.politeness, KeyGroup::Politeness),
+        (args.dupefilter, KeyGroup::Dupefilter),
+        (args.items, KeyGroup::Items),
+        (args.stats, KeyGroup::Stats),
+        (args.dead, KeyGroup::Dead),
+        (args.schedule, KeyGroup::Schedule),
+        (false, KeyGroup::Workers),
+        (false, KeyGroup::Control),
+    ]
+    .into_iter()
+    .filter(|(asked, _)| *asked || args.all)
+    .map(|(_, group)| group)
+    .collect();
+    tools::flush(
+        &args.spider,
+        &args.redis,
+        &groups,
+        args.fingerprint,
+        args.yes,
+    )
+    .await
+}
+
+/// `crawlworker items`.
+async fn items(args: ItemsArgs) -> anyhow::Result<ExitCode> {
+    let read = items::Read {
+        limit: args.limit,
+        follow: args.follow,
+        pop: args.pop,
+    };
+    items::items(&args.spider, &args.redis, read).await
+}
+
+/// `crawlworker fingerprint`: a URL's dupefilter fingerprint, safe and
+/// canonical forms.
+fn fingerprint(args: &FingerprintArgs) -> anyhow::Result<ExitCode> {
+    let method = args.method.to_ascii_uppercase();
+    let safe = scrapy_url::safe_url_string(&args.url, encoding_rs::UTF_8);
+    output::print(format_args!(
+        "fingerprint {}\nmethod      {method}\nurl         {safe}\ncanonical   {}\n",
+        scrapy_url::request_fingerprint(&method, &safe, args.body.as_bytes()),
+        scrapy_url::canonicalize_url(&safe)
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `crawlworker completions`: the shell's completion script.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "crawlworker", &mut script);
+    output::print(String::from_utf8_lossy(&script))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `crawlworker dashboard`: reads the spiders, serves the page until Ctrl-C.
@@ -326,146 +297,4 @@ pub(crate) fn spider_files(paths: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-fn check(paths: &[PathBuf]) -> ExitCode {
-    let files = spider_files(paths);
-    if files.is_empty() {
-        eprintln!(
-            "crawlworker: no spider files (*.toml) in {}",
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        return ExitCode::from(2);
-    }
-    let mut bad = 0;
-    for path in &files {
-        match Spider::load(path) {
-            Ok(s) => {
-                for w in &s.warnings {
-                    eprintln!("{w}");
-                }
-                let handed: Vec<String> = s
-                    .handoffs
-                    .iter()
-                    .map(|h| format!(", hands links to `{}` ({})", h.spider, h.start_key))
-                    .collect();
-                let _ = output::line(format_args!(
-                    "{}: ok (spider `{}`, {}, {}{}{})",
-                    path.display(),
-                    s.name,
-                    plural(s.rules.len(), "rule", "rules"),
-                    plural(s.items.len(), "item type", "item types"),
-                    handed.concat(),
-                    match s.warnings.len() {
-                        0 => String::new(),
-                        n => format!(", {}", plural(n, "warning", "warnings")),
-                    }
-                ));
-            }
-            Err(e) => {
-                bad += 1;
-                eprintln!("{e}");
-            }
-        }
-    }
-    if bad == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
-    }
-}
-
-async fn parse(
-    config: &Config,
-    spider_path: &Path,
-    target: &str,
-    url: Option<String>,
-    rule: Option<String>,
-    meta: Option<String>,
-    depth: u32,
-) -> anyhow::Result<ExitCode> {
-    let spider = load_spider(config, spider_path, &Overrides::default())?;
-    if let Some(r) = &rule {
-        if spider.rule_index(r).is_none() {
-            let names: Vec<&str> = spider.rules.iter().map(|r| r.name.as_str()).collect();
-            bail!(
-                "spider `{}` has no rule `{r}`; its rules are: {}",
-                spider.name,
-                names.join(", ")
-            );
-        }
-    }
-    let meta: Map<String, Value> = match meta {
-        Some(m) => match serde_json::from_str(&m) {
-            Ok(Value::Object(o)) => o,
-            Ok(_) => bail!("--meta must be a JSON object, e.g. '{{\"forum_id\": \"00001\"}}'"),
-            Err(e) => bail!("--meta is not valid JSON: {e}"),
-        },
-        None => Map::new(),
-    };
-    let is_url = target.starts_with("http://") || target.starts_with("https://");
-    let page_url = match (&url, is_url) {
-        (Some(u), _) => u.clone(),
-        (None, true) => target.to_string(),
-        (None, false) => {
-            let abs = std::fs::canonicalize(target)
-                .with_context(|| format!("cannot read page file {target}"))?;
-            url::Url::from_file_path(&abs)
-                .map(|u| u.to_string())
-                .unwrap_or_else(|_| format!("file://{}", abs.display()))
-        }
-    };
-    let request = Request {
-        rule,
-        meta,
-        depth,
-        ..Request::get(&page_url)
-    };
-    let fetched = if is_url {
-        let client = HttpClient::new(&spider.settings)?;
-        client.fetch(&request).await?
-    } else {
-        let body =
-            std::fs::read(target).with_context(|| format!("cannot read page file {target}"))?;
-        Fetched {
-            url: request.url.clone(),
-            status: 200,
-            headers: Vec::new(),
-            body,
-            held: Default::default(),
-        }
-    };
-    let response = Response {
-        url: &fetched.url,
-        status: fetched.status,
-        headers: &fetched.headers,
-        body: &fetched.body,
-    };
-    let result = extract::extract(&spider, &request, &response);
-    let mut out = json!({
-        "url": fetched.url,
-        "status": fetched.status,
-        "bytes": fetched.body.len(),
-    });
-    let extra = serde_json::to_value(&result)?;
-    if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
-        o.extend(e);
-        if result.rule.is_none() {
-            o.insert(
-                "note".into(),
-                Value::String(format!(
-                    "no rule of spider `{}` matches {}; give --rule or --url",
-                    spider.name, fetched.url
-                )),
-            );
-        }
-    }
-    let mut stdout = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut stdout, &out)?;
-    writeln!(stdout)?;
-    Ok(ExitCode::SUCCESS)
 }

@@ -38,7 +38,56 @@ pub async fn run(
     metrics_addr: Option<SocketAddr>,
     status_line: bool,
 ) -> anyhow::Result<ExitCode> {
-    // Every broken spider is reported, not only the first.
+    let spiders = load_all(config, paths, cli)?;
+    let (stop, shutdown) = watch::channel(false);
+    listen_for_signals(stop);
+    // Bound before anything starts, so a taken port fails the command.
+    let metrics = match metrics_addr {
+        Some(addr) => Some(serve_metrics(addr, shutdown.clone()).await?),
+        None => None,
+    };
+    let total = download_slots(&spiders);
+    let budget = memory_budget(&spiders);
+    let shared = Shared::new(worker_id(), total, metrics).with_memory_budget(budget);
+    let mut sup = Supervisor::new(config, paths, cli, rules, shared, shutdown.clone());
+    if spiders.len() > 1 {
+        tracing::info!(
+            spiders = spiders.len(),
+            slots = total,
+            "one worker for {} spiders, sharing {total} download slots",
+            spiders.len()
+        );
+    }
+    let mut runs = Vec::new();
+    for (path, spider) in spiders {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let settings = spider.settings.clone();
+        match SpiderRun::connect(spider, settings, &sup.shared, &shutdown).await? {
+            Some(run) => runs.push((path, text, run)),
+            None => return Ok(ExitCode::SUCCESS),
+        }
+    }
+    if status_line {
+        runs = with_status_line(runs);
+    }
+    for (path, text, run) in runs {
+        sup.spawn(path, text, Starting::Connected(Box::new(run)));
+    }
+    sup.supervise().await;
+    Ok(if sup.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Loads every spider file `paths` name; every broken spider is reported,
+/// not only the first, and so is a spider two files define.
+fn load_all(
+    config: &Config,
+    paths: &[PathBuf],
+    cli: &Overrides,
+) -> anyhow::Result<Vec<(PathBuf, Spider)>> {
     let files = super::spider_files(paths);
     if files.is_empty() {
         return Err(InvalidInput(format!(
@@ -72,36 +121,41 @@ pub async fn run(
     if !invalid.is_empty() {
         return Err(InvalidInput(invalid.join("\n")).into());
     }
-    let (stop, shutdown) = watch::channel(false);
-    listen_for_signals(stop);
-    // Bound before anything starts, so a taken port fails the command.
-    let metrics = match metrics_addr {
-        Some(addr) => {
-            let listener = metrics::server::bind(addr).await?;
-            let metrics = Metrics::new();
-            let mut stopping = shutdown.clone();
-            tokio::spawn(metrics::server::serve(
-                listener,
-                metrics.clone(),
-                async move {
-                    let _ = stopping.wait_for(|stop| *stop).await;
-                },
-            ));
-            tracing::info!("metrics on http://{addr}/metrics");
-            Some(metrics)
-        }
-        None => None,
-    };
-    // The worker's download slots: as many as its most eager spider asks
-    // for, shared fairly among the spiders that have work.
-    let total = spiders
+    Ok(spiders)
+}
+
+/// Serves the metrics on `addr` until the worker stops.
+async fn serve_metrics(
+    addr: SocketAddr,
+    mut stopping: watch::Receiver<bool>,
+) -> anyhow::Result<Metrics> {
+    let listener = metrics::server::bind(addr).await?;
+    let metrics = Metrics::new();
+    tokio::spawn(metrics::server::serve(
+        listener,
+        metrics.clone(),
+        async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+        },
+    ));
+    tracing::info!("metrics on http://{addr}/metrics");
+    Ok(metrics)
+}
+
+/// The worker's download slots: as many as its most eager spider asks
+/// for, shared fairly among the spiders that have work.
+fn download_slots(spiders: &[(PathBuf, Spider)]) -> usize {
+    spiders
         .iter()
         .map(|(_, s)| s.settings.concurrent_requests as usize)
         .max()
-        .unwrap_or(1);
-    // Its memory budget for response bodies: the largest its spiders ask
-    // for (0, no bound, is the largest of all).
-    let budget = spiders
+        .unwrap_or(1)
+}
+
+/// The worker's memory budget for response bodies: the largest its
+/// spiders ask for (0, no bound, is the largest of all).
+fn memory_budget(spiders: &[(PathBuf, Spider)]) -> u64 {
+    spiders
         .iter()
         .map(|(_, s)| match s.settings.download_memory_budget.0 {
             0 => u64::MAX,
@@ -109,64 +163,25 @@ pub async fn run(
         })
         .max()
         .filter(|&b| b != u64::MAX)
-        .unwrap_or(0);
-    let mut sup = Supervisor {
-        config: config.clone(),
-        paths: paths.to_vec(),
-        cli: cli.clone(),
-        rules,
-        shared: Shared::new(worker_id(), total, metrics).with_memory_budget(budget),
-        shutdown: shutdown.clone(),
-        running: HashMap::new(),
-        pending: HashMap::new(),
-        left_alone: HashMap::new(),
-        tasks: JoinSet::new(),
-        failed: false,
+        .unwrap_or(0)
+}
+
+/// On a terminal a live status line replaces the periodic progress lines
+/// (for the spiders started now; one loaded later logs them).
+fn with_status_line(runs: Vec<(PathBuf, String, SpiderRun)>) -> Vec<(PathBuf, String, SpiderRun)> {
+    let Some(bar) = status_line::show() else {
+        return runs;
     };
-    if spiders.len() > 1 {
-        tracing::info!(
-            spiders = spiders.len(),
-            slots = total,
-            "one worker for {} spiders, sharing {total} download slots",
-            spiders.len()
-        );
-    }
-    let mut runs = Vec::new();
-    for (path, spider) in spiders {
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let settings = spider.settings.clone();
-        match SpiderRun::connect(spider, settings, &sup.shared, &shutdown).await? {
-            Some(run) => runs.push((path, text, run)),
-            None => return Ok(ExitCode::SUCCESS),
-        }
-    }
-    // On a terminal a live status line replaces the periodic progress
-    // lines (for the spiders started now; one loaded later logs them).
-    let status = if status_line {
-        status_line::show()
-    } else {
-        None
-    };
-    if let Some(bar) = status {
-        runs = runs
-            .into_iter()
-            .map(|(p, t, r)| (p, t, r.without_progress_lines()))
-            .collect();
-        let watched: Vec<_> = runs
-            .iter()
-            .map(|(_, _, r)| (r.spider.name.clone(), r.progress(), r.frontier()))
-            .collect();
-        tokio::spawn(update_status(bar, watched));
-    }
-    for (path, text, run) in runs {
-        sup.spawn(path, text, Starting::Connected(Box::new(run)));
-    }
-    sup.supervise().await;
-    Ok(if sup.failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    let runs: Vec<_> = runs
+        .into_iter()
+        .map(|(p, t, r)| (p, t, r.without_progress_lines()))
+        .collect();
+    let watched: Vec<_> = runs
+        .iter()
+        .map(|(_, _, r)| (r.spider.name.clone(), r.progress(), r.frontier()))
+        .collect();
+    tokio::spawn(update_status(bar, watched));
+    runs
 }
 
 /// A spider run the supervisor started.
@@ -208,6 +223,29 @@ struct Supervisor {
 }
 
 impl Supervisor {
+    fn new(
+        config: &Config,
+        paths: &[PathBuf],
+        cli: &Overrides,
+        rules: StopRules,
+        shared: Shared,
+        shutdown: watch::Receiver<bool>,
+    ) -> Supervisor {
+        Supervisor {
+            config: config.clone(),
+            paths: paths.to_vec(),
+            cli: cli.clone(),
+            rules,
+            shared,
+            shutdown,
+            running: HashMap::new(),
+            pending: HashMap::new(),
+            left_alone: HashMap::new(),
+            tasks: JoinSet::new(),
+            failed: false,
+        }
+    }
+
     fn spawn(&mut self, path: PathBuf, text: String, start: Starting) {
         let (stop, stopped) = watch::channel(false);
         let name = match &start {

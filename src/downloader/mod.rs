@@ -190,56 +190,83 @@ impl Downloader {
         request: &Request,
         turn: &politeness::Turn<'_>,
         wait: Duration,
-        mut paced_with: Duration,
+        paced_with: Duration,
         stats: &mut Tally,
     ) -> Ready {
         if !wait.is_zero() {
             self.politeness.wait_turn(wait).await;
         }
-        let host = request.host_key();
-        if self.settings.robotstxt_obey {
-            let checking = std::time::Instant::now();
-            match self.robots.check(request).await {
-                Verdict::Allowed { crawl_delay } => {
-                    // Leased before this worker knew the host's Crawl-delay,
-                    // or its slot passed while robots.txt was fetched (the
-                    // requests that waited for the same fetch would go out
-                    // together): take a fresh slot that respects both.
-                    let spacing = crawl_delay.max(paced_with);
-                    let late = !spacing.is_zero() && checking.elapsed() > spacing / 10;
-                    if crawl_delay > paced_with || late {
-                        let wait =
-                            until_done("reserve a politeness slot", &self.frontier.fatal(), || {
-                                self.frontier
-                                    .reserve_slot(&host, crawl_delay, Duration::ZERO, None)
-                            })
-                            .await;
-                        // Without a limit the slot is always reserved.
-                        tokio::time::sleep(wait.unwrap_or_default()).await;
-                        paced_with = spacing;
-                    }
+        let paced_with = if self.settings.robotstxt_obey {
+            match self.obey_robots(request, paced_with, stats).await {
+                Ok(paced_with) => paced_with,
+                Err(decided) => return Ready::Done(decided),
+            }
+        } else {
+            paced_with
+        };
+        self.take_slots(request, turn, paced_with).await
+    }
+
+    /// Asks robots.txt about the request: the spacing its slot now keeps,
+    /// or what became of it (forbidden, or robots.txt unavailable).
+    async fn obey_robots(
+        &self,
+        request: &Request,
+        paced_with: Duration,
+        stats: &mut Tally,
+    ) -> Result<Duration, Downloaded> {
+        let checking = std::time::Instant::now();
+        match self.robots.check(request).await {
+            Verdict::Allowed { crawl_delay } => {
+                // Leased before this worker knew the host's Crawl-delay,
+                // or its slot passed while robots.txt was fetched (the
+                // requests that waited for the same fetch would go out
+                // together): take a fresh slot that respects both.
+                let spacing = crawl_delay.max(paced_with);
+                let late = !spacing.is_zero() && checking.elapsed() > spacing / 10;
+                if crawl_delay > paced_with || late {
+                    let host = request.host_key();
+                    let wait =
+                        until_done("reserve a politeness slot", &self.frontier.fatal(), || {
+                            self.frontier
+                                .reserve_slot(&host, crawl_delay, Duration::ZERO, None)
+                        })
+                        .await;
+                    // Without a limit the slot is always reserved.
+                    tokio::time::sleep(wait.unwrap_or_default()).await;
+                    return Ok(spacing);
                 }
-                Verdict::Forbidden => {
-                    tracing::debug!(url = %request.url, "forbidden by robots.txt");
-                    stats.add(stats::ROBOTSTXT_FORBIDDEN, 1);
-                    return Ready::Done(Downloaded::Decided(Box::default()));
-                }
-                Verdict::Unavailable { failure, again_in } => {
-                    // Not forbidden: "disallowed for now" (RFC 9309
-                    // 2.3.1.4) waits in Redis until robots.txt is fetched
-                    // again, or fails where --from-failed finds it.
-                    return Ready::Done(Downloaded::Decided(Box::new(retry::robots_unavailable(
-                        &self.settings,
-                        request,
-                        failure,
-                        again_in,
-                        stats,
-                    ))));
-                }
+                Ok(paced_with)
+            }
+            Verdict::Forbidden => {
+                tracing::debug!(url = %request.url, "forbidden by robots.txt");
+                stats.add(stats::ROBOTSTXT_FORBIDDEN, 1);
+                Err(Downloaded::Decided(Box::default()))
+            }
+            Verdict::Unavailable { failure, again_in } => {
+                // Not forbidden: "disallowed for now" (RFC 9309
+                // 2.3.1.4) waits in Redis until robots.txt is fetched
+                // again, or fails where --from-failed finds it.
+                Err(Downloaded::Decided(Box::new(retry::robots_unavailable(
+                    &self.settings,
+                    request,
+                    failure,
+                    again_in,
+                    stats,
+                ))))
             }
         }
-        // Slowed down since this request's slot was reserved: a fresh slot
-        // at the new pace, or back to the queue.
+    }
+
+    /// Takes the host's slots. Slowed down since this request's slot was
+    /// reserved: a fresh slot at the new pace, or back to the queue.
+    async fn take_slots(
+        &self,
+        request: &Request,
+        turn: &politeness::Turn<'_>,
+        mut paced_with: Duration,
+    ) -> Ready {
+        let host = request.host_key();
         loop {
             let slots = turn.slots().await;
             let (spacing, hold) = match turn.pace(paced_with) {

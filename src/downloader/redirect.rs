@@ -27,44 +27,21 @@ pub fn follow(
     stats: &mut Tally,
     host: HostOutcome,
 ) -> PageResult {
-    let Redirect {
-        response_url,
-        status,
-        location,
-    } = redirect;
-    let mut fail = |reason: String, kind: &str| {
-        tracing::warn!(url = %request.url, %reason, "redirect not followed; recorded in the failed key");
-        stats.add_in(stats::REDIRECT_FAILED, kind, 1);
-        PageResult {
-            failed: Some(FailedRecord::new(request, &reason, kind, Some(status))),
-            host,
-            ..PageResult::default()
-        }
-    };
-    let base = url::Url::parse(response_url).ok();
-    let Ok(target) = absolute_url(base.as_ref(), location, encoding_rs::UTF_8, false) else {
-        return fail(
-            format!("HTTP {status} to `{location}`, not an http(s) URL"),
-            "scheme",
-        );
-    };
     let mut chain = request.redirect_urls.clone();
     chain.push(request.url.clone());
-    if chain.contains(&target) {
-        return fail(
-            format!("redirect loop: {} leads back to {target}", request.url),
-            "loop",
-        );
-    }
-    if chain.len() > settings.redirect_max_times as usize {
-        return fail(
-            format!(
-                "redirect chain longer than redirect_max_times ({})",
-                settings.redirect_max_times
-            ),
-            "max_reached",
-        );
-    }
+    let target = match target(settings, request, &chain, redirect) {
+        Ok(target) => target,
+        Err((reason, kind)) => {
+            tracing::warn!(url = %request.url, %reason, "redirect not followed; recorded in the failed key");
+            stats.add_in(stats::REDIRECT_FAILED, kind, 1);
+            let failed = FailedRecord::new(request, &reason, kind, Some(redirect.status));
+            return PageResult {
+                failed: Some(failed),
+                host,
+                ..PageResult::default()
+            };
+        }
+    };
     if !spider.allows_url(&target) {
         tracing::debug!(url = %request.url, %target, "redirect to a host outside allowed_domains dropped");
         stats.add(stats::OFFSITE_FILTERED, 1);
@@ -80,8 +57,57 @@ pub fn follow(
             ..PageResult::default()
         };
     }
-    // 301/302/303 turn a POST into a GET without a body (as browsers and
-    // Scrapy do); 307/308 keep the method and body.
+    stats.add(stats::REDIRECT_COUNT, 1);
+    PageResult {
+        requests: vec![next_request(request, redirect.status, target, chain)],
+        host,
+        ..PageResult::default()
+    }
+}
+
+/// The URL a redirect leads to, or why it cannot be followed and the kind
+/// of failure (counted as `redirect/failed/<kind>`). `chain` is
+/// every URL of the redirects so far, this request's last.
+fn target(
+    settings: &Settings,
+    request: &Request,
+    chain: &[String],
+    redirect: Redirect<'_>,
+) -> Result<String, (String, &'static str)> {
+    let Redirect {
+        response_url,
+        status,
+        location,
+    } = redirect;
+    let base = url::Url::parse(response_url).ok();
+    let Ok(target) = absolute_url(base.as_ref(), location, encoding_rs::UTF_8, false) else {
+        return Err((
+            format!("HTTP {status} to `{location}`, not an http(s) URL"),
+            "scheme",
+        ));
+    };
+    if chain.contains(&target) {
+        return Err((
+            format!("redirect loop: {} leads back to {target}", request.url),
+            "loop",
+        ));
+    }
+    if chain.len() > settings.redirect_max_times as usize {
+        return Err((
+            format!(
+                "redirect chain longer than redirect_max_times ({})",
+                settings.redirect_max_times
+            ),
+            "max_reached",
+        ));
+    }
+    Ok(target)
+}
+
+/// The request for the redirect's target: 301/302/303 turn a POST into a
+/// GET without a body (as browsers and Scrapy do); 307/308 keep the method
+/// and body.
+fn next_request(request: &Request, status: u16, target: String, chain: Vec<String>) -> Request {
     let becomes_get = matches!(status, 301..=303) && request.method != "HEAD";
     let (method, body, headers) = if becomes_get {
         let headers = request
@@ -100,7 +126,6 @@ pub fn follow(
             request.headers.clone(),
         )
     };
-    stats.add(stats::REDIRECT_COUNT, 1);
     let mut next = Request {
         url: target,
         method,
@@ -114,9 +139,5 @@ pub fn follow(
     };
     // The target is not the page a revisit asked about: no validators of it.
     next.forget_revisit();
-    PageResult {
-        requests: vec![next],
-        host,
-        ..PageResult::default()
-    }
+    next
 }

@@ -85,69 +85,81 @@ fn check(field: &Field, value: &Value) -> Result<(), Drop> {
         return Err((DropReason::EmptyField, format!("field `{name}` is empty")));
     }
     if c.min_length.is_some() || c.max_length.is_some() {
-        let length = match value {
-            Value::String(s) => s.chars().count(),
-            Value::Array(a) => a.len(),
-            other => {
-                return Err((
-                    DropReason::WrongType,
-                    format!("field `{name}`: {} has no length (min_length, max_length measure text and lists)", shown(other)),
-                ))
-            }
-        };
-        if let Some(min) = c.min_length.filter(|m| length < *m) {
-            return Err((
-                DropReason::BadLength,
-                format!("field `{name}`: {} is shorter than {min}", shown(value)),
-            ));
-        }
-        if let Some(max) = c.max_length.filter(|m| length > *m) {
-            return Err((
-                DropReason::BadLength,
-                format!("field `{name}`: {} is longer than {max}", shown(value)),
-            ));
-        }
+        check_length(c, name, value)?;
     }
     let elements = match value {
         Value::Array(a) => a.as_slice(),
         v => std::slice::from_ref(v),
     };
     for v in elements {
-        if let Some(re) = &c.pattern {
-            let text = match v {
-                Value::String(s) => Cow::Borrowed(s.as_str()),
-                other => Cow::Owned(other.to_string()),
-            };
-            if !re.is_match(&text) {
-                return Err((
-                    DropReason::PatternMismatch,
-                    format!(
-                        "field `{name}`: {} does not match `{}`",
-                        shown(v),
-                        re.as_str()
-                    ),
-                ));
-            }
+        check_element(c, name, v)?;
+    }
+    Ok(())
+}
+
+/// `min_length` and `max_length`: the characters of a string, the
+/// elements of a list.
+fn check_length(c: &FieldChecks, name: &str, value: &Value) -> Result<(), Drop> {
+    let length = match value {
+        Value::String(s) => s.chars().count(),
+        Value::Array(a) => a.len(),
+        other => {
+            let shown = shown(other);
+            let why = format!("field `{name}`: {shown} has no length (min_length, max_length measure text and lists)");
+            return Err((DropReason::WrongType, why));
         }
-        if c.min.is_some() || c.max.is_some() {
-            let Some(n) = v.as_f64() else {
-                return Err((
-                    DropReason::WrongType,
-                    format!("field `{name}`: {} is not a number (min, max)", shown(v)),
-                ));
-            };
-            if c.min.is_some_and(|m| n < m) || c.max.is_some_and(|m| n > m) {
-                let bound = |b: Option<f64>| b.map_or("…".to_string(), |b| b.to_string());
-                return Err((
-                    DropReason::OutOfRange,
-                    format!(
-                        "field `{name}`: {} is outside {}..{}",
-                        shown(v),
-                        bound(c.min),
-                        bound(c.max)
-                    ),
-                ));
-            }
+    };
+    if let Some(min) = c.min_length.filter(|m| length < *m) {
+        return Err((
+            DropReason::BadLength,
+            format!("field `{name}`: {} is shorter than {min}", shown(value)),
+        ));
+    }
+    if let Some(max) = c.max_length.filter(|m| length > *m) {
+        return Err((
+            DropReason::BadLength,
+            format!("field `{name}`: {} is longer than {max}", shown(value)),
+        ));
+    }
+    Ok(())
+}
+
+/// `pattern`, `min` and `max` on one value (each element of a list).
+fn check_element(c: &FieldChecks, name: &str, v: &Value) -> Result<(), Drop> {
+    if let Some(re) = &c.pattern {
+        let text = match v {
+            Value::String(s) => Cow::Borrowed(s.as_str()),
+            other => Cow::Owned(other.to_string()),
+        };
+        if !re.is_match(&text) {
+            return Err((
+                DropReason::PatternMismatch,
+                format!(
+                    "field `{name}`: {} does not match `{}`",
+                    shown(v),
+                    re.as_str()
+                ),
+            ));
+        }
+    }
+    if c.min.is_some() || c.max.is_some() {
+        let Some(n) = v.as_f64() else {
+            return Err((
+                DropReason::WrongType,
+                format!("field `{name}`: {} is not a number (min, max)", shown(v)),
+            ));
+        };
+        if c.min.is_some_and(|m| n < m) || c.max.is_some_and(|m| n > m) {
+            let bound = |b: Option<f64>| b.map_or("…".to_string(), |b| b.to_string());
+            return Err((
+                DropReason::OutOfRange,
+                format!(
+                    "field `{name}`: {} is outside {}..{}",
+                    shown(v),
+                    bound(c.min),
+                    bound(c.max)
+                ),
+            ));
         }
     }
     Ok(())

@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 use crate::request::{Request, Task};
 use crate::spider::selector::Selected;
 use crate::spider::xpath::Found;
-use crate::spider::{Each, LinkSource, Spider};
+use crate::spider::{Each, LinkSource, Rule, Spider};
 use bounded::{Budget, CutShort};
 use fields::Scope;
 
@@ -183,19 +183,7 @@ pub fn extract_within(
     budget: &Budget,
 ) -> Extraction {
     let decoded = charset::decode(response.body, response.header("content-type"));
-    let mut out = Extraction {
-        rule: None,
-        encoding: decoded.encoding.name(),
-        charset_source: decoded.source,
-        ignored_status: None,
-        json_error: None,
-        items: Vec::new(),
-        dropped: Vec::new(),
-        requests: Vec::new(),
-        tasks: Vec::new(),
-        filtered: Filtered::default(),
-        cut_short: None,
-    };
+    let mut out = Extraction::empty(&decoded);
     // Scrapy's HttpErrorMiddleware: only 2xx pages reach the spider, unless
     // the spider allows the status.
     let status = response.status;
@@ -209,7 +197,7 @@ pub fn extract_within(
     out.rule = Some(rule.name.clone());
     // A JSON rule's response is one JSON document (its HTML parse is empty,
     // for the follow entries that read the text, a sitemap or a feed).
-    let (doc, json) = if rule.json {
+    let (html, json) = if rule.json {
         match json::parse(&decoded.text) {
             Ok(v) => (Html::new_document(), Some(v)),
             Err(e) => {
@@ -225,49 +213,69 @@ pub fn extract_within(
     if matches!(out.cut_short, Some(CutShort::Time | CutShort::Stopped)) {
         return out;
     }
-    let mut page = page::Page::new(response, request, &doc, decoded.encoding);
+    let mut page = page::Page::new(response, request, &html, decoded.encoding);
     if json.is_some() {
         page.base = url::Url::parse(response.url).ok();
     }
-    for ex in &rule.extract {
-        if let Some(cut) = budget.spent() {
-            out.cut_short = Some(cut);
-            return out;
+    let doc = Document {
+        html: &html,
+        json: json.as_ref(),
+        text: &decoded.text,
+        page: &page,
+    };
+    let ran = extract_items(spider, rule, &doc, budget, &mut out)
+        .and_then(|()| follow_links(spider, rule, &doc, budget, &mut out));
+    if let Err(cut) = ran {
+        out.cut_short = Some(cut);
+    }
+    out
+}
+
+impl Extraction {
+    /// Nothing extracted yet from a page read as `decoded` says.
+    fn empty(decoded: &charset::Decoded<'_>) -> Extraction {
+        Extraction {
+            rule: None,
+            encoding: decoded.encoding.name(),
+            charset_source: decoded.source,
+            ignored_status: None,
+            json_error: None,
+            items: Vec::new(),
+            dropped: Vec::new(),
+            requests: Vec::new(),
+            tasks: Vec::new(),
+            filtered: Filtered::default(),
+            cut_short: None,
         }
+    }
+}
+
+/// A page as its rule reads it.
+struct Document<'d> {
+    /// The HTML parse (empty for a rule that reads JSON).
+    html: &'d Html,
+    /// The JSON document, for a rule that reads JSON.
+    json: Option<&'d Value>,
+    /// The decoded text, for the follow entries that read it.
+    text: &'d str,
+    page: &'d page::Page<'d>,
+}
+
+/// The items of each of the rule's extract entries, or where the budget
+/// cut the extraction short.
+fn extract_items(
+    spider: &Spider,
+    rule: &Rule,
+    doc: &Document<'_>,
+    budget: &Budget,
+    out: &mut Extraction,
+) -> Result<(), CutShort> {
+    for ex in &rule.extract {
+        spent(budget)?;
         let def = &spider.items[ex.item];
-        let scopes: Vec<Scope<'_>> = match (&ex.each, &json) {
-            (Some(Each::Css(each)), _) => {
-                let mut scopes = Vec::new();
-                each.each(doc.root_element(), |s| {
-                    if let Selected::Element(e) = s {
-                        scopes.push(Scope::Html(e));
-                    }
-                });
-                scopes
-            }
-            (Some(Each::XPath(each)), _) => {
-                let root = doc.root_element();
-                let mut scopes = Vec::new();
-                each.each(root, page.xpath_order(root), |f| {
-                    if let Found::Element(e) = f {
-                        scopes.push(Scope::Html(e));
-                    }
-                });
-                scopes
-            }
-            (Some(Each::Json(each)), Some(v)) => {
-                json::scopes(each, v).into_iter().map(Scope::Json).collect()
-            }
-            (Some(Each::Json(_)), None) => Vec::new(),
-            (None, Some(v)) => vec![Scope::Json(v)],
-            (None, None) => vec![Scope::Html(doc.root_element())],
-        };
-        for scope in scopes {
-            if let Some(cut) = budget.spent() {
-                out.cut_short = Some(cut);
-                return out;
-            }
-            match fields::item(def, scope, &page, &ex.jsonld_types) {
+        for scope in scopes(ex.each.as_ref(), doc) {
+            spent(budget)?;
+            match fields::item(def, scope, doc.page, &ex.jsonld_types) {
                 Ok(fields) => out.items.push(Item {
                     kind: def.name.clone(),
                     fields,
@@ -280,18 +288,59 @@ pub fn extract_within(
             }
         }
     }
-    let mut follower = links::Follower::new(spider, &page, rule, &mut out.filtered);
-    for follow in &rule.follow {
-        if let Some(cut) = budget.spent() {
-            out.cut_short = Some(cut);
-            return out;
+    Ok(())
+}
+
+/// What one item is extracted from each: the nodes or JSON values `each`
+/// selects, or the whole document.
+fn scopes<'d>(each: Option<&Each>, doc: &Document<'d>) -> Vec<Scope<'d>> {
+    match (each, doc.json) {
+        (Some(Each::Css(each)), _) => {
+            let mut scopes = Vec::new();
+            each.each(doc.html.root_element(), |s| {
+                if let Selected::Element(e) = s {
+                    scopes.push(Scope::Html(e));
+                }
+            });
+            scopes
         }
+        (Some(Each::XPath(each)), _) => {
+            let root = doc.html.root_element();
+            let mut scopes = Vec::new();
+            each.each(root, doc.page.xpath_order(root), |f| {
+                if let Found::Element(e) = f {
+                    scopes.push(Scope::Html(e));
+                }
+            });
+            scopes
+        }
+        (Some(Each::Json(each)), Some(v)) => {
+            json::scopes(each, v).into_iter().map(Scope::Json).collect()
+        }
+        (Some(Each::Json(_)), None) => Vec::new(),
+        (None, Some(v)) => vec![Scope::Json(v)],
+        (None, None) => vec![Scope::Html(doc.html.root_element())],
+    }
+}
+
+/// The requests (and the tasks for other spiders) of each of the rule's
+/// follow entries, or where the budget cut the extraction short.
+fn follow_links(
+    spider: &Spider,
+    rule: &Rule,
+    doc: &Document<'_>,
+    budget: &Budget,
+    out: &mut Extraction,
+) -> Result<(), CutShort> {
+    let mut follower = links::Follower::new(spider, doc.page, rule, &mut out.filtered);
+    for follow in &rule.follow {
+        spent(budget)?;
         let mut found = Vec::new();
         match follow.links {
             LinkSource::Json(_) | LinkSource::Template(_) => {
-                json::follow(&mut follower, follow, json.as_ref(), &mut found)
+                json::follow(&mut follower, follow, doc.json, &mut found)
             }
-            _ => follower.follow(follow, &doc, &decoded.text, &mut found),
+            _ => follower.follow(follow, doc.html, doc.text, &mut found),
         }
         match follow.to_spider {
             None => out.requests.extend(found),
@@ -300,7 +349,15 @@ pub fn extract_within(
                 .extend(found.into_iter().map(|request| Task { to, request })),
         }
     }
-    out
+    Ok(())
+}
+
+/// Whether the budget is spent: its time is up or the worker stopped.
+fn spent(budget: &Budget) -> Result<(), CutShort> {
+    match budget.spent() {
+        Some(cut) => Err(cut),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -20,98 +20,7 @@
 use scraper::{ElementRef, Node};
 use serde_json::Value;
 
-/// A compiled `jsonld` path: property names and array indices.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JsonLdPath {
-    source: String,
-    steps: Vec<Step>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Step {
-    Key(String),
-    Index(usize),
-}
-
-impl JsonLdPath {
-    /// `headline`, `author.name`, `image.0.url`, `offers.price`.
-    pub fn parse(source: &str) -> Result<JsonLdPath, String> {
-        let text = source.trim();
-        if text.is_empty() {
-            return Err("the JSON-LD path is empty".into());
-        }
-        let mut steps = Vec::new();
-        for part in text.split('.') {
-            let part = part.trim();
-            if part.is_empty() {
-                return Err(format!(
-                    "`{text}` has an empty step; write property names separated by single dots, e.g. \"author.name\""
-                ));
-            }
-            if part.contains(['[', ']', '*', '$', ' ']) {
-                return Err(format!(
-                    "`{text}` is not a JSON-LD path: write property names and array indices separated by dots, e.g. \"author.0.name\""
-                ));
-            }
-            steps.push(match part.parse::<usize>() {
-                Ok(i) => Step::Index(i),
-                Err(_) => Step::Key(part.to_string()),
-            });
-        }
-        Ok(JsonLdPath {
-            source: source.to_string(),
-            steps,
-        })
-    }
-
-    pub fn source(&self) -> &str {
-        &self.source
-    }
-
-    /// The values the path reaches from `object`, in order.
-    fn values(&self, object: &Value) -> Vec<Value> {
-        let mut at: Vec<&Value> = vec![object];
-        for step in &self.steps {
-            let mut next = Vec::new();
-            for v in at {
-                match (step, v) {
-                    (Step::Index(i), Value::Array(a)) => next.extend(a.get(*i)),
-                    (Step::Key(k), Value::Object(o)) => next.extend(o.get(k.as_str())),
-                    // A property over an array: of every element.
-                    (Step::Key(k), Value::Array(a)) => {
-                        next.extend(a.iter().filter_map(|e| e.get(k.as_str())))
-                    }
-                    // `image.0` on a single image: the image itself.
-                    (Step::Index(0), v) => next.push(v),
-                    _ => {}
-                }
-            }
-            at = next;
-        }
-        let mut out = Vec::new();
-        for v in at {
-            match v {
-                Value::Array(a) => out.extend(a.iter().filter_map(leaf)),
-                v => out.extend(leaf(v)),
-            }
-        }
-        out
-    }
-}
-
-/// What a path ending at `v` gives: a scalar as it is, an object by its
-/// most telling property.
-fn leaf(v: &Value) -> Option<Value> {
-    match v {
-        Value::Null => None,
-        Value::Object(o) => ["@value", "name", "url", "contentUrl", "@id"]
-            .iter()
-            .find_map(|k| o.get(*k).filter(|v| v.is_string() || v.is_number()))
-            .cloned(),
-        Value::Array(_) => None,
-        v => Some(v.clone()),
-    }
-}
+use crate::spider::structured::{og_key, JsonLdPath};
 
 /// A page's structured data, read once.
 #[derive(Debug, Default)]
@@ -235,16 +144,6 @@ impl Metadata {
     /// The page's `og:`-style properties, for `parse` to show.
     pub fn properties(&self) -> &[(String, String)] {
         &self.properties
-    }
-}
-
-/// The `<meta>` key `og = "name"` reads.
-pub fn og_key(name: &str) -> String {
-    let name = name.trim().to_ascii_lowercase();
-    if name.contains(':') {
-        name
-    } else {
-        format!("og:{name}")
     }
 }
 
@@ -395,13 +294,5 @@ mod tests {
         );
         assert_eq!(get(&m, &["Product"], "name"), [json!("Lamp   (red)")]);
         assert_eq!(get(&m, &["product"], "offers.price"), [json!("19.90")]);
-    }
-
-    #[test]
-    fn paths_are_checked() {
-        assert!(JsonLdPath::parse("author..name").is_err());
-        assert!(JsonLdPath::parse("$.author[0]").is_err());
-        assert!(JsonLdPath::parse(" ").is_err());
-        assert!(JsonLdPath::parse("@graph.0.@type").is_ok());
     }
 }

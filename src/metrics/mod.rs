@@ -237,92 +237,118 @@ impl Collector for ClusterState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let gauge = ConstGauge::new(0i64);
-        {
-            let mut family = encoder.encode_descriptor(
-                names::QUEUE_ENTRIES,
-                "Entries in the spider's queues, for the whole cluster (every worker reports the same: aggregate with max)",
-                None,
-                gauge.metric_type(),
-            )?;
-            for (spider, c) in &spiders {
-                let q = c.queues;
-                for (queue, n) in [
-                    ("start", q.start),
-                    ("queued", q.queued),
-                    ("inflight", q.inflight),
-                    ("delayed", q.delayed),
-                    ("scheduled", q.scheduled),
-                    ("overdue", q.overdue),
-                    ("failed", q.failed),
-                    ("dead", q.dead),
-                ] {
-                    let labels: Labels = vec![
-                        ("spider".into(), spider.clone()),
-                        ("queue".into(), queue.into()),
-                    ];
-                    ConstGauge::new(n as i64).encode(family.encode_family(&labels)?)?;
-                }
-            }
-        }
-        for (name, help, value) in [
-            (
-                names::DUPEFILTER_ENTRIES,
-                "Fingerprints the spider's dupefilter holds, for the whole cluster (aggregate with max)",
-                (|c| c.queues.dupefilter) as fn(&Cluster) -> u64,
-            ),
-            (
-                names::WORKERS_LIVE,
-                "Workers whose heartbeat is fresh, for the whole cluster (aggregate with max)",
-                |c| c.workers_live,
-            ),
-            (
-                names::HOSTS_BACKED_OFF,
-                "Hosts the cluster has slowed down after 429 or 5xx responses, right now (aggregate with max)",
-                |c| c.hosts_backed_off,
-            ),
-            (
-                names::PAUSED,
-                "1 while the spider is paused (crawlworker pause), for the whole cluster (aggregate with max)",
-                |c| u64::from(c.queues.paused),
-            ),
-            (
-                names::ITEMS_BACKLOG_FULL,
-                "1 while the item stream's consumers lag by items_stream_max_backlog items and no page is leased, for the whole cluster (aggregate with max)",
-                |c| u64::from(c.queues.items_backlog_full),
-            ),
-        ] {
-            let mut family = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
-            for (spider, c) in &spiders {
-                let labels: Labels = vec![("spider".into(), spider.clone())];
-                ConstGauge::new(value(c) as i64).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        {
-            let counter = ConstCounter::new(0u64);
-            let mut family = encoder.encode_descriptor(
-                names::CLUSTER_LEASES_EXPIRED,
-                "Leases that expired (a worker died or stalled) and went back to the queue, for the whole cluster (aggregate with max)",
-                None,
-                counter.metric_type(),
-            )?;
-            for (spider, c) in &spiders {
-                let labels: Labels = vec![("spider".into(), spider.clone())];
-                ConstCounter::new(c.leases_expired).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
-                names::BUILD_INFO,
-                "The crawlworker version this worker runs (always 1)",
-                None,
-                gauge.metric_type(),
-            )?;
-            let labels: Labels = vec![("version".into(), crate::version::LONG.to_string())];
-            ConstGauge::new(1i64).encode(family.encode_family(&labels)?)?;
-        }
-        Ok(())
+        encode_queues(&mut encoder, &spiders)?;
+        encode_cluster_gauges(&mut encoder, &spiders)?;
+        encode_leases_expired(&mut encoder, &spiders)?;
+        encode_build_info(&mut encoder)
     }
+}
+
+/// The entries of each spider's queues, one series per queue.
+fn encode_queues(
+    encoder: &mut DescriptorEncoder,
+    spiders: &HashMap<String, Cluster>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        names::QUEUE_ENTRIES,
+        "Entries in the spider's queues, for the whole cluster (every worker reports the same: aggregate with max)",
+        None,
+        ConstGauge::new(0i64).metric_type(),
+    )?;
+    for (spider, c) in spiders {
+        let q = c.queues;
+        for (queue, n) in [
+            ("start", q.start),
+            ("queued", q.queued),
+            ("inflight", q.inflight),
+            ("delayed", q.delayed),
+            ("scheduled", q.scheduled),
+            ("overdue", q.overdue),
+            ("failed", q.failed),
+            ("dead", q.dead),
+        ] {
+            let labels: Labels = vec![
+                ("spider".into(), spider.clone()),
+                ("queue".into(), queue.into()),
+            ];
+            ConstGauge::new(n as i64).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// The cluster's gauges with one series per spider.
+fn encode_cluster_gauges(
+    encoder: &mut DescriptorEncoder,
+    spiders: &HashMap<String, Cluster>,
+) -> Result<(), std::fmt::Error> {
+    for (name, help, value) in [
+        (
+            names::DUPEFILTER_ENTRIES,
+            "Fingerprints the spider's dupefilter holds, for the whole cluster (aggregate with max)",
+            (|c| c.queues.dupefilter) as fn(&Cluster) -> u64,
+        ),
+        (
+            names::WORKERS_LIVE,
+            "Workers whose heartbeat is fresh, for the whole cluster (aggregate with max)",
+            |c| c.workers_live,
+        ),
+        (
+            names::HOSTS_BACKED_OFF,
+            "Hosts the cluster has slowed down after 429 or 5xx responses, right now (aggregate with max)",
+            |c| c.hosts_backed_off,
+        ),
+        (
+            names::PAUSED,
+            "1 while the spider is paused (crawlworker pause), for the whole cluster (aggregate with max)",
+            |c| u64::from(c.queues.paused),
+        ),
+        (
+            names::ITEMS_BACKLOG_FULL,
+            "1 while the item stream's consumers lag by items_stream_max_backlog items and no page is leased, for the whole cluster (aggregate with max)",
+            |c| u64::from(c.queues.items_backlog_full),
+        ),
+    ] {
+        let gauge = ConstGauge::new(0i64);
+        let mut family = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+        for (spider, c) in spiders {
+            let labels: Labels = vec![("spider".into(), spider.clone())];
+            ConstGauge::new(value(c) as i64).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// The leases that expired in the whole cluster, a counter per spider.
+fn encode_leases_expired(
+    encoder: &mut DescriptorEncoder,
+    spiders: &HashMap<String, Cluster>,
+) -> Result<(), std::fmt::Error> {
+    let counter = ConstCounter::new(0u64);
+    let mut family = encoder.encode_descriptor(
+        names::CLUSTER_LEASES_EXPIRED,
+        "Leases that expired (a worker died or stalled) and went back to the queue, for the whole cluster (aggregate with max)",
+        None,
+        counter.metric_type(),
+    )?;
+    for (spider, c) in spiders {
+        let labels: Labels = vec![("spider".into(), spider.clone())];
+        ConstCounter::new(c.leases_expired).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// The version this worker runs, as a label of a constant 1.
+fn encode_build_info(encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        names::BUILD_INFO,
+        "The crawlworker version this worker runs (always 1)",
+        None,
+        ConstGauge::new(0i64).metric_type(),
+    )?;
+    let labels: Labels = vec![("version".into(), crate::version::LONG.to_string())];
+    ConstGauge::new(1i64).encode(family.encode_family(&labels)?)?;
+    Ok(())
 }
 
 #[cfg(test)]

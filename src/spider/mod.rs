@@ -13,6 +13,7 @@ pub mod limits;
 pub mod selector;
 pub mod sending;
 pub mod start;
+pub mod structured;
 pub mod template;
 pub mod xpath;
 
@@ -25,10 +26,9 @@ pub use crate::reader::diagnostic::{Diagnostic, LoadError};
 pub use jsonpath::{JsonPath, Until};
 pub use selector::Selector;
 pub use sending::Sending;
+pub use structured::JsonLdPath;
 pub use template::Template;
 pub use xpath::XPath;
-
-pub use crate::extract::structured::JsonLdPath;
 
 pub use crate::frontier::keys::{ItemSink, KeyMode, Keys, StartKind};
 pub use crate::frontier::Handoff;

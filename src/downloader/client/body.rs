@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use super::super::budget::{Budget, Held};
+use super::super::budget::{Budget, Held, Reservation};
 
 /// The size limits of one downloader; 0 turns a limit off, as in Scrapy.
 #[derive(Debug, Clone, Copy)]
@@ -51,31 +51,15 @@ pub async fn read(
     limits: Limits,
     budget: Option<&Arc<Budget>>,
 ) -> Result<(Vec<u8>, Held), ReadError> {
-    let over = |size: u64, limit: u64| limit > 0 && size > limit;
     let announced = response
         .headers()
         .get(reqwest::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let mut warned = false;
-    if let Some(size) = announced {
-        if over(size, limits.max) {
-            return Err(ReadError::TooLarge {
-                limit: limits.max,
-                size,
-                announced: true,
-            });
-        }
-        if over(size, limits.warn) {
-            tracing::warn!(
-                %url,
-                size,
-                download_warnsize = limits.warn,
-                "expected response size is larger than download_warnsize"
-            );
-            warned = true;
-        }
-    }
+    let mut warned = match announced {
+        Some(size) => check_announced(size, url, limits)?,
+        None => false,
+    };
     let claim = match (announced, limits.max) {
         (Some(size), _) => size,
         (None, 0) => u64::MAX,
@@ -90,13 +74,7 @@ pub async fn read(
         reserve(&mut reservation, size).await?;
         body.reserve_exact(usize::try_from(size).unwrap_or(usize::MAX));
     }
-    // The most a body of unknown length may come to (none: no limit).
-    let ceiling = match (limits.max, &reservation) {
-        (0, None) => None,
-        (0, Some(r)) => Some(r.budget_total()),
-        (max, Some(r)) => Some(max.min(r.budget_total())),
-        (max, None) => Some(max),
-    };
+    let ceiling = ceiling(limits, reservation.as_ref());
     while let Some(chunk) = response.chunk().await.map_err(ReadError::Failed)? {
         let size = body.len() as u64 + chunk.len() as u64;
         if over(size, limits.max) {
@@ -138,6 +116,43 @@ pub async fn read(
     Ok((body, held))
 }
 
+/// Whether the body's Content-Length is within `download_maxsize`, and
+/// whether it was over `download_warnsize` (then logged, once).
+fn check_announced(size: u64, url: &str, limits: Limits) -> Result<bool, ReadError> {
+    if over(size, limits.max) {
+        return Err(ReadError::TooLarge {
+            limit: limits.max,
+            size,
+            announced: true,
+        });
+    }
+    if over(size, limits.warn) {
+        tracing::warn!(
+            %url,
+            size,
+            download_warnsize = limits.warn,
+            "expected response size is larger than download_warnsize"
+        );
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Whether `size` is over `limit` (0: no limit).
+fn over(size: u64, limit: u64) -> bool {
+    limit > 0 && size > limit
+}
+
+/// The most a body of unknown length may come to (none: no limit).
+fn ceiling(limits: Limits, reservation: Option<&Reservation>) -> Option<u64> {
+    match (limits.max, reservation) {
+        (0, None) => None,
+        (0, Some(r)) => Some(r.budget_total()),
+        (max, Some(r)) => Some(max.min(r.budget_total())),
+        (max, None) => Some(max),
+    }
+}
+
 /// Bodies of unknown length up to this size grow by a quarter at a time;
 /// past it, the buffer is made as large as the body may come to at once.
 const SMALL_BODY: u64 = 1 << 20;
@@ -158,10 +173,7 @@ fn capacity(cap: u64, size: u64, ceiling: Option<u64>) -> usize {
 }
 
 /// Grows `reservation` (if any) to `to` bytes in all.
-async fn reserve(
-    reservation: &mut Option<super::super::budget::Reservation>,
-    to: u64,
-) -> Result<(), ReadError> {
+async fn reserve(reservation: &mut Option<Reservation>, to: u64) -> Result<(), ReadError> {
     if let Some(r) = reservation {
         r.grow_to(to).await.map_err(|e| ReadError::OverBudget {
             budget: e.budget,

@@ -4,6 +4,7 @@
 //! how follow requests are sent (`method`, `body`, `form`, `headers`), and
 //! whether a rule reads its responses as JSON or as HTML (never both).
 
+use super::values::is_http_token;
 use super::Compiler;
 use crate::reader::{At, Loc};
 use crate::spider::file::{FollowFile, ItemFile, RuleFile};
@@ -91,10 +92,23 @@ impl Compiler<'_> {
 
     /// `each`, `counter`, `until` and the sending keys of a follow entry.
     pub(super) fn json_follow(&self, f: &FollowFile) -> Option<ApiFollow> {
-        let mut ok = true;
-        let each = match &f.each {
+        let each = self.follow_each(f);
+        let until = self.until(f);
+        let counter = self.counter(f);
+        let sending = self.sending(f);
+        Some(ApiFollow {
+            each: each?,
+            counter: counter?,
+            until: until?,
+            sending: sending?,
+        })
+    }
+
+    /// A follow entry's `each`: `Some(None)` without one; `None` on a
+    /// problem.
+    fn follow_each(&self, f: &FollowFile) -> Option<Option<JsonPath>> {
+        match &f.each {
             Some(at) if f.url.is_none() => {
-                ok = false;
                 self.problem(
                     &at.loc,
                     "`each` in a follow entry goes with a `url` template, rendered once per element",
@@ -102,89 +116,82 @@ impl Compiler<'_> {
                 );
                 None
             }
-            Some(at) => {
-                let path = self.jsonpath(at);
-                ok &= path.is_some();
-                path
-            }
-            None => None,
-        };
-        let until = f.until.as_ref().and_then(|u| {
-            if f.url.is_none() && f.json.is_none() {
-                ok = false;
-                self.problem(
-                    &u.loc,
-                    "`until` reads a JSON page, and this entry takes its links from elsewhere",
-                    "use it with `json = \"$…\"` or a `url` template, in a rule that reads JSON",
-                );
-                return None;
-            }
-            let conditions = [&u.empty, &u.last, &u.more];
-            if conditions.iter().all(|c| c.is_none()) {
-                ok = false;
-                self.problem(
-                    &u.loc,
-                    "`until` names no condition",
-                    "write until = { empty = \"$.comments\" }, { last = \"$.total_pages\" } or { more = \"$.has_more\" }",
-                );
-                return None;
-            }
-            let mut path = |at: &Option<At<String>>| match at {
-                Some(at) => {
-                    let p = self.jsonpath(at);
-                    ok &= p.is_some();
-                    p
-                }
-                None => None,
-            };
-            let until = Until {
-                empty: path(&u.empty),
-                last: path(&u.last),
-                more: path(&u.more),
-            };
-            if let (Some(last), None) = (&u.last, &f.counter) {
-                ok = false;
-                self.problem(
-                    &last.loc,
-                    "`until.last` compares the page counter with the last page, and this entry has no `counter`",
-                    "add counter = \"page\" (the context field holding the page number)",
-                );
-            }
-            Some(until)
-        });
-        let counter = match &f.counter {
-            Some(c) if f.until.is_none() => {
-                ok = false;
-                self.problem(
-                    &c.loc,
-                    "a page counter without `until` would count pages for ever",
-                    "add until = { empty = \"$.comments\" } (stop at a page without comments) or { last = \"$.total_pages\" }",
-                );
-                None
-            }
-            Some(c) if f.url.is_none() => {
-                ok = false;
-                self.problem(
-                    &c.loc,
-                    "`counter` puts the next page number into a `url` template, and this entry has none",
-                    format!("add url = \"…?page={{{}}}\"", c.value),
-                );
-                None
-            }
-            Some(c) => self.name(c, "context field").then(|| c.value.clone()),
-            None => None,
-        };
-        if f.counter.is_some() && counter.is_none() {
-            ok = false;
+            Some(at) => self.jsonpath(at).map(Some),
+            None => Some(None),
         }
-        let sending = self.sending(f);
-        ok &= sending.is_some();
-        ok.then_some(ApiFollow {
-            each,
-            counter,
-            until,
-            sending: sending?,
-        })
+    }
+
+    /// `until`: when a JSON page's follow-ups stop. `Some(None)` without
+    /// one; `None` on a problem.
+    fn until(&self, f: &FollowFile) -> Option<Option<Until>> {
+        let Some(u) = &f.until else {
+            return Some(None);
+        };
+        if f.url.is_none() && f.json.is_none() {
+            self.problem(
+                &u.loc,
+                "`until` reads a JSON page, and this entry takes its links from elsewhere",
+                "use it with `json = \"$…\"` or a `url` template, in a rule that reads JSON",
+            );
+            return None;
+        }
+        let conditions = [&u.empty, &u.last, &u.more];
+        if conditions.iter().all(|c| c.is_none()) {
+            self.problem(
+                &u.loc,
+                "`until` names no condition",
+                "write until = { empty = \"$.comments\" }, { last = \"$.total_pages\" } or { more = \"$.has_more\" }",
+            );
+            return None;
+        }
+        let mut ok = true;
+        let mut path = |at: &Option<At<String>>| match at {
+            Some(at) => {
+                let p = self.jsonpath(at);
+                ok &= p.is_some();
+                p
+            }
+            None => None,
+        };
+        let until = Until {
+            empty: path(&u.empty),
+            last: path(&u.last),
+            more: path(&u.more),
+        };
+        if let (Some(last), None) = (&u.last, &f.counter) {
+            ok = false;
+            self.problem(
+                &last.loc,
+                "`until.last` compares the page counter with the last page, and this entry has no `counter`",
+                "add counter = \"page\" (the context field holding the page number)",
+            );
+        }
+        ok.then_some(Some(until))
+    }
+
+    /// `counter`: the context field counting pages. `Some(None)` without
+    /// one; `None` on a problem.
+    fn counter(&self, f: &FollowFile) -> Option<Option<String>> {
+        let Some(c) = &f.counter else {
+            return Some(None);
+        };
+        if f.until.is_none() {
+            self.problem(
+                &c.loc,
+                "a page counter without `until` would count pages for ever",
+                "add until = { empty = \"$.comments\" } (stop at a page without comments) or { last = \"$.total_pages\" }",
+            );
+            return None;
+        }
+        if f.url.is_none() {
+            self.problem(
+                &c.loc,
+                "`counter` puts the next page number into a `url` template, and this entry has none",
+                format!("add url = \"…?page={{{}}}\"", c.value),
+            );
+            return None;
+        }
+        self.name(c, "context field").then(|| Some(c.value.clone()))
     }
 
     /// How a follow entry's requests are sent.
@@ -222,7 +229,7 @@ impl Compiler<'_> {
             .filter_map(|(k, v)| Some((k.value.clone(), template(v)?)))
             .collect();
         let method = match &f.method {
-            Some(m) if !super::is_http_token(&m.value) => {
+            Some(m) if !is_http_token(&m.value) => {
                 self.problem(
                     &m.loc,
                     format!("`{}` is not an HTTP method", m.value),

@@ -1,0 +1,122 @@
+//! `crawlworker parse`: one page (a URL fetched with the spider's settings,
+//! or a saved file) through the spider's rule, and what it gives printed
+//! as JSON. No Redis: nothing is queued, deduplicated or pushed.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use serde_json::{json, Map, Value};
+
+use super::args::ParseArgs;
+use super::{load_config, load_spider};
+use crate::downloader::{Fetched, HttpClient};
+use crate::extract::{self, Response};
+use crate::request::Request;
+use crate::settings::Overrides;
+use crate::spider::Spider;
+
+pub(super) async fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(&args.config)?;
+    let spider = load_spider(&config, &args.spider, &Overrides::default())?;
+    if let Some(r) = &args.rule {
+        if spider.rule_index(r).is_none() {
+            let names: Vec<&str> = spider.rules.iter().map(|r| r.name.as_str()).collect();
+            bail!(
+                "spider `{}` has no rule `{r}`; its rules are: {}",
+                spider.name,
+                names.join(", ")
+            );
+        }
+    }
+    let meta = meta(args.meta)?;
+    let target = args.target.as_str();
+    let is_url = target.starts_with("http://") || target.starts_with("https://");
+    let request = Request {
+        rule: args.rule,
+        meta,
+        depth: args.depth,
+        ..Request::get(&page_url(target, args.url, is_url)?)
+    };
+    let fetched = if is_url {
+        let client = HttpClient::new(&spider.settings)?;
+        client.fetch(&request).await?
+    } else {
+        read_page(target, &request)?
+    };
+    let out = report(&spider, &request, &fetched)?;
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut stdout, &out)?;
+    writeln!(stdout)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--meta`: the request's context, a JSON object.
+fn meta(meta: Option<String>) -> anyhow::Result<Map<String, Value>> {
+    Ok(match meta {
+        Some(m) => match serde_json::from_str(&m) {
+            Ok(Value::Object(o)) => o,
+            Ok(_) => bail!("--meta must be a JSON object, e.g. '{{\"forum_id\": \"00001\"}}'"),
+            Err(e) => bail!("--meta is not valid JSON: {e}"),
+        },
+        None => Map::new(),
+    })
+}
+
+/// The page's address: `--url`, the URL fetched, or the file's own.
+fn page_url(target: &str, url: Option<String>, is_url: bool) -> anyhow::Result<String> {
+    Ok(match (url, is_url) {
+        (Some(u), _) => u,
+        (None, true) => target.to_string(),
+        (None, false) => {
+            let abs = std::fs::canonicalize(target)
+                .with_context(|| format!("cannot read page file {target}"))?;
+            url::Url::from_file_path(&abs)
+                .map(|u| u.to_string())
+                .unwrap_or_else(|_| format!("file://{}", abs.display()))
+        }
+    })
+}
+
+/// A saved page, as if it had been fetched with status 200.
+fn read_page(target: &str, request: &Request) -> anyhow::Result<Fetched> {
+    let body = std::fs::read(target).with_context(|| format!("cannot read page file {target}"))?;
+    Ok(Fetched {
+        url: request.url.clone(),
+        status: 200,
+        headers: Vec::new(),
+        body,
+        held: Default::default(),
+    })
+}
+
+/// What is printed: the response's URL, status and size, then what the
+/// spider extracted from it (and a note when no rule handled it).
+fn report(spider: &Spider, request: &Request, fetched: &Fetched) -> anyhow::Result<Value> {
+    let response = Response {
+        url: &fetched.url,
+        status: fetched.status,
+        headers: &fetched.headers,
+        body: &fetched.body,
+    };
+    let result = extract::extract(spider, request, &response);
+    let mut out = json!({
+        "url": fetched.url,
+        "status": fetched.status,
+        "bytes": fetched.body.len(),
+    });
+    let extra = serde_json::to_value(&result)?;
+    if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
+        o.extend(e);
+        if result.rule.is_none() {
+            o.insert(
+                "note".into(),
+                Value::String(format!(
+                    "no rule of spider `{}` matches {}; give --rule or --url",
+                    spider.name, fetched.url
+                )),
+            );
+        }
+    }
+    Ok(out)
+}

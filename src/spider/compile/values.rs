@@ -1,0 +1,187 @@
+//! The values every section of a spider file writes: regexes (counted
+//! against the spider's limit), CSS selectors, XPaths, `{field}`
+//! templates, names, allowed domains and numbers given directly or as
+//! templates. Each is built here, or reported where it is written; which
+//! key may hold which value is the sections' business.
+
+use regex::Regex;
+
+use super::Compiler;
+use crate::reader::At;
+use crate::spider::file::IntOrTemplate;
+use crate::spider::{limits, IntSource, Selector, Template, XPath};
+
+/// Name of spiders, rules and items: they appear in Redis keys and logs.
+pub(super) fn valid_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// An HTTP method as written in capitals (`GET`, `POST`, `M-SEARCH`).
+pub(super) fn is_http_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'-')
+}
+
+impl Compiler<'_> {
+    pub(super) fn regex(&self, at: &At<String>) -> Option<Regex> {
+        if self.patterns.get() >= limits::MAX_PATTERNS {
+            if self.patterns.get() == limits::MAX_PATTERNS {
+                self.problem(
+                    &at.loc,
+                    format!(
+                        "the spider has more than {} regexes (`deny`, `match`, `allow`, `re`, …)",
+                        limits::MAX_PATTERNS
+                    ),
+                    "merge patterns into one with `|`, or filter URLs before they reach Redis",
+                );
+            }
+            self.patterns.set(self.patterns.get() + 1);
+            return None;
+        }
+        self.patterns.set(self.patterns.get() + 1);
+        limits::regex(&at.value)
+            .map_err(|e| {
+                let detail = e.to_string();
+                let last = detail.lines().last().unwrap_or("").trim().to_string();
+                self.problem(
+                    &at.loc,
+                    format!("`{}` is not a valid regex: {last}", crate::wording::cut(&at.value, 200)),
+                    "regexes use Rust syntax (Python's `re` without look-around or backreferences); escape a literal `.` or `?` with `\\`",
+                )
+            })
+            .ok()
+    }
+
+    pub(super) fn selector(&self, at: &At<String>) -> Option<Selector> {
+        // CSS never starts with `$`; a JSONPath always does.
+        if at.value.trim_start().starts_with('$') {
+            self.problem(
+                &at.loc,
+                format!("`{}` is a JSONPath, not a CSS selector", at.value),
+                format!(
+                    "write it as {{ json = \"{}\" }} (for a JSON response)",
+                    at.value
+                ),
+            );
+            return None;
+        }
+        Selector::parse(&at.value)
+            .map_err(|e| {
+                self.problem(
+                    &at.loc,
+                    e,
+                    "write CSS with Scrapy's pseudo-elements, e.g. `h1::text`, `div.body ::text`, `a::attr(href)`",
+                )
+            })
+            .ok()
+    }
+
+    pub(super) fn xpath(&self, at: &At<String>) -> Option<XPath> {
+        XPath::parse(&at.value)
+            .map_err(|e| {
+                self.problem(
+                    &at.loc,
+                    e,
+                    "write XPath 1.0 as in Scrapy, e.g. `//h1/text()`, `//a[contains(@class, 'next')]/@href`, `normalize-space(//div[@id='body'])`",
+                )
+            })
+            .ok()
+    }
+
+    pub(super) fn template(&self, at: &At<String>) -> Option<Template> {
+        Template::parse(&at.value)
+            .map_err(|e| {
+                self.problem(
+                    &at.loc,
+                    format!("`{}` is not a valid template: {e}", at.value),
+                    "write `{field}` to insert a task field, `{{` for a literal brace",
+                )
+            })
+            .ok()
+    }
+
+    pub(super) fn name(&self, at: &At<String>, what: &str) -> bool {
+        let ok = valid_name(&at.value);
+        if !ok {
+            self.problem(
+                &at.loc,
+                format!("`{}` is not a valid {what} name", at.value),
+                "use letters, digits, `_`, `-` and `.`, starting with a letter or digit",
+            );
+        }
+        ok
+    }
+
+    /// An `allowed_domains` entry, lower-cased, without a trailing dot.
+    pub(super) fn domain(&self, at: &At<String>) -> Option<String> {
+        let d = at.value.trim().trim_end_matches('.').to_ascii_lowercase();
+        let bad = if d.is_empty() {
+            Some("an empty domain")
+        } else if d.contains("://") || d.contains('/') {
+            Some("a URL, not a domain")
+        } else if d.contains(':') && !d.starts_with('[') {
+            Some("a domain with a port (ports are not compared)")
+        } else {
+            None
+        };
+        match bad {
+            Some(what) => {
+                self.problem(
+                    &at.loc,
+                    format!("`{}` is {what}", at.value),
+                    "write just the host, e.g. \"bbs.example.com\"; its subdomains are allowed too",
+                );
+                None
+            }
+            None => Some(d),
+        }
+    }
+
+    /// A number written directly (within `range`) or as a template.
+    pub(super) fn int_source(
+        &self,
+        at: &At<IntOrTemplate>,
+        known: &Option<Vec<String>>,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Option<IntSource> {
+        match &at.value {
+            IntOrTemplate::Int(i) if !range.contains(i) => {
+                self.problem(
+                    &at.loc,
+                    format!("{i} is out of range"),
+                    format!(
+                        "use a whole number from {} to {}",
+                        range.start(),
+                        range.end()
+                    ),
+                );
+                None
+            }
+            IntOrTemplate::Int(i) => Some(IntSource::Fixed(*i)),
+            IntOrTemplate::Template(s) => {
+                let t = self.template(&At::new(s.clone(), at.loc.clone()))?;
+                if t.fields().is_empty() {
+                    self.problem(
+                        &at.loc,
+                        format!("\"{s}\" is a string, not a number"),
+                        "write a number without quotes, or a \"{field}\" template",
+                    );
+                    return None;
+                }
+                if let Some(fields) = known {
+                    for f in t.fields() {
+                        if !fields.iter().any(|k| k == f) {
+                            self.problem(
+                                &at.loc,
+                                format!("`{{{f}}}` is not a task field"),
+                                format!("task_fields lists: {}", fields.join(", ")),
+                            );
+                        }
+                    }
+                }
+                Some(IntSource::Template(t))
+            }
+        }
+    }
+}
