@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use crawlworker::frontier::{
-    Committed, DeadLetter, Frontier, Options, PageResult, RedisFrontier, Refused, StartClaim,
-};
+use crawlworker::frontier::{Committed, DeadLetter, Options, PageResult, RedisFrontier};
 use crawlworker::spider::Spider;
 use crawlworker_demo::Site;
 use crawlworker_testkit::FixtureServer;
@@ -18,24 +16,11 @@ use crawlworker_testkit::FixtureServer;
 use crawlworker::worker::StopRules;
 use crawlworker_testkit::{eventually, eventually_async, spider_for, temp_dir, RedisServer};
 
+use crate::frontier_contract::{enqueue, order, spider};
 use crate::in_process::InProcess;
 
-const SPIDER: &str = r#"
-name = "q"
-[start]
-url = "http://127.0.0.1:8700/list/{n}/1"
-priority = "{p}"
-[items.x]
-n = { meta = "n" }
-[[rules]]
-name = "list"
-match = '/list/'
-  [[rules.extract]]
-  item = "x"
-"#;
-
 async fn frontier(redis: &RedisServer, worker: &str, lease: Duration) -> (Spider, RedisFrontier) {
-    let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let spider = spider();
     let client = redis::Client::open(redis.url()).unwrap();
     let options = Options {
         lease,
@@ -63,33 +48,6 @@ async fn batching(redis: &RedisServer, spider: &Spider, commit_wait: Duration) -
     .unwrap()
 }
 
-/// Pushes tasks (n, priority) and claims them all into the queue, in order.
-async fn enqueue(spider: &Spider, f: &Frontier, tasks: &[(u32, i64)]) {
-    let entries: Vec<String> = tasks
-        .iter()
-        .map(|(n, p)| format!(r#"{{"n": {n}, "p": {p}}}"#))
-        .collect();
-    let pushed = f.push_start(&entries).await.unwrap();
-    assert_eq!(pushed, entries.len() as u64);
-    let (_, read) = f.lease(0, entries.len()).await.unwrap();
-    let claims: Vec<StartClaim> = read
-        .into_iter()
-        .map(|entry| StartClaim {
-            outcome: spider.start_request(&entry).map_err(Refused::from),
-            entry,
-        })
-        .collect();
-    let c = f.claim_start(&claims).await.unwrap();
-    assert_eq!(c.enqueued, tasks.len() as u64);
-}
-
-fn order(leased: &[crawlworker::frontier::Leased]) -> Vec<u64> {
-    leased
-        .iter()
-        .map(|l| l.request.as_ref().unwrap().meta["n"].as_u64().unwrap())
-        .collect()
-}
-
 /// Pages finished together are committed in one script call: each still
 /// only while its lease is the worker's. A batch holding a lost page is
 /// written without it (nothing of it: items, links, stats), and the other
@@ -102,7 +60,7 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
     let (_, other) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
     // Worker a's frontier waits for pages to share a commit.
     let a = batching(&redis, &spider, Duration::from_millis(300)).await;
-    enqueue(&spider, &a.clone().into(), &[(1, 0), (2, 0), (3, 0)]).await;
+    enqueue(&a.clone().into(), &[(1, 0), (2, 0), (3, 0)]).await;
     // Request 1 is leased by a with a short lease, which expires and goes
     // to b; 2 and 3 are a's for a minute.
     let lost = short.lease(1, 0).await.unwrap().0;
@@ -187,7 +145,7 @@ async fn a_page_that_may_not_wait_sends_its_batch_at_once() {
     let redis = RedisServer::start();
     let (spider, _) = frontier(&redis, "worker-a", Duration::from_secs(60)).await;
     let a = batching(&redis, &spider, Duration::from_secs(600)).await;
-    enqueue(&spider, &a.clone().into(), &[(1, 0), (2, 0)]).await;
+    enqueue(&a.clone().into(), &[(1, 0), (2, 0)]).await;
     let held = a.lease(2, 0).await.unwrap().0;
     let page = PageResult::default();
     let (first, second) = tokio::time::timeout(Duration::from_secs(30), async {

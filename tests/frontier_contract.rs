@@ -130,7 +130,7 @@ impl Harness for OnLocal {
     }
 }
 
-const SPIDER: &str = r#"
+pub(crate) const SPIDER: &str = r#"
 name = "q"
 [start]
 url = "http://127.0.0.1:8700/list/{n}/1"
@@ -144,7 +144,7 @@ match = '/list/'
   item = "x"
 "#;
 
-fn spider() -> Spider {
+pub(crate) fn spider() -> Spider {
     Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -171,7 +171,7 @@ fn paced(interval: Duration) -> Pacing {
 }
 
 /// Pushes tasks (n, priority) and claims them all into the queue, in order.
-async fn enqueue(f: &Frontier, tasks: &[(u32, i64)]) {
+pub(crate) async fn enqueue(f: &Frontier, tasks: &[(u32, i64)]) {
     let spider = spider();
     let entries: Vec<String> = tasks
         .iter()
@@ -219,7 +219,7 @@ fn unfiltered(url: &str) -> Request {
 }
 
 /// The `n` of leased start requests, in lease order.
-fn order(leased: &[Leased]) -> Vec<u64> {
+pub(crate) fn order(leased: &[Leased]) -> Vec<u64> {
     leased
         .iter()
         .map(|l| l.request.as_ref().unwrap().meta["n"].as_u64().unwrap())
