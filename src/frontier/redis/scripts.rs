@@ -35,26 +35,46 @@ use super::protocol::{
 };
 use crate::frontier::{ItemSink, Keys};
 
-/// Every script, with the struct of its head arguments.
-pub(super) struct Scripts {
-    pub lease: FrontierScript<LeaseArgs>,
-    pub commit: FrontierScript<CommitArgs>,
-    pub claim_start: FrontierScript<ClaimArgs>,
-    pub renew: FrontierScript<RenewArgs>,
-    pub release: FrontierScript<ReleaseArgs>,
-    pub status: FrontierScript<StatusArgs>,
-    pub push_start: FrontierScript<PushArgs>,
-    pub requeue_failed: FrontierScript<RequeueArgs>,
-    pub pace: FrontierScript<PaceArgs>,
-    pub robots_lock: FrontierScript<RobotsLockArgs>,
-    pub flush: FrontierScript<FlushArgs>,
-    pub leases: FrontierScript<NoArgs>,
-    pub dupe_bulk: FrontierScript<DupeBulkArgs>,
-    pub dupe_prepare: FrontierScript<DupeArgs>,
-    pub dupe_info: FrontierScript<DupeArgs>,
-    pub seed: FrontierScript<SeedArgs>,
-    pub sweep: FrontierScript<SweepArgs>,
-    pub set_aside: FrontierScript<AsideArgs>,
+/// Declares the scripts once: each is `scripts/<name>.lua`, with the
+/// struct of its head arguments; this makes [`Scripts`], its one value
+/// [`SCRIPTS`] and [`BODIES`].
+macro_rules! scripts {
+    ($($name:ident: $args:ty),+ $(,)?) => {
+        /// Every script, with the struct of its head arguments.
+        pub(super) struct Scripts {
+            $(pub $name: FrontierScript<$args>,)+
+        }
+
+        /// Every script's own text (without the helpers), by name.
+        const BODIES: &[(&str, &str)] = &[
+            $((stringify!($name), include_str!(concat!("scripts/", stringify!($name), ".lua"))),)+
+        ];
+
+        pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+            $($name: script(stringify!($name)),)+
+        });
+    };
+}
+
+scripts! {
+    lease: LeaseArgs,
+    commit: CommitArgs,
+    claim_start: ClaimArgs,
+    renew: RenewArgs,
+    release: ReleaseArgs,
+    status: StatusArgs,
+    push_start: PushArgs,
+    requeue_failed: RequeueArgs,
+    pace: PaceArgs,
+    robots_lock: RobotsLockArgs,
+    flush: FlushArgs,
+    leases: NoArgs,
+    dupe_bulk: DupeBulkArgs,
+    dupe_prepare: DupeArgs,
+    dupe_info: DupeArgs,
+    seed: SeedArgs,
+    sweep: SweepArgs,
+    set_aside: AsideArgs,
 }
 
 /// The helpers every script has, in the order they build on each other:
@@ -283,28 +303,6 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     }
 });
 
-/// Every script's own text (without the helpers), by name.
-const BODIES: &[(&str, &str)] = &[
-    ("lease", include_str!("scripts/lease.lua")),
-    ("commit", include_str!("scripts/commit.lua")),
-    ("claim_start", include_str!("scripts/claim_start.lua")),
-    ("renew", include_str!("scripts/renew.lua")),
-    ("release", include_str!("scripts/release.lua")),
-    ("status", include_str!("scripts/status.lua")),
-    ("push_start", include_str!("scripts/push_start.lua")),
-    ("requeue_failed", include_str!("scripts/requeue_failed.lua")),
-    ("pace", include_str!("scripts/pace.lua")),
-    ("robots_lock", include_str!("scripts/robots_lock.lua")),
-    ("flush", include_str!("scripts/flush.lua")),
-    ("leases", include_str!("scripts/leases.lua")),
-    ("dupe_bulk", include_str!("scripts/dupe_bulk.lua")),
-    ("dupe_prepare", include_str!("scripts/dupe_prepare.lua")),
-    ("dupe_info", include_str!("scripts/dupe_info.lua")),
-    ("seed", include_str!("scripts/seed.lua")),
-    ("sweep", include_str!("scripts/sweep.lua")),
-    ("set_aside", include_str!("scripts/set_aside.lua")),
-];
-
 pub(super) fn body(name: &str) -> &'static str {
     BODIES
         .iter()
@@ -331,27 +329,6 @@ fn script<A>(name: &str) -> FrontierScript<A> {
         args: PhantomData,
     }
 }
-
-pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    lease: script("lease"),
-    commit: script("commit"),
-    claim_start: script("claim_start"),
-    renew: script("renew"),
-    release: script("release"),
-    status: script("status"),
-    push_start: script("push_start"),
-    requeue_failed: script("requeue_failed"),
-    pace: script("pace"),
-    robots_lock: script("robots_lock"),
-    flush: script("flush"),
-    leases: script("leases"),
-    dupe_bulk: script("dupe_bulk"),
-    dupe_prepare: script("dupe_prepare"),
-    dupe_info: script("dupe_info"),
-    seed: script("seed"),
-    sweep: script("sweep"),
-    set_aside: script("set_aside"),
-});
 
 #[cfg(test)]
 mod tests {
