@@ -91,7 +91,8 @@ fn read_page(target: &str, request: &Request) -> anyhow::Result<Fetched> {
 }
 
 /// What is printed: the response's URL, status and size, then what the
-/// spider extracted from it (and a note when no rule handled it).
+/// spider extracted from it (and a note when no rule handled it, or its
+/// body was binary and nothing read it).
 fn report(spider: &Spider, request: &Request, fetched: &Fetched) -> anyhow::Result<Value> {
     let response = Response {
         url: &fetched.url,
@@ -108,15 +109,26 @@ fn report(spider: &Spider, request: &Request, fetched: &Fetched) -> anyhow::Resu
     let extra = serde_json::to_value(&result)?;
     if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
         o.extend(e);
-        if result.rule.is_none() {
-            o.insert(
-                "note".into(),
-                Value::String(format!(
-                    "no rule of spider `{}` matches {}; give --rule or --url",
-                    spider.name, fetched.url
-                )),
-            );
+        if let Some(note) = note(spider, &result, &fetched.url) {
+            o.insert("note".into(), Value::String(note));
         }
     }
     Ok(out)
+}
+
+/// Why nothing was extracted, when the output alone does not say it.
+fn note(spider: &Spider, result: &extract::Extraction, url: &str) -> Option<String> {
+    if let Some(binary) = &result.binary {
+        return Some(format!(
+            "nothing extracted: {}, and a binary body is not read as a page; add `binary = true` to rule `{}` to take such responses (its items can read `page = \"url\"`, `\"status\"` and `\"headers\"`)",
+            binary.reason,
+            result.rule.as_deref().unwrap_or_default()
+        ));
+    }
+    result.rule.is_none().then(|| {
+        format!(
+            "no rule of spider `{}` matches {url}; give --rule or --url",
+            spider.name
+        )
+    })
 }
