@@ -145,11 +145,15 @@ impl Compiler<'_> {
         let mut ok = true;
         for e in list {
             let bare = e.value.trim_start_matches('.');
-            if bare.is_empty() || bare.contains(['/', '?', '#', ';', ' ']) {
+            if bare.is_empty() || bare.contains(['/', '?', '#', ';', '*', ' ']) {
+                let what = match e.value.as_str() {
+                    "" => "an empty string".to_string(),
+                    v => format!("`{v}`"),
+                };
                 self.problem(
                     &e.loc,
-                    format!("`{}` is not a file extension", e.value),
-                    "write extensions such as \"pdf\" or \"tar.gz\"; `deny_extensions = []` follows every link",
+                    format!("{what} is not a file extension"),
+                    "write extensions such as \"pdf\" or \"tar.gz\" (a link whose path ends with one is not followed); `deny` patterns skip links by any other part of the URL",
                 );
                 ok = false;
             }
