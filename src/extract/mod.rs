@@ -120,7 +120,8 @@ pub struct Filtered {
     /// Matched a `deny` pattern, or no `allow` pattern.
     pub denied: u64,
     /// The path ends with an extension the follow entry does not follow
-    /// (`deny_extensions`, Scrapy's list by default).
+    /// (`deny_extensions`, Scrapy's list by default). Shown when some were.
+    #[serde(skip_serializing_if = "is_zero")]
     pub extension: u64,
     /// Deeper than a depth limit.
     pub depth: u64,
