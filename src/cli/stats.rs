@@ -265,8 +265,10 @@ fn render_dupefilter(o: &mut String, dupefilter: &DupefilterInfo) {
             dupefilter.capacity,
             filled * 100.0
         );
-        if filled >= 0.9 {
-            *o += "  warning: the Bloom filter is nearly full. When it is, the next filter of its chain follows it, with twice its entries at half its error rate, allocated whole at once (no filter is overfilled, and the chain's false-positive rate stays under twice dupefilter_error_rate; every lookup reads one more bitmap). To size it for the crawl instead, raise dupefilter_capacity and start a new filter (flush --dupefilter; every URL is then crawled again).\n";
+        if filled > 1.0 {
+            *o += "  warning: the newest Bloom filter holds more than it was sized for: its next filter did not fit in Redis's memory (the workers said why), so its false-positive rate rises above dupefilter_error_rate. Give Redis more memory (maxmemory): the workers make the next filter as soon as it fits.\n";
+        } else if filled >= 0.9 {
+            *o += "  warning: the Bloom filter is nearly full. When it is, the next filter of its chain follows it, with twice its entries at half its error rate, made ahead of need by the workers within Redis's memory (no filter is overfilled while it fits, and the chain's false-positive rate stays under twice dupefilter_error_rate; every lookup reads one more bitmap). To size it for the crawl instead, raise dupefilter_capacity and start a new filter (flush --dupefilter; every URL is then crawled again).\n";
         }
     }
 }

@@ -159,6 +159,12 @@ pub trait Backend: Send + Sync {
     /// Deletes per-host state that can no longer matter, a bounded step.
     async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept>;
 
+    /// Makes room ahead of need in a dupefilter that grows in steps (a
+    /// Bloom chain's next filter, once the newest is half full), within
+    /// what the server can hold; says so when it cannot. A dupefilter that
+    /// grows by itself needs nothing.
+    async fn grow_dupefilter(&self) -> Result<()>;
+
     // Stats and records.
 
     /// Adds stats increments; sets `start_time` once.

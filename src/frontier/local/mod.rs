@@ -367,6 +367,11 @@ impl Backend for LocalFrontier {
         Ok(Swept::default())
     }
 
+    async fn grow_dupefilter(&self) -> Result<()> {
+        // A local crawl's dupefilter is an exact set, grown as it fills.
+        Ok(())
+    }
+
     async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()> {
         self.add_stats_now(tally, start_time);
         Ok(())

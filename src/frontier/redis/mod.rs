@@ -81,6 +81,8 @@ pub struct RedisFrontier {
     commit_wait: Duration,
     /// The first error of this spider's run that retrying cannot mend.
     pub fatal: Fatal,
+    /// The last reason given that the Bloom chain cannot grow (said once).
+    bloom_refusal_said: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// The request as the queue stores it.
@@ -143,6 +145,7 @@ impl RedisFrontier {
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
             fatal: Fatal::default(),
+            bloom_refusal_said: Arc::default(),
         })
     }
 
@@ -499,6 +502,13 @@ impl Backend for RedisFrontier {
 
     async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept> {
         RedisFrontier::sweep(self, budget, robots_ttl).await
+    }
+
+    async fn grow_dupefilter(&self) -> Result<()> {
+        if let admin::Grown::Refused { reason, .. } = RedisFrontier::grow_dupefilter(self).await? {
+            self.say_no_room(&reason);
+        }
+        Ok(())
     }
 
     async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()> {

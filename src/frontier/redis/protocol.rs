@@ -416,6 +416,12 @@ wire! {
 }
 
 wire! {
+    /// `bloom_grow.lua`: the share (per mille) of maxmemory, or of the
+    /// machine's memory, that Redis's used memory may reach.
+    BloomGrowArgs { dupe_spec, headroom_permille }
+}
+
+wire! {
     /// `seed.lua`.
     SeedArgs { wake }
 }
@@ -619,6 +625,12 @@ fn admin_layouts() -> Vec<Layout> {
             "dupe_info",
             vec![K(Kk::Dupefilter), K(Kk::DupefilterMeta)],
             DupeArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "bloom_grow",
+            vec![K(Kk::Dupefilter), K(Kk::DupefilterMeta)],
+            BloomGrowArgs::FIELDS,
             Vec::new(),
         ),
         layout(
