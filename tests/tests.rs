@@ -48,5 +48,6 @@ mod start_entries;
 mod terminal;
 mod tools;
 mod unreadable_entries;
+mod web_limits;
 mod wrong_type_keys;
 mod xpath;
