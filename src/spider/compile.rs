@@ -65,6 +65,7 @@ fn compile_with(path: &Path, text: &str, resolve_handoffs: bool) -> Result<Spide
         resolve_handoffs,
         handoffs: RefCell::default(),
         patterns: Cell::new(0),
+        regex_memory: Cell::new(0),
     }
     .spider(path, &file);
     let problems = reader.into_problems();
@@ -86,6 +87,8 @@ struct Compiler<'r> {
     handoffs: RefCell<Vec<(Handoff, Loc)>>,
     /// Regexes compiled so far, against [`super::limits::MAX_PATTERNS`].
     patterns: Cell<usize>,
+    /// The memory they take, against [`super::limits::MAX_REGEX_MEMORY`].
+    regex_memory: Cell<usize>,
 }
 
 impl Compiler<'_> {
