@@ -45,6 +45,7 @@ mod sources;
 mod spider_keys;
 mod split;
 mod start_entries;
+mod takeover;
 mod terminal;
 mod tools;
 mod unreadable_entries;

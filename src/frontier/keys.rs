@@ -163,6 +163,8 @@ key_kinds! {
     RequestData, request_data = "{name}:requests:data", "hash", Requests;
     /// Counter giving request ids and FIFO order.
     Sequence, sequence = "{name}:requests:seq", "string", Requests;
+    /// The requests a scrapy-redis crawl had queued (pickles, as scrapy-redis left them: a zset, or a list for its FIFO and LIFO queues), moved here by `import-queue` and taken out one by one as each becomes a queued request or a dead letter; gone once the import is done.
+    ScrapyQueue, scrapy_queue = "{name}:requests:scrapy_redis", "zset or list", Requests;
     /// Leased request id → lease deadline (ms, Redis clock).
     Inflight, inflight = "{name}:inflight", "zset", Requests;
     /// Leased request id → worker and queue score; plus one note, field `~`, whose long value keeps Redis from packing the hash as a listpack (lease look-ups stay O(1)).

@@ -33,7 +33,7 @@ pub mod types;
 
 use std::sync::Arc;
 
-pub use self::redis::{admin, connection, hosts, pickup, url as redis_url, wake};
+pub use self::redis::{admin, connection, hosts, pickup, takeover, url as redis_url, wake};
 pub use self::redis::{Conn, RedisFrontier, RedisTarget};
 pub use contract::Backend;
 pub use dupefilter::{bloom_chain, bloom_plan, BloomPlan, Dupefilter};

@@ -16,6 +16,8 @@
 //! - [`rules`], [`revisit`] and [`follow`]: `[[rules]]`, their extract
 //!   entries, revisits and follow entries; [`json`] the JSON API parts of
 //!   them, [`handoff`] the spiders `to_spider` hands links to;
+//! - [`scrapy_redis`]: `[scrapy_redis]`, the rules requests a
+//!   scrapy-redis crawl queued are handled by;
 //! - [`graph`]: the spider as a whole (rules nothing reaches, context
 //!   fields no request carries).
 //!
@@ -31,6 +33,7 @@ mod json;
 mod keys;
 mod revisit;
 mod rules;
+mod scrapy_redis;
 mod start;
 mod values;
 
@@ -144,6 +147,7 @@ impl Compiler<'_> {
         if let Some(keys) = keys.as_ref().filter(|_| self.resolve_handoffs) {
             self.check_handoff_slots(keys, &handoffs);
         }
+        let scrapy_redis = self.scrapy_redis(file.scrapy_redis.as_ref(), &rule_names);
         let graph = Graph::new(file, &rule_names, start.as_ref());
         self.check_reachable(file, &graph);
         self.check_context(file, &graph);
@@ -169,6 +173,7 @@ impl Compiler<'_> {
             items,
             sink: sink?,
             rules,
+            scrapy_redis: scrapy_redis?,
         })
     }
 }

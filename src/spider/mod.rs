@@ -59,6 +59,22 @@ pub struct Spider {
     /// Where its items go (`[items] sink`).
     pub sink: ItemSink,
     pub rules: Vec<Rule>,
+    /// How requests a scrapy-redis crawl queued map to rules
+    /// (`[scrapy_redis]`, read by `crawlworker import-queue`).
+    pub scrapy_redis: ScrapyRedis,
+}
+
+/// `[scrapy_redis]`: the rule each queued scrapy-redis request goes to.
+/// A callback not in `callbacks` goes to the rule of its own name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScrapyRedis {
+    /// Callback name → rule name.
+    pub callbacks: Vec<(String, String)>,
+    /// The rule each of a CrawlSpider's `Rule`s (by index) maps to: its
+    /// requests name the callback `_callback` and their rule's index.
+    pub crawl_rules: Vec<String>,
+    /// Request classes read as plain requests, besides Scrapy's own.
+    pub classes: Vec<String>,
 }
 
 /// `[start]`: the start key and how an entry becomes a request.

@@ -1,6 +1,6 @@
 //! Starting a spider's run: connecting its frontier to Redis (riding out
-//! an outage until Redis answers, checking the dupefilter and the item
-//! sink, queueing the seeds), or making a local crawl's frontier, then
+//! an outage until Redis answers, checking the dupefilter, the item sink
+//! and that the queue is not one scrapy-redis left, queueing the seeds), or making a local crawl's frontier, then
 //! assembling the run's stages around it.
 
 use std::collections::HashSet;
@@ -53,6 +53,14 @@ impl SpiderRun {
                 })?;
                 if let Some(found) = f.sink_mismatch().await.map_err(Ok)? {
                     return Err(Err(sink_mismatch_message(&spider, &f, &found)));
+                }
+                if f.holds_scrapy_queue().await.map_err(Ok)? {
+                    return Err(Err(format!(
+                        "spider `{}`: the request queue `{}` holds requests a scrapy-redis crawl queued (pickles), which a worker cannot lease; nothing was crawled. Convert them first: crawlworker import-queue {}",
+                        spider.name,
+                        f.keys.requests,
+                        spider.source.display()
+                    )));
                 }
                 let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
                 Ok::<_, std::result::Result<FrontierError, String>>((f, seeded))

@@ -15,7 +15,9 @@
 //! Around the crawl: [`hosts`] keeps per-host state for the cluster
 //! (politeness slots, robots.txt) and sweeps out what no longer matters,
 //! [`admin`] serves the operator's commands (`push-urls`, `flush`,
-//! `stats`), [`unreadable`] sets aside entries that are not UTF-8 text.
+//! `stats`), [`unreadable`] sets aside entries that are not UTF-8 text,
+//! [`takeover`] moves a scrapy-redis queue aside and converts it
+//! (`import-queue`).
 //! Connections, each module using only those before it: [`url`] parses and
 //! redacts Redis URLs, `link` holds one connection ([`Conn`]), [`wake`]
 //! and [`pickup`] wake idle workers when work arrives (announced, or
@@ -30,6 +32,7 @@ mod link;
 pub mod pickup;
 mod protocol;
 mod scripts;
+pub mod takeover;
 mod unreadable;
 pub mod url;
 pub mod wake;

@@ -294,6 +294,20 @@ wire! {
     }
 }
 
+wire! {
+    /// An entry of a scrapy-redis queue to convert (bytes: an entry is a
+    /// pickle).
+    ImportRecord: bytes {
+        /// The entry as stored.
+        entry,
+        /// 'req' (queue `json`) or 'dead' (set `json` aside).
+        outcome,
+        priority,
+        /// The request's JSON, or the dead letter's.
+        json,
+    }
+}
+
 pub static PAGE: Record = Record {
     lua: "PAGE",
     fields: PageRecord::FIELDS,
@@ -329,6 +343,11 @@ pub static SEED: Record = Record {
 pub static ASIDE: Record = Record {
     lua: "ASIDE",
     fields: AsideRecord::FIELDS,
+};
+
+pub static IMPORT: Record = Record {
+    lua: "IMPORT",
+    fields: ImportRecord::FIELDS,
 };
 
 /// A record or a list of plain values (ids, entries, fingerprints).
@@ -424,6 +443,18 @@ wire! {
 wire! {
     /// `seed.lua`.
     SeedArgs { wake }
+}
+
+wire! {
+    /// `import_stage.lua`: entries moved per call, and the rank a zset's
+    /// scan goes on from.
+    ImportStageArgs { batch, from }
+}
+
+wire! {
+    /// `import_queue.lua`: the type of the entries' key ('list' or
+    /// 'zset').
+    ImportArgs { kind, wake }
 }
 
 wire! {
@@ -577,7 +608,8 @@ fn queue_layouts() -> Vec<Layout> {
 }
 
 /// The layouts of the operator's scripts: pushing and re-queueing, flush,
-/// the leases held, the dupefilter's, the seeds.
+/// the leases held, the dupefilter's, the seeds, importing a scrapy-redis
+/// queue.
 fn admin_layouts() -> Vec<Layout> {
     vec![
         layout(
@@ -644,6 +676,25 @@ fn admin_layouts() -> Vec<Layout> {
             ],
             SeedArgs::FIELDS,
             vec![&SEED],
+        ),
+        layout(
+            "import_stage",
+            vec![K(Kk::Requests), K(Kk::RequestData), K(Kk::ScrapyQueue)],
+            ImportStageArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "import_queue",
+            vec![
+                K(Kk::ScrapyQueue),
+                K(Kk::Requests),
+                K(Kk::RequestData),
+                K(Kk::Sequence),
+                K(Kk::Dead),
+                K(Kk::Stats),
+            ],
+            ImportArgs::FIELDS,
+            vec![&IMPORT],
         ),
     ]
 }
