@@ -446,7 +446,7 @@ pub(super) async fn update_status(
                 rates[i] = c.pages.saturating_sub(pages) as f64 / seconds;
                 last[i] = (Instant::now(), c.pages);
             }
-            let queue = queues[i].map_or("queue ?".to_string(), |q| {
+            let queue = queues[i].as_ref().map_or("queue ?".to_string(), |q| {
                 format!(
                     "queue {} · in flight {}",
                     q.queued + q.start + q.delayed,

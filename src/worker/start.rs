@@ -1,6 +1,7 @@
 //! Starting a spider's run: connecting its frontier to Redis (riding out
 //! an outage until Redis answers, checking the dupefilter and the item
-//! sink, queueing the seeds), or making a local crawl's frontier, then
+//! sink, recording the spiders it hands work to, queueing the seeds), or
+//! making a local crawl's frontier, then
 //! assembling the run's stages around it.
 
 use std::collections::HashSet;
@@ -54,6 +55,8 @@ impl SpiderRun {
                 if let Some(found) = f.sink_mismatch().await.map_err(Ok)? {
                     return Err(Err(sink_mismatch_message(&spider, &f, &found)));
                 }
+                // Before any spider it feeds looks whether it is drained.
+                f.record_relations().await.map_err(Ok)?;
                 let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
                 Ok::<_, std::result::Result<FrontierError, String>>((f, seeded))
             };
