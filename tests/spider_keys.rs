@@ -182,6 +182,8 @@ match = '/fault/'
     .unwrap();
 
     let keys = &spider.keys;
+    // A spider handing this one work said so (its workers write this).
+    let _: () = conn.hset(&keys.upstreams, "upstream", "{}").unwrap();
     // The item stream belongs to the stream sink, which this spider (on
     // the list sink) never writes: made by hand.
     let _: String = redis::cmd("XADD")

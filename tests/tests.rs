@@ -44,6 +44,7 @@ mod sinks;
 mod sources;
 mod spider_keys;
 mod split;
+mod split_drain;
 mod start_entries;
 mod takeover;
 mod terminal;

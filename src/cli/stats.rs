@@ -169,6 +169,7 @@ fn render(spider: &Spider, frontier: &RedisFrontier, reading: &Reading) -> Strin
     render_holds(&mut o, spider, frontier, &reading.status);
     render_crawl(&mut o, &reading.stats, reading.workers.is_empty());
     render_queues(&mut o, frontier, &reading.status);
+    render_upstreams(&mut o, &reading.status);
     render_dupefilter(&mut o, &reading.dupefilter);
     render_workers(&mut o, &reading.workers, &reading.gone);
     o += "\nstats\n";
@@ -243,6 +244,23 @@ fn render_queues(o: &mut String, frontier: &RedisFrontier, status: &QueueStatus)
         ("items", status.items, frontier.items_key()),
     ] {
         *o += &format!("  {label:<14} {n:>10}  {key}\n");
+    }
+}
+
+/// The spiders that hand work to this one, and whether they still may
+/// (`--until-drained` waits for them).
+fn render_upstreams(o: &mut String, status: &QueueStatus) {
+    if status.upstreams.is_empty() {
+        return;
+    }
+    *o += "\nupstreams (spiders that hand work to this one)\n";
+    for u in &status.upstreams {
+        let through = u
+            .hands_to
+            .as_ref()
+            .map_or(String::new(), |to| format!(" (through {to})"));
+        let state = if u.producing { "producing" } else { "finished" };
+        *o += &format!("  {:<14} {state:<10} {}{through}\n", u.spider, u.describe());
     }
 }
 

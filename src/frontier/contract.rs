@@ -13,7 +13,8 @@
 //!
 //! - it refuses spiders that hand links to other spiders (`to_spider`):
 //!   [`super::LocalFrontier::refuse_handoffs`] says why (there is no other
-//!   spider's start key to push to);
+//!   spider's start key to push to); so no spider is upstream of a local
+//!   crawl either, and its [`Backend::status`] has no `upstreams`;
 //! - heartbeats, the worker list and the sweep of per-host state do
 //!   nothing (there are no other workers, and its per-host state ends with
 //!   the crawl);
@@ -118,7 +119,10 @@ pub trait Backend: Send + Sync {
     /// another worker first is skipped.
     async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed>;
 
-    /// The queue sizes, read in one step.
+    /// The queue sizes, read in one step, with those of every spider that
+    /// hands this one work (directly or through others), read in the same
+    /// step: [`QueueStatus::drained`] is true only when all are empty at
+    /// once (see [`super::pipeline`]).
     async fn status(&self) -> Result<QueueStatus>;
 
     // Hosts: politeness slots, back-off and robots.txt.

@@ -87,7 +87,7 @@ pub enum KeyGroup {
     Schedule,
     /// Crawl control: paused or not, quotas reached, pages per host.
     Control,
-    /// Worker heartbeats.
+    /// Worker heartbeats, and the hand-off relations workers record.
     Workers,
     /// Not a key: a pub/sub channel, nothing to delete.
     Channel,
@@ -217,6 +217,8 @@ key_kinds! {
     Failed, failed = "{name}:failed", "list", Dead;
     /// Worker id → heartbeat JSON (host, pid, started, pages); a worker gone for an hour is forgotten.
     Workers, workers = "{name}:workers", "hash", Workers;
+    /// Spider handing work to this one (`to_spider`, directly or through others) → its key names and when its workers or `push-urls` last said so (JSON); `--until-drained` waits for them, and a relation not renewed for an hour is forgotten.
+    Upstreams, upstreams = "{name}:upstreams", "hash", Workers;
     /// Announces new work to idle workers.
     Wake, wake = "{name}:wake", "pub/sub channel", Channel;
 }

@@ -16,7 +16,8 @@
 //! Beside them, shared by both: the values that cross the contract
 //! ([`types`]), the per-host politeness rule ([`politeness`]: slot spacing,
 //! jitter, adaptive back-off), key names ([`keys`]), the JSON records
-//! ([`records`]), the dupefilter's modes ([`dupefilter`]), the one error
+//! ([`records`]), the dupefilter's modes ([`dupefilter`]), which spiders
+//! hand work to which ([`pipeline`]), the one error
 //! ([`FrontierError`]) and how callers ride out a Redis outage
 //! ([`outage`]).
 
@@ -26,6 +27,7 @@ mod error;
 pub mod keys;
 pub mod local;
 pub mod outage;
+pub mod pipeline;
 pub mod politeness;
 pub mod records;
 pub mod redis;

@@ -50,12 +50,15 @@ use graph::Graph;
 /// Parses and validates spider text; `path` names it in messages, and the
 /// spiders its `to_spider` entries name are read from beside it.
 pub(crate) fn compile(path: &Path, text: &str) -> Result<Spider, LoadError> {
-    compile_with(path, text, true)
+    let mut spider = compile_with(path, text, true)?;
+    spider.relations = handoff::pipeline(&spider);
+    Ok(spider)
 }
 
-/// As [`compile`]; a spider read only for its keys (a `to_spider` target)
-/// does not read its own targets in turn (`resolve_handoffs` false), so a
-/// pair handing work both ways does not recurse.
+/// As [`compile`], with only the spider's own hand-off relations; a spider
+/// read only for its keys (a `to_spider` target) does not read its own
+/// targets in turn (`resolve_handoffs` false), so a pair handing work both
+/// ways does not recurse.
 fn compile_with(path: &Path, text: &str, resolve_handoffs: bool) -> Result<Spider, LoadError> {
     let doc = toml_edit::Document::parse(text).map_err(|e| syntax_error(path, text, &e))?;
     let reader = Reader::new(path, text);
@@ -75,6 +78,9 @@ fn compile_with(path: &Path, text: &str, resolve_handoffs: bool) -> Result<Spide
     match spider {
         Some(mut spider) if problems.iter().all(|d| d.warning) => {
             spider.warnings = problems;
+            if resolve_handoffs {
+                spider.relations = handoff::own_relations(&spider);
+            }
             Ok(spider)
         }
         _ => Err(LoadError::Invalid(problems)),
@@ -169,6 +175,7 @@ impl Compiler<'_> {
             start,
             keys: keys?,
             handoffs: handoffs.into_iter().map(|(h, _)| h).collect(),
+            relations: Vec::new(),
             warnings: Vec::new(),
             items,
             sink: sink?,

@@ -53,6 +53,10 @@ pub struct Spider {
     pub keys: Keys,
     /// The spiders its follow entries hand links to (`to_spider`).
     pub handoffs: Vec<Handoff>,
+    /// The hand-offs of its whole pipeline (its own, and those of the
+    /// spiders it hands to, read from beside it), which its side records
+    /// in Redis for the spiders they feed.
+    pub relations: Vec<crate::frontier::pipeline::Relation>,
     /// What `check` warns about; the spider works as it is.
     pub warnings: Vec<Diagnostic>,
     pub items: Vec<ItemDef>,
@@ -448,6 +452,7 @@ impl Spider {
             pacing: pacing(&self.settings),
             dupefilter: dupefilter(&self.settings),
             handoffs: self.handoffs.clone(),
+            relations: self.relations.clone(),
             quota: crate::frontier::Quota {
                 max_pages: u64::from(self.settings.max_pages),
                 max_pages_per_host: u64::from(self.settings.max_pages_per_host),

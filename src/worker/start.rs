@@ -1,6 +1,8 @@
 //! Starting a spider's run: connecting its frontier to Redis (riding out
 //! an outage until Redis answers, checking the dupefilter, the item sink
-//! and that the queue is not one scrapy-redis left, queueing the seeds), or making a local crawl's frontier, then
+//! and that the queue is not one scrapy-redis left, recording the spiders
+//! it hands work to, queueing the seeds), or making a local crawl's
+//! frontier, then
 //! assembling the run's stages around it.
 
 use std::collections::HashSet;
@@ -62,6 +64,8 @@ impl SpiderRun {
                         spider.source.display()
                     )));
                 }
+                // Before any spider it feeds looks whether it is drained.
+                f.record_relations().await.map_err(Ok)?;
                 let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
                 Ok::<_, std::result::Result<FrontierError, String>>((f, seeded))
             };

@@ -171,6 +171,8 @@ impl LocalFrontier {
             paused: s.paused,
             page_limit_reached: s.page_limit_reached,
             items_backlog_full: false,
+            // A local crawl refuses hand-offs: nothing feeds it.
+            upstreams: Vec::new(),
         }
     }
 

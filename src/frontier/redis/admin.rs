@@ -594,13 +594,14 @@ impl RedisFrontier {
             .map_err(err("read", &self.keys.stats))
     }
 
-    /// Records this worker's heartbeat.
+    /// Records this worker's heartbeat, and says again that the spider
+    /// hands work on (its relations, see [`super::upstreams`]).
     pub async fn heartbeat(&self, beat: &Heartbeat) -> Result<()> {
-        redis::cmd("HSET")
-            .arg(&self.keys.workers)
-            .arg(&self.worker)
-            .arg(to_json(beat))
-            .query_async::<()>(&mut self.conn.clone())
+        let mut pipe = redis::pipe();
+        pipe.hset(&self.keys.workers, &self.worker, to_json(beat))
+            .ignore();
+        self.add_relations(&mut pipe);
+        pipe.query_async::<()>(&mut self.conn.clone())
             .await
             .map_err(err("record heartbeat in", &self.keys.workers))
     }

@@ -34,6 +34,7 @@ mod protocol;
 mod scripts;
 pub mod takeover;
 mod unreadable;
+mod upstreams;
 pub mod url;
 pub mod wake;
 
@@ -53,9 +54,10 @@ use super::{
     MAX_PRIORITY, MAX_REQUEST_BYTES,
 };
 use crate::frontier::outage::Fatal;
+use crate::frontier::pipeline::{Found, Relation};
 use crate::request::Request;
 use crate::stats::{Stat, Tally};
-use protocol::{ClaimArgs, ClaimRecord, LeaseArgs, ReleaseArgs, RenewArgs, StatusArgs};
+use protocol::{ClaimArgs, ClaimRecord, LeaseArgs, ReleaseArgs, RenewArgs};
 use scripts::SCRIPTS;
 
 /// One spider's view of the shared crawl.
@@ -74,6 +76,11 @@ pub struct RedisFrontier {
     dupe_spec: String,
     /// The spiders pages hand links to.
     handoffs: Vec<Handoff>,
+    /// The hand-offs of the spider's pipeline, recorded for the spiders
+    /// they feed (see [`upstreams`]).
+    relations: Vec<Relation>,
+    /// The spiders upstream of this one, as the last status found them.
+    upstreams_known: Arc<std::sync::Mutex<Vec<Found>>>,
     quota: Quota,
     sink: SinkOptions,
     /// When work nothing announces may be due, as the last lease saw.
@@ -142,6 +149,8 @@ impl RedisFrontier {
             pacing: options.pacing,
             dupe_spec: options.dupefilter.spec(),
             handoffs: options.handoffs,
+            relations: options.relations,
+            upstreams_known: Arc::default(),
             quota: options.quota,
             sink: options.sink,
             next_due: Arc::default(),
@@ -369,36 +378,10 @@ impl RedisFrontier {
         }
     }
 
-    /// The queue sizes, read in one step.
+    /// The queue sizes, read in one step, with those of the spiders that
+    /// hand this one work (see [`upstreams`]).
     pub async fn status(&self) -> Result<QueueStatus> {
-        let k = &self.keys;
-        let args = StatusArgs {
-            start_kind: self.kind.as_str().to_string(),
-            dupe_spec: self.dupe_spec.clone(),
-            sink: self.sink.sink.as_str().to_string(),
-        };
-        let v: Vec<u64> = SCRIPTS
-            .status
-            .call(k, self.sink.sink, args)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err("read the status of", &k.requests))?;
-        let at = |i: usize| v.get(i).copied().unwrap_or(0);
-        Ok(QueueStatus {
-            start: at(0),
-            queued: at(1),
-            inflight: at(2),
-            dead: at(3),
-            failed: at(4),
-            dupefilter: at(5),
-            items: at(6),
-            delayed: at(7),
-            scheduled: at(8),
-            overdue: at(9),
-            paused: at(10) == 1,
-            page_limit_reached: at(11) == 1,
-            items_backlog_full: at(12) == 1,
-        })
+        self.status_with_upstreams().await
     }
 }
 

@@ -83,7 +83,8 @@ pub struct Layout {
     /// The head arguments: `A.<name>` in Lua.
     pub args: &'static [&'static str],
     /// The records the arguments after the head are made of (from `REST`
-    /// on), for the reader of the layout.
+    /// on), for the reader of the layout, and the groups the keys after
+    /// the declared ones come in, if they do.
     pub tail: Vec<&'static Record>,
 }
 
@@ -270,6 +271,21 @@ wire! {
 }
 
 wire! {
+    /// A spider upstream of the one whose status is read (see
+    /// `frontier::pipeline`).
+    ChainRecord {
+        /// Its start key's type.
+        start_kind,
+    }
+}
+
+wire! {
+    /// The keys of an upstream in a status call (`K.chain`, this many
+    /// per upstream, in this order: `CHAIN_KEY.requests` is an offset).
+    ChainKeys { start_urls, requests, inflight, delayed, control, upstreams, workers }
+}
+
+wire! {
     /// A failed request to queue again.
     RequeueRecord {
         /// The failed entry as read.
@@ -336,6 +352,14 @@ pub static REQUEUE: Record = Record {
     lua: "REQUEUE",
     fields: RequeueRecord::FIELDS,
 };
+pub static CHAIN: Record = Record {
+    lua: "CHAIN",
+    fields: ChainRecord::FIELDS,
+};
+pub static CHAIN_KEY: Record = Record {
+    lua: "CHAIN_KEY",
+    fields: ChainKeys::FIELDS,
+};
 pub static SEED: Record = Record {
     lua: "SEED",
     fields: SeedRecord::FIELDS,
@@ -390,8 +414,9 @@ wire! {
 }
 
 wire! {
-    /// `status.lua`.
-    StatusArgs { start_kind, dupe_spec, sink }
+    /// `status.lua`: with how recent an upstream's worker's heartbeat
+    /// must be for it to count as live.
+    StatusArgs { start_kind, dupe_spec, sink, live_ms }
 }
 
 wire! {
@@ -585,25 +610,29 @@ fn queue_layouts() -> Vec<Layout> {
             ReleaseArgs::FIELDS,
             vec![&VALUE],
         ),
-        layout(
-            "status",
-            vec![
-                K(Kk::Start),
-                K(Kk::Requests),
-                K(Kk::Inflight),
-                K(Kk::Dead),
-                K(Kk::Failed),
-                K(Kk::Dupefilter),
-                Slot::Items,
-                K(Kk::Delayed),
-                K(Kk::DupefilterMeta),
-                K(Kk::Schedule),
-                K(Kk::ScheduleDue),
-                K(Kk::Control),
-            ],
-            StatusArgs::FIELDS,
-            Vec::new(),
-        ),
+        Layout {
+            more_keys: Some("chain"),
+            ..layout(
+                "status",
+                vec![
+                    K(Kk::Start),
+                    K(Kk::Requests),
+                    K(Kk::Inflight),
+                    K(Kk::Dead),
+                    K(Kk::Failed),
+                    K(Kk::Dupefilter),
+                    Slot::Items,
+                    K(Kk::Delayed),
+                    K(Kk::DupefilterMeta),
+                    K(Kk::Schedule),
+                    K(Kk::ScheduleDue),
+                    K(Kk::Control),
+                    K(Kk::Upstreams),
+                ],
+                StatusArgs::FIELDS,
+                vec![&CHAIN, &CHAIN_KEY],
+            )
+        },
     ]
 }
 
@@ -727,6 +756,7 @@ fn host_layouts() -> Vec<Layout> {
                 K(Kk::RobotsExpiry),
                 K(Kk::RobotsLocks),
                 K(Kk::Workers),
+                K(Kk::Upstreams),
             ],
             SweepArgs::FIELDS,
             Vec::new(),
