@@ -179,6 +179,8 @@ stats! {
     EXTRACT_CUT_SHORT = "extract/cut_short_count", Counter => "pages_cut_short";
     /// Responses with a binary body (by their Content-Type, or by their first bytes without one) not extracted: their rule neither takes binary responses (`binary = true`) nor reads sitemaps or feeds.
     EXTRACT_BINARY_IGNORED = "extract/binary_ignored_count", Counter => "binary_responses_ignored";
+    /// Sources that gave nothing, or not all they hold, because they are too large or malformed: JSON that does not parse for a JSON rule, a sitemap or feed that is not one, is cut off, or unpacks past `download_maxsize` (`extract/unreadable_kind_count/<kind>`). Each is recorded as failed, with its reason.
+    EXTRACT_UNREADABLE = "extract/unreadable_count", Counter => "sources_unreadable";
     /// Requests robots.txt forbids.
     ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter => "robotstxt_forbidden";
     /// Requests put off because their host's robots.txt could not be fetched (5xx, 429, timeout, network error): each waits in Redis like a retry, until robots.txt is fetched again.
@@ -248,6 +250,8 @@ families! {
     ITEM_DROPPED_REASONS = "item_dropped_reasons_count" / "reason" => "items_dropped";
     /// Pages extracted only in part, by reason: `depth`, `nodes` or `time`.
     EXTRACT_CUT_SHORT_REASON = "extract/cut_short_reason_count" / "reason";
+    /// Sources that gave nothing or not all they hold, by kind: `too_large`, `broken_gzip`, `malformed`, `not_a_sitemap`, `not_a_feed` or `not_json`.
+    EXTRACT_UNREADABLE_KIND = "extract/unreadable_kind_count" / "kind";
     /// Retries scheduled, by reason.
     RETRY_REASON = "retry/reason_count" / "reason" => "retries";
     /// Redirects not followed, by reason.

@@ -125,6 +125,12 @@ fn note(spider: &Spider, result: &extract::Extraction, url: &str) -> Option<Stri
             result.rule.as_deref().unwrap_or_default()
         ));
     }
+    if let Some(unreadable) = &result.unreadable {
+        return Some(format!(
+            "{}; a crawl records this page as failed (`crawlworker failed` lists it) and counts it in extract/unreadable_count",
+            unreadable.reason
+        ));
+    }
     result.rule.is_none().then(|| {
         format!(
             "no rule of spider `{}` matches {url}; give --rule or --url",

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use scraper::{ElementRef, Html};
 use serde_json::Map;
 
-use super::feeds::{self, Dated};
+use super::feeds::{self, Dated, Unreadable};
 use super::page::Page;
 use super::Filtered;
 use crate::request::{absolute_url, NotALink, Request};
@@ -43,6 +43,9 @@ pub struct Follower<'a> {
     rule: &'a Rule,
     filtered: &'a mut Filtered,
     seen: HashSet<String>,
+    /// Why a sitemap or feed this page is gave nothing, or not all it
+    /// holds.
+    pub unreadable: Option<Unreadable>,
 }
 
 /// What a found link is, besides a link.
@@ -69,6 +72,7 @@ impl<'a> Follower<'a> {
             rule,
             filtered,
             seen: HashSet::new(),
+            unreadable: None,
         }
     }
 
@@ -94,14 +98,12 @@ impl<'a> Follower<'a> {
 
     /// The response body as a sitemap or feed: unpacked if gzip, within
     /// `download_maxsize`.
-    fn xml(&self) -> Vec<u8> {
+    fn xml(&self) -> Result<std::borrow::Cow<'a, [u8]>, Unreadable> {
         let limit = match self.spider.settings.download_maxsize.0 {
             0 => u64::MAX,
             n => n,
         };
         feeds::unpack(self.page.response.body, limit)
-            .map(|b| b.into_owned())
-            .unwrap_or_default()
     }
 
     /// Adds the requests of one follow entry to `out`.
@@ -147,14 +149,18 @@ impl<'a> Follower<'a> {
                 );
             }
             LinkSource::Sitemap => {
-                let sitemap = feeds::sitemap(&self.xml());
+                let (sitemap, error) = match self.xml() {
+                    Ok(xml) => feeds::sitemap(&xml),
+                    Err(e) => (feeds::Sitemap::default(), Some(e)),
+                };
+                self.unreadable = self.unreadable.take().or(error);
                 self.dated(sitemap.sitemaps, Found::Sitemap, &mut raw);
                 self.dated(sitemap.pages, Found::Link, &mut raw);
             }
-            LinkSource::Feed => {
-                let entries = feeds::feed(&self.xml());
-                self.dated(entries, Found::Link, &mut raw);
-            }
+            LinkSource::Feed => match self.xml().and_then(|xml| feeds::feed(&xml)) {
+                Ok(entries) => self.dated(entries, Found::Link, &mut raw),
+                Err(e) => self.unreadable = self.unreadable.take().or(Some(e)),
+            },
             // Read from the JSON document by `super::json::follow`.
             LinkSource::Json(_) | LinkSource::Template(_) => {}
         }

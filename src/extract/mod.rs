@@ -32,6 +32,7 @@ use crate::spider::selector::Selected;
 use crate::spider::xpath::Found;
 use crate::spider::{Each, LinkSource, Rule, Spider};
 use bounded::{Budget, CutShort};
+pub use feeds::Unreadable;
 use fields::Scope;
 
 /// A downloaded response, as the extractor needs it.
@@ -166,6 +167,12 @@ pub struct Extraction {
     /// was extracted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub json_error: Option<String>,
+    /// Set when the page is a source that gave nothing, or not all it
+    /// holds, because it is too large or malformed: JSON that does not
+    /// parse, a sitemap or feed that is not one, is cut off or unpacks past
+    /// `download_maxsize`. The page is recorded as failed with this reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<Unreadable>,
     /// Links handed to other spiders (follow entries with `to_spider`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<Task>,
@@ -270,6 +277,7 @@ fn read_document(
         return match json::parse(&decoded.text) {
             Ok(v) => Some((Html::new_document(), Some(v))),
             Err(e) => {
+                out.unreadable = Some(Unreadable::new("not_json", e.clone()));
                 out.json_error = Some(e);
                 None
             }
@@ -293,6 +301,7 @@ impl Extraction {
             ignored_status: None,
             binary: None,
             json_error: None,
+            unreadable: None,
             items: Vec::new(),
             dropped: Vec::new(),
             requests: Vec::new(),
@@ -386,20 +395,41 @@ fn follow_links(
     out: &mut Extraction,
 ) -> Result<(), CutShort> {
     let mut follower = links::Follower::new(spider, doc.page, rule, &mut out.filtered);
+    let ran = follow_each(
+        rule,
+        doc,
+        budget,
+        &mut follower,
+        &mut out.requests,
+        &mut out.tasks,
+    );
+    let unreadable = follower.unreadable.take();
+    out.unreadable = out.unreadable.take().or(unreadable);
+    ran
+}
+
+/// Runs each follow entry of the rule with `follower`, into `requests` and
+/// (handed to other spiders) `tasks`.
+fn follow_each(
+    rule: &Rule,
+    doc: &Document<'_>,
+    budget: &Budget,
+    follower: &mut links::Follower<'_>,
+    requests: &mut Vec<Request>,
+    tasks: &mut Vec<Task>,
+) -> Result<(), CutShort> {
     for follow in &rule.follow {
         spent(budget)?;
         let mut found = Vec::new();
         match follow.links {
             LinkSource::Json(_) | LinkSource::Template(_) => {
-                json::follow(&mut follower, follow, doc.json, &mut found)
+                json::follow(follower, follow, doc.json, &mut found)
             }
             _ => follower.follow(follow, doc.html, doc.text, &mut found),
         }
         match follow.to_spider {
-            None => out.requests.extend(found),
-            Some(to) => out
-                .tasks
-                .extend(found.into_iter().map(|request| Task { to, request })),
+            None => requests.extend(found),
+            Some(to) => tasks.extend(found.into_iter().map(|request| Task { to, request })),
         }
     }
     Ok(())

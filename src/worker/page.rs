@@ -15,7 +15,7 @@ use crate::downloader::{Downloaded, Downloader, Fetched};
 use crate::extract::bounded::{Budget, CutShort};
 use crate::extract::{self, Response};
 use crate::frontier::outage::until_done;
-use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
+use crate::frontier::{Committed, FailedRecord, Frontier, HostOutcome, Leased, PageResult};
 use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::settings::Settings;
@@ -236,9 +236,10 @@ fn extract_page(
         plural(x.items.len(), "item", "items"),
         plural(x.requests.len(), "link", "links"),
     );
-    if let Some(error) = &x.json_error {
-        tracing::warn!(url = %request.url, rule = x.rule.as_deref().unwrap_or(""), "{error}; nothing extracted");
-    }
+    let failed = x
+        .unreadable
+        .as_ref()
+        .map(|u| unreadable(request, fetched.status, x.rule.as_deref(), u, stats));
     if let Some(cut) = x.cut_short {
         stats.add(stats::EXTRACT_CUT_SHORT, 1);
         stats.add_in(stats::EXTRACT_CUT_SHORT_REASON, cut.as_str(), 1);
@@ -281,9 +282,31 @@ fn extract_page(
         items: x.items.into_iter().map(|i| i.fields).collect(),
         requests: x.requests,
         tasks: x.tasks,
+        failed,
         host,
         ..PageResult::default()
     }
+}
+
+/// A source that gave nothing, or not all it holds (too large, malformed):
+/// counted, logged with its URL and rule, and recorded as failed with its
+/// reason (the links read before a sitemap broke off are committed).
+fn unreadable(
+    request: &Request,
+    status: u16,
+    rule: Option<&str>,
+    u: &extract::Unreadable,
+    stats: &mut Tally,
+) -> FailedRecord {
+    stats.add(stats::EXTRACT_UNREADABLE, 1);
+    stats.add_in(stats::EXTRACT_UNREADABLE_KIND, u.kind, 1);
+    tracing::warn!(url = %request.url, rule = rule.unwrap_or(""), kind = u.kind, "{}; the page is recorded as failed", u.reason);
+    FailedRecord::new(
+        request,
+        &u.reason,
+        &format!("unreadable/{}", u.kind),
+        Some(status),
+    )
 }
 
 /// Why a page was cut short, for people.

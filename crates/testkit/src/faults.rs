@@ -45,6 +45,7 @@
 //! | `/fault/sitemap?to=U1+U2+…&lastmod=D&gzip=1` | A sitemap (`<urlset>`) with one `<url><loc>Ui</loc></url>` per space-separated value (`+` in the query; a URL with its own query goes percent-encoded), escaped, each with `<lastmod>D</lastmod>` when given. With `gzip=1` the body is the gzip file itself (`application/x-gzip`, no Content-Encoding), as a `sitemap.xml.gz` is served. |
 //! | `/fault/sitemap-index?to=S1+S2+…` | A sitemap index (`<sitemapindex>`) listing the sitemaps Si. |
 //! | `/fault/feed/rss?to=U1+…` and `/fault/feed/atom?to=U1+…` | An RSS 2.0 or Atom feed with one entry per Ui, linking to it. |
+//! | `…&pad=N`, `…&cut=N` on the sitemap and feed routes | N spaces before the closing tag (a sitemap that unpacks past a limit while its gzip file stays small); the body cut to its first N bytes (before gzip), as a broken download. |
 //! | `/fault/changing?every=N&validators=V&key=K` | A page whose content changes every N requests for (path, key) (0: never; default 1): version = (request − 1) ÷ N, shown as `<p class="version">v</p>` (beside a `<p class="stable">` that never changes). Validators V: `etag` (default: `ETag: "v<version>"`), `last-modified` (one hour per version after 2023-11-14), `both` or `none`. A request whose `If-None-Match` or `If-Modified-Since` matches the current version answers 304 with no body (and counts as a request). With `gone_after=G`, requests after the G-th answer 410 Gone. |
 //!
 //! `/robots.txt` is not a fault route but is configured here: see
@@ -521,7 +522,7 @@ fn dispatch(
                 response(
                     StatusCode::OK,
                     "application/x-gzip",
-                    Bytes::from(gzip_stored(body.as_bytes())),
+                    Bytes::from(gzip_compressed(body.as_bytes())),
                 )
             } else {
                 response(StatusCode::OK, XML, Bytes::from(body))
@@ -629,7 +630,15 @@ fn xml_list(query: &Query, head: &str, entry: impl Fn(&str) -> String, tail: &st
         body.push_str(&entry(&escape(to)));
         body.push('\n');
     }
+    // Room before the end (a sitemap that unpacks past the limit), and an
+    // end cut off (a truncated download).
+    if let Some(pad) = query.get("pad").and_then(|n| n.parse::<usize>().ok()) {
+        body.push_str(&" ".repeat(pad));
+    }
     body.push_str(tail);
+    if let Some(cut) = query.get("cut").and_then(|n| n.parse::<usize>().ok()) {
+        body.truncate(cut.min(body.len()));
+    }
     body
 }
 
@@ -989,6 +998,16 @@ fn http_date(secs: u64) -> String {
         in_day % 3_600 / 60,
         in_day % 60
     )
+}
+
+/// `data` gzip-compressed, as a `sitemap.xml.gz` is (a run of spaces packs
+/// a thousandfold: a sitemap that unpacks past any limit stays small).
+fn gzip_compressed(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = gz.write_all(data);
+    gz.finish().unwrap_or_default()
 }
 
 /// `data` as a gzip member of stored (uncompressed) deflate blocks: valid
