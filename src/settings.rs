@@ -153,6 +153,26 @@ impl Overrides {
                 ));
             }
         }
+        if self
+            .dupefilter_ttl
+            .is_some_and(|d| d < Duration::from_secs(1))
+        {
+            out.push((
+                "dupefilter_ttl",
+                "a TTL under 1s forgets a page before its links come back: the crawl would fetch the same pages again and again".to_string(),
+                "use the time after which a page may be crawled again, e.g. `dupefilter_ttl = \"7d\"`".to_string(),
+            ));
+        }
+        if self
+            .download_memory_budget
+            .is_some_and(|b| b.0 > 0 && b.0 < 1 << 20)
+        {
+            out.push((
+                "download_memory_budget",
+                "a budget under 1 MiB fails nearly every response as too large".to_string(),
+                "use 1 MiB or more (the default is 256 MiB), or 0 for no bound".to_string(),
+            ));
+        }
         if let Some(p) = self.depth_priority.filter(|p| {
             !(-crate::frontier::MAX_PRIORITY..=crate::frontier::MAX_PRIORITY).contains(p)
         }) {

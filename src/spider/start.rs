@@ -92,7 +92,10 @@ impl Spider {
                 self.task_request(task)?
             }
         } else {
-            Request::new(absolute_http_url(entry)?)
+            Request {
+                headers: self.fixed_start_headers(),
+                ..Request::new(absolute_http_url(entry)?)
+            }
         };
         // The checks every later stage relies on: the context the spider
         // declares (a task without `max_page` would crawl every page), and
@@ -116,6 +119,18 @@ impl Spider {
         request.rule = self.start.rule.map(|i| self.rules[i].name.clone());
         request.dont_filter = self.start.dont_filter;
         Ok(request)
+    }
+
+    /// The `[start] headers` a plain URL entry is sent with: those that use
+    /// no task field (a URL has none to fill them with).
+    fn fixed_start_headers(&self) -> Vec<(String, String)> {
+        let none = Map::new();
+        self.start
+            .headers
+            .iter()
+            .filter(|(_, v)| v.fields().is_empty())
+            .filter_map(|(k, v)| Some((k.clone(), v.render(&none).ok()?)))
+            .collect()
     }
 
     fn task_request(&self, task: Map<String, Value>) -> Result<Request, StartEntryError> {
@@ -396,5 +411,27 @@ match = '/api/'
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn plain_url_entries_get_the_headers_that_need_no_task() {
+        let text = r#"
+name = "api"
+[start]
+headers = { X-Id = "{id}", Authorization = "Bearer t" }
+[items.x]
+id = { meta = "id" }
+[[rules]]
+name = "api"
+match = '/api/'
+  [[rules.extract]]
+  item = "x"
+"#;
+        let spider = Spider::from_str("api.toml".as_ref(), text).unwrap_or_else(|e| panic!("{e}"));
+        let r = spider.start_request("http://127.0.0.1:8700/api/7").unwrap();
+        assert_eq!(
+            r.headers,
+            vec![("Authorization".to_string(), "Bearer t".to_string())]
+        );
     }
 }
