@@ -162,6 +162,14 @@ async fn items(args: ItemsArgs) -> anyhow::Result<ExitCode> {
 fn fingerprint(args: &FingerprintArgs) -> anyhow::Result<ExitCode> {
     let method = args.method.to_ascii_uppercase();
     let safe = scrapy_url::safe_url_string(&args.url, encoding_rs::UTF_8);
+    // A crawl never fingerprints what is not a URL (Scrapy's Request
+    // refuses it: "Missing scheme in request url").
+    if let Err(e) = url::Url::parse(&safe) {
+        anyhow::bail!(
+            "`{}` is not an absolute URL ({e}); give one with its scheme and host, e.g. https://forum.example/thread/1",
+            args.url
+        );
+    }
     output::print(format_args!(
         "fingerprint {}\nmethod      {method}\nurl         {safe}\ncanonical   {}\n",
         scrapy_url::request_fingerprint(&method, &safe, args.body.as_bytes()),

@@ -40,7 +40,7 @@ pub(super) async fn open(
         .map_err(|e| {
             anyhow::anyhow!(
                 "cannot reach Redis at {url}: {}; start redis-server there, or give the address with --redis or REDIS_URL",
-                e.cause
+                e.said()
             )
         })?;
     Ok((spider, frontier))

@@ -82,7 +82,7 @@ impl SpiderRun {
                     if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
                         tracing::warn!(
                             "cannot reach Redis at {shown} ({}); retrying every few seconds until it answers ({} so far). Is redis-server running there? The address comes from --redis, REDIS_URL or the redis_url setting",
-                            e.cause,
+                            e.said(),
                             crate::wording::count(attempts as usize, "attempt")
                         );
                         said = Some(Instant::now());
