@@ -173,6 +173,42 @@ async fn a_local_crawl_writes_items_to_standard_output_and_needs_start_entries()
     crawl.stop().await;
 }
 
+/// A file that cannot grow (here `ulimit -f`, as a full disk) stops the
+/// crawl with a message, not a SIGXFSZ death, and the file ends with a
+/// whole line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_that_cannot_write_its_items_says_so_and_leaves_whole_lines() {
+    let crawl = DemoCrawl::start(Duration::ZERO).await;
+    let dir = temp_dir("local-full");
+    let items = dir.path().join("items.jsonl");
+    let task = demo_tasks().into_iter().next().unwrap();
+    // 8 blocks of 512 or 1024 bytes: a few items, then the limit.
+    let script = r#"ulimit -f 8 && exec "$0" run "$1" --local --start "$2" -o "$3""#;
+    let out = Command::new("bash")
+        .args(["-c", script])
+        .arg(binary())
+        .args([crawl.spider_arg(), &task, items.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(
+        out.status.code().is_some(),
+        "killed by a signal: {:?}",
+        out.status
+    );
+    let err = stderr(&out);
+    assert!(err.contains("cannot write items to"), "{err}");
+    let text = std::fs::read_to_string(&items).unwrap();
+    assert!(
+        !text.is_empty() && text.ends_with('\n'),
+        "a cut line: {text:?}"
+    );
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+    crawl.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_crawl_retries_in_its_own_queue_and_keeps_each_hosts_pace() {
     let server = FixtureServer::start(Site::demo()).await.unwrap();

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use super::tools::{entry_lines, valid_entries};
 use super::{load_spider, status_line, InvalidInput};
 use crate::config::Config;
-use crate::frontier::local::{ItemWriter, LocalFrontier};
+use crate::frontier::local::{ItemWriter, LocalFrontier, WholeLines};
 use crate::frontier::Backend;
 use crate::settings::Overrides;
 use crate::wording::plural;
@@ -79,7 +79,7 @@ pub async fn run_local(
     };
     let summary = run.run(rules, shutdown).await?;
     if let Some(e) = store.sink_error() {
-        anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped");
+        anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped (the file ends with the last item written whole)");
     }
     log_summary(&store, &summary, &items_to).await?;
     Ok(if bad > 0 {
@@ -96,7 +96,7 @@ fn item_sink(output: Option<&Path>) -> anyhow::Result<(ItemWriter, String)> {
         Some(p) if p.as_os_str() != "-" => {
             let file = std::fs::File::create(p)
                 .map_err(|e| InvalidInput(format!("cannot write items to {}: {e}", p.display())))?;
-            (Box::new(BufWriter::new(file)), p.display().to_string())
+            (Box::new(WholeLines::new(file)), p.display().to_string())
         }
         _ => (
             Box::new(BufWriter::new(std::io::stdout())),

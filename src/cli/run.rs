@@ -532,6 +532,10 @@ pub(super) async fn update_status(
 /// after a signal that came early, which would then kill the process).
 pub(super) fn listen_for_signals(stop: watch::Sender<bool>) {
     use tokio::signal::unix::{signal, SignalKind};
+    // A write past `ulimit -f` would kill the process (SIGXFSZ) with no
+    // word; caught, the write fails with EFBIG and the command says so.
+    // Its handler stays installed once registered.
+    let _ = signal(SignalKind::from_raw(libc::SIGXFSZ));
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),

@@ -19,7 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
-pub use sink::ItemWriter;
+pub use sink::{ItemWriter, WholeLines};
 
 use super::error::Result;
 use super::outage::Fatal;
