@@ -321,3 +321,26 @@ fn the_readme_opens_with_the_crawl_and_the_test_command() {
         ".ci/run does not run the README's test command, ./scripts/test"
     );
 }
+
+/// The test command runs every test binary of every crate even when one
+/// fails (cargo stops at the first failing binary otherwise, and the rest
+/// of the suite, the other crates and the doc tests never run, with
+/// nothing saying so), and says what it installs before it does.
+#[test]
+fn the_test_command_runs_the_whole_suite_past_a_failure() {
+    let script = read(&root().join("scripts/test"));
+    let run = script
+        .lines()
+        .find(|l| l.trim_start().starts_with("cargo test"))
+        .unwrap_or_else(|| panic!("scripts/test runs no `cargo test`"));
+    for flag in ["--locked", "--no-fail-fast"] {
+        assert!(
+            run.split_whitespace().any(|w| w == flag),
+            "scripts/test runs `{run}`, without {flag}"
+        );
+    }
+    assert!(
+        script.contains("echo \"scripts/test: installing ${missing[*]}"),
+        "scripts/test does not say what it installs"
+    );
+}
