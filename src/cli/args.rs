@@ -97,8 +97,9 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker push-urls spiders/bbs.toml '{\"forum_id\": \"00001\", \"max_page\": 5}'\n  crawlworker push-urls spiders/news.toml --file urls.txt\n  my-producer | crawlworker push-urls spiders/bbs.toml --max-queue 10000\n  crawlworker push-urls spiders/bbs.toml --from-failed"
     )]
     PushUrls(PushUrlsArgs),
-    /// Pause a spider for the whole cluster: no worker leases a request
-    /// until `resume` (pages in flight finish and commit; workers stay up).
+    /// Pause a spider for the whole cluster: requests not yet downloading go
+    /// back to the queue and no worker leases until `resume` (downloads in
+    /// progress finish and commit; workers stay up).
     #[command(after_help = "Example:\n  crawlworker pause spiders/bbs.toml")]
     Pause(PauseArgs),
     /// Resume a paused spider: every worker leases again at once.

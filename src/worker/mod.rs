@@ -20,6 +20,7 @@
 
 mod offload;
 mod page;
+mod pause;
 pub mod pool;
 pub mod progress;
 mod revisit;
@@ -119,6 +120,8 @@ pub struct SpiderRun {
     metrics: Option<Metrics>,
     /// Its share of the worker's download slots.
     share: Arc<Share>,
+    /// Whether this worker knows the spider is paused (see [`pause`]).
+    paused: Arc<watch::Sender<bool>>,
 }
 
 impl SpiderRun {
@@ -248,6 +251,7 @@ impl SpiderRun {
     fn page_context(&self, shutdown: &watch::Receiver<bool>) -> page::Context {
         page::Context {
             shutdown: shutdown.clone(),
+            paused: self.paused(),
             spider: self.spider.clone(),
             settings: self.settings.clone(),
             frontier: self.frontier.clone(),

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::downloader::{Downloaded, Downloader, Fetched};
+use crate::downloader::{Downloaded, Downloader, Fetched, GiveUp};
 use crate::extract::bounded::{Budget, CutShort};
 use crate::extract::{self, Response};
 use crate::frontier::outage::until_done;
@@ -27,6 +27,8 @@ use crate::wording::plural;
 pub struct Context {
     /// Once set, a commit leases no replacement.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// While set, a request not yet downloading goes back to the queue.
+    pub paused: tokio::sync::watch::Receiver<bool>,
     pub spider: Arc<Spider>,
     /// The worker's settings for the spider (its extraction limits).
     pub settings: Arc<Settings>,
@@ -122,8 +124,9 @@ fn count_commit(
     }
 }
 
-/// The request's download did not start (the worker is stopping, or its
-/// host was slowed down after it was leased): its lease goes back to the
+/// The request's download did not start (the worker is stopping, the
+/// spider is paused, or its host was slowed down after it was leased): its
+/// lease goes back to the
 /// queue now, at its place (if that fails, it expires).
 async fn hand_back(ctx: &Context, id: &str) {
     // No longer this worker's before it is back in the queue: once it is,
@@ -148,9 +151,13 @@ async fn process(
     paced_with: Duration,
 ) -> Option<PageResult> {
     let mut stats = Tally::default();
+    let give_up = GiveUp {
+        shutdown: ctx.shutdown.clone(),
+        paused: ctx.paused.clone(),
+    };
     let downloaded = ctx
         .downloader
-        .download(request, wait, paced_with, &mut stats, &ctx.shutdown)
+        .download(request, wait, paced_with, &mut stats, give_up)
         .await;
     let mut result = match downloaded {
         Downloaded::Decided(mut result) => {

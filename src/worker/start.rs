@@ -136,6 +136,7 @@ impl SpiderRun {
             progress: Arc::default(),
             metrics,
             share,
+            paused: Arc::new(tokio::sync::watch::channel(false).0),
         })
     }
 }

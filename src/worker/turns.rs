@@ -23,6 +23,8 @@ pub(super) struct Turns<'a> {
     run: &'a SpiderRun,
     rules: StopRules,
     shutdown: watch::Receiver<bool>,
+    /// While set (the spider is paused), nothing is leased.
+    paused: watch::Receiver<bool>,
     fatal: Fatal,
     wake: Wake,
     /// The start key's watch, for entries pushed without a wake-up.
@@ -66,6 +68,7 @@ impl<'a> Turns<'a> {
             run,
             rules,
             shutdown,
+            paused: run.paused(),
             fatal: frontier.fatal(),
             wake: frontier.wake(),
             // Entries other producers push publish no wake-up: watched apart.
@@ -93,7 +96,14 @@ impl<'a> Turns<'a> {
             return Some(StopReason::Shutdown);
         }
         let room = self.room();
-        let (got, start_empty) = match self.lease_for_room(room.free).await {
+        // Paused: the frontier would lease nothing; the pages in flight
+        // finish (those not yet downloading go back to the queue).
+        let free = if *self.paused.borrow_and_update() {
+            0
+        } else {
+            room.free
+        };
+        let (got, start_empty) = match self.lease_for_room(free).await {
             Leasing::Nothing { stopping: true } | Leasing::Claimed => return None,
             Leasing::Nothing { stopping: false } => (0, false),
             Leasing::Leased { got, start_empty } => (got, start_empty),
@@ -261,6 +271,7 @@ impl<'a> Turns<'a> {
             _ = self.wake.wait(wait) => {}
             _ = self.start_watch.changed() => {}
             _ = self.shutdown.changed() => {}
+            _ = self.paused.changed() => {}
             _ = self.fatal.raised() => {}
         }
         None
@@ -342,6 +353,7 @@ impl<'a> Turns<'a> {
             // Another spider's share changed the room.
             _ = tokio::time::sleep(Duration::from_millis(250)), if share.limit() != room.concurrency => {}
             _ = self.shutdown.changed() => {}
+            _ = self.paused.changed() => {}
             _ = self.fatal.raised() => {}
         }
     }

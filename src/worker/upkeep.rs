@@ -20,10 +20,14 @@ impl Background {
 }
 
 impl SpiderRun {
-    /// Starts lease renewal and the heartbeat, the sweep, and the periodic
-    /// progress line.
+    /// Starts lease renewal and the heartbeat, the sweep, the pause's
+    /// watch and the periodic progress line.
     pub(super) fn spawn_background(&self) -> Background {
-        let mut tasks = vec![self.spawn_upkeep(), self.spawn_sweep()];
+        let mut tasks = vec![
+            self.spawn_upkeep(),
+            self.spawn_sweep(),
+            self.spawn_pause_watch(),
+        ];
         tasks.extend(super::progress::spawn_log_stats(
             self.spider.name.clone(),
             self.frontier.clone(),

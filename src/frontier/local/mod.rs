@@ -46,6 +46,8 @@ struct Crawl {
     state: Mutex<State>,
     /// Woken when work is queued, or the crawl may have drained.
     wake: Arc<Notify>,
+    /// Woken when the crawl is paused or resumed.
+    control: Arc<Notify>,
 }
 
 impl LocalFrontier {
@@ -58,6 +60,7 @@ impl LocalFrontier {
             crawl: Arc::new(Crawl {
                 state: Mutex::new(state),
                 wake: Arc::default(),
+                control: Arc::default(),
             }),
         }
     }
@@ -91,6 +94,12 @@ impl LocalFrontier {
 
     fn notify(&self) {
         self.crawl.wake.notify_one();
+    }
+
+    /// Tells every handle's run that the pause changed.
+    fn control_changed(&self) {
+        self.crawl.control.notify_waiters();
+        self.crawl.control.notify_one();
     }
 
     /// Queues the spider's sitemaps and feeds (`[start] sitemap`, `feed`),
@@ -270,7 +279,10 @@ impl Backend for LocalFrontier {
     }
 
     fn wake(&self) -> Wake {
-        Wake::local(Arc::clone(&self.crawl.wake))
+        Wake::local(
+            Arc::clone(&self.crawl.wake),
+            Arc::clone(&self.crawl.control),
+        )
     }
 
     async fn watch_start(&self, _recheck: Duration) -> StartWatch {
@@ -404,15 +416,20 @@ impl Backend for LocalFrontier {
     }
 
     async fn pause(&self) -> Result<bool> {
-        let mut s = self.state();
-        let was = std::mem::replace(&mut s.paused, true);
+        let was = std::mem::replace(&mut self.state().paused, true);
+        self.control_changed();
         Ok(!was)
     }
 
     async fn resume(&self) -> Result<bool> {
         let was = std::mem::replace(&mut self.state().paused, false);
+        self.control_changed();
         self.notify();
         Ok(was)
+    }
+
+    async fn paused(&self) -> Result<bool> {
+        Ok(self.state().paused)
     }
 
     async fn heartbeat(&self, _beat: &Heartbeat) -> Result<()> {
