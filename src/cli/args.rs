@@ -116,6 +116,13 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker stats spiders/bbs.toml\n  crawlworker stats spiders/bbs.toml --watch\n  crawlworker stats spiders/bbs.toml --json | jq .queues"
     )]
     Stats(StatsArgs),
+    /// List the requests that failed for good (retries used up, refused, or
+    /// answered with a status no rule handles, such as 404): time, kind,
+    /// rule, URL and reason, newest last.
+    #[command(
+        after_help = "Examples:\n  crawlworker failed spiders/bbs.toml\n  crawlworker failed spiders/bbs.toml --kind 404 -n 100\n  crawlworker failed spiders/bbs.toml --json | jq -r .url"
+    )]
+    Failed(FailedArgs),
     /// Print scraped items as JSON Lines, oldest first.
     #[command(
         after_help = "Examples:\n  crawlworker items spiders/bbs.toml -n 10\n  crawlworker items spiders/bbs.toml --pop --follow > items.jsonl"
@@ -315,6 +322,25 @@ pub struct StatsArgs {
     /// Keep a live view, refreshed every second, until Ctrl-C.
     #[arg(long)]
     pub watch: bool,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker failed`.
+#[derive(Debug, clap::Args)]
+pub struct FailedArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    /// The newest N failed requests (of --kind, if given).
+    #[arg(short = 'n', long = "limit", value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: u64,
+    /// Only failures of this kind: a status (404, 503) or an error's kind
+    /// (timeout, connect, …), as the KIND column shows.
+    #[arg(long, value_name = "K")]
+    pub kind: Option<String>,
+    /// One JSON object per line (the failed key's records) instead of text.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub redis: RedisArgs,
 }

@@ -5,11 +5,12 @@
 //! [`run()`] dispatches each command to its function. The crawl commands live
 //! in [`run`](mod@run) (and `local` for `run --local`); the Redis tools in
 //! [`tools`] (`push-urls`, `pause`, `flush`), [`stats`] (with `watch` for
-//! `stats --watch`) and [`items`]; spider files are tried with [`check`] and
+//! `stats --watch`), [`items`] and [`failed`]; spider files are tried with [`check`] and
 //! [`parse`].
 
 pub mod args;
 mod check;
+mod failed;
 mod items;
 mod local;
 pub mod logging;
@@ -49,6 +50,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Stats(args) => stats::stats(&args.spider, &args.redis, args.json).await,
         Command::Items(args) => items(args).await,
+        Command::Failed(args) => {
+            let list = failed::List {
+                limit: args.limit as usize,
+                kind: args.kind,
+                json: args.json,
+            };
+            failed::failed(&args.spider, &args.redis, list).await
+        }
         Command::Dashboard(args) => dashboard(&args.spiders, args.listen, &args.redis).await,
         Command::Health(args) => health(args.metrics_addr).await,
         Command::Check(args) => Ok(check::check(&args.spiders)),

@@ -18,6 +18,7 @@
 //! whose lease expired meanwhile is committed by nobody twice: the commit
 //! checks the lease).
 
+pub mod failures;
 mod offload;
 mod page;
 mod pause;
@@ -122,6 +123,8 @@ pub struct SpiderRun {
     share: Arc<Share>,
     /// Whether this worker knows the spider is paused (see [`pause`]).
     paused: Arc<watch::Sender<bool>>,
+    /// What it says about requests that gave no page.
+    failures: Arc<failures::FailureLog>,
 }
 
 impl SpiderRun {
@@ -252,6 +255,7 @@ impl SpiderRun {
         page::Context {
             shutdown: shutdown.clone(),
             paused: self.paused(),
+            failures: self.failures.clone(),
             spider: self.spider.clone(),
             settings: self.settings.clone(),
             frontier: self.frontier.clone(),

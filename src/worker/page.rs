@@ -11,11 +11,12 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::failures::{self, FailureLog};
 use crate::downloader::{Downloaded, Downloader, Fetched, GiveUp};
 use crate::extract::bounded::{Budget, CutShort};
 use crate::extract::{self, Response};
 use crate::frontier::outage::until_done;
-use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
+use crate::frontier::{Committed, FailedRecord, Frontier, HostOutcome, Leased, PageResult};
 use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::settings::Settings;
@@ -42,6 +43,8 @@ pub struct Context {
     pub metrics: Option<Metrics>,
     /// The spider's share of the worker's download slots.
     pub share: Arc<super::pool::Share>,
+    /// What it says about requests that gave no page.
+    pub failures: Arc<FailureLog>,
 }
 
 /// Crawls one leased request; returns the requests its commit leased to
@@ -161,6 +164,10 @@ async fn process(
         .await;
     let mut result = match downloaded {
         Downloaded::Decided(mut result) => {
+            if let Some(failed) = &mut result.failed {
+                failed.rule = failures::rule_of(&ctx.spider, request);
+                ctx.failures.failed(failed);
+            }
             super::revisit::decide(&ctx.spider, request, &mut result, None, &mut stats);
             *result
         }
@@ -179,17 +186,17 @@ async fn process(
                 let _parsing = ctx.share.parsing(fetched.body.len()).await;
                 let (spider, settings) = (ctx.spider.clone(), ctx.settings.clone());
                 let (request, mut counted) = (request.clone(), std::mem::take(&mut stats));
+                let failures = ctx.failures.clone();
                 let extracted = super::offload::run(fetched.body.len(), move |stop| {
                     let budget = Budget::new(&settings, Some(stop));
-                    let result = extract_page(
-                        &spider,
-                        &settings,
-                        &request,
-                        &fetched,
-                        host,
-                        &mut counted,
-                        &budget,
-                    );
+                    let page = Page {
+                        spider: &spider,
+                        settings: &settings,
+                        request: &request,
+                        fetched: &fetched,
+                        failures: &failures,
+                    };
+                    let result = extract_page(page, host, &mut counted, &budget);
                     (result, fetched, counted)
                 })
                 .await;
@@ -213,17 +220,31 @@ async fn process(
     Some(result)
 }
 
+/// A downloaded page and what its extraction needs.
+struct Page<'a> {
+    spider: &'a Spider,
+    settings: &'a Settings,
+    request: &'a Request,
+    fetched: &'a Fetched,
+    failures: &'a FailureLog,
+}
+
 /// The items and follow-up requests of a downloaded page, as far as the
-/// budget lets the extraction go.
+/// budget lets the extraction go; a page ignored for its status is
+/// recorded as failed.
 fn extract_page(
-    spider: &Spider,
-    settings: &Settings,
-    request: &Request,
-    fetched: &Fetched,
+    page: Page<'_>,
     host: HostOutcome,
     stats: &mut Tally,
     budget: &Budget,
 ) -> PageResult {
+    let Page {
+        spider,
+        settings,
+        request,
+        fetched,
+        failures,
+    } = page;
     let response = Response {
         url: &fetched.url,
         status: fetched.status,
@@ -257,10 +278,12 @@ fn extract_page(
             plural(x.requests.len(), "link", "links"),
         );
     }
-    if let Some(status) = x.ignored_status {
+    let failed = x.ignored_status.map(|status| {
         stats.add(stats::HTTPERROR_RESPONSE_IGNORED_COUNT, 1);
         stats.add_in(stats::HTTPERROR_RESPONSE_IGNORED_STATUS, status, 1);
-    }
+        failures.ignored(request, status, x.rule.as_deref());
+        ignored_record(request, status, x.rule.clone())
+    });
     stats.add(stats::ITEM_SCRAPED_COUNT, x.items.len() as i64);
     stats.add(stats::ITEM_DROPPED_COUNT, x.dropped.len() as i64);
     for d in &x.dropped {
@@ -284,7 +307,20 @@ fn extract_page(
         requests: x.requests,
         tasks: x.tasks,
         host,
+        failed,
         ..PageResult::default()
+    }
+}
+
+/// The failed record of a response ignored for its status: its kind is
+/// the status, as for a status whose retries ran out.
+fn ignored_record(request: &Request, status: u16, rule: Option<String>) -> FailedRecord {
+    let reason = format!(
+        "HTTP {status}, not handled (only 2xx and httperror_allowed_codes reach the rules)"
+    );
+    FailedRecord {
+        rule,
+        ..FailedRecord::new(request, &reason, &status.to_string(), Some(status))
     }
 }
 

@@ -127,6 +127,11 @@ impl SpiderRun {
             metrics.clone(),
             share.clone(),
         )?;
+        let failures = Arc::new(super::failures::FailureLog::new(
+            &spider,
+            frontier.is_shared(),
+            &frontier.keys().failed,
+        ));
         Ok(SpiderRun {
             spider,
             settings,
@@ -137,6 +142,7 @@ impl SpiderRun {
             metrics,
             share,
             paused: Arc::new(tokio::sync::watch::channel(false).0),
+            failures,
         })
     }
 }
