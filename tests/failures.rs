@@ -1,7 +1,8 @@
 //! Failures an operator can see: a response the rules do not handle (a
 //! 404) is logged at INFO with its URL and rule, kept with the failed
 //! requests, listed by `crawlworker failed` (text, `--kind`, `--json`),
-//! shown among the dashboard's recent failures, and explained by `parse`.
+//! shown among the dashboard's recent failures, and explained by `parse`;
+//! a run that ends on its own with every request failed exits with code 3.
 
 use std::process::Command;
 use std::time::Duration;
@@ -36,7 +37,12 @@ async fn a_404_is_logged_listed_shown_and_explained() {
         &[("CRAWLWORKER_LOG", "info")],
     );
     let (status, log) = worker.wait(Duration::from_secs(60));
-    assert!(status.success(), "{log}");
+    // Its one request failed: a scheduler sees it in the exit code.
+    assert_eq!(status.code(), Some(3), "{log}");
+    assert!(
+        log.contains("spider `bbs`: every request failed for good (1 request); exit code 3"),
+        "{log}"
+    );
     assert!(
         log.contains(&format!("ignored response 404 {gone} (rule list)")),
         "the 404 is not logged at INFO with its URL and rule:\n{log}"

@@ -14,7 +14,7 @@ use redis::Commands;
 use crawlworker::request::Request;
 use crawlworker_demo::{demo_tasks, Site};
 use crawlworker_testkit::{
-    binary, stderr, stdout, temp_dir, DemoCrawl, FixtureServer, KillOnDrop, Worker,
+    binary, spider_for, stderr, stdout, temp_dir, DemoCrawl, FixtureServer, KillOnDrop, Worker,
 };
 
 use crate::expect::{assert_exact, canonical, expected, scraped};
@@ -171,6 +171,52 @@ async fn a_local_crawl_writes_items_to_standard_output_and_needs_start_entries()
         stderr(&two)
     );
     crawl.stop().await;
+}
+
+/// A scheduler can tell a crawl that fetched nothing usable: a local crawl
+/// whose requests all failed for good exits with code 3 and says how many;
+/// one where some did exits 0, or 3 with --fail-on-failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_whose_requests_failed_exits_with_code_3() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("local");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let spider = spider.to_str().unwrap();
+    // Forums the demo site does not have: their list pages are 404s.
+    let gone = [
+        r#"{"forum_id": "99998", "max_page": 1}"#,
+        r#"{"forum_id": "99999", "max_page": 1}"#,
+    ];
+    let good = r#"{"forum_id": "00001", "max_page": 1}"#;
+    let local = |starts: &[&str], more: &[&str]| {
+        let mut cmd = Command::new(binary());
+        cmd.args(["run", spider, "--local", "-o", "-"]).args(more);
+        for s in starts {
+            cmd.args(["--start", s]);
+        }
+        cmd.output().unwrap()
+    };
+
+    let out = local(&gone, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("spider `bbs`: every request failed for good (2 requests); exit code 3"),
+        "{}",
+        stderr(&out)
+    );
+
+    let some = local(&[gone[0], good], &[]);
+    assert!(some.status.success(), "{}", stderr(&some));
+    assert!(!stdout(&some).is_empty(), "no items: {}", stderr(&some));
+    let strict = local(&[gone[0], good], &["--fail-on-failure"]);
+    assert_eq!(strict.status.code(), Some(3), "{}", stderr(&strict));
+    assert!(
+        stderr(&strict).contains("spider `bbs`: 1 request failed for good (--fail-on-failure)"),
+        "{}",
+        stderr(&strict)
+    );
+    let _ = server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,7 +18,7 @@ use crate::settings::{self, RedisUrl};
     name = "crawlworker",
     version = crate::version::LONG,
     about,
-    after_help = "Exit codes: 0 done; 1 failed (Redis unreachable, a fatal error); 2 input to fix (a broken spider or configuration file, a bad entry, a usage error).\n\nGetting started: crawlworker check spiders/bbs.toml, then crawlworker push-urls and crawlworker run. `crawlworker COMMAND --help` shows examples."
+    after_help = "Exit codes: 0 done; 1 failed (Redis unreachable, a fatal error); 2 input to fix (a broken spider or configuration file, a bad entry, a usage error); 3 a run that ended on its own (run --local, --until-drained, --idle-exit) whose requests all failed for good (any of them, with --fail-on-failure).\n\nGetting started: crawlworker check spiders/bbs.toml, then crawlworker push-urls and crawlworker run. `crawlworker COMMAND --help` shows examples."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -192,6 +192,12 @@ pub struct RunArgs {
     /// flight in any worker, no start entries.
     #[arg(long)]
     pub until_drained: bool,
+    /// Exit with code 3 when any request failed for good (a 404 too).
+    /// Without it, a run that ends on its own (--local, --until-drained,
+    /// --idle-exit) exits with code 3 only when every one of its requests
+    /// failed.
+    #[arg(long, env = "CRAWLWORKER_FAIL_ON_FAILURE")]
+    pub fail_on_failure: bool,
     /// Serve Prometheus metrics on this address (`/metrics`, and
     /// `/healthz` for health checks), e.g. 127.0.0.1:9410.
     #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]

@@ -24,6 +24,10 @@ mod watch;
 
 pub use args::{Cli, Command, ConfigArgs, RedisArgs};
 
+/// The exit code of a run that ended on its own with its requests failed
+/// for good: all of them, or any with `--fail-on-failure`.
+pub const EXIT_REQUESTS_FAILED: u8 = 3;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -90,6 +94,7 @@ async fn run_spiders(args: RunArgs, status_line: bool) -> anyhow::Result<ExitCod
             start: args.start,
             start_file: args.start_file,
             output: args.output,
+            fail_on_failure: args.fail_on_failure,
         };
         return local::run_local(&config, spider, &cli_layer, given, status_line).await;
     }
@@ -97,15 +102,13 @@ async fn run_spiders(args: RunArgs, status_line: bool) -> anyhow::Result<ExitCod
         idle_exit: args.idle_exit,
         until_drained: args.until_drained,
     };
-    run::run(
-        &config,
-        &args.spiders,
-        &cli_layer,
+    let how = run::How {
         rules,
-        args.metrics_addr,
+        metrics_addr: args.metrics_addr,
         status_line,
-    )
-    .await
+        fail_on_failure: args.fail_on_failure,
+    };
+    run::run(&config, &args.spiders, &cli_layer, how).await
 }
 
 /// `crawlworker push-urls`: new start entries, or the failed requests

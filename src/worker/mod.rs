@@ -106,6 +106,32 @@ pub struct RunSummary {
     pub elapsed: Duration,
 }
 
+impl RunSummary {
+    /// Why a run that ended on its own (drained, idle, `max_pages`: a
+    /// local crawl, `--until-drained`, `--idle-exit`) failed: every one of
+    /// its requests failed for good (`any`: at least one did). None for a
+    /// run that was stopped, or whose requests did not fail so.
+    pub fn failed_requests(&self, any: bool) -> Option<String> {
+        let c = &self.counts;
+        if self.reason == StopReason::Shutdown || c.failed == 0 || (c.done > 0 && !any) {
+            return None;
+        }
+        let what = if c.done == 0 {
+            format!(
+                "every request failed for good ({})",
+                crate::wording::count(c.failed as usize, "request")
+            )
+        } else {
+            format!(
+                "{} failed for good (--fail-on-failure), {} done",
+                crate::wording::count(c.failed as usize, "request"),
+                c.done
+            )
+        };
+        Some(format!("spider `{}`: {what}", self.spider))
+    }
+}
+
 /// One spider in this worker.
 pub struct SpiderRun {
     pub spider: Arc<Spider>,

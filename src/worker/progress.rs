@@ -13,6 +13,7 @@ use crate::wording::plural;
 #[derive(Debug, Default)]
 pub struct Progress {
     pages: AtomicU64,
+    done: AtomicU64,
     items: AtomicU64,
     retries: AtomicU64,
     failed: AtomicU64,
@@ -24,6 +25,8 @@ pub struct Progress {
 pub struct Counts {
     /// Pages committed (done, retried, failed or set aside).
     pub pages: u64,
+    /// Requests done: committed with no failure, retry or dead letter.
+    pub done: u64,
     pub items: u64,
     pub retries: u64,
     /// Requests that failed for good.
@@ -36,6 +39,8 @@ impl Progress {
     /// Counts one committed page.
     pub fn committed(&self, page: &PageResult) {
         self.pages.fetch_add(1, Ordering::Relaxed);
+        let done = page.failed.is_none() && page.retry.is_none() && page.dead.is_none();
+        self.done.fetch_add(u64::from(done), Ordering::Relaxed);
         self.items
             .fetch_add(page.items.len() as u64, Ordering::Relaxed);
         self.retries
@@ -49,6 +54,7 @@ impl Progress {
     pub fn counts(&self) -> Counts {
         Counts {
             pages: self.pages.load(Ordering::Relaxed),
+            done: self.done.load(Ordering::Relaxed),
             items: self.items.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
