@@ -161,8 +161,13 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker fingerprint 'http://example.com/a?b=2&a=1'\n  crawlworker fingerprint http://example.com/search --method POST --body 'q=x'"
     )]
     Fingerprint(FingerprintArgs),
-    /// List every setting with its default and meaning.
-    #[command(after_help = "Examples:\n  crawlworker settings\n  crawlworker settings --markdown")]
+    /// List every setting with its default and meaning; with a spider,
+    /// every setting's value a worker runs it with and where that value
+    /// came from (default < config file < spider [settings] < environment
+    /// < flag).
+    #[command(
+        after_help = "Examples:\n  crawlworker settings\n  crawlworker settings spiders/bbs.toml\n  CRAWLWORKER_DOWNLOAD_DELAY=2 crawlworker settings spiders/bbs.toml --config config/prod.toml\n  crawlworker settings --markdown"
+    )]
     Settings(SettingsArgs),
     /// Print a shell completion script, e.g.
     /// `crawlworker completions bash > ~/.local/share/bash-completion/completions/crawlworker`.
@@ -438,9 +443,28 @@ pub struct FingerprintArgs {
 /// The arguments of `crawlworker settings`.
 #[derive(Debug, clap::Args)]
 pub struct SettingsArgs {
-    /// As the README's Markdown table.
-    #[arg(long)]
+    /// A spider file: show the values it runs with, and where each came
+    /// from.
+    #[arg(value_name = "SPIDER")]
+    pub spider: Option<SpiderPath>,
+    /// As the book's Markdown table (the catalogue, without a spider).
+    #[arg(long, conflicts_with = "spider")]
     pub markdown: bool,
+    /// With a spider: one JSON object per setting (setting, value, from,
+    /// over).
+    #[arg(long, requires = "spider")]
+    pub json: bool,
+    /// With a spider: the --redis flag `run` would be given.
+    #[arg(long, value_name = "URL", value_parser = RedisUrl::parse, requires = "spider")]
+    pub redis: Option<RedisUrl>,
+    /// With a spider: the --concurrency flag `run` would be given.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), requires = "spider")]
+    pub concurrency: Option<u32>,
+    /// With a spider: the worker configuration file (settings under every
+    /// spider's own) [default: CRAWLWORKER_CONFIG, else
+    /// config/crawlworker.toml if it exists]
+    #[arg(long, value_name = "FILE", requires = "spider")]
+    pub config: Option<PathBuf>,
 }
 
 /// The arguments of `crawlworker completions`.

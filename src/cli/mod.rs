@@ -10,6 +10,7 @@
 
 pub mod args;
 mod check;
+mod effective_settings;
 mod failed;
 mod items;
 mod local;
@@ -36,6 +37,7 @@ use clap::CommandFactory;
 
 use crate::config::Config;
 use crate::frontier::KeyGroup;
+use crate::settings::effective::{Layer, Source};
 use crate::settings::{self, Overrides, RedisUrl};
 use crate::spider::{LoadError, Spider};
 use args::{FingerprintArgs, FlushArgs, ItemsArgs, PushUrlsArgs, RunArgs};
@@ -67,10 +69,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => Ok(check::check(&args.spiders)),
         Command::Parse(args) => parse::parse(args).await,
         Command::Fingerprint(args) => fingerprint(&args),
-        Command::Settings(args) => {
-            output::print(settings_table(args.markdown))?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Settings(args) => effective_settings::settings(args),
         Command::Completions(args) => completions(args.shell),
     }
 }
@@ -279,16 +278,55 @@ impl From<LoadError> for InvalidInput {
 /// < environment < `cli`.
 pub fn load_spider(config: &Config, path: &Path, cli: &Overrides) -> anyhow::Result<Spider> {
     let mut spider = Spider::load(path).map_err(InvalidInput::from)?;
-    let mut env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(InvalidInput)?;
-    // scrapy-redis reads REDIS_URL; so do we, below our own variable.
-    if env.redis_url.is_none() {
-        if let Some(url) = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()) {
-            env.redis_url =
-                Some(RedisUrl::parse(&url).map_err(|e| InvalidInput(format!("REDIS_URL: {e}")))?);
-        }
-    }
-    spider.settings = settings::layered(&[&config.settings, &spider.overrides, &env, cli]);
+    let layers = setting_layers(config, &spider, cli)?;
+    let (settings, explained) = settings::effective::explain(&layers);
+    spider.settings = settings;
+    spider.settings_changed = settings::effective::changed(&explained);
     Ok(spider)
+}
+
+/// The layers of a spider's settings, lowest first: the configuration
+/// file, the spider's `[settings]`, `REDIS_URL` (scrapy-redis reads it; so
+/// do we, below our own variables), the `CRAWLWORKER_<NAME>` variables,
+/// and the command line.
+pub(crate) fn setting_layers(
+    config: &Config,
+    spider: &Spider,
+    cli: &Overrides,
+) -> anyhow::Result<Vec<Layer>> {
+    let env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(InvalidInput)?;
+    let redis_env = match std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()) {
+        Some(url) => Overrides {
+            redis_url: Some(
+                RedisUrl::parse(&url).map_err(|e| InvalidInput(format!("REDIS_URL: {e}")))?,
+            ),
+            ..Overrides::default()
+        },
+        None => Overrides::default(),
+    };
+    let config_file = config.path.clone().unwrap_or_default();
+    Ok(vec![
+        Layer {
+            source: Source::ConfigFile(config_file),
+            overrides: config.settings.clone(),
+        },
+        Layer {
+            source: Source::Spider(spider.source.clone()),
+            overrides: spider.overrides.clone(),
+        },
+        Layer {
+            source: Source::Variable("REDIS_URL"),
+            overrides: redis_env,
+        },
+        Layer {
+            source: Source::Environment,
+            overrides: env,
+        },
+        Layer {
+            source: Source::Flags,
+            overrides: cli.clone(),
+        },
+    ])
 }
 
 /// The spider files `paths` name: files as given, and every `*.toml` of a

@@ -46,8 +46,13 @@ pub struct Spider {
     pub deny: Vec<Regex>,
     /// The spider's own `[settings]` layer, for the worker to re-layer.
     pub overrides: Overrides,
-    /// Built-in defaults with the spider's layer applied.
+    /// Built-in defaults with the spider's layer applied (and, once loaded
+    /// for a command, every layer: see `cli::load_spider`).
     pub settings: Settings,
+    /// The settings not at their default, each with where its value came
+    /// from, for the worker's start line (empty until every layer is
+    /// applied).
+    pub settings_changed: Vec<String>,
     pub start: Start,
     /// Its Redis key names, resolved from `[keys]` and `[start] key`.
     pub keys: Keys,

@@ -275,6 +275,10 @@ impl SpiderRun {
             "none (a local crawl, in memory)".to_string()
         };
         tracing::info!(spider = %self.spider.name, worker = %self.frontier.worker(), redis = %redis, concurrency = self.share.limit(), "worker started");
+        let changed = &self.spider.settings_changed;
+        if !changed.is_empty() {
+            tracing::info!(spider = %self.spider.name, "settings not at their default: {}", changed.join(", "));
+        }
     }
 
     fn page_context(&self, shutdown: &watch::Receiver<bool>) -> page::Context {
