@@ -27,6 +27,8 @@
 //!   charset decoding.
 //! - back to [`frontier`] for the page's commit; [`worker`] runs that loop
 //!   per spider, with shutdown and Redis-outage handling.
+//! - [`scrapy_redis`]: the requests a scrapy-redis crawl queued (pickles),
+//!   read as plain data and mapped to requests (`import-queue`).
 //! - beside them: [`stats`], every stat name, [`retry_schedule`], the one
 //!   retry schedule, and [`wording`], how counts read in messages.
 //! - seeing a crawl from outside: [`metrics`] (Prometheus, served on
@@ -46,6 +48,7 @@ pub mod metrics;
 pub mod reader;
 pub mod request;
 pub mod retry_schedule;
+pub mod scrapy_redis;
 pub mod settings;
 pub mod spider;
 pub mod stats;

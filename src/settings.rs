@@ -234,7 +234,7 @@ settings! {
     max_requests_per_second: f64 = 0.0;
     /// How seen requests are remembered: "exact" (scrapy-redis's SET, ~85 B per entry), "compact" (exact, ~20 B), "bloom" (~2 B, rare false positives that skip a URL), or "expiring" (forgotten after dupefilter_ttl).
     dupefilter: DupefilterMode = DupefilterMode::Exact;
-    /// For "bloom": the entries one filter is sized for (about 1.8 bytes each at 0.001, allocated when the filter is made; a full filter is followed by another).
+    /// For "bloom": the entries the first filter is sized for (about 1.8 bytes each at 0.001, made when the first worker starts, within Redis's memory; a full filter is followed by a larger one). At most 10 billion; raised to the least that keeps the error rate (78 at 0.001).
     dupefilter_capacity: Capacity = Capacity(100_000_000);
     /// For "bloom": the share of never-seen URLs the filter wrongly says it has seen.
     dupefilter_error_rate: Rate = Rate(0.001);

@@ -191,6 +191,8 @@ stats! {
     FAILED_COUNT = "failed/count", Counter;
     /// Failed requests moved back into the queue (`push-urls --from-failed`).
     FAILED_REQUEUED_COUNT = "failed/requeued_count", Counter;
+    /// Requests a scrapy-redis crawl had queued, queued as crawlworker's (`import-queue`).
+    SCRAPY_REDIS_IMPORTED = "scrapy_redis/imported_count", Counter;
     /// Redirects followed.
     REDIRECT_COUNT = "redirect/count", Counter => "redirects";
     /// Follow-up requests over the size bound, not queued.

@@ -10,7 +10,7 @@ use crawlworker_testkit::redis::free_port;
 use crawlworker_testkit::{eventually_async, root, temp_dir, DemoCrawl, KillOnDrop, Worker};
 
 /// Headless Chromium with the flags a closed network needs.
-fn chromium(profile: &std::path::Path) -> Command {
+pub fn chromium(profile: &std::path::Path) -> Command {
     let mut cmd = Command::new("chromium");
     cmd.args([
         "--headless",

@@ -182,6 +182,8 @@ match = '/fault/'
     .unwrap();
 
     let keys = &spider.keys;
+    // A spider handing this one work said so (its workers write this).
+    let _: () = conn.hset(&keys.upstreams, "upstream", "{}").unwrap();
     // The item stream belongs to the stream sink, which this spider (on
     // the list sink) never writes: made by hand.
     let _: String = redis::cmd("XADD")
@@ -189,6 +191,9 @@ match = '/fault/'
         .arg(&["*", "item", "{}"])
         .query(&mut conn)
         .unwrap();
+    // A scrapy-redis queue set aside is made only by `import-queue`, from
+    // a queue scrapy-redis left: made by hand.
+    let _: () = conn.rpush(&keys.scrapy_queue, b"\x80\x05N.").unwrap();
     let missing: Vec<&str> = KeyKind::ALL
         .iter()
         .filter(|k| k.group() != KeyGroup::Channel)

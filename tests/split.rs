@@ -34,8 +34,9 @@ async fn a_list_spider_feeding_a_detail_spider_gives_the_items_of_the_single_spi
     let out = crawlworker_with_redis(&redis.url(), &args);
     assert!(out.status.success(), "push-urls: {}", stderr(&out));
 
-    // The detail worker runs until the test stops it: it cannot know that
-    // the list spider will hand it nothing more.
+    // The detail worker runs until the test stops it (with
+    // `--until-drained` it would stop once the list spider is drained too:
+    // `split_drain.rs`).
     let detail_worker = InProcess::start(&detail, &redis.url(), &[], StopRules::default()).await;
     let drained = StopRules {
         until_drained: true,

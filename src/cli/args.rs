@@ -111,6 +111,14 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker flush spiders/bbs.toml --items --stats\n  crawlworker flush spiders/bbs.toml --all --yes\n  crawlworker flush spiders/bbs.toml --fingerprint http://127.0.0.1:8700/post/1001"
     )]
     Flush(FlushArgs),
+    /// Take over the request queue a scrapy-redis crawl left: each queued
+    /// request (a pickle, read as plain data, never run) becomes a request
+    /// in crawlworker's queue, or a dead letter with its reason. Stopped
+    /// and run again, it goes on where it was.
+    #[command(
+        after_help = "Examples:\n  crawlworker import-queue spiders/bbs.toml --dry-run\n  crawlworker import-queue spiders/bbs.toml\n\nThe spider's [scrapy_redis] table maps Scrapy callbacks to rules (see the migration guide)."
+    )]
+    ImportQueue(ImportQueueArgs),
     /// Show a crawl's progress: queues, live and gone workers, the stats hash.
     #[command(
         after_help = "Examples:\n  crawlworker stats spiders/bbs.toml\n  crawlworker stats spiders/bbs.toml --watch\n  crawlworker stats spiders/bbs.toml --json | jq .queues"
@@ -318,6 +326,19 @@ pub struct FlushArgs {
     /// Do not ask (needed when standard input is not a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker import-queue`.
+#[derive(Debug, clap::Args)]
+pub struct ImportQueueArgs {
+    /// The spider file (TOML): its keys, rules and [scrapy_redis] table.
+    pub spider: SpiderPath,
+    /// Read the whole queue and say what would be queued and what set
+    /// aside (and why), changing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub redis: RedisArgs,
 }

@@ -5,13 +5,15 @@
 //! [`run()`] dispatches each command to its function. The crawl commands live
 //! in [`run`](mod@run) (and `local` for `run --local`); the Redis tools in
 //! [`tools`] (`push-urls`, `pause`, `flush`), [`stats`] (with `watch` for
-//! `stats --watch`), [`items`] and [`failed`]; spider files are tried with [`check`] and
+//! `stats --watch`), [`items`], [`failed`] and [`import_queue`] (taking over a
+//! scrapy-redis queue); spider files are tried with [`check`] and
 //! [`parse`].
 
 pub mod args;
 mod check;
 mod effective_settings;
 mod failed;
+mod import_queue;
 mod items;
 mod local;
 pub mod logging;
@@ -51,6 +53,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pause(args) => tools::pause(&args.spider, &args.redis, true).await,
         Command::Resume(args) => tools::pause(&args.spider, &args.redis, false).await,
         Command::Flush(args) => flush(args).await,
+        Command::ImportQueue(args) => {
+            import_queue::import_queue(&args.spider, &args.redis, args.dry_run).await
+        }
         Command::Stats(args) if args.watch && !args.json => {
             watch::watch(&args.spider, &args.redis).await
         }

@@ -4,6 +4,9 @@
 //! change (looked at every 2 s), each checked first. The first SIGINT or
 //! SIGTERM stops leasing, lets pages in flight finish within
 //! `shutdown_grace` and hands the rest back; a second one exits at once.
+//! With `--until-drained` the worker exits once all its spiders read
+//! drained: one that stopped before the others finished is looked at again
+//! first, and started again if it has work.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,13 +22,14 @@ use tracing::Instrument;
 
 use super::{load_spider, status_line, InvalidInput};
 use crate::config::Config;
+use crate::frontier::Frontier;
 use crate::metrics::{self, Metrics};
 use crate::settings::Overrides;
 use crate::spider::Spider;
 use crate::wording::plural;
 use crate::worker::progress::Progress;
 use crate::worker::shared::Shared;
-use crate::worker::{worker_id, RunSummary, SpiderRun, StopRules};
+use crate::worker::{worker_id, RunSummary, SpiderRun, StopReason, StopRules};
 
 /// How often spider files are looked at for changes (besides SIGHUP).
 const WATCH_EVERY: Duration = Duration::from_secs(2);
@@ -231,13 +235,20 @@ struct Supervisor {
     /// version (reported once), or a spider that stopped on its own
     /// (drained, idle).
     left_alone: HashMap<PathBuf, String>,
-    tasks: JoinSet<(PathBuf, anyhow::Result<RunSummary>)>,
+    /// With `--until-drained`, the spiders that stopped drained, looked at
+    /// again before the worker exits.
+    drained: HashMap<PathBuf, Frontier>,
+    tasks: JoinSet<Ended>,
     failed: bool,
     /// Exit code 3 when any request failed, not only when all did.
     fail_on_failure: bool,
     /// A spider's run ended on its own with its requests failed.
     requests_failed: bool,
 }
+
+/// A spider run that ended: its file, how it ended, and its frontier when
+/// it ran.
+type Ended = (PathBuf, anyhow::Result<RunSummary>, Option<Frontier>);
 
 impl Supervisor {
     fn new(
@@ -258,6 +269,7 @@ impl Supervisor {
             running: HashMap::new(),
             pending: HashMap::new(),
             left_alone: HashMap::new(),
+            drained: HashMap::new(),
             tasks: JoinSet::new(),
             failed: false,
             fail_on_failure: false,
@@ -274,6 +286,7 @@ impl Supervisor {
         let span = tracing::info_span!("crawl", spider = %name, worker = %self.shared.worker);
         let (shared, rules) = (self.shared.clone(), self.rules);
         let key = path.clone();
+        self.drained.remove(&path);
         self.tasks.spawn(
             async move {
                 let run = match start {
@@ -283,13 +296,15 @@ impl Supervisor {
                         match SpiderRun::connect(*spider, settings, &shared, &stopped).await {
                             Ok(Some(run)) => run,
                             Ok(None) => {
-                                return (key, Err(anyhow::anyhow!("stopped before it started")))
+                                let e = anyhow::anyhow!("stopped before it started");
+                                return (key, Err(e), None);
                             }
-                            Err(e) => return (key, Err(e)),
+                            Err(e) => return (key, Err(e), None),
                         }
                     }
                 };
-                (key, run.run(rules, stopped).await)
+                let frontier = run.frontier();
+                (key, run.run(rules, stopped).await, Some(frontier))
             }
             .instrument(span),
         );
@@ -304,6 +319,9 @@ impl Supervisor {
         let mut stopping = false;
         loop {
             if self.tasks.is_empty() && (stopping || self.pending.is_empty()) {
+                if !stopping && self.restart_undrained().await {
+                    continue;
+                }
                 break;
             }
             tokio::select! {
@@ -326,13 +344,9 @@ impl Supervisor {
     }
 
     /// One spider's loop ended.
-    fn finished(
-        &mut self,
-        done: Result<(PathBuf, anyhow::Result<RunSummary>), tokio::task::JoinError>,
-        stopping: bool,
-    ) {
+    fn finished(&mut self, done: Result<Ended, tokio::task::JoinError>, stopping: bool) {
         let path = match done {
-            Ok((path, Ok(summary))) => {
+            Ok((path, Ok(summary), frontier)) => {
                 eprintln!(
                     "crawlworker: spider `{}` stopped ({}) after {:.1} s: {}",
                     summary.spider,
@@ -344,9 +358,12 @@ impl Supervisor {
                     tracing::error!("{why}; exit code {}", super::EXIT_REQUESTS_FAILED);
                     self.requests_failed = true;
                 }
+                if let Some(f) = frontier.filter(|_| summary.reason == StopReason::Drained) {
+                    self.drained.insert(path.clone(), f);
+                }
                 path
             }
-            Ok((path, Err(e))) => {
+            Ok((path, Err(e), _)) => {
                 eprintln!("crawlworker: {}: {e:#}", path.display());
                 self.failed = true;
                 path
@@ -369,6 +386,51 @@ impl Supervisor {
             // file changes.
             self.left_alone.insert(path, r.text);
         }
+    }
+
+    /// Before the worker exits on `--until-drained`: looks again at every
+    /// spider that stopped drained, and starts again those that have work
+    /// (handed to them after they stopped, or pushed meanwhile), so that
+    /// the worker exits only once all its spiders read drained. Returns
+    /// whether any was started again.
+    async fn restart_undrained(&mut self) -> bool {
+        if !self.rules.until_drained {
+            return false;
+        }
+        let mut again = Vec::new();
+        for (path, frontier) in &self.drained {
+            let status = crate::worker::with_redis(
+                "read queue status",
+                &self.shutdown,
+                &frontier.fatal(),
+                || frontier.status(),
+            )
+            .await;
+            match status {
+                Some(status) if !status.drained() => again.push(path.clone()),
+                Some(_) => {}
+                None => return false,
+            }
+        }
+        let mut started = false;
+        for path in again {
+            self.drained.remove(&path);
+            let Some(text) = self.left_alone.remove(&path) else {
+                continue;
+            };
+            match load_spider(&self.config, &path, &self.cli) {
+                Ok(spider) => {
+                    tracing::info!(file = %path.display(), spider = %spider.name, "the spider has work again (it stopped drained before the worker's other spiders finished): starting it again");
+                    self.spawn(path, text, Starting::Loaded(Box::new(spider)));
+                    started = true;
+                }
+                Err(e) => tracing::error!(
+                    "{}: has work again, but cannot be loaded, so it is not started again:\n{e}",
+                    path.display()
+                ),
+            }
+        }
+        started
     }
 
     /// Looks at the spider files again and applies what changed.
@@ -469,7 +531,7 @@ pub(super) async fn update_status(
                 rates[i] = c.pages.saturating_sub(pages) as f64 / seconds;
                 last[i] = (Instant::now(), c.pages);
             }
-            let queue = queues[i].map_or("queue ?".to_string(), |q| {
+            let queue = queues[i].as_ref().map_or("queue ?".to_string(), |q| {
                 format!(
                     "queue {} · in flight {}",
                     q.queued + q.start + q.delayed,

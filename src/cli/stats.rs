@@ -169,6 +169,7 @@ fn render(spider: &Spider, frontier: &RedisFrontier, reading: &Reading) -> Strin
     render_holds(&mut o, spider, frontier, &reading.status);
     render_crawl(&mut o, &reading.stats, reading.workers.is_empty());
     render_queues(&mut o, frontier, &reading.status);
+    render_upstreams(&mut o, &reading.status);
     render_dupefilter(&mut o, &reading.dupefilter);
     render_workers(&mut o, &reading.workers, &reading.gone);
     o += "\nstats\n";
@@ -246,6 +247,23 @@ fn render_queues(o: &mut String, frontier: &RedisFrontier, status: &QueueStatus)
     }
 }
 
+/// The spiders that hand work to this one, and whether they still may
+/// (`--until-drained` waits for them).
+fn render_upstreams(o: &mut String, status: &QueueStatus) {
+    if status.upstreams.is_empty() {
+        return;
+    }
+    *o += "\nupstreams (spiders that hand work to this one)\n";
+    for u in &status.upstreams {
+        let through = u
+            .hands_to
+            .as_ref()
+            .map_or(String::new(), |to| format!(" (through {to})"));
+        let state = if u.producing { "producing" } else { "finished" };
+        *o += &format!("  {:<14} {state:<10} {}{through}\n", u.spider, u.describe());
+    }
+}
+
 fn render_dupefilter(o: &mut String, dupefilter: &DupefilterInfo) {
     *o += &format!(
         "\ndupefilter ({})\n  {:<14} {:>10}  {} of Redis memory ({:.1} B per entry)\n",
@@ -265,8 +283,10 @@ fn render_dupefilter(o: &mut String, dupefilter: &DupefilterInfo) {
             dupefilter.capacity,
             filled * 100.0
         );
-        if filled >= 0.9 {
-            *o += "  warning: the Bloom filter is nearly full. When it is, the next filter of its chain follows it, with twice its entries at half its error rate, allocated whole at once (no filter is overfilled, and the chain's false-positive rate stays under twice dupefilter_error_rate; every lookup reads one more bitmap). To size it for the crawl instead, raise dupefilter_capacity and start a new filter (flush --dupefilter; every URL is then crawled again).\n";
+        if filled > 1.0 {
+            *o += "  warning: the newest Bloom filter holds more than it was sized for: its next filter did not fit in Redis's memory (the workers said why), so its false-positive rate rises above dupefilter_error_rate. Give Redis more memory (maxmemory): the workers make the next filter as soon as it fits.\n";
+        } else if filled >= 0.9 {
+            *o += "  warning: the Bloom filter is nearly full. When it is, the next filter of its chain follows it, with twice its entries at half its error rate, made ahead of need by the workers within Redis's memory (no filter is overfilled while it fits, and the chain's false-positive rate stays under twice dupefilter_error_rate; every lookup reads one more bitmap). To size it for the crawl instead, raise dupefilter_capacity and start a new filter (flush --dupefilter; every URL is then crawled again).\n";
         }
     }
 }

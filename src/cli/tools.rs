@@ -97,6 +97,9 @@ pub async fn push_urls(path: &Path, redis: &RedisArgs, push: Push) -> anyhow::Re
         .into());
     }
     let (good, bad) = valid_entries(&spider, lines, "not pushed");
+    // Before the work it hands on exists: a spider it feeds, started
+    // alone, then waits for it (see frontier::pipeline).
+    frontier.record_relations().await?;
     let pushed = frontier
         .push_start(&good, push.priority.unwrap_or(0.0), push.max_queue)
         .await? as usize;
@@ -217,6 +220,7 @@ pub(super) fn valid_entries(
 /// `push-urls --from-failed`: failed requests back into the queue.
 pub async fn requeue_failed(path: &Path, redis: &RedisArgs) -> anyhow::Result<ExitCode> {
     let (_, frontier) = open(path, redis).await?;
+    frontier.record_relations().await?;
     let (mut moved, mut unreadable) = (0u64, 0usize);
     loop {
         // Unreadable entries stay at the head of the list; read past them.

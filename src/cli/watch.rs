@@ -118,7 +118,7 @@ pub fn render(spider: &str, redis: &str, now: &Sample, before: &Sample) -> Strin
         rate(items, before.stat(stats::ITEM_SCRAPED_COUNT.name), seconds),
     );
     o += "queues\n";
-    let (q, p) = (now.queues, before.queues);
+    let (q, p) = (&now.queues, &before.queues);
     for (label, n, was) in [
         ("start entries", q.start, p.start),
         ("queued", q.queued, p.queued),

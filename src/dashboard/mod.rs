@@ -102,14 +102,30 @@ pub async fn serve(listener: TcpListener, spiders: Vec<Watched>, stop: impl Futu
         updated: 0.0,
     }));
     let sampler = tokio::spawn(sample(spiders, state.clone()));
-    crate::web::serve(listener, move |request| respond(&state, request), stop).await;
+    let hosts = Some(crate::web::HostCheck::for_this_machine());
+    crate::web::serve(
+        listener,
+        move |request| respond(&state, request),
+        hosts,
+        stop,
+    )
+    .await;
     sampler.abort();
 }
+
+/// What the page may do: run its own inline script and style, and read
+/// this server's state; nothing from elsewhere, in no frame.
+const PAGE_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 fn respond(state: &Mutex<State>, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     match (request.method(), request.uri().path()) {
         (&Method::GET, "/") => {
-            response(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_string())
+            let mut page = response(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_string());
+            page.headers_mut().insert(
+                hyper::header::CONTENT_SECURITY_POLICY,
+                hyper::header::HeaderValue::from_static(PAGE_POLICY),
+            );
+            page
         }
         (&Method::GET, "/api/state") => {
             let state = state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -13,7 +13,8 @@
 //!
 //! - it refuses spiders that hand links to other spiders (`to_spider`):
 //!   [`super::LocalFrontier::refuse_handoffs`] says why (there is no other
-//!   spider's start key to push to);
+//!   spider's start key to push to); so no spider is upstream of a local
+//!   crawl either, and its [`Backend::status`] has no `upstreams`;
 //! - heartbeats, the worker list and the sweep of per-host state do
 //!   nothing (there are no other workers, and its per-host state ends with
 //!   the crawl);
@@ -118,7 +119,10 @@ pub trait Backend: Send + Sync {
     /// another worker first is skipped.
     async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed>;
 
-    /// The queue sizes, read in one step.
+    /// The queue sizes, read in one step, with those of every spider that
+    /// hands this one work (directly or through others), read in the same
+    /// step: [`QueueStatus::drained`] is true only when all are empty at
+    /// once (see [`super::pipeline`]).
     async fn status(&self) -> Result<QueueStatus>;
 
     // Hosts: politeness slots, back-off and robots.txt.
@@ -158,6 +162,12 @@ pub trait Backend: Send + Sync {
 
     /// Deletes per-host state that can no longer matter, a bounded step.
     async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept>;
+
+    /// Makes room ahead of need in a dupefilter that grows in steps (a
+    /// Bloom chain's next filter, once the newest is half full), within
+    /// what the server can hold; says so when it cannot. A dupefilter that
+    /// grows by itself needs nothing.
+    async fn grow_dupefilter(&self) -> Result<()>;
 
     // Stats and records.
 

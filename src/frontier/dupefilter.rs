@@ -113,9 +113,27 @@ pub fn bloom_plan(capacity: u64, error_rate: f64) -> BloomPlan {
     }
 }
 
-/// How many filters of a Bloom chain the spec plans (the last repeats):
-/// 255 times the first filter's capacity before any repeats.
-const CHAIN_PLANNED: u32 = 8;
+/// How many filters of a Bloom chain the spec plans: 2^24 - 1 times the
+/// first filter's capacity (a chain that reached its end would keep its
+/// last filter; long before, Redis's memory refuses the next filter, see
+/// `bloom_grow.lua`). Growing, not repeating, keeps lookups to a filter per
+/// doubling of the entries.
+const CHAIN_PLANNED: u32 = 24;
+
+/// The least capacity a filter at `error_rate` keeps its rate with. The
+/// scripts derive every bit of an entry from two hashes modulo the
+/// filter's `m` bits (double hashing), so there are only `m²` sets of bits,
+/// and a filter of `n` entries also takes about `n / m²` of never-seen
+/// entries for seen. That stays under a sixteenth of the error rate from
+/// this capacity on (for 0.001: 78; for a millionth: 19,351); a chain whose
+/// first filter is at least this holds it in every later filter too (their
+/// capacity doubles as their error rate halves).
+pub fn least_capacity(error_rate: f64) -> u64 {
+    let p = error_rate.clamp(1e-12, 0.5);
+    let ln2 = std::f64::consts::LN_2;
+    let bits_per_entry = -p.ln() / (ln2 * ln2);
+    (16.0 / (p * bits_per_entry * bits_per_entry)).ceil() as u64
+}
 
 /// A Bloom dupefilter's chain: the first filter holds `capacity` entries at
 /// `error_rate`; when it is full the next takes twice as many at half the
@@ -123,7 +141,9 @@ const CHAIN_PLANNED: u32 = 8;
 /// growth 2 and tightening ½). Lookups ask every filter, so the chain's
 /// false-positive rate stays under `2 × error_rate` however long it grows,
 /// and it grows in a few steps.
+/// A capacity below [`least_capacity`] is raised to it.
 pub fn bloom_chain(capacity: u64, error_rate: f64) -> Vec<BloomPlan> {
+    let capacity = capacity.max(least_capacity(error_rate));
     (0..CHAIN_PLANNED)
         .map(|i| {
             bloom_plan(
@@ -202,12 +222,18 @@ mod tests {
         );
         // The chain: twice the entries at half the error rate, each step.
         let chain = bloom_chain(10_000_000, 0.001);
-        assert_eq!(chain.len(), 8);
-        assert_eq!(spec.matches(';').count(), 7);
+        assert_eq!(chain.len(), CHAIN_PLANNED as usize);
+        assert_eq!(spec.matches(';').count(), CHAIN_PLANNED as usize - 1);
         assert_eq!(chain[0], plan);
         assert_eq!((chain[1].capacity, chain[1].hashes), (20_000_000, 11));
         assert_eq!(chain[7].capacity, 1_280_000_000);
         assert_eq!(chain[1], bloom_plan(20_000_000, 0.0005));
+        // A capacity too small for its error rate is raised to the least
+        // that keeps it (double hashing's own false positives).
+        assert_eq!(least_capacity(0.001), 78);
+        assert_eq!(least_capacity(0.000001), 19_351);
+        assert_eq!(bloom_chain(50, 0.000001)[0].capacity, 19_351);
+        assert_eq!(bloom_chain(1, 0.001)[1].capacity, 156);
         assert_eq!(
             Dupefilter::Expiring {
                 ttl: Duration::from_secs(8),

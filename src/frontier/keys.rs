@@ -87,7 +87,7 @@ pub enum KeyGroup {
     Schedule,
     /// Crawl control: paused or not, quotas reached, pages per host.
     Control,
-    /// Worker heartbeats.
+    /// Worker heartbeats, and the hand-off relations workers record.
     Workers,
     /// Not a key: a pub/sub channel, nothing to delete.
     Channel,
@@ -163,6 +163,8 @@ key_kinds! {
     RequestData, request_data = "{name}:requests:data", "hash", Requests;
     /// Counter giving request ids and FIFO order.
     Sequence, sequence = "{name}:requests:seq", "string", Requests;
+    /// The requests a scrapy-redis crawl had queued (pickles, as scrapy-redis left them: a zset, or a list for its FIFO and LIFO queues), moved here by `import-queue` and taken out one by one as each becomes a queued request or a dead letter; gone once the import is done.
+    ScrapyQueue, scrapy_queue = "{name}:requests:scrapy_redis", "zset or list", Requests;
     /// Leased request id → lease deadline (ms, Redis clock).
     Inflight, inflight = "{name}:inflight", "zset", Requests;
     /// Leased request id → worker and queue score; plus one note, field `~`, whose long value keeps Redis from packing the hash as a listpack (lease look-ups stay O(1)).
@@ -215,6 +217,8 @@ key_kinds! {
     Failed, failed = "{name}:failed", "list", Dead;
     /// Worker id → heartbeat JSON (host, pid, started, pages); a worker gone for an hour is forgotten.
     Workers, workers = "{name}:workers", "hash", Workers;
+    /// Spider handing work to this one (`to_spider`, directly or through others) → its key names and when its workers or `push-urls` last said so (JSON); `--until-drained` waits for them, and a relation not renewed for an hour is forgotten.
+    Upstreams, upstreams = "{name}:upstreams", "hash", Workers;
     /// Announces new work to idle workers.
     Wake, wake = "{name}:wake", "pub/sub channel", Channel;
 }

@@ -16,7 +16,8 @@
 //! Beside them, shared by both: the values that cross the contract
 //! ([`types`]), the per-host politeness rule ([`politeness`]: slot spacing,
 //! jitter, adaptive back-off), key names ([`keys`]), the JSON records
-//! ([`records`]), the dupefilter's modes ([`dupefilter`]), the one error
+//! ([`records`]), the dupefilter's modes ([`dupefilter`]), which spiders
+//! hand work to which ([`pipeline`]), the one error
 //! ([`FrontierError`]) and how callers ride out a Redis outage
 //! ([`outage`]).
 
@@ -26,6 +27,7 @@ mod error;
 pub mod keys;
 pub mod local;
 pub mod outage;
+pub mod pipeline;
 pub mod politeness;
 pub mod records;
 pub mod redis;
@@ -33,7 +35,7 @@ pub mod types;
 
 use std::sync::Arc;
 
-pub use self::redis::{admin, connection, hosts, pickup, url as redis_url, wake};
+pub use self::redis::{admin, connection, hosts, pickup, takeover, url as redis_url, wake};
 pub use self::redis::{Conn, RedisFrontier, RedisTarget};
 pub use contract::Backend;
 pub use dupefilter::{bloom_chain, bloom_plan, BloomPlan, Dupefilter};

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::pipeline::{Relation, UpstreamStatus};
 use super::{DeadLetter, Dupefilter, FailedRecord, ItemSink, Keys, StartKind};
 use crate::request::{Request, Task};
 use crate::stats::{Stat, Tally};
@@ -150,8 +151,9 @@ pub struct Claimed {
     pub dead: u64,
 }
 
-/// Sizes of a crawl's queues, read in one step.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+/// Sizes of a crawl's queues, read in one step (with those of the spiders
+/// that hand it work).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct QueueStatus {
     pub start: u64,
     pub queued: u64,
@@ -174,12 +176,26 @@ pub struct QueueStatus {
     /// The item stream's consumers lag by `items_stream_max_backlog`
     /// items: no worker leases until they catch up.
     pub items_backlog_full: bool,
+    /// The spiders that hand work to this one (`to_spider`), directly or
+    /// through others, read in the same step (see [`super::pipeline`]).
+    pub upstreams: Vec<UpstreamStatus>,
 }
 
 impl QueueStatus {
-    /// Nothing left to do anywhere in the cluster.
+    /// Nothing left to do anywhere in the cluster, and nothing more to
+    /// come: no spider that hands work to this one may still hand some.
     pub fn drained(&self) -> bool {
+        self.own_drained() && self.producing().next().is_none()
+    }
+
+    /// Nothing left in this spider's own queues.
+    pub fn own_drained(&self) -> bool {
         self.start == 0 && self.queued == 0 && self.inflight == 0 && self.delayed == 0
+    }
+
+    /// The upstreams that may still hand work to this spider.
+    pub fn producing(&self) -> impl Iterator<Item = &UpstreamStatus> {
+        self.upstreams.iter().filter(|u| u.producing)
     }
 }
 
@@ -195,6 +211,9 @@ pub struct Handoff {
     pub wake: String,
     /// The task fields it requires (checked against `meta` when loading).
     pub task_fields: Vec<String>,
+    /// Its `upstreams` hash, where this spider's side records that it
+    /// hands it work (see [`super::pipeline`]).
+    pub upstreams: String,
 }
 
 /// What a frontier needs to know of its spider and its worker.
@@ -210,6 +229,8 @@ pub struct Options {
     pub dupefilter: Dupefilter,
     /// The spiders its pages hand links to, by index (see [`Task`]).
     pub handoffs: Vec<Handoff>,
+    /// The hand-offs of its pipeline, recorded for the spiders they feed.
+    pub relations: Vec<Relation>,
     pub quota: Quota,
     /// Where items go, and the stream's back-pressure bound.
     pub sink: SinkOptions,
@@ -262,4 +283,6 @@ pub struct Swept {
     pub locks: u64,
     /// Heartbeats of workers long gone.
     pub workers: u64,
+    /// Hand-off relations nobody renewed for an hour.
+    pub upstreams: u64,
 }

@@ -256,7 +256,7 @@ fn encode_queues(
         ConstGauge::new(0i64).metric_type(),
     )?;
     for (spider, c) in spiders {
-        let q = c.queues;
+        let q = &c.queues;
         for (queue, n) in [
             ("start", q.start),
             ("queued", q.queued),

@@ -20,9 +20,17 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot serve metrics on {addr}: {e}")))
 }
 
-/// Serves `metrics` on `listener` until `stop` resolves.
+/// Serves `metrics` on `listener` until `stop` resolves. Any `Host` is
+/// answered: Prometheus scrapes by whatever name its service discovery
+/// gives, and the metrics hold counts, not crawl data.
 pub async fn serve(listener: TcpListener, metrics: Metrics, stop: impl Future<Output = ()>) {
-    crate::web::serve(listener, move |request| respond(&metrics, request), stop).await;
+    crate::web::serve(
+        listener,
+        move |request| respond(&metrics, request),
+        None,
+        stop,
+    )
+    .await;
 }
 
 fn respond(metrics: &Metrics, request: &Request<Incoming>) -> Response<Full<Bytes>> {

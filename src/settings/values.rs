@@ -47,17 +47,41 @@ impl SettingValue for u32 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capacity(pub u64);
 
+impl Capacity {
+    /// The most entries a Bloom dupefilter's first filter may be sized
+    /// for: about 17 GiB at 0.001, more than one Redis usually holds
+    /// (a full filter is followed by a larger one, so a chain starts small).
+    pub const MAX: u64 = 10_000_000_000;
+
+    fn check(v: u64) -> Result<Capacity, String> {
+        match v {
+            0 => Err("0 is not a capacity of 1 or more".into()),
+            v if v > Capacity::MAX => Err(format!(
+                "{v} entries would make a first Bloom filter of about {} GiB, more than one Redis holds (the largest accepted is {})",
+                v.saturating_mul(18) / 10 / (1 << 30),
+                Capacity::MAX
+            )),
+            v => Ok(Capacity(v)),
+        }
+    }
+}
+
 impl SettingValue for Capacity {
-    const EXPECTED: &'static str = "a whole number of 1 or more";
+    const EXPECTED: &'static str = "a whole number from 1 to 10000000000";
     fn read(t: &TableReader<'_>, key: &'static str) -> Option<Self> {
-        t.int_in(key, 1, i64::MAX).map(|v| Capacity(v.value as u64))
+        let v = t.int(key)?;
+        Capacity::check(u64::try_from(v.value).unwrap_or(0))
+            .map_err(|e| {
+                t.reader().problem(
+                    &v.loc,
+                    e,
+                    Some("size the first filter for the crawl's first stretch (e.g. 100000000); the chain grows by itself".into()),
+                )
+            })
+            .ok()
     }
     fn parse_str(s: &str) -> Result<Self, String> {
-        match s.trim().parse::<u64>() {
-            Ok(0) => Err("0 is not a capacity of 1 or more".into()),
-            Ok(v) => Ok(Capacity(v)),
-            Err(e) => Err(e.to_string()),
-        }
+        Capacity::check(s.trim().parse::<u64>().map_err(|e| e.to_string())?)
     }
     fn show(&self) -> String {
         self.0.to_string()

@@ -16,6 +16,8 @@
 //! - [`rules`], [`revisit`] and [`follow`]: `[[rules]]`, their extract
 //!   entries, revisits and follow entries; [`json`] the JSON API parts of
 //!   them, [`handoff`] the spiders `to_spider` hands links to;
+//! - [`scrapy_redis`]: `[scrapy_redis]`, the rules requests a
+//!   scrapy-redis crawl queued are handled by;
 //! - [`graph`]: the spider as a whole (rules nothing reaches, context
 //!   fields no request carries).
 //!
@@ -31,6 +33,7 @@ mod json;
 mod keys;
 mod revisit;
 mod rules;
+mod scrapy_redis;
 mod start;
 mod values;
 
@@ -47,12 +50,15 @@ use graph::Graph;
 /// Parses and validates spider text; `path` names it in messages, and the
 /// spiders its `to_spider` entries name are read from beside it.
 pub(crate) fn compile(path: &Path, text: &str) -> Result<Spider, LoadError> {
-    compile_with(path, text, true)
+    let mut spider = compile_with(path, text, true)?;
+    spider.relations = handoff::pipeline(&spider);
+    Ok(spider)
 }
 
-/// As [`compile`]; a spider read only for its keys (a `to_spider` target)
-/// does not read its own targets in turn (`resolve_handoffs` false), so a
-/// pair handing work both ways does not recurse.
+/// As [`compile`], with only the spider's own hand-off relations; a spider
+/// read only for its keys (a `to_spider` target) does not read its own
+/// targets in turn (`resolve_handoffs` false), so a pair handing work both
+/// ways does not recurse.
 fn compile_with(path: &Path, text: &str, resolve_handoffs: bool) -> Result<Spider, LoadError> {
     let doc = toml_edit::Document::parse(text).map_err(|e| syntax_error(path, text, &e))?;
     let reader = Reader::new(path, text);
@@ -65,12 +71,16 @@ fn compile_with(path: &Path, text: &str, resolve_handoffs: bool) -> Result<Spide
         resolve_handoffs,
         handoffs: RefCell::default(),
         patterns: Cell::new(0),
+        regex_memory: Cell::new(0),
     }
     .spider(path, &file);
     let problems = reader.into_problems();
     match spider {
         Some(mut spider) if problems.iter().all(|d| d.warning) => {
             spider.warnings = problems;
+            if resolve_handoffs {
+                spider.relations = handoff::own_relations(&spider);
+            }
             Ok(spider)
         }
         _ => Err(LoadError::Invalid(problems)),
@@ -86,6 +96,8 @@ struct Compiler<'r> {
     handoffs: RefCell<Vec<(Handoff, Loc)>>,
     /// Regexes compiled so far, against [`super::limits::MAX_PATTERNS`].
     patterns: Cell<usize>,
+    /// The memory they take, against [`super::limits::MAX_REGEX_MEMORY`].
+    regex_memory: Cell<usize>,
 }
 
 impl Compiler<'_> {
@@ -141,6 +153,7 @@ impl Compiler<'_> {
         if let Some(keys) = keys.as_ref().filter(|_| self.resolve_handoffs) {
             self.check_handoff_slots(keys, &handoffs);
         }
+        let scrapy_redis = self.scrapy_redis(file.scrapy_redis.as_ref(), &rule_names);
         let graph = Graph::new(file, &rule_names, start.as_ref());
         self.check_reachable(file, &graph);
         self.check_context(file, &graph);
@@ -163,10 +176,12 @@ impl Compiler<'_> {
             start,
             keys: keys?,
             handoffs: handoffs.into_iter().map(|(h, _)| h).collect(),
+            relations: Vec::new(),
             warnings: Vec::new(),
             items,
             sink: sink?,
             rules,
+            scrapy_redis: scrapy_redis?,
         })
     }
 }

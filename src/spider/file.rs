@@ -23,6 +23,21 @@ pub struct SpiderFile {
     /// `[items] sink = "list" | "stream"`: where items go.
     pub items_sink: Option<At<String>>,
     pub rules: Vec<RuleFile>,
+    /// `[scrapy_redis]`: how the requests a scrapy-redis crawl queued map
+    /// to rules (`import-queue`).
+    pub scrapy_redis: Option<ScrapyRedisFile>,
+}
+
+/// `[scrapy_redis]`.
+#[derive(Debug, Default)]
+pub struct ScrapyRedisFile {
+    pub loc: Loc,
+    /// Callback name → rule name.
+    pub callbacks: Vec<(At<String>, At<String>)>,
+    /// A CrawlSpider's rules, in the Python spider's order.
+    pub crawl_rules: Option<Vec<At<String>>>,
+    /// Request classes read as plain requests (module-qualified names).
+    pub classes: Option<Vec<At<String>>>,
 }
 
 /// `[keys]`: `mode` and key-name templates by kind.
@@ -255,6 +270,7 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         None => Vec::new(),
     };
     let rules = root.tables("rules").iter().map(read_rule).collect();
+    let scrapy_redis = root.table("scrapy_redis").map(|t| read_scrapy_redis(&t));
     SpiderFile {
         loc: root.loc.clone(),
         name,
@@ -266,7 +282,38 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         items,
         items_sink,
         rules,
+        scrapy_redis,
     }
+}
+
+fn read_scrapy_redis(t: &TableReader<'_>) -> ScrapyRedisFile {
+    let callbacks = t.table("callbacks").map_or_else(Vec::new, |c| {
+        let pairs = c
+            .entries()
+            .into_iter()
+            .filter_map(|(name, node, loc)| match node.as_str() {
+                Some(rule) => Some((name, At::new(rule.to_string(), loc))),
+                None => {
+                    c.reader().problem(
+                        &loc,
+                        format!("expected a rule name, found {}", node.type_name()),
+                        Some("map each callback to a rule: `parse_post = \"post\"`".into()),
+                    );
+                    None
+                }
+            })
+            .collect();
+        c.finish();
+        pairs
+    });
+    let file = ScrapyRedisFile {
+        loc: t.loc.clone(),
+        callbacks,
+        crawl_rules: t.str_list("crawl_rules"),
+        classes: t.str_list("classes"),
+    };
+    t.finish();
+    file
 }
 
 fn read_keys(t: &TableReader<'_>) -> KeysFile {

@@ -34,6 +34,12 @@ pub const MAX_REGEX_BYTES: usize = 1 << 20;
 /// Deepest nesting of groups and repetitions in a regex.
 pub const MAX_REGEX_NESTING: u32 = 64;
 
+/// Most memory all of a spider's compiled regexes may take together (each
+/// within [`MAX_REGEX_BYTES`]): 10,000 patterns of 1 MiB would need 10 GB
+/// (a 139 KB spider of `\w{20}#` patterns did), while a plain pattern
+/// such as `/post/(\d+)$` takes about 40 KiB, so some 6,000 of them fit.
+pub const MAX_REGEX_MEMORY: usize = 256 << 20;
+
 /// The deepest nesting of `(` and `[` in `text` (closing brackets without
 /// an opening one count as nothing), measured without recursion.
 pub fn nesting(text: &str) -> usize {
@@ -78,6 +84,24 @@ pub fn regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
         .build()
 }
 
+/// The memory a regex takes once compiled (its engines, not the caches a
+/// search fills, which [`MAX_REGEX_BYTES`] bounds), measured on the
+/// engine the `regex` crate builds on, with the same limits. A pattern it
+/// cannot build counts as the most one may take.
+pub fn regex_memory(pattern: &str) -> usize {
+    use regex_automata::meta;
+    let config = meta::Config::new()
+        .nfa_size_limit(Some(MAX_REGEX_BYTES))
+        .dfa_size_limit(Some(MAX_REGEX_BYTES))
+        .hybrid_cache_capacity(MAX_REGEX_BYTES);
+    let syntax = regex_automata::util::syntax::Config::new().nest_limit(MAX_REGEX_NESTING);
+    meta::Builder::new()
+        .configure(config)
+        .syntax(syntax)
+        .build(pattern)
+        .map_or(MAX_REGEX_BYTES, |r| r.memory_usage())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +123,14 @@ mod tests {
         let e = check_selector(&long, "CSS selector").unwrap_err();
         assert!(e.contains("at most 4096"), "{e}");
         assert!(check_selector("div.post > a::attr(href)", "CSS selector").is_ok());
+    }
+
+    #[test]
+    fn a_regex_s_memory_is_measured() {
+        let small = regex_memory(r"/post/(\d+)$");
+        let large = regex_memory(r"\w{20}#");
+        assert!(small < 64 << 10, "{small}");
+        assert!(large > 16 * small, "{small} {large}");
     }
 
     #[test]

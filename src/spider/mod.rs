@@ -58,12 +58,32 @@ pub struct Spider {
     pub keys: Keys,
     /// The spiders its follow entries hand links to (`to_spider`).
     pub handoffs: Vec<Handoff>,
+    /// The hand-offs of its whole pipeline (its own, and those of the
+    /// spiders it hands to, read from beside it), which its side records
+    /// in Redis for the spiders they feed.
+    pub relations: Vec<crate::frontier::pipeline::Relation>,
     /// What `check` warns about; the spider works as it is.
     pub warnings: Vec<Diagnostic>,
     pub items: Vec<ItemDef>,
     /// Where its items go (`[items] sink`).
     pub sink: ItemSink,
     pub rules: Vec<Rule>,
+    /// How requests a scrapy-redis crawl queued map to rules
+    /// (`[scrapy_redis]`, read by `crawlworker import-queue`).
+    pub scrapy_redis: ScrapyRedis,
+}
+
+/// `[scrapy_redis]`: the rule each queued scrapy-redis request goes to.
+/// A callback not in `callbacks` goes to the rule of its own name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScrapyRedis {
+    /// Callback name → rule name.
+    pub callbacks: Vec<(String, String)>,
+    /// The rule each of a CrawlSpider's `Rule`s (by index) maps to: its
+    /// requests name the callback `_callback` and their rule's index.
+    pub crawl_rules: Vec<String>,
+    /// Request classes read as plain requests, besides Scrapy's own.
+    pub classes: Vec<String>,
 }
 
 /// `[start]`: the start key and how an entry becomes a request.
@@ -437,6 +457,7 @@ impl Spider {
             pacing: pacing(&self.settings),
             dupefilter: dupefilter(&self.settings),
             handoffs: self.handoffs.clone(),
+            relations: self.relations.clone(),
             quota: crate::frontier::Quota {
                 max_pages: u64::from(self.settings.max_pages),
                 max_pages_per_host: u64::from(self.settings.max_pages_per_host),

@@ -1,6 +1,8 @@
 //! Starting a spider's run: connecting its frontier to Redis (riding out
-//! an outage until Redis answers, checking the dupefilter and the item
-//! sink, queueing the seeds), or making a local crawl's frontier, then
+//! an outage until Redis answers, checking the dupefilter, the item sink
+//! and that the queue is not one scrapy-redis left, recording the spiders
+//! it hands work to, queueing the seeds), or making a local crawl's
+//! frontier, then
 //! assembling the run's stages around it.
 
 use std::collections::HashSet;
@@ -54,6 +56,16 @@ impl SpiderRun {
                 if let Some(found) = f.sink_mismatch().await.map_err(Ok)? {
                     return Err(Err(sink_mismatch_message(&spider, &f, &found)));
                 }
+                if f.holds_scrapy_queue().await.map_err(Ok)? {
+                    return Err(Err(format!(
+                        "spider `{}`: the request queue `{}` holds requests a scrapy-redis crawl queued (pickles), which a worker cannot lease; nothing was crawled. Convert them first: crawlworker import-queue {}",
+                        spider.name,
+                        f.keys.requests,
+                        spider.source.display()
+                    )));
+                }
+                // Before any spider it feeds looks whether it is drained.
+                f.record_relations().await.map_err(Ok)?;
                 let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
                 Ok::<_, std::result::Result<FrontierError, String>>((f, seeded))
             };

@@ -34,6 +34,12 @@ pub(super) struct Turns<'a> {
     idle_since: Instant,
     /// When this worker last said it waits for other workers' leases.
     said_waiting: Option<Instant>,
+    /// When it last said it waits for spiders that hand it work, if the
+    /// last look found it waiting for them.
+    said_upstreams: Option<Instant>,
+    /// The last look at the crawl found this spider drained but for its
+    /// upstreams: their finishing announces nothing, so look again soon.
+    waits_for_upstreams: bool,
 }
 
 /// The room for leases at the start of a turn.
@@ -76,6 +82,8 @@ impl<'a> Turns<'a> {
             tasks: JoinSet::new(),
             idle_since: Instant::now(),
             said_waiting: None,
+            said_upstreams: None,
+            waits_for_upstreams: false,
         }
     }
 
@@ -278,8 +286,9 @@ impl<'a> Turns<'a> {
     }
 
     /// For `--until-drained`: whether the whole crawl is finished (or has
-    /// reached `max_pages`); says so when only other workers' leases keep
-    /// it open.
+    /// reached `max_pages`): this spider's queues and those of every
+    /// spider that hands it work, read in one step, are empty. Says so
+    /// when only other workers' leases, or those spiders, keep it open.
     async fn drained(&mut self) -> Option<StopReason> {
         let run = self.run;
         let status = with_redis("read queue status", &self.shutdown, &self.fatal, || {
@@ -292,14 +301,49 @@ impl<'a> Turns<'a> {
         if status.page_limit_reached && status.inflight == 0 {
             return Some(StopReason::PageLimit);
         }
+        self.waits_for_upstreams = status.own_drained();
         self.say_waiting_for_leases(&status);
+        self.say_waiting_for_upstreams(&status);
         None
+    }
+
+    /// Only spiders that hand this one work keep the crawl open: says
+    /// which and what they still have, when it starts waiting and every
+    /// 15 s at most.
+    fn say_waiting_for_upstreams(&mut self, status: &QueueStatus) {
+        if !self.waits_for_upstreams {
+            self.said_upstreams = None;
+            return;
+        }
+        if self
+            .said_upstreams
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(15))
+        {
+            return;
+        }
+        let waited: Vec<String> = status
+            .producing()
+            .map(|u| {
+                let through = u
+                    .hands_to
+                    .as_ref()
+                    .map_or(String::new(), |to| format!(", through `{to}`"));
+                format!("`{}` ({}{through})", u.spider, u.describe())
+            })
+            .collect();
+        tracing::info!(
+            spider = %self.run.spider.name,
+            "nothing to do yet; waiting for the spiders that hand this one work to finish (--until-drained): {}",
+            waited.join("; ")
+        );
+        self.said_upstreams = Some(Instant::now());
     }
 
     /// Only other workers' leases keep the crawl open: a dead worker's
     /// come back when they expire. Said every 15 s at most.
     fn say_waiting_for_leases(&mut self, status: &QueueStatus) {
-        let only_leases = status.queued == 0
+        let only_leases = status.inflight > 0
+            && status.queued == 0
             && status.start == 0
             && status.delayed == 0
             && self.run.inflight_ids().is_empty();
@@ -329,6 +373,9 @@ impl<'a> Turns<'a> {
         }
         if let Some(due) = self.run.frontier.next_due_in() {
             wait = wait.min(due + Duration::from_millis(1));
+        }
+        if self.waits_for_upstreams {
+            wait = wait.min(self.run.settings.idle_recheck);
         }
         if let Some(d) = self.rules.idle_exit {
             let left = d.saturating_sub(self.idle_since.elapsed());

@@ -115,6 +115,10 @@ impl SpiderRun {
                     version: env!("CARGO_PKG_VERSION").to_string(),
                 };
                 let _ = frontier.heartbeat(&beat).await;
+                // The Bloom chain's next filter, made ahead of need.
+                if let Err(e) = frontier.grow_dupefilter().await {
+                    tracing::debug!(error = %e, "making room in the dupefilter failed; retrying");
+                }
                 if let Some(m) = &metrics {
                     m.set_in_flight(&spider, ids.len());
                     if let Some(cluster) = read_cluster(&frontier, lease).await {

@@ -180,6 +180,8 @@ impl LocalFrontier {
             paused: s.paused,
             page_limit_reached: s.page_limit_reached,
             items_backlog_full: false,
+            // A local crawl refuses hand-offs: nothing feeds it.
+            upstreams: Vec::new(),
         }
     }
 
@@ -377,6 +379,11 @@ impl Backend for LocalFrontier {
     async fn sweep(&self, _budget: usize, _robots_ttl: Duration) -> Result<Swept> {
         // A local crawl's per-host state ends with the crawl.
         Ok(Swept::default())
+    }
+
+    async fn grow_dupefilter(&self) -> Result<()> {
+        // A local crawl's dupefilter is an exact set, grown as it fills.
+        Ok(())
     }
 
     async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()> {

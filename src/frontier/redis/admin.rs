@@ -4,8 +4,8 @@
 //! name a key themselves.
 
 use super::protocol::{
-    DupeArgs, DupeBulkArgs, FlushArgs, NoArgs, PushArgs, RequeueArgs, RequeueRecord, SeedArgs,
-    SeedRecord,
+    BloomGrowArgs, DupeArgs, DupeBulkArgs, FlushArgs, NoArgs, PushArgs, RequeueArgs, RequeueRecord,
+    SeedArgs, SeedRecord,
 };
 use super::scripts::SCRIPTS;
 use super::{
@@ -14,6 +14,11 @@ use super::{
 };
 use crate::request::Request;
 use crate::stats::{self, Tally};
+
+/// The share (per mille) of Redis's maxmemory (or of its machine's memory)
+/// its used memory may reach when a Bloom filter is made: the rest is for
+/// the crawl's other keys and for every other client of that Redis.
+const BLOOM_HEADROOM_PERMILLE: u32 = 900;
 
 /// What `stats` shows of the dupefilter.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -40,8 +45,19 @@ pub enum DupefilterMismatch {
         found: String,
         wanted: String,
     },
+    #[error("the Bloom dupefilter {key} cannot be made: {reason}. Nothing was allocated. Lower dupefilter_capacity (a full filter is followed by a larger one, so the chain can start small) or dupefilter_error_rate's precision, give Redis more memory (maxmemory), or use dupefilter = \"compact\"")]
+    NoRoom { key: String, reason: String },
     #[error(transparent)]
     Redis(super::FrontierError),
+}
+
+/// What making room in a Bloom chain did (see `bloom_grow.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grown {
+    /// Every filter needed now is made: this many.
+    Ready(u64),
+    /// The next filter does not fit in Redis's memory: this many are made.
+    Refused { ready: u64, reason: String },
 }
 
 /// The in-flight leases one worker holds.
@@ -384,7 +400,69 @@ impl RedisFrontier {
             );
             self.dupe_spec = spec;
         }
-        Ok(())
+        match self
+            .grow_dupefilter()
+            .await
+            .map_err(DupefilterMismatch::Redis)?
+        {
+            Grown::Refused { ready: 0, reason } => Err(DupefilterMismatch::NoRoom {
+                key: self.keys.dupefilter.clone(),
+                reason,
+            }),
+            Grown::Refused { reason, .. } => {
+                self.say_no_room(&reason);
+                Ok(())
+            }
+            Grown::Ready(_) => Ok(()),
+        }
+    }
+
+    /// Makes the Bloom filters the dupefilter needs now (the one its chain
+    /// is on, and the next once that is half full), a piece per script
+    /// call and only where Redis's memory has room (`bloom_grow.lua`). Any
+    /// other mode needs nothing.
+    pub async fn grow_dupefilter(&self) -> Result<Grown> {
+        if !self.dupe_spec.starts_with("bloom") {
+            return Ok(Grown::Ready(0));
+        }
+        let args = || BloomGrowArgs {
+            dupe_spec: self.dupe_spec.clone(),
+            headroom_permille: BLOOM_HEADROOM_PERMILLE.to_string(),
+        };
+        loop {
+            let (ready, state): (u64, String) = SCRIPTS
+                .bloom_grow
+                .call(&self.keys, self.sink.sink, args())
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(err("make the Bloom filter of", &self.keys.dupefilter))?;
+            match state.as_str() {
+                "" => return Ok(Grown::Ready(ready)),
+                "more" => continue,
+                _ => {
+                    return Ok(Grown::Refused {
+                        ready,
+                        reason: state,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Says (once per worker and filter count) that the Bloom chain cannot
+    /// grow: its newest filter takes more entries than planned meanwhile.
+    pub(super) fn say_no_room(&self, reason: &str) {
+        let mut said = self
+            .bloom_refusal_said
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if said.as_deref() != Some(reason) {
+            tracing::warn!(
+                key = %self.keys.dupefilter,
+                "the Bloom dupefilter cannot grow: {reason}; its newest filter takes new entries beyond its capacity meanwhile (its false-positive rate rises: `crawlworker stats` shows it). Give Redis more memory, or plan a larger dupefilter_capacity for the next crawl"
+            );
+            *said = Some(reason.to_string());
+        }
     }
 
     /// Queues the spider's seeds (`[start] sitemap` and `feed`) that this
@@ -533,13 +611,14 @@ impl RedisFrontier {
             .map_err(err("read", &self.keys.stats))
     }
 
-    /// Records this worker's heartbeat.
+    /// Records this worker's heartbeat, and says again that the spider
+    /// hands work on (its relations, see [`super::upstreams`]).
     pub async fn heartbeat(&self, beat: &Heartbeat) -> Result<()> {
-        redis::cmd("HSET")
-            .arg(&self.keys.workers)
-            .arg(&self.worker)
-            .arg(to_json(beat))
-            .query_async::<()>(&mut self.conn.clone())
+        let mut pipe = redis::pipe();
+        pipe.hset(&self.keys.workers, &self.worker, to_json(beat))
+            .ignore();
+        self.add_relations(&mut pipe);
+        pipe.query_async::<()>(&mut self.conn.clone())
             .await
             .map_err(err("record heartbeat in", &self.keys.workers))
     }

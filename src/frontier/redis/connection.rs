@@ -170,9 +170,15 @@ pub fn hash_tag(key: &str) -> &str {
 pub fn check_one_slot(keys: &Keys, handoffs: &[Handoff]) -> Result<(), String> {
     let first = keys.requests.as_str();
     let tag = hash_tag(first);
-    let handed = handoffs
-        .iter()
-        .map(|h| ("start key of the spider handed to", h.start_key.as_str()));
+    let handed = handoffs.iter().flat_map(|h| {
+        [
+            ("start key of the spider handed to", h.start_key.as_str()),
+            (
+                "upstreams key of the spider handed to",
+                h.upstreams.as_str(),
+            ),
+        ]
+    });
     let odd: Vec<String> = keys
         .all()
         .map(|(k, key)| (k.name(), key))

@@ -123,18 +123,20 @@ impl RedisFrontier {
             robots_ttl_ms: ms(robots_ttl),
             workers_keep_ms: ms(Heartbeat::forgotten_after(self.lease)),
         };
-        let (slots, backoffs, robots, locks, workers): (u64, u64, u64, u64, u64) = SCRIPTS
-            .sweep
-            .call(k, self.sink.sink, args)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err("sweep stale per-host entries from", &k.pace))?;
+        let (slots, backoffs, robots, locks, workers, upstreams): (u64, u64, u64, u64, u64, u64) =
+            SCRIPTS
+                .sweep
+                .call(k, self.sink.sink, args)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(err("sweep stale per-host entries from", &k.pace))?;
         Ok(Swept {
             slots,
             backoffs,
             robots,
             locks,
             workers,
+            upstreams,
         })
     }
 

@@ -15,7 +15,9 @@
 //! Around the crawl: [`hosts`] keeps per-host state for the cluster
 //! (politeness slots, robots.txt) and sweeps out what no longer matters,
 //! [`admin`] serves the operator's commands (`push-urls`, `flush`,
-//! `stats`), [`unreadable`] sets aside entries that are not UTF-8 text.
+//! `stats`), [`unreadable`] sets aside entries that are not UTF-8 text,
+//! [`takeover`] moves a scrapy-redis queue aside and converts it
+//! (`import-queue`).
 //! Connections, each module using only those before it: [`url`] parses and
 //! redacts Redis URLs, `link` holds one connection ([`Conn`]), [`wake`]
 //! and [`pickup`] wake idle workers when work arrives (announced, or
@@ -30,7 +32,9 @@ mod link;
 pub mod pickup;
 mod protocol;
 mod scripts;
+pub mod takeover;
 mod unreadable;
+mod upstreams;
 pub mod url;
 pub mod wake;
 
@@ -50,9 +54,10 @@ use super::{
     MAX_PRIORITY, MAX_REQUEST_BYTES,
 };
 use crate::frontier::outage::Fatal;
+use crate::frontier::pipeline::{Found, Relation};
 use crate::request::Request;
 use crate::stats::{Stat, Tally};
-use protocol::{ClaimArgs, ClaimRecord, LeaseArgs, ReleaseArgs, RenewArgs, StatusArgs};
+use protocol::{ClaimArgs, ClaimRecord, LeaseArgs, ReleaseArgs, RenewArgs};
 use scripts::SCRIPTS;
 
 /// One spider's view of the shared crawl.
@@ -71,6 +76,11 @@ pub struct RedisFrontier {
     dupe_spec: String,
     /// The spiders pages hand links to.
     handoffs: Vec<Handoff>,
+    /// The hand-offs of the spider's pipeline, recorded for the spiders
+    /// they feed (see [`upstreams`]).
+    relations: Vec<Relation>,
+    /// The spiders upstream of this one, as the last status found them.
+    upstreams_known: Arc<std::sync::Mutex<Vec<Found>>>,
     quota: Quota,
     sink: SinkOptions,
     /// When work nothing announces may be due, as the last lease saw.
@@ -81,6 +91,8 @@ pub struct RedisFrontier {
     commit_wait: Duration,
     /// The first error of this spider's run that retrying cannot mend.
     pub fatal: Fatal,
+    /// The last reason given that the Bloom chain cannot grow (said once).
+    bloom_refusal_said: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// The request as the queue stores it.
@@ -137,12 +149,15 @@ impl RedisFrontier {
             pacing: options.pacing,
             dupe_spec: options.dupefilter.spec(),
             handoffs: options.handoffs,
+            relations: options.relations,
+            upstreams_known: Arc::default(),
             quota: options.quota,
             sink: options.sink,
             next_due: Arc::default(),
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
             fatal: Fatal::default(),
+            bloom_refusal_said: Arc::default(),
         })
     }
 
@@ -363,36 +378,10 @@ impl RedisFrontier {
         }
     }
 
-    /// The queue sizes, read in one step.
+    /// The queue sizes, read in one step, with those of the spiders that
+    /// hand this one work (see [`upstreams`]).
     pub async fn status(&self) -> Result<QueueStatus> {
-        let k = &self.keys;
-        let args = StatusArgs {
-            start_kind: self.kind.as_str().to_string(),
-            dupe_spec: self.dupe_spec.clone(),
-            sink: self.sink.sink.as_str().to_string(),
-        };
-        let v: Vec<u64> = SCRIPTS
-            .status
-            .call(k, self.sink.sink, args)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err("read the status of", &k.requests))?;
-        let at = |i: usize| v.get(i).copied().unwrap_or(0);
-        Ok(QueueStatus {
-            start: at(0),
-            queued: at(1),
-            inflight: at(2),
-            dead: at(3),
-            failed: at(4),
-            dupefilter: at(5),
-            items: at(6),
-            delayed: at(7),
-            scheduled: at(8),
-            overdue: at(9),
-            paused: at(10) == 1,
-            page_limit_reached: at(11) == 1,
-            items_backlog_full: at(12) == 1,
-        })
+        self.status_with_upstreams().await
     }
 }
 
@@ -499,6 +488,13 @@ impl Backend for RedisFrontier {
 
     async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept> {
         RedisFrontier::sweep(self, budget, robots_ttl).await
+    }
+
+    async fn grow_dupefilter(&self) -> Result<()> {
+        if let admin::Grown::Refused { reason, .. } = RedisFrontier::grow_dupefilter(self).await? {
+            self.say_no_room(&reason);
+        }
+        Ok(())
     }
 
     async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()> {

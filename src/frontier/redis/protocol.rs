@@ -83,7 +83,8 @@ pub struct Layout {
     /// The head arguments: `A.<name>` in Lua.
     pub args: &'static [&'static str],
     /// The records the arguments after the head are made of (from `REST`
-    /// on), for the reader of the layout.
+    /// on), for the reader of the layout, and the groups the keys after
+    /// the declared ones come in, if they do.
     pub tail: Vec<&'static Record>,
 }
 
@@ -270,6 +271,21 @@ wire! {
 }
 
 wire! {
+    /// A spider upstream of the one whose status is read (see
+    /// `frontier::pipeline`).
+    ChainRecord {
+        /// Its start key's type.
+        start_kind,
+    }
+}
+
+wire! {
+    /// The keys of an upstream in a status call (`K.chain`, this many
+    /// per upstream, in this order: `CHAIN_KEY.requests` is an offset).
+    ChainKeys { start_urls, requests, inflight, delayed, control, upstreams, workers }
+}
+
+wire! {
     /// A failed request to queue again.
     RequeueRecord {
         /// The failed entry as read.
@@ -291,6 +307,20 @@ wire! {
         entry,
         /// Its dead letter's JSON.
         letter,
+    }
+}
+
+wire! {
+    /// An entry of a scrapy-redis queue to convert (bytes: an entry is a
+    /// pickle).
+    ImportRecord: bytes {
+        /// The entry as stored.
+        entry,
+        /// 'req' (queue `json`) or 'dead' (set `json` aside).
+        outcome,
+        priority,
+        /// The request's JSON, or the dead letter's.
+        json,
     }
 }
 
@@ -322,6 +352,14 @@ pub static REQUEUE: Record = Record {
     lua: "REQUEUE",
     fields: RequeueRecord::FIELDS,
 };
+pub static CHAIN: Record = Record {
+    lua: "CHAIN",
+    fields: ChainRecord::FIELDS,
+};
+pub static CHAIN_KEY: Record = Record {
+    lua: "CHAIN_KEY",
+    fields: ChainKeys::FIELDS,
+};
 pub static SEED: Record = Record {
     lua: "SEED",
     fields: SeedRecord::FIELDS,
@@ -329,6 +367,11 @@ pub static SEED: Record = Record {
 pub static ASIDE: Record = Record {
     lua: "ASIDE",
     fields: AsideRecord::FIELDS,
+};
+
+pub static IMPORT: Record = Record {
+    lua: "IMPORT",
+    fields: ImportRecord::FIELDS,
 };
 
 /// A record or a list of plain values (ids, entries, fingerprints).
@@ -371,8 +414,9 @@ wire! {
 }
 
 wire! {
-    /// `status.lua`.
-    StatusArgs { start_kind, dupe_spec, sink }
+    /// `status.lua`: with how recent an upstream's worker's heartbeat
+    /// must be for it to count as live.
+    StatusArgs { start_kind, dupe_spec, sink, live_ms }
 }
 
 wire! {
@@ -416,8 +460,26 @@ wire! {
 }
 
 wire! {
+    /// `bloom_grow.lua`: the share (per mille) of maxmemory, or of the
+    /// machine's memory, that Redis's used memory may reach.
+    BloomGrowArgs { dupe_spec, headroom_permille }
+}
+
+wire! {
     /// `seed.lua`.
     SeedArgs { wake }
+}
+
+wire! {
+    /// `import_stage.lua`: entries moved per call, and the rank a zset's
+    /// scan goes on from.
+    ImportStageArgs { batch, from }
+}
+
+wire! {
+    /// `import_queue.lua`: the type of the entries' key ('list' or
+    /// 'zset').
+    ImportArgs { kind, wake }
 }
 
 wire! {
@@ -548,30 +610,35 @@ fn queue_layouts() -> Vec<Layout> {
             ReleaseArgs::FIELDS,
             vec![&VALUE],
         ),
-        layout(
-            "status",
-            vec![
-                K(Kk::Start),
-                K(Kk::Requests),
-                K(Kk::Inflight),
-                K(Kk::Dead),
-                K(Kk::Failed),
-                K(Kk::Dupefilter),
-                Slot::Items,
-                K(Kk::Delayed),
-                K(Kk::DupefilterMeta),
-                K(Kk::Schedule),
-                K(Kk::ScheduleDue),
-                K(Kk::Control),
-            ],
-            StatusArgs::FIELDS,
-            Vec::new(),
-        ),
+        Layout {
+            more_keys: Some("chain"),
+            ..layout(
+                "status",
+                vec![
+                    K(Kk::Start),
+                    K(Kk::Requests),
+                    K(Kk::Inflight),
+                    K(Kk::Dead),
+                    K(Kk::Failed),
+                    K(Kk::Dupefilter),
+                    Slot::Items,
+                    K(Kk::Delayed),
+                    K(Kk::DupefilterMeta),
+                    K(Kk::Schedule),
+                    K(Kk::ScheduleDue),
+                    K(Kk::Control),
+                    K(Kk::Upstreams),
+                ],
+                StatusArgs::FIELDS,
+                vec![&CHAIN, &CHAIN_KEY],
+            )
+        },
     ]
 }
 
 /// The layouts of the operator's scripts: pushing and re-queueing, flush,
-/// the leases held, the dupefilter's, the seeds.
+/// the leases held, the dupefilter's, the seeds, importing a scrapy-redis
+/// queue.
 fn admin_layouts() -> Vec<Layout> {
     vec![
         layout(
@@ -622,6 +689,12 @@ fn admin_layouts() -> Vec<Layout> {
             Vec::new(),
         ),
         layout(
+            "bloom_grow",
+            vec![K(Kk::Dupefilter), K(Kk::DupefilterMeta)],
+            BloomGrowArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
             "seed",
             vec![
                 K(Kk::Seeds),
@@ -632,6 +705,25 @@ fn admin_layouts() -> Vec<Layout> {
             ],
             SeedArgs::FIELDS,
             vec![&SEED],
+        ),
+        layout(
+            "import_stage",
+            vec![K(Kk::Requests), K(Kk::RequestData), K(Kk::ScrapyQueue)],
+            ImportStageArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "import_queue",
+            vec![
+                K(Kk::ScrapyQueue),
+                K(Kk::Requests),
+                K(Kk::RequestData),
+                K(Kk::Sequence),
+                K(Kk::Dead),
+                K(Kk::Stats),
+            ],
+            ImportArgs::FIELDS,
+            vec![&IMPORT],
         ),
     ]
 }
@@ -664,6 +756,7 @@ fn host_layouts() -> Vec<Layout> {
                 K(Kk::RobotsExpiry),
                 K(Kk::RobotsLocks),
                 K(Kk::Workers),
+                K(Kk::Upstreams),
             ],
             SweepArgs::FIELDS,
             Vec::new(),

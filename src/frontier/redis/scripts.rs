@@ -29,9 +29,9 @@ use sha1::{Digest, Sha1};
 use super::link::Conn;
 use super::protocol::{self, Layout, Wire};
 use super::protocol::{
-    AsideArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, LeaseArgs, NoArgs,
-    PaceArgs, PushArgs, ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs, SeedArgs, StatusArgs,
-    SweepArgs,
+    AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, ImportArgs,
+    ImportStageArgs, LeaseArgs, NoArgs, PaceArgs, PushArgs, ReleaseArgs, RenewArgs, RequeueArgs,
+    RobotsLockArgs, SeedArgs, StatusArgs, SweepArgs,
 };
 use crate::frontier::{ItemSink, Keys};
 
@@ -72,9 +72,12 @@ scripts! {
     dupe_bulk: DupeBulkArgs,
     dupe_prepare: DupeArgs,
     dupe_info: DupeArgs,
+    bloom_grow: BloomGrowArgs,
     seed: SeedArgs,
     sweep: SweepArgs,
     set_aside: AsideArgs,
+    import_stage: ImportStageArgs,
+    import_queue: ImportArgs,
 }
 
 /// The helpers every script has, in the order they build on each other:

@@ -1,14 +1,20 @@
 //! `to_spider`: the spiders a follow entry hands its links to. Each is
 //! read once from `<name>.toml` beside this spider's file, for its start
-//! key, the key's type, its wake channel and the task fields it requires;
-//! in cluster mode its start key must share this spider's slot. Writing
-//! the tasks is the frontier's.
+//! key, the key's type, its wake channel, its `upstreams` hash and the
+//! task fields it requires; in cluster mode its start key must share this
+//! spider's slot. From them, the relations of the spider's whole pipeline
+//! ([`pipeline`]), which its side records in Redis. Writing the tasks and
+//! the relations is the frontier's.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
 
 use super::{compile_with, Compiler};
 use crate::frontier::connection::hash_tag;
 use crate::frontier::keys::Keys;
+use crate::frontier::pipeline::{Relation, UpstreamKeys};
 use crate::reader::{At, Loc};
-use crate::spider::{Handoff, StartKind};
+use crate::spider::{Handoff, Spider, StartKind};
 
 impl Compiler<'_> {
     /// The index of the spider a `to_spider` entry hands its links to, read
@@ -37,6 +43,7 @@ impl Compiler<'_> {
                 kind: StartKind::List,
                 wake: String::new(),
                 task_fields: Vec::new(),
+                upstreams: String::new(),
             }
         };
         let carried = |f: &String| meta.iter().any(|m| m.value == *f || m.value == "*");
@@ -107,27 +114,92 @@ impl Compiler<'_> {
             kind: spider.start.kind,
             wake: spider.keys.wake,
             task_fields: spider.start.task_fields.unwrap_or_default(),
+            upstreams: spider.keys.upstreams,
         })
     }
 
     /// In cluster mode a page's commit writes the other spider's start key
-    /// too, so it must be in this spider's slot.
+    /// too, and the heartbeat its `upstreams` hash, so both must be in this
+    /// spider's slot.
     pub(super) fn check_handoff_slots(&self, keys: &Keys, handoffs: &[(Handoff, Loc)]) {
         let tag = hash_tag(&keys.requests);
         if tag == keys.requests {
             return; // plain keys: a single Redis, any key goes
         }
         for (h, loc) in handoffs {
-            if hash_tag(&h.start_key) != tag {
+            // Its `upstreams` hash is written beside its own keys (see
+            // frontier::pipeline).
+            let keys = [("start key", &h.start_key), ("upstreams key", &h.upstreams)];
+            if let Some((what, key)) = keys.into_iter().find(|(_, k)| hash_tag(k) != tag) {
                 self.problem(
                     loc,
                     format!(
-                        "on a Redis Cluster this spider's keys are in the slot of {{{tag}}} but `{}`'s start key `{}` is not, so one commit could not write both",
-                        h.spider, h.start_key
+                        "on a Redis Cluster this spider's keys are in the slot of {{{tag}}} but `{}`'s {what} `{key}` is not, so one step could not write both",
+                        h.spider
                     ),
                     format!("give both spiders the same tag: `[keys] mode = \"cluster\"` and `hash_tag = \"{tag}\"` in each"),
                 );
             }
         }
     }
+}
+
+/// The relations of `spider`'s own hand-offs: it hands work to each.
+pub(super) fn own_relations(spider: &Spider) -> Vec<Relation> {
+    let keys = UpstreamKeys::of(&spider.keys, spider.start.kind);
+    spider
+        .handoffs
+        .iter()
+        .map(|h| Relation {
+            upstream: spider.name.clone(),
+            keys: keys.clone(),
+            into: h.upstreams.clone(),
+        })
+        .collect()
+}
+
+/// The relations of `first`'s whole pipeline: its own, then those of the
+/// spiders it hands to (read from beside it), and of theirs, each spider
+/// once (so a cycle ends). The last stage of a chain then learns of the
+/// first from the first's side, before the middle one ever ran. A spider
+/// that cannot be read adds nothing (its own workers refuse to start); on
+/// a Redis Cluster, a relation outside `first`'s slot is left to the
+/// spiders of that slot.
+pub(super) fn pipeline(first: &Spider) -> Vec<Relation> {
+    let mut relations = first.relations.clone();
+    let tag = hash_tag(&first.keys.requests);
+    let in_slot = |key: &str| tag == first.keys.requests || hash_tag(key) == tag;
+    let mut seen = vec![first.name.clone()];
+    let beside = |s: &Spider| -> Vec<(PathBuf, String)> {
+        s.handoffs
+            .iter()
+            .map(|h| {
+                (
+                    s.source.with_file_name(format!("{}.toml", h.spider)),
+                    h.spider.clone(),
+                )
+            })
+            .collect()
+    };
+    let mut next: VecDeque<(PathBuf, String)> = beside(first).into();
+    while let Some((path, name)) = next.pop_front() {
+        if seen.contains(&name) {
+            continue;
+        }
+        seen.push(name.clone());
+        let Some(spider) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| compile_with(&path, &text, true).ok())
+            .filter(|s| s.name == name)
+        else {
+            continue;
+        };
+        for r in &spider.relations {
+            if in_slot(&r.into) && !relations.contains(r) {
+                relations.push(r.clone());
+            }
+        }
+        next.extend(beside(&spider));
+    }
+    relations
 }

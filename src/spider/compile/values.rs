@@ -25,21 +25,9 @@ pub(super) fn is_http_token(s: &str) -> bool {
 
 impl Compiler<'_> {
     pub(super) fn regex(&self, at: &At<String>) -> Option<Regex> {
-        if self.patterns.get() >= limits::MAX_PATTERNS {
-            if self.patterns.get() == limits::MAX_PATTERNS {
-                self.problem(
-                    &at.loc,
-                    format!(
-                        "the spider has more than {} regexes (`deny`, `match`, `allow`, `re`, …)",
-                        limits::MAX_PATTERNS
-                    ),
-                    "merge patterns into one with `|`, or filter URLs before they reach Redis",
-                );
-            }
-            self.patterns.set(self.patterns.get() + 1);
+        if !self.regex_within_limits(at) {
             return None;
         }
-        self.patterns.set(self.patterns.get() + 1);
         limits::regex(&at.value)
             .map_err(|e| {
                 let detail = e.to_string();
@@ -51,6 +39,49 @@ impl Compiler<'_> {
                 )
             })
             .ok()
+    }
+
+    /// Whether one more regex fits the spider's limits: how many it may
+    /// hold, and how much memory they may take together (measured before
+    /// it is compiled for use). Each limit is reported once, where it is
+    /// passed; past either, no more regexes are compiled, so a hostile file
+    /// fails fast.
+    fn regex_within_limits(&self, at: &At<String>) -> bool {
+        let n = self.patterns.get();
+        self.patterns.set(n + 1);
+        if n >= limits::MAX_PATTERNS {
+            if n == limits::MAX_PATTERNS {
+                self.problem(
+                    &at.loc,
+                    format!(
+                        "the spider has more than {} regexes (`deny`, `match`, `allow`, `re`, …)",
+                        limits::MAX_PATTERNS
+                    ),
+                    "merge patterns into one with `|`, or filter URLs before they reach Redis",
+                );
+            }
+            return false;
+        }
+        if self.regex_memory.get() > limits::MAX_REGEX_MEMORY {
+            return false;
+        }
+        let this = limits::regex_memory(&at.value);
+        let memory = self.regex_memory.get() + this;
+        self.regex_memory.set(memory);
+        if memory > limits::MAX_REGEX_MEMORY {
+            self.problem(
+                &at.loc,
+                format!(
+                    "the spider's regexes take {} MiB compiled, more than the {} MiB a spider may (this one {} KiB)",
+                    memory >> 20,
+                    limits::MAX_REGEX_MEMORY >> 20,
+                    this >> 10
+                ),
+                "merge patterns into one with `|` (an alternation costs far less than its parts apart), prefer `\\d` or `[a-z]` to Unicode classes such as `\\w`, or filter URLs before they reach Redis",
+            );
+            return false;
+        }
+        true
     }
 
     pub(super) fn selector(&self, at: &At<String>) -> Option<Selector> {

@@ -194,8 +194,59 @@ local function dupe_lookup(d, fp, now)
   end
 end
 
+-- How many filters of a Bloom chain are made, ready to take entries. A
+-- chain an older crawlworker began has no such field, and made each filter
+-- as it began: all its filters are made (a chain that has taken no entry
+-- has none).
+local function bloom_ready(d)
+  local ready = redis.call('HGET', d.meta, 'ready')
+  if ready then
+    return tonumber(ready)
+  end
+  if redis.call('HEXISTS', d.meta, 'count:1') == 1 then
+    return tonumber(redis.call('HGET', d.meta, 'filters') or '1')
+  end
+  return 0
+end
+
+-- Filters up to this size are made by the script that first needs them;
+-- larger ones only by bloom_grow.lua, ahead of need and within what the
+-- server's memory holds (a script making one would pass maxmemory before
+-- Redis could refuse it).
+local BLOOM_INLINE_BYTES = 1048576
+
+local function bloom_bytes(d, n)
+  local plan = bloom_plan(d, n)
+  return math.ceil(plan.a / 8) * plan.pieces
+end
+
+-- Whether filter `n` can take entries now: made already, or the next to
+-- make and small enough to be made here (with `make`, it is made).
+local function bloom_usable(d, n, make)
+  local ready = bloom_ready(d)
+  if ready >= n then
+    return true
+  end
+  if ready ~= n - 1 or bloom_bytes(d, n) > BLOOM_INLINE_BYTES then
+    return false
+  end
+  if make then
+    -- Each piece at its full size in one allocation (bits set one by one
+    -- would grow the string, and Redis over-allocates a growing string).
+    local plan, key = bloom_plan(d, n), bloom_key(d, n)
+    for p = 1, plan.pieces do
+      redis.call('SETRANGE', bloom_piece_key(key, p), math.ceil(plan.a / 8) - 1, '\0')
+    end
+    redis.call('HSET', d.meta, 'ready', n)
+  end
+  return true
+end
+
 -- A Bloom filter records `fp` unless a filter has it: the older filters
--- are read, the newest is checked and set in one BITFIELD.
+-- are read, the newest is checked and set in one BITFIELD. A full filter
+-- is followed by the next of the chain when it can take entries; a large
+-- one the server had no room for is not, and the full one takes more
+-- entries than planned meanwhile (its error rate rises: `stats` says so).
 local function bloom_add(d, fp)
   local filters = tonumber(redis.call('HGET', d.meta, 'filters') or '1')
   for n = 1, filters - 1 do
@@ -203,25 +254,18 @@ local function bloom_add(d, fp)
       return false
     end
   end
-  local count = redis.call('HGET', d.meta, 'count:' .. filters)
-  if count and tonumber(count) >= bloom_plan(d, filters).c then
-    -- A full filter is followed by the next of the chain, so none is
-    -- overfilled.
+  if not bloom_usable(d, filters, true) then
+    error(redis.error_reply(string.format(
+      'DUPEFILTER the Bloom filter %d of %s is not made yet (a worker makes it, within the memory Redis has)',
+      filters, d.key)))
+  end
+  local count = tonumber(redis.call('HGET', d.meta, 'count:' .. filters) or '0')
+  if count >= bloom_plan(d, filters).c and bloom_usable(d, filters + 1, true) then
     if bloom_bits(d, filters, fp, 'GET') then
       return false
     end
     filters = filters + 1
     redis.call('HSET', d.meta, 'filters', filters)
-    count = false
-  end
-  if not count then
-    -- A new filter is made at its full size, each piece in one allocation
-    -- (bits set one by one would grow the string, and Redis over-allocates
-    -- a growing string up to twice its size).
-    local plan, key = bloom_plan(d, filters), bloom_key(d, filters)
-    for p = 1, plan.pieces do
-      redis.call('SETRANGE', bloom_piece_key(key, p), math.ceil(plan.a / 8) - 1, '\0')
-    end
   end
   if bloom_bits(d, filters, fp, 'SET') then
     return false

@@ -1,36 +1,77 @@
 -- One consistent look at a crawl's queues, for `stats` and for
 -- `--until-drained` (a crawl is finished only when start entries, queued,
--- in-flight and delayed retries are all zero at the same instant).
+-- in-flight and delayed retries are all zero at the same instant, in this
+-- spider and in every spider that hands it work).
 --
--- Keys and arguments: `status` in protocol.rs.
+-- Keys and arguments: `status` in protocol.rs. After the head arguments
+-- come the spiders upstream of this one that the caller knows of (see
+-- src/frontier/pipeline.rs): a CHAIN record each (its start key's type),
+-- with its keys in K.chain, CHAIN_KEY.SIZE per upstream in CHAIN_KEY's
+-- order.
 -- Returns {start, queued, inflight, dead, failed, dupefilter, items, delayed,
 -- scheduled, overdue, paused (0/1), max_pages reached (0/1), item backlog
--- full (0/1)}: scheduled pages are those waiting for their time and
--- those queued; overdue are those whose time has passed (queued, or not
--- yet moved to the queue because no worker has leased since).
-local kind = A.start_kind
+-- full (0/1), this spider's upstreams hash (name, record, ...)}, then for
+-- each upstream passed {start, queued, inflight, delayed, paused (0/1),
+-- max_pages reached (0/1), live workers, its upstreams hash}: scheduled
+-- pages are those waiting for their time and those queued; overdue are
+-- those whose time has passed (queued, or not yet moved to the queue
+-- because no worker has leased since). An upstream's live workers are
+-- those whose heartbeat is at most A.live_ms old.
+local function start_size(kind, key)
+  if kind == 'list' then
+    return redis.call('LLEN', key)
+  elseif kind == 'set' then
+    return redis.call('SCARD', key)
+  end
+  return redis.call('ZCARD', key)
+end
+
+local function live_workers(key, since)
+  local n = 0
+  for _, beat in ipairs(redis.call('HVALS', key)) do
+    local at = json_number(beat, 'heartbeat')
+    if at and at * 1000 >= since then
+      n = n + 1
+    end
+  end
+  return n
+end
+
 local d = dupe_config(redis.call('HGET', K.dupefilter_meta, 'spec') or A.dupe_spec, K.dupefilter, K.dupefilter_meta)
 local mode = redis.call('HGET', K.dupefilter_meta, 'mode') or d.mode
-local start
-if kind == 'list' then
-  start = redis.call('LLEN', K.start_urls)
-elseif kind == 'set' then
-  start = redis.call('SCARD', K.start_urls)
-else
-  start = redis.call('ZCARD', K.start_urls)
-end
-return {
-  start,
+local now = now_ms()
+local out = {
+  start_size(A.start_kind, K.start_urls),
   redis.call('ZCARD', K.requests),
   redis.call('ZCARD', K.inflight),
   redis.call('LLEN', K.dead),
   redis.call('LLEN', K.failed),
-  dupe_entries(d, mode, now_ms()),
+  dupe_entries(d, mode, now),
   redis.call(A.sink == 'stream' and 'XLEN' or 'LLEN', K.items),
   redis.call('ZCARD', K.delayed),
   redis.call('ZCARD', K.schedule) + redis.call('ZCARD', K.schedule_due),
-  redis.call('ZCOUNT', K.schedule, '-inf', now_ms()) + redis.call('ZCARD', K.schedule_due),
+  redis.call('ZCOUNT', K.schedule, '-inf', now) + redis.call('ZCARD', K.schedule_due),
   redis.call('HEXISTS', K.control, 'paused'),
   redis.call('HEXISTS', K.control, 'max_pages_reached'),
   redis.call('HEXISTS', K.control, 'items_backlog_full'),
+  redis.call('HGETALL', K.upstreams),
 }
+local since = now - tonumber(A.live_ms)
+local first = 1
+for at = REST, #ARGV, CHAIN.SIZE do
+  local function key(field)
+    return K.chain[first + field]
+  end
+  out[#out + 1] = {
+    start_size(ARGV[at + CHAIN.start_kind], key(CHAIN_KEY.start_urls)),
+    redis.call('ZCARD', key(CHAIN_KEY.requests)),
+    redis.call('ZCARD', key(CHAIN_KEY.inflight)),
+    redis.call('ZCARD', key(CHAIN_KEY.delayed)),
+    redis.call('HEXISTS', key(CHAIN_KEY.control), 'paused'),
+    redis.call('HEXISTS', key(CHAIN_KEY.control), 'max_pages_reached'),
+    live_workers(key(CHAIN_KEY.workers), since),
+    redis.call('HGETALL', key(CHAIN_KEY.upstreams)),
+  }
+  first = first + CHAIN_KEY.SIZE
+end
+return out

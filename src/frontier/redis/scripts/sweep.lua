@@ -20,11 +20,13 @@
 --   an unreadable one (which no worker uses) goes;
 -- * robots.txt fetch locks that have run out (robots_lock.lua ignores them);
 -- * heartbeats older than A.workers_keep_ms (workers long gone, holding
---   nothing).
+--   nothing);
+-- * hand-off relations nobody renewed for as long (see
+--   src/frontier/pipeline.rs: readers ignore them already).
 --
 -- Keys and arguments: `sweep` in protocol.rs.
 -- Returns the entries deleted: {slots, back-off states, robots.txt
--- records, locks, workers}.
+-- records, locks, workers, relations}.
 local pace, host_delay, backoff, errors = K.pace, K.host_delay, K.backoff, K.backoff_errors
 local cursors, robots, expiry, locks, workers = K.sweep, K.robots, K.robots_expiry, K.robots_locks, K.workers
 local n = math.max(1, tonumber(A.budget))
@@ -47,13 +49,6 @@ local function scan(field, key, count, visit)
   else
     redis.call('HSET', cursors, field, step[1])
   end
-end
-
--- A number field of a JSON record, without decoding it (a robots.txt body
--- may be large): crawlworker writes it last, so the tail is read first.
-local function json_number(json, name)
-  local pattern = '"' .. name .. '":%s*([-+%d.eE]+)'
-  return tonumber(string.match(string.sub(json, -64), pattern) or string.match(json, pattern) or '')
 end
 
 scan('pace', pace, n, function(host, at)
@@ -113,4 +108,13 @@ scan('workers', workers, n, function(id, json)
   end
 end)
 
-return {slots, states, records, unlocked, gone}
+local forgotten = 0
+scan('upstreams', K.upstreams, n, function(name, json)
+  local seen = json_number(json, 'seen')
+  if not seen or now - seen * 1000 > workers_keep_ms then
+    redis.call('HDEL', K.upstreams, name)
+    forgotten = forgotten + 1
+  end
+end)
+
+return {slots, states, records, unlocked, gone, forgotten}

@@ -1,5 +1,6 @@
 -- Basics every script uses: numbers from arguments, the queue score,
 -- whole numbers for Redis, the server's clock, commands over long lists,
+-- a number field of a JSON record,
 -- and escaping foreign bytes for JSON records. (The helpers come after
 -- the STAT table of stat names and the constants Rust generates; see
 -- src/frontier/redis/scripts.rs.)
@@ -51,6 +52,13 @@ local function call_many(command, key, list)
   for first = 1, n, 1000 do
     redis.call(command, key, unpack(list, first, math.min(first + 999, n)))
   end
+end
+
+-- A number field of a JSON record, without decoding it (a robots.txt body
+-- may be large): crawlworker writes it last, so the tail is read first.
+local function json_number(json, name)
+  local pattern = '"' .. name .. '":%s*([-+%d.eE]+)'
+  return tonumber(string.match(string.sub(json, -64), pattern) or string.match(json, pattern) or '')
 end
 
 -- `s` with every byte that is not part of UTF-8 text shown as \xNN, as

@@ -45,6 +45,7 @@ end
 -- touches. Bloom filters after the first and expiring buckets are keys of
 -- crawlworker's own naming.
 local DUPE_TYPES = {exact = 'set', compact = 'hash', bloom = 'string'}
+-- A Bloom filter is written only once it is made whole (see bloom_ready).
 local function need_dupe(d)
   if not d then
     return
@@ -55,6 +56,14 @@ local function need_dupe(d)
   end
   if d.mode ~= 'exact' then
     need(d.meta, 'hash', 'dupefilter_meta')
+  end
+  if d.mode == 'bloom' then
+    local filters = tonumber(redis.call('HGET', d.meta, 'filters') or '1')
+    if not bloom_usable(d, filters, false) then
+      error(redis.error_reply(string.format(
+        'DUPEFILTER the Bloom filter %d of %s is not made yet (a worker makes it at start, within the memory Redis has); nothing was written',
+        filters, d.key)))
+    end
   end
 end
 
