@@ -167,6 +167,8 @@ stats! {
     FOLLOW_FILTERED_FRAGMENT = "follow/filtered/fragment", Counter => "links_filtered"("reason" = "fragment");
     /// Links or redirects matching a deny pattern.
     FOLLOW_FILTERED_DENIED = "follow/filtered/denied", Counter => "links_filtered"("reason" = "denied");
+    /// Links whose path ends with an extension their follow entry does not follow (`deny_extensions`; Scrapy's list by default: images, archives, office documents, `pdf`, `js`, `py`, …).
+    FOLLOW_FILTERED_EXTENSION = "follow/filtered/extension", Counter => "links_filtered"("reason" = "extension");
     /// Links deeper than the depth limit.
     FOLLOW_FILTERED_DEPTH = "follow/filtered/depth", Counter => "links_filtered"("reason" = "depth");
     /// Links past the last page a task asks for.
@@ -175,6 +177,8 @@ stats! {
     FOLLOW_FILTERED_NOT_MODIFIED = "follow/filtered/not_modified", Counter => "links_filtered"("reason" = "not_modified");
     /// Pages extracted only in part: deeper or larger than `extract_max_depth` or `extract_max_nodes`, or slower than `extract_timeout` (`extract/cut_short_reason_count/<reason>`).
     EXTRACT_CUT_SHORT = "extract/cut_short_count", Counter => "pages_cut_short";
+    /// Responses with a binary body (by their Content-Type, or by their first bytes without one) not extracted: their rule neither takes binary responses (`binary = true`) nor reads sitemaps or feeds.
+    EXTRACT_BINARY_IGNORED = "extract/binary_ignored_count", Counter => "binary_responses_ignored";
     /// Requests robots.txt forbids.
     ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter => "robotstxt_forbidden";
     /// Requests put off because their host's robots.txt could not be fetched (5xx, 429, timeout, network error): each waits in Redis like a retry, until robots.txt is fetched again.

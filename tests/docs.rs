@@ -66,6 +66,7 @@ fn the_migration_guide_maps_every_scrapy_redis_setting() {
         "AUTOTHROTTLE_",
         "RETRY_",
         "ROBOTSTXT_OBEY",
+        "LinkExtractor",
     ] {
         assert!(
             text.lines()

@@ -91,7 +91,9 @@ fn read_page(target: &str, request: &Request) -> anyhow::Result<Fetched> {
 }
 
 /// What is printed: the response's URL, status and size, then what the
-/// spider extracted from it (and a note when no rule handled it).
+/// spider extracted from it (and a note when no rule handled it, its
+/// status keeps it from the rules, or its body was binary and nothing
+/// read it).
 fn report(spider: &Spider, request: &Request, fetched: &Fetched) -> anyhow::Result<Value> {
     let response = Response {
         url: &fetched.url,
@@ -108,19 +110,31 @@ fn report(spider: &Spider, request: &Request, fetched: &Fetched) -> anyhow::Resu
     let extra = serde_json::to_value(&result)?;
     if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
         o.extend(e);
-        let note = match result.ignored_status {
-            Some(status) => Some(status_note(spider, fetched, status, result.rule.as_deref())),
-            None if result.rule.is_none() => Some(format!(
-                "no rule of spider `{}` matches {}; give --rule or --url",
-                spider.name, fetched.url
-            )),
-            None => None,
-        };
-        if let Some(note) = note {
+        if let Some(note) = note(spider, &result, fetched) {
             o.insert("note".into(), Value::String(note));
         }
     }
     Ok(out)
+}
+
+/// Why nothing was extracted, when the output alone does not say it.
+fn note(spider: &Spider, result: &extract::Extraction, fetched: &Fetched) -> Option<String> {
+    if let Some(status) = result.ignored_status {
+        return Some(status_note(spider, fetched, status, result.rule.as_deref()));
+    }
+    if let Some(binary) = &result.binary {
+        return Some(format!(
+            "nothing extracted: {}, and a binary body is not read as a page; add `binary = true` to rule `{}` to take such responses (its items can read `page = \"url\"`, `\"status\"` and `\"headers\"`)",
+            binary.reason,
+            result.rule.as_deref().unwrap_or_default()
+        ));
+    }
+    result.rule.is_none().then(|| {
+        format!(
+            "no rule of spider `{}` matches {}; give --rule or --url",
+            spider.name, fetched.url
+        )
+    })
 }
 
 /// What a crawl does with a response whose status keeps it from the rules

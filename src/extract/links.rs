@@ -1,8 +1,8 @@
 //! Following links: find them (CSS, XPath or regex), resolve them against the
 //! page's base URL with the page's character set (as a browser does, so a
 //! Chinese query on a GBK page is percent-encoded in GBK), drop what must
-//! not be crawled (other schemes, fragments, other hosts, denied, too deep,
-//! past the last page), and build the follow-up requests with their
+//! not be crawled (other schemes, fragments, other hosts, denied, with an
+//! extension not followed, too deep, past the last page), and build the follow-up requests with their
 //! priority, depth and context.
 
 use std::collections::HashSet;
@@ -189,8 +189,8 @@ impl<'a> Follower<'a> {
     }
 
     /// The URL of a found link when it is one to follow: resolved, on an
-    /// allowed host, not denied, not too deep, not past the last page
-    /// (each refusal counted).
+    /// allowed host, not denied, not ending with a denied extension, not
+    /// too deep, not past the last page (each refusal counted).
     pub(super) fn admit(
         &mut self,
         follow: &Follow,
@@ -199,7 +199,12 @@ impl<'a> Follower<'a> {
     ) -> Option<String> {
         let depth = self.page.request.depth + 1;
         let url = self.resolve(href)?;
-        if !self.allowed(follow, &url) {
+        let parsed = url::Url::parse(&url).ok();
+        if !self.allowed(follow, &url, parsed.as_ref()) {
+            return None;
+        }
+        if parsed.is_some_and(|u| follow.deny_extensions.denies(&u)) {
+            self.filtered.extension += 1;
             return None;
         }
         let limit = self.spider.settings.depth_limit;
@@ -262,10 +267,10 @@ impl<'a> Follower<'a> {
         }
     }
 
-    fn allowed(&mut self, follow: &Follow, url: &str) -> bool {
-        let host = url::Url::parse(url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string));
+    /// Whether `url` (parsed: `parsed`) is on an allowed host and not
+    /// denied by a pattern (each refusal counted).
+    fn allowed(&mut self, follow: &Follow, url: &str, parsed: Option<&url::Url>) -> bool {
+        let host = parsed.and_then(|u| u.host_str());
         if !host.is_some_and(|h| self.spider.allows_host(h.trim_matches(['[', ']']))) {
             self.filtered.offsite += 1;
             return false;

@@ -7,10 +7,15 @@
 //! and each of the rule's extract entries ([`fields`]) and follow entries
 //! ([`links`]) runs over the same document. The parse and the extraction
 //! run within the spider's limits ([`bounded`]): a page past them is
-//! extracted as far as it was read, and says so.
+//! extracted as far as it was read, and says so. A binary body
+//! ([`content`]) is never read as HTML or JSON: only a rule that takes
+//! binary responses (`binary = true`) extracts items from it, from what is
+//! known without reading it (URL, status, headers), and only sitemap and
+//! feed entries (a gzip file) find links in it; otherwise it is counted.
 
 pub mod bounded;
 pub mod charset;
+pub mod content;
 pub mod feeds;
 pub mod fields;
 pub mod json;
@@ -114,6 +119,10 @@ pub struct Filtered {
     pub fragment: u64,
     /// Matched a `deny` pattern, or no `allow` pattern.
     pub denied: u64,
+    /// The path ends with an extension the follow entry does not follow
+    /// (`deny_extensions`, Scrapy's list by default). Shown when some were.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub extension: u64,
     /// Deeper than a depth limit.
     pub depth: u64,
     /// Past the last page of a `paginate` limit.
@@ -150,6 +159,11 @@ pub struct Extraction {
     pub items: Vec<Item>,
     pub dropped: Vec<Dropped>,
     pub requests: Vec<Request>,
+    /// Set when the body is binary and nothing of the rule reads it (it
+    /// does not take binary responses, and has no sitemap or feed entry):
+    /// nothing was extracted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary: Option<content::Binary>,
     /// Set when the rule reads JSON and the response is not JSON; nothing
     /// was extracted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -184,7 +198,12 @@ pub fn extract_within(
     response: &Response<'_>,
     budget: &Budget,
 ) -> Extraction {
-    let decoded = charset::decode(response.body, response.header("content-type"));
+    let content_type = response.header("content-type");
+    let binary = content::binary(content_type, response.body);
+    let decoded = match binary {
+        None => charset::decode(response.body, content_type),
+        Some(_) => charset::Decoded::binary(),
+    };
     let mut out = Extraction::empty(&decoded);
     let rule = spider.rule_for(request.rule.as_deref(), response.url);
     // Named even when the status keeps the page from it: the log and the
@@ -200,24 +219,15 @@ pub fn extract_within(
     let Some(rule) = rule else {
         return out;
     };
-    // A JSON rule's response is one JSON document (its HTML parse is empty,
-    // for the follow entries that read the text, a sitemap or a feed).
-    let (html, json) = if rule.json {
-        match json::parse(&decoded.text) {
-            Ok(v) => (Html::new_document(), Some(v)),
-            Err(e) => {
-                out.json_error = Some(e);
-                return out;
-            }
-        }
-    } else {
-        let parsed = bounded::parse_document(&decoded.text, budget);
-        out.cut_short = parsed.cut_short;
-        (parsed.html, None)
-    };
-    if matches!(out.cut_short, Some(CutShort::Time | CutShort::Stopped)) {
+    let items = binary.is_none() || rule.binary;
+    if !items && !rule.follow.iter().any(reads_bytes) {
+        out.binary = binary;
         return out;
     }
+    let Some((html, json)) = read_document(rule, binary.is_some(), &decoded, budget, &mut out)
+    else {
+        return out;
+    };
     let mut page = page::Page::new(response, request, &html, decoded.encoding);
     if json.is_some() {
         page.base = url::Url::parse(response.url).ok();
@@ -228,12 +238,54 @@ pub fn extract_within(
         text: &decoded.text,
         page: &page,
     };
-    let ran = extract_items(spider, rule, &doc, budget, &mut out)
-        .and_then(|()| follow_links(spider, rule, &doc, budget, &mut out));
-    if let Err(cut) = ran {
+    let ran = if items {
+        extract_items(spider, rule, &doc, budget, &mut out)
+    } else {
+        Ok(())
+    };
+    if let Err(cut) = ran.and_then(|()| follow_links(spider, rule, &doc, budget, &mut out)) {
         out.cut_short = Some(cut);
     }
     out
+}
+
+/// Whether a follow entry reads the body's bytes rather than its text (a
+/// sitemap or feed, which may be a gzip file).
+fn reads_bytes(follow: &crate::spider::Follow) -> bool {
+    matches!(follow.links, LinkSource::Sitemap | LinkSource::Feed)
+}
+
+/// The page as the rule reads it: its HTML parse, or for a JSON rule its
+/// JSON document (and an empty parse, for the follow entries that read the
+/// text, a sitemap or a feed); a binary body is neither, an empty parse.
+/// `None` when nothing more is to be done: the JSON did not parse, or the
+/// parse ran out of time or was stopped (recorded in `out`).
+fn read_document(
+    rule: &Rule,
+    binary: bool,
+    decoded: &charset::Decoded<'_>,
+    budget: &Budget,
+    out: &mut Extraction,
+) -> Option<(Html, Option<Value>)> {
+    if binary {
+        // An empty page (not `Html::new_document()`: items need its root).
+        return Some((Html::parse_document(""), None));
+    }
+    if rule.json {
+        return match json::parse(&decoded.text) {
+            Ok(v) => Some((Html::new_document(), Some(v))),
+            Err(e) => {
+                out.json_error = Some(e);
+                None
+            }
+        };
+    }
+    let parsed = bounded::parse_document(&decoded.text, budget);
+    out.cut_short = parsed.cut_short;
+    if matches!(out.cut_short, Some(CutShort::Time | CutShort::Stopped)) {
+        return None;
+    }
+    Some((parsed.html, None))
 }
 
 impl Extraction {
@@ -244,6 +296,7 @@ impl Extraction {
             encoding: decoded.encoding.name(),
             charset_source: decoded.source,
             ignored_status: None,
+            binary: None,
             json_error: None,
             items: Vec::new(),
             dropped: Vec::new(),

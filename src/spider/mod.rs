@@ -7,6 +7,7 @@
 //! extracts ([`ItemDef`]) and the links it follows ([`Follow`]).
 
 pub mod compile;
+pub mod extensions;
 pub mod file;
 pub mod jsonpath;
 pub mod limits;
@@ -23,6 +24,7 @@ use regex::Regex;
 use serde_json::Value;
 
 pub use crate::reader::diagnostic::{Diagnostic, LoadError};
+pub use extensions::DenyExtensions;
 pub use jsonpath::{JsonPath, Until};
 pub use selector::Selector;
 pub use sending::Sending;
@@ -246,6 +248,8 @@ pub enum PageValue {
     Url,
     Status,
     Depth,
+    /// The response headers, as an object (names in lower case).
+    Headers,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,6 +283,9 @@ pub struct Rule {
     pub json: bool,
     /// Fetch the pages this rule handles again (`revisit`).
     pub revisit: Option<RevisitRule>,
+    /// The rule takes responses whose body is binary (`binary = true`):
+    /// its items are extracted from them, with nothing read as HTML.
+    pub binary: bool,
 }
 
 /// How a rule revisits its pages.
@@ -365,6 +372,10 @@ pub struct Follow {
     /// Keep only links matching one of these (all when empty).
     pub allow: Vec<Regex>,
     pub deny: Vec<Regex>,
+    /// Links whose path ends with one of these are not followed (Scrapy's
+    /// list unless the entry gives its own; none for the sources Scrapy's
+    /// link extractor does not read: sitemaps, feeds, JSON).
+    pub deny_extensions: DenyExtensions,
     /// The rule for followed requests; matched by URL when absent.
     pub rule: Option<usize>,
     /// Hand the links to another spider (index into [`Spider::handoffs`])

@@ -278,6 +278,10 @@ fn extract_page(
             plural(x.requests.len(), "link", "links"),
         );
     }
+    if let Some(binary) = &x.binary {
+        stats.add(stats::EXTRACT_BINARY_IGNORED, 1);
+        log_binary(&spider.name, &request.url, x.rule.as_deref(), binary);
+    }
     let failed = x.ignored_status.map(|status| {
         stats.add(stats::HTTPERROR_RESPONSE_IGNORED_COUNT, 1);
         stats.add_in(stats::HTTPERROR_RESPONSE_IGNORED_STATUS, status, 1);
@@ -296,6 +300,7 @@ fn extract_page(
         (stats::FOLLOW_FILTERED_SCHEME, f.scheme),
         (stats::FOLLOW_FILTERED_FRAGMENT, f.fragment),
         (stats::FOLLOW_FILTERED_DENIED, f.denied),
+        (stats::FOLLOW_FILTERED_EXTENSION, f.extension),
         (stats::FOLLOW_FILTERED_DEPTH, f.depth),
         (stats::FOLLOW_FILTERED_PAGINATION, f.pagination),
         (stats::FOLLOW_FILTERED_NOT_MODIFIED, f.not_modified),
@@ -340,6 +345,38 @@ fn cut_short_cause(cut: CutShort, settings: &Settings) -> String {
             crate::wording::duration(settings.extract_timeout)
         ),
         CutShort::Stopped => "the worker is stopping".to_string(),
+    }
+}
+
+/// Logs a binary response left unread: the first of each spider in this
+/// process as a warning (a site serving its pages with a wrong type says
+/// so), the rest at debug level; all are counted.
+fn log_binary(
+    spider: &str,
+    url: &str,
+    rule: Option<&str>,
+    binary: &crate::extract::content::Binary,
+) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let first = SEEN.lock().is_ok_and(|mut seen| {
+        let new = !seen.iter().any(|s| s == spider);
+        if new {
+            seen.push(spider.to_string());
+        }
+        new
+    });
+    let rule = rule.unwrap_or("");
+    if first {
+        tracing::warn!(
+            spider,
+            url,
+            rule,
+            "response not extracted: {}; a binary body is not read as a page (a rule takes such responses with `binary = true`); further ones are logged at debug level and counted in {}",
+            binary.reason,
+            stats::EXTRACT_BINARY_IGNORED.name
+        );
+    } else {
+        tracing::debug!(spider, url, rule, reason = %binary.reason, "binary response not extracted");
     }
 }
 
