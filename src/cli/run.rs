@@ -346,14 +346,8 @@ impl Supervisor {
     /// One spider's loop ended.
     fn finished(&mut self, done: Result<Ended, tokio::task::JoinError>, stopping: bool) {
         let path = match done {
+            // The run logged its summary itself.
             Ok((path, Ok(summary), frontier)) => {
-                eprintln!(
-                    "crawlworker: spider `{}` stopped ({}) after {:.1} s: {}",
-                    summary.spider,
-                    summary.reason,
-                    summary.elapsed.as_secs_f64(),
-                    summary.counts.describe()
-                );
                 if let Some(why) = summary.failed_requests(self.fail_on_failure) {
                     tracing::error!("{why}; exit code {}", super::EXIT_REQUESTS_FAILED);
                     self.requests_failed = true;
@@ -364,12 +358,12 @@ impl Supervisor {
                 path
             }
             Ok((path, Err(e), _)) => {
-                eprintln!("crawlworker: {}: {e:#}", path.display());
+                tracing::error!(file = %path.display(), "{e:#}");
                 self.failed = true;
                 path
             }
             Err(e) => {
-                eprintln!("crawlworker: a spider's loop crashed: {e}");
+                tracing::error!("a spider's loop crashed: {e}");
                 self.failed = true;
                 return;
             }
