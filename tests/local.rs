@@ -120,13 +120,18 @@ async fn a_local_crawl_finds_what_a_three_worker_cluster_finds() {
     let text = stderr(&out);
     let enqueued = |text: &str| {
         text.lines()
-            .find_map(|l| l.trim().strip_prefix("scheduler/enqueued/redis: "))
+            .find_map(|l| l.trim().strip_prefix("scheduler/enqueued/memory: "))
             .map(str::to_string)
     };
     let cluster: BTreeMap<String, String> = crawl.redis.conn().hgetall("bbs:stats").unwrap();
     assert_eq!(
         enqueued(&text),
         cluster.get("scheduler/enqueued/redis").cloned(),
+        "{text}"
+    );
+    // A local crawl has no Redis: no stat, no message says it has.
+    assert!(
+        !text.contains("/redis:") && !text.contains("failed key"),
         "{text}"
     );
     crawl.stop().await;
@@ -280,4 +285,75 @@ match = '/fault/'
     );
     assert!(stderr(&out).contains("retry/count: 1"), "{}", stderr(&out));
     server.stop().await.unwrap();
+}
+
+/// A worker's page count counts pages, as the stats do: a request the
+/// network refused and retried twice is three attempts and no page. The
+/// crawl's start and finish times carry milliseconds, so that
+/// `elapsed_time_seconds` is the crawl's length, not up to a second more.
+#[test]
+fn a_refused_request_is_no_page_and_times_carry_milliseconds() {
+    let dir = temp_dir("local");
+    let spider = dir.path().join("refused.toml");
+    std::fs::write(
+        &spider,
+        r#"
+name = "refused"
+allowed_domains = ["127.0.0.1"]
+
+[settings]
+allow_private_networks = true
+robotstxt_obey = false
+retry_backoff_base = 0.01
+
+[items.page]
+url = { page = "url" }
+
+[[rules]]
+name = "page"
+match = '.'
+
+  [[rules.extract]]
+  item = "page"
+"#,
+    )
+    .unwrap();
+    // A port nothing listens on: every attempt is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/gone");
+    let started = std::time::Instant::now();
+    let out = Command::new(binary())
+        .args(["run", spider.to_str().unwrap(), "--local", "-o", "-"])
+        .args(["--start", &url])
+        .output()
+        .unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("after") && text.contains(": 0 pages, 0 items, 2 retries, 1 failed"),
+        "{text}"
+    );
+    let stat = |name: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no {name}:\n{text}"))
+    };
+    for time in ["start_time", "finish_time"] {
+        let t = stat(time);
+        assert!(
+            t.len() == "2026-01-01T00:00:00.000Z".len() && t.contains('.'),
+            "{time} {t}"
+        );
+    }
+    let elapsed: f64 = stat("elapsed_time_seconds").parse().unwrap();
+    assert!(
+        elapsed <= took,
+        "elapsed {elapsed} s, the command took {took} s"
+    );
 }

@@ -257,7 +257,7 @@ impl SpiderRun {
 
     /// Sets the crawl's `start_time` if no worker has yet.
     async fn record_start(&self, shutdown: &watch::Receiver<bool>) {
-        let started = now_rfc3339();
+        let started = now_rfc3339_millis();
         let nothing = Tally::default();
         with_redis(
             "record start time",
@@ -303,7 +303,14 @@ pub fn preview(s: &str) -> String {
     crate::wording::cut(s, 200).into_owned()
 }
 
-/// UTC now in RFC 3339 (`2026-11-22T02:50:00Z`), for `start_time`.
+/// UTC now in RFC 3339 (`2026-11-22T02:50:00Z`), for a heartbeat's start.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// UTC now in RFC 3339 with milliseconds (`2026-11-22T02:50:00.123Z`), for
+/// `start_time` and `finish_time`: `elapsed_time_seconds` is measured
+/// between them, and whole seconds would add up to one to a short crawl.
+pub fn now_rfc3339_millis() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }

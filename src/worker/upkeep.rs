@@ -45,14 +45,14 @@ impl SpiderRun {
         let robots_ttl = self.settings.robotstxt_ttl;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(SWEEP_EVERY);
-            let mut pages = progress.counts().pages;
+            let mut pages = progress.counts().commits;
             // Steps skipped while the spider is idle and the last step
             // found nothing to delete, so an idle worker costs Redis little
             // (one step per SWEEP_IDLE_EVERY).
             let mut skip = 0u32;
             loop {
                 tick.tick().await;
-                let now = progress.counts().pages;
+                let now = progress.counts().commits;
                 let worked = now > pages;
                 if !worked && skip > 0 {
                     skip -= 1;

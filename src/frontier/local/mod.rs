@@ -238,7 +238,7 @@ impl LocalFrontier {
                 .unwrap_or_default(),
             _ => Duration::ZERO,
         };
-        let finish = humantime::format_rfc3339_seconds(now).to_string();
+        let finish = humantime::format_rfc3339_millis(now).to_string();
         for (field, value) in [
             (stats::FINISH_TIME.name, finish),
             (stats::FINISH_REASON.name, reason.to_string()),
@@ -402,9 +402,14 @@ impl Backend for LocalFrontier {
 
     async fn stats(&self) -> Result<Vec<(String, String)>> {
         let s = self.state();
+        // The queue is in memory: Scrapy's name for it, not Redis's.
+        let name = |k: &str| match k.strip_suffix("/redis") {
+            Some(base) => format!("{base}/memory"),
+            None => k.to_string(),
+        };
         Ok(s.stats
             .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
+            .map(|(k, v)| (name(k), v.to_string()))
             .collect())
     }
 

@@ -573,7 +573,7 @@ impl RedisFrontier {
             .and_then(|s| humantime::parse_rfc3339(&s).ok())
             .and_then(|t| now.duration_since(t).ok())
             .unwrap_or_default();
-        let finish = humantime::format_rfc3339_seconds(now).to_string();
+        let finish = humantime::format_rfc3339_millis(now).to_string();
         redis::pipe()
             .atomic()
             .hset(&self.keys.stats, stats::FINISH_TIME.name, finish)
