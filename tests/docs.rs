@@ -345,3 +345,26 @@ fn the_test_command_runs_the_whole_suite_past_a_failure() {
         "scripts/test does not say what it installs"
     );
 }
+
+/// The quickstart's last words are true: a Redis it started still holds
+/// the crawl when it says the items stay in Redis (it is not one of the
+/// processes the script stops on exit), and it says how to stop it; its
+/// workers show their summaries.
+#[test]
+fn the_quickstart_leaves_its_redis_running_and_says_so() {
+    let script = read(&root().join("scripts/quickstart"));
+    let at = script
+        .find("redis-server --port")
+        .unwrap_or_else(|| panic!("scripts/quickstart starts no redis-server"));
+    // The command and what follows it, up to its wait for the ping.
+    let start = &script[at..];
+    let start = &start[..start.find("for _ in").unwrap_or(start.len())];
+    assert!(start.contains("--daemonize yes"), "{start}");
+    assert!(
+        !start.contains("pids+="),
+        "the Redis is stopped on exit: {start}"
+    );
+    assert!(script.contains("The items stay in Redis"));
+    assert!(script.contains("shutdown nosave"), "no word on stopping it");
+    assert!(script.contains("crawlworker::summary=info"));
+}

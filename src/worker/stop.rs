@@ -82,7 +82,9 @@ impl SpiderRun {
         let counts = self.progress.counts();
         // The one summary of this spider's run in this worker (a whole
         // line, written at once: workers may share one standard error).
-        tracing::info!(spider = %name, "spider `{name}` stopped ({reason}) after {:.1} s: {}", elapsed.as_secs_f64(), counts.describe());
+        // Its own target, so that it can be shown alone
+        // (CRAWLWORKER_LOG=warn,crawlworker::summary=info).
+        tracing::info!(target: "crawlworker::summary", spider = %name, "spider `{name}` stopped ({reason}) after {:.1} s: {}", elapsed.as_secs_f64(), counts.describe());
         if reason == StopReason::Drained && counts.commits == 0 && self.frontier.is_shared() {
             self.warn_if_never_any_work().await;
         }
