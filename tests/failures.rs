@@ -112,6 +112,19 @@ async fn a_404_is_logged_listed_shown_and_explained() {
         },
     )
     .await;
+    // A pause shows there too.
+    let out = crawlworker_with_redis(&redis.url(), &["pause", spider_arg]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    eventually_async(
+        "the dashboard shows the pause",
+        Duration::from_secs(30),
+        || async {
+            let text = reqwest::get(&api).await.ok()?.text().await.ok()?;
+            let state: Value = serde_json::from_str(&text).ok()?;
+            (state["spiders"][0]["queues"]["paused"] == true).then_some(())
+        },
+    )
+    .await;
 
     // Explained by parse: the status, and what a crawl does with it.
     let out = crawlworker(&["parse", spider_arg, &gone]);
