@@ -4,12 +4,16 @@
 //! `download_delay`, …) so a Scrapy user finds what they know. Values are
 //! layered, each layer overriding the one before: built-in defaults <
 //! the `config/` file < the spider's `[settings]` < environment variables
-//! (`CRAWLWORKER_<NAME>`) < the command line. This module owns the one
-//! table of settings, their defaults and the layering; each stage reads
-//! only the finished [`Settings`]. The kinds of value a setting may have
+//! (`CRAWLWORKER_<NAME>`) < the command line. As in Scrapy, what a spider
+//! says for itself beats the project-wide file; the environment and the
+//! command line, set for one run or one deployment, beat both.
+//! [`effective`] says which layer each value came from. This module owns
+//! the one table of settings, their defaults and the layering; each stage
+//! reads only the finished [`Settings`]. The kinds of value a setting may have
 //! (how each is read, parsed and shown) are in `values`, the proxy
 //! settings' in [`proxy`].
 
+pub mod effective;
 pub mod proxy;
 mod values;
 
@@ -90,6 +94,21 @@ macro_rules! settings {
             /// Applies one layer on top of these settings.
             pub fn apply(&mut self, layer: &Overrides) {
                 $( if let Some(v) = &layer.$name { self.$name = v.clone(); } )+
+            }
+
+            /// Every setting's value as the catalogue shows it, in its
+            /// order (secrets are hidden by [`effective`], not here).
+            fn shown(&self) -> Vec<(&'static str, String)> {
+                vec![ $( (stringify!($name), SettingValue::show(&self.$name)), )+ ]
+            }
+        }
+
+        impl Overrides {
+            /// The settings this layer sets, with their values shown.
+            fn shown(&self) -> Vec<(&'static str, String)> {
+                let mut out = Vec::new();
+                $( if let Some(v) = &self.$name { out.push((stringify!($name), SettingValue::show(v))); } )+
+                out
             }
         }
 

@@ -203,11 +203,11 @@ stats! {
     REDIRECT_COUNT = "redirect/count", Counter => "redirects";
     /// Follow-up requests over the size bound, not queued.
     SCHEDULER_REQUEST_TOO_LARGE = "scheduler/request_too_large", Counter;
-    /// Requests put in the queue.
+    /// Requests put in the queue (`scheduler/enqueued/memory` in a local crawl, as Scrapy names its memory queue).
     SCHEDULER_ENQUEUED = "scheduler/enqueued/redis", Counter => "requests_enqueued";
     /// Links handed to another spider as tasks on its start key (`to_spider`).
     SCHEDULER_HANDED_OFF = "scheduler/handed_off", Counter => "tasks_handed_off";
-    /// Requests taken from the queue.
+    /// Requests taken from the queue (`scheduler/dequeued/memory` in a local crawl).
     SCHEDULER_DEQUEUED = "scheduler/dequeued/redis", Counter => "requests_leased";
     /// Requests the dupefilter had seen.
     DUPEFILTER_FILTERED = "dupefilter/filtered", Counter => "dupefilter_filtered";

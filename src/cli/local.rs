@@ -30,6 +30,9 @@ pub struct Local {
     pub start: Vec<String>,
     pub start_file: Option<PathBuf>,
     pub output: Option<PathBuf>,
+    /// Exit with [`super::EXIT_REQUESTS_FAILED`] when any request failed
+    /// (not only when all did).
+    pub fail_on_failure: bool,
 }
 
 pub async fn run_local(
@@ -53,6 +56,7 @@ pub async fn run_local(
         ))
         .into());
     }
+    let fail_on_failure = local.fail_on_failure;
     let (sink, items_to) = item_sink(local.output.as_deref())?;
     let (stop, shutdown) = watch::channel(false);
     super::run::listen_for_signals(stop.clone());
@@ -82,8 +86,14 @@ pub async fn run_local(
         anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped (the file ends with the last item written whole)");
     }
     log_summary(&store, &summary, &items_to).await?;
+    let failed = summary.failed_requests(fail_on_failure);
+    if let Some(why) = &failed {
+        tracing::error!("{why}; exit code {}", super::EXIT_REQUESTS_FAILED);
+    }
     Ok(if bad > 0 {
         ExitCode::from(2)
+    } else if failed.is_some() {
+        ExitCode::from(super::EXIT_REQUESTS_FAILED)
     } else {
         ExitCode::SUCCESS
     })

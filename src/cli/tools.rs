@@ -71,7 +71,7 @@ pub async fn pause(path: &Path, redis: &RedisArgs, pause: bool) -> anyhow::Resul
     println!(
         "{}",
         match (pause, changed) {
-            (true, true) => format!("paused {name}: no worker leases a request until `crawlworker resume` (pages in flight finish)"),
+            (true, true) => format!("paused {name}: workers hand back the requests not yet downloading and lease nothing until `crawlworker resume`; downloads in progress finish"),
             (true, false) => format!("{name} was already paused"),
             (false, true) => format!("resumed {name}: workers lease again"),
             (false, false) => format!("{name} was not paused"),

@@ -273,11 +273,10 @@ impl<'a> Follower<'a> {
         }
     }
 
-    /// Whether `url` (parsed: `parsed`) is on an allowed host and not
-    /// denied by a pattern (each refusal counted).
+    /// Whether `url` (parsed: `parsed`) is on an allowed host and port
+    /// and not denied by a pattern (each refusal counted).
     fn allowed(&mut self, follow: &Follow, url: &str, parsed: Option<&url::Url>) -> bool {
-        let host = parsed.and_then(|u| u.host_str());
-        if !host.is_some_and(|h| self.spider.allows_host(h.trim_matches(['[', ']']))) {
+        if !parsed.is_some_and(|u| self.spider.allows(u)) {
             self.filtered.offsite += 1;
             return false;
         }

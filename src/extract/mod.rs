@@ -146,13 +146,15 @@ fn is_zero(n: &u64) -> bool {
 /// What one page gave.
 #[derive(Debug, Clone, Serialize)]
 pub struct Extraction {
-    /// The rule that handled the page; none means nothing was extracted.
+    /// The rule for the page (which handled it, unless `ignored_status`
+    /// kept it out); none: no rule matches its URL.
     pub rule: Option<String>,
     /// The character set the page was read with.
     pub encoding: &'static str,
     pub charset_source: charset::CharsetSource,
     /// Set when the page was not extracted because of its HTTP status (not
-    /// 2xx nor in `httperror_allowed_codes`), as Scrapy ignores such pages.
+    /// 2xx nor in `httperror_allowed_codes`), as Scrapy ignores such pages;
+    /// `rule` then names the rule it was for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ignored_status: Option<u16>,
     pub items: Vec<Item>,
@@ -210,6 +212,10 @@ pub fn extract_within(
         Some(_) => charset::Decoded::binary(),
     };
     let mut out = Extraction::empty(&decoded);
+    let rule = spider.rule_for(request.rule.as_deref(), response.url);
+    // Named even when the status keeps the page from it: the log and the
+    // failed key say which rule the page was for.
+    out.rule = rule.map(|r| r.name.clone());
     // Scrapy's HttpErrorMiddleware: only 2xx pages reach the spider, unless
     // the spider allows the status.
     let status = response.status;
@@ -217,10 +223,9 @@ pub fn extract_within(
         out.ignored_status = Some(status);
         return out;
     }
-    let Some(rule) = spider.rule_for(request.rule.as_deref(), response.url) else {
+    let Some(rule) = rule else {
         return out;
     };
-    out.rule = Some(rule.name.clone());
     let items = binary.is_none() || rule.binary;
     if !items && !rule.follow.iter().any(reads_bytes) {
         out.binary = binary;

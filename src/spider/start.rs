@@ -108,13 +108,7 @@ impl Spider {
             }
         }
         if !self.allows_url(&request.url) {
-            return Err(StartEntryError::Offsite {
-                host: url::Url::parse(&request.url)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_string))
-                    .unwrap_or_default(),
-                allowed: self.allowed_domains.join(", "),
-            });
+            return Err(self.offsite(&request.url));
         }
         request.rule = self.start.rule.map(|i| self.rules[i].name.clone());
         request.dont_filter = self.start.dont_filter;
@@ -131,6 +125,27 @@ impl Spider {
             .filter(|(_, v)| v.fields().is_empty())
             .filter_map(|(k, v)| Some((k.clone(), v.render(&none).ok()?)))
             .collect()
+    }
+
+    /// The refusal of a start URL outside `allowed_domains`: its host, and
+    /// its port when an entry names one (then the port decides).
+    fn offsite(&self, url: &str) -> StartEntryError {
+        let ports = self.allowed_domains.iter().any(|d| d.port.is_some());
+        let host = url::Url::parse(url)
+            .ok()
+            .and_then(|u| {
+                let host = u.host_str()?.to_string();
+                Some(match u.port_or_known_default() {
+                    Some(p) if ports => format!("{host}:{p}"),
+                    _ => host,
+                })
+            })
+            .unwrap_or_default();
+        let allowed = self.allowed_domains.iter().map(ToString::to_string);
+        StartEntryError::Offsite {
+            host,
+            allowed: allowed.collect::<Vec<_>>().join(", "),
+        }
     }
 
     fn task_request(&self, task: Map<String, Value>) -> Result<Request, StartEntryError> {

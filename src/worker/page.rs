@@ -11,7 +11,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::downloader::{Downloaded, Downloader, Fetched};
+use super::failures::{self, FailureLog};
+use crate::downloader::{Downloaded, Downloader, Fetched, GiveUp};
 use crate::extract::bounded::{Budget, CutShort};
 use crate::extract::{self, Response};
 use crate::frontier::outage::until_done;
@@ -27,6 +28,8 @@ use crate::wording::plural;
 pub struct Context {
     /// Once set, a commit leases no replacement.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// While set, a request not yet downloading goes back to the queue.
+    pub paused: tokio::sync::watch::Receiver<bool>,
     pub spider: Arc<Spider>,
     /// The worker's settings for the spider (its extraction limits).
     pub settings: Arc<Settings>,
@@ -40,6 +43,8 @@ pub struct Context {
     pub metrics: Option<Metrics>,
     /// The spider's share of the worker's download slots.
     pub share: Arc<super::pool::Share>,
+    /// What it says about requests that gave no page.
+    pub failures: Arc<FailureLog>,
 }
 
 /// Crawls one leased request; returns the requests its commit leased to
@@ -122,8 +127,9 @@ fn count_commit(
     }
 }
 
-/// The request's download did not start (the worker is stopping, or its
-/// host was slowed down after it was leased): its lease goes back to the
+/// The request's download did not start (the worker is stopping, the
+/// spider is paused, or its host was slowed down after it was leased): its
+/// lease goes back to the
 /// queue now, at its place (if that fails, it expires).
 async fn hand_back(ctx: &Context, id: &str) {
     // No longer this worker's before it is back in the queue: once it is,
@@ -148,12 +154,20 @@ async fn process(
     paced_with: Duration,
 ) -> Option<PageResult> {
     let mut stats = Tally::default();
+    let give_up = GiveUp {
+        shutdown: ctx.shutdown.clone(),
+        paused: ctx.paused.clone(),
+    };
     let downloaded = ctx
         .downloader
-        .download(request, wait, paced_with, &mut stats, &ctx.shutdown)
+        .download(request, wait, paced_with, &mut stats, give_up)
         .await;
     let mut result = match downloaded {
         Downloaded::Decided(mut result) => {
+            if let Some(failed) = &mut result.failed {
+                failed.rule = failures::rule_of(&ctx.spider, request);
+                ctx.failures.failed(failed);
+            }
             super::revisit::decide(&ctx.spider, request, &mut result, None, &mut stats);
             *result
         }
@@ -172,17 +186,17 @@ async fn process(
                 let _parsing = ctx.share.parsing(fetched.body.len()).await;
                 let (spider, settings) = (ctx.spider.clone(), ctx.settings.clone());
                 let (request, mut counted) = (request.clone(), std::mem::take(&mut stats));
+                let failures = ctx.failures.clone();
                 let extracted = super::offload::run(fetched.body.len(), move |stop| {
                     let budget = Budget::new(&settings, Some(stop));
-                    let result = extract_page(
-                        &spider,
-                        &settings,
-                        &request,
-                        &fetched,
-                        host,
-                        &mut counted,
-                        &budget,
-                    );
+                    let page = Page {
+                        spider: &spider,
+                        settings: &settings,
+                        request: &request,
+                        fetched: &fetched,
+                        failures: &failures,
+                    };
+                    let result = extract_page(page, host, &mut counted, &budget);
                     (result, fetched, counted)
                 })
                 .await;
@@ -206,17 +220,31 @@ async fn process(
     Some(result)
 }
 
+/// A downloaded page and what its extraction needs.
+struct Page<'a> {
+    spider: &'a Spider,
+    settings: &'a Settings,
+    request: &'a Request,
+    fetched: &'a Fetched,
+    failures: &'a FailureLog,
+}
+
 /// The items and follow-up requests of a downloaded page, as far as the
-/// budget lets the extraction go.
+/// budget lets the extraction go; a page ignored for its status is
+/// recorded as failed.
 fn extract_page(
-    spider: &Spider,
-    settings: &Settings,
-    request: &Request,
-    fetched: &Fetched,
+    page: Page<'_>,
     host: HostOutcome,
     stats: &mut Tally,
     budget: &Budget,
 ) -> PageResult {
+    let Page {
+        spider,
+        settings,
+        request,
+        fetched,
+        failures,
+    } = page;
     let response = Response {
         url: &fetched.url,
         status: fetched.status,
@@ -255,10 +283,12 @@ fn extract_page(
         stats.add(stats::EXTRACT_BINARY_IGNORED, 1);
         log_binary(&spider.name, &request.url, x.rule.as_deref(), binary);
     }
-    if let Some(status) = x.ignored_status {
+    let ignored = x.ignored_status.map(|status| {
         stats.add(stats::HTTPERROR_RESPONSE_IGNORED_COUNT, 1);
         stats.add_in(stats::HTTPERROR_RESPONSE_IGNORED_STATUS, status, 1);
-    }
+        failures.ignored(request, status, x.rule.as_deref());
+        ignored_record(request, status, x.rule.clone())
+    });
     stats.add(stats::ITEM_SCRAPED_COUNT, x.items.len() as i64);
     stats.add(stats::ITEM_DROPPED_COUNT, x.dropped.len() as i64);
     for d in &x.dropped {
@@ -282,7 +312,8 @@ fn extract_page(
         items: x.items.into_iter().map(|i| i.fields).collect(),
         requests: x.requests,
         tasks: x.tasks,
-        failed,
+        // An ignored status is never extracted, so never unreadable too.
+        failed: failed.or(ignored),
         host,
         ..PageResult::default()
     }
@@ -307,6 +338,18 @@ fn unreadable(
         &format!("unreadable/{}", u.kind),
         Some(status),
     )
+}
+
+/// The failed record of a response ignored for its status: its kind is
+/// the status, as for a status whose retries ran out.
+fn ignored_record(request: &Request, status: u16, rule: Option<String>) -> FailedRecord {
+    let reason = format!(
+        "HTTP {status}, not handled (only 2xx and httperror_allowed_codes reach the rules)"
+    );
+    FailedRecord {
+        rule,
+        ..FailedRecord::new(request, &reason, &status.to_string(), Some(status))
+    }
 }
 
 /// Why a page was cut short, for people.

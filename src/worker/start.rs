@@ -139,6 +139,11 @@ impl SpiderRun {
             metrics.clone(),
             share.clone(),
         )?;
+        let failures = Arc::new(super::failures::FailureLog::new(
+            &spider,
+            frontier.is_shared(),
+            &frontier.keys().failed,
+        ));
         Ok(SpiderRun {
             spider,
             settings,
@@ -148,6 +153,8 @@ impl SpiderRun {
             progress: Arc::default(),
             metrics,
             share,
+            paused: Arc::new(tokio::sync::watch::channel(false).0),
+            failures,
         })
     }
 }
