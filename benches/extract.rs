@@ -45,6 +45,7 @@ fn run(spider: &Spider, p: &Page) -> usize {
             status: 200,
             headers: &headers,
             body: &p.body,
+            fetched_at: std::time::SystemTime::UNIX_EPOCH,
         },
     );
     x.items.len() + x.requests.len()

@@ -81,11 +81,17 @@ fn page_url(target: &str, url: Option<String>, is_url: bool) -> anyhow::Result<S
 /// A saved page, as if it had been fetched with status 200.
 fn read_page(target: &str, request: &Request) -> anyhow::Result<Fetched> {
     let body = std::fs::read(target).with_context(|| format!("cannot read page file {target}"))?;
+    // A saved page was fetched when it was saved: its "3 hours ago" counts
+    // from then.
+    let fetched_at = std::fs::metadata(target)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| std::time::SystemTime::now());
     Ok(Fetched {
         url: request.url.clone(),
         status: 200,
         headers: Vec::new(),
         body,
+        fetched_at,
         held: Default::default(),
     })
 }
@@ -100,6 +106,7 @@ fn report(spider: &Spider, request: &Request, fetched: &Fetched) -> anyhow::Resu
         status: fetched.status,
         headers: &fetched.headers,
         body: &fetched.body,
+        fetched_at: fetched.fetched_at,
     };
     let result = extract::extract(spider, request, &response);
     let mut out = json!({

@@ -1,9 +1,11 @@
 //! Item fields: the values a field's source yields (CSS, XPath, JSON-LD,
 //! `<meta>` properties, the page, the context, a constant; in an HTML
 //! element, or in a JSON value: [`Scope`]), then whitespace cleaning, regex
-//! capture, URL resolution, type conversion, and first / all / joined, with
-//! defaults and required fields; then the field's checks (`expect`,
-//! `non_empty`, `pattern`, `min`/`max`, lengths).
+//! capture, URL resolution, type conversion (dates by [`super::dates`]),
+//! and first / all / joined, with defaults and required fields; per
+//! element of the field's `each`, and as objects of nested `fields`; then
+//! the field's transform and its checks (`expect`, `non_empty`, `pattern`,
+//! `min`/`max`, lengths), and the item type's transform.
 
 use std::borrow::Cow;
 
@@ -14,8 +16,9 @@ use super::page::Page;
 use super::DropReason;
 use crate::request::absolute_url;
 use crate::spider::selector::Selected;
+use crate::spider::xpath::Found;
 use crate::spider::{
-    Field, FieldChecks, FieldSource, FieldType, ItemDef, PageValue, ValueKind, Whitespace,
+    Each, Field, FieldChecks, FieldSource, FieldType, ItemDef, PageValue, ValueKind, Whitespace,
 };
 
 /// Why an item was dropped: the stat's reason and a message for people.
@@ -30,25 +33,66 @@ pub enum Scope<'a> {
 }
 
 /// The fields of one item, or why it was dropped. `jsonld_types` are the
-/// JSON-LD types its `jsonld` fields read (any when empty).
+/// JSON-LD types its `jsonld` fields read (any when empty). The item's
+/// `transform` runs last: `null` drops the item.
 pub fn item(
     def: &ItemDef,
     scope: Scope<'_>,
     page: &Page<'_>,
     jsonld_types: &[String],
 ) -> Result<Map<String, Value>, Drop> {
-    let mut out = Map::with_capacity(def.fields.len());
-    for field in &def.fields {
-        let value = match value(field, scope, page, jsonld_types)
-            .map_err(|m| (DropReason::WrongType, m))?
-        {
+    let out = object(&def.fields, scope, page, jsonld_types)?;
+    match &def.transform {
+        None => Ok(out),
+        Some(t) => transformed_item(&def.name, t, out),
+    }
+}
+
+/// An item through its type's transform: an object goes on, `null` drops
+/// it, anything else (or a failed run) drops it as a failure.
+fn transformed_item(
+    name: &str,
+    t: &crate::spider::Transform,
+    item: Map<String, Value>,
+) -> Result<Map<String, Value>, Drop> {
+    match t.run(&Value::Object(item)) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(Value::Null) => Err((
+            DropReason::DroppedByTransform,
+            format!("the transform of item `{name}` returned null"),
+        )),
+        Ok(other) => Err((
+            DropReason::TransformFailed,
+            format!(
+                "the transform of item `{name}` returned {}, not an object",
+                shown(&other)
+            ),
+        )),
+        Err(e) => Err((
+            DropReason::TransformFailed,
+            format!("the transform of item `{name}` failed: {e}"),
+        )),
+    }
+}
+
+/// The object `fields` make in `scope`: an item's, or one element's of a
+/// field with `fields = { … }`.
+fn object(
+    fields: &[Field],
+    scope: Scope<'_>,
+    page: &Page<'_>,
+    jsonld_types: &[String],
+) -> Result<Map<String, Value>, Drop> {
+    let mut out = Map::with_capacity(fields.len());
+    for field in fields {
+        let value = match value(field, scope, page, jsonld_types)? {
             Some(v) => v,
             None => match &field.default {
                 Some(d) => d.clone(),
                 None if field.required => {
                     return Err((
                         DropReason::MissingRequiredField,
-                        format!("required field `{}` is missing", field.name),
+                        format!("required field `{}` is missing", field.path),
                     ))
                 }
                 None => Value::Null,
@@ -65,7 +109,7 @@ pub fn item(
 /// A field's finished value against its checks (see [`FieldChecks`]).
 fn check(field: &Field, value: &Value) -> Result<(), Drop> {
     let c: &FieldChecks = &field.checks;
-    let name = &field.name;
+    let name = &field.path;
     if value.is_null() {
         return Ok(());
     }
@@ -186,15 +230,77 @@ fn shown(v: &Value) -> String {
     }
 }
 
-/// The finished value of a field; `None` when the page has none. A value
-/// that cannot be converted to the field's type is an error only when the
-/// field is required; otherwise it counts as missing.
+/// The finished value of a field; `None` when the page has none. With
+/// `each`, one value per element (elements without one left out). A value
+/// that cannot be converted to the field's type (or whose transform fails)
+/// drops the item only when the field is required; otherwise it counts as
+/// missing.
 fn value(
     field: &Field,
     scope: Scope<'_>,
     page: &Page<'_>,
     jsonld_types: &[String],
-) -> Result<Option<Value>, String> {
+) -> Result<Option<Value>, Drop> {
+    let found = match &field.each {
+        None => one_value(field, scope, page, jsonld_types)?,
+        Some(each) => {
+            let mut values = Vec::new();
+            for element in elements(each, scope, page) {
+                values.extend(one_value(field, element, page, jsonld_types)?);
+            }
+            (!values.is_empty()).then_some(Value::Array(values))
+        }
+    };
+    match (&field.transform, found) {
+        (Some(t), Some(v)) => match t.run(&v) {
+            Ok(Value::Null) => Ok(None),
+            Ok(v) => Ok(Some(v)),
+            Err(e) if field.required => Err((
+                DropReason::TransformFailed,
+                format!("the transform of field `{}` failed: {e}", field.path),
+            )),
+            Err(_) => Ok(None),
+        },
+        (_, found) => Ok(found),
+    }
+}
+
+/// What `each` selects within `scope`: elements of the page, or values of
+/// the JSON document.
+fn elements<'a>(each: &Each, scope: Scope<'a>, page: &'a Page<'_>) -> Vec<Scope<'a>> {
+    let mut out = Vec::new();
+    match (each, scope) {
+        (Each::Css(sel), Scope::Html(el)) => sel.each(el, |s| {
+            if let Selected::Element(e) = s {
+                out.push(Scope::Html(e));
+            }
+        }),
+        (Each::XPath(xpath), Scope::Html(el)) => xpath.each(el, page.xpath_order(el), |f| {
+            if let Found::Element(e) = f {
+                out.push(Scope::Html(e));
+            }
+        }),
+        (Each::Json(path), Scope::Json(v)) => {
+            out.extend(super::json::scopes(path, v).into_iter().map(Scope::Json))
+        }
+        // A spider never mixes HTML and JSON (`check` refuses it).
+        (Each::Json(_), Scope::Html(_)) | (Each::Css(_) | Each::XPath(_), Scope::Json(_)) => {}
+    }
+    out
+}
+
+/// A field's value in one scope (the item's, or one `each` element):
+/// an object of `fields`, or its source's values cleaned, converted and
+/// taken first, all or joined.
+fn one_value(
+    field: &Field,
+    scope: Scope<'_>,
+    page: &Page<'_>,
+    jsonld_types: &[String],
+) -> Result<Option<Value>, Drop> {
+    if let FieldSource::Object(fields) = &field.source {
+        return object(fields, scope, page, jsonld_types).map(|o| Some(Value::Object(o)));
+    }
     let mut raw = source_values(field, scope, page, jsonld_types);
     // A joined field is cleaned as one text, so the whitespace between text
     // nodes ("in <a>our archive</a>.") separates words as on the page.
@@ -233,14 +339,20 @@ fn value(
     }
     let mut typed = Vec::with_capacity(values.len());
     for v in values {
-        let converted = match field.kind {
-            Some(kind) => convert(v, kind),
-            None => Ok(v),
+        let converted = match (field.kind, &field.dates) {
+            (Some(FieldType::DateTime), Some(spec)) => {
+                super::dates::convert(&v, spec, page.response.fetched_at)
+            }
+            (Some(kind), _) => convert(v, kind),
+            (None, _) => Ok(v),
         };
         match converted {
             Ok(v) => typed.push(v),
             Err(bad) if field.required => {
-                return Err(format!("field `{}`: {bad}", field.name));
+                return Err((
+                    DropReason::WrongType,
+                    format!("field `{}`: {bad}", field.path),
+                ));
             }
             Err(_) => {}
         }
@@ -309,6 +421,8 @@ fn source_values(
             Some(v) => vec![v.clone()],
         },
         (FieldSource::Const(v), _) => vec![v.clone()],
+        // Made by `one_value`, never read as a source.
+        (FieldSource::Object(_), _) => Vec::new(),
     }
 }
 
@@ -387,7 +501,8 @@ fn convert(v: Value, kind: FieldType) -> Result<Value, String> {
         (other, _) => Cow::Owned(other.to_string()),
     };
     let converted = match kind {
-        FieldType::String => None,
+        // Read with the field's formats by `one_value`.
+        FieldType::String | FieldType::DateTime => None,
         FieldType::Int => without_separators(&text)
             .parse::<i64>()
             .ok()
@@ -411,6 +526,7 @@ fn convert(v: Value, kind: FieldType) -> Result<Value, String> {
                 FieldType::Float => "a number",
                 FieldType::Bool => "true or false",
                 FieldType::String => "text",
+                FieldType::DateTime => "a date",
             }
         )
     })

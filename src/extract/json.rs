@@ -219,6 +219,7 @@ match = '/feed'
             status: 200,
             headers: &[],
             body: body.as_bytes(),
+            fetched_at: std::time::SystemTime::UNIX_EPOCH,
         };
         super::super::extract(&spider, &request, &response)
     }

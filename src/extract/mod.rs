@@ -16,6 +16,7 @@
 pub mod bounded;
 pub mod charset;
 pub mod content;
+pub mod dates;
 pub mod feeds;
 pub mod fields;
 pub mod json;
@@ -43,6 +44,9 @@ pub struct Response<'a> {
     pub status: u16,
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
+    /// When it was fetched: what relative dates ("3 hours ago") count
+    /// from.
+    pub fetched_at: std::time::SystemTime,
 }
 
 impl Response<'_> {
@@ -93,6 +97,11 @@ pub enum DropReason {
     OutOfRange,
     /// Outside `min_length`/`max_length`.
     BadLength,
+    /// The item type's `transform` returned `null`.
+    DroppedByTransform,
+    /// A `transform` failed (a jq error, or past its bounds), on the item
+    /// or on a required field, or the item's returned no object.
+    TransformFailed,
 }
 
 impl DropReason {
@@ -104,6 +113,8 @@ impl DropReason {
             DropReason::PatternMismatch => "PatternMismatch",
             DropReason::OutOfRange => "OutOfRange",
             DropReason::BadLength => "BadLength",
+            DropReason::DroppedByTransform => "DroppedByTransform",
+            DropReason::TransformFailed => "TransformFailed",
         }
     }
 }
@@ -448,5 +459,7 @@ fn spent(budget: &Budget) -> Result<(), CutShort> {
     }
 }
 
+#[cfg(test)]
+mod field_tests;
 #[cfg(test)]
 mod tests;

@@ -42,6 +42,7 @@ fn page(
         status: page.status,
         headers: &headers,
         body: &page.body,
+        fetched_at: std::time::SystemTime::UNIX_EPOCH,
     };
     extract(spider, &request, &response)
 }
@@ -319,6 +320,7 @@ match = '.'
             status: 200,
             headers: &[],
             body: &body,
+            fetched_at: std::time::SystemTime::UNIX_EPOCH,
         },
     );
     let f = &x.items[0].fields;
@@ -396,6 +398,7 @@ fn every_kind_of_unwanted_link_is_dropped_and_counted() {
             status: 200,
             headers: &[],
             body: &body,
+            fetched_at: std::time::SystemTime::UNIX_EPOCH,
         },
     );
     assert!(x.requests.is_empty());
@@ -441,6 +444,7 @@ fn checked(body: &str, context: Value) -> Result<Map<String, Value>, (super::Dro
         status: 200,
         headers: &headers,
         body: html.as_bytes(),
+        fetched_at: std::time::SystemTime::UNIX_EPOCH,
     };
     let x = extract(&spider, &request, &response);
     match (x.items.first(), x.dropped.first()) {
@@ -561,6 +565,7 @@ fn served(spider: &Spider, headers: &[(&str, &str)], body: &[u8]) -> Extraction 
         status: 200,
         headers: &headers,
         body,
+        fetched_at: std::time::SystemTime::UNIX_EPOCH,
     };
     extract(spider, &request, &response)
 }

@@ -83,6 +83,8 @@ pub enum IntOrTemplate {
 pub struct ItemFile {
     pub name: At<String>,
     pub fields: Vec<FieldFile>,
+    /// `transform = '…'`: a jq program the finished item goes through.
+    pub transform: Option<At<String>>,
 }
 
 /// One field of an item; a bare string is short for `{ css = "…" }`.
@@ -90,6 +92,18 @@ pub struct ItemFile {
 pub struct FieldFile {
     pub loc: Loc,
     pub name: At<String>,
+    /// The field's place for messages: `posts.author` inside `posts`.
+    pub path: String,
+    /// One value (or object) per element this selects.
+    pub each: Option<At<String>>,
+    /// `fields = { … }`: one object per element, made of these.
+    pub fields: Option<(Loc, Vec<FieldFile>)>,
+    /// `type = "datetime"`: the strftime formats tried, in order.
+    pub formats: Option<Vec<At<String>>>,
+    /// `type = "datetime"`: the IANA zone of times written without one.
+    pub timezone: Option<At<String>>,
+    /// A jq program the extracted value goes through.
+    pub transform: Option<At<String>>,
     pub css: Option<At<String>>,
     /// A JSONPath over the JSON response (or the `each` element).
     pub json: Option<At<String>>,
@@ -411,30 +425,58 @@ fn read_item(
     loc: Loc,
 ) -> Option<ItemFile> {
     let table = items.as_table(node, loc)?;
+    let mut transform = None;
     let fields = table
         .entries()
         .into_iter()
-        .filter_map(|(fname, fnode, floc)| read_field(&table, fname, fnode, floc))
+        .filter_map(|(fname, fnode, floc)| {
+            // `transform = '…'` is the item's; a field of that name is
+            // written as a table (`transform = { css = "…" }`).
+            if fname.value == "transform" {
+                if let Some(program) = fnode.as_str() {
+                    transform = Some(At::new(program.to_string(), floc));
+                    return None;
+                }
+            }
+            read_field(&table, "", fname, fnode, floc, 0)
+        })
         .collect();
     table.finish();
-    Some(ItemFile { name, fields })
+    Some(ItemFile {
+        name,
+        fields,
+        transform,
+    })
 }
+
+/// How deep `fields` may nest: deeper than any page's structure a spider
+/// describes, shallow enough that a hostile file cannot exhaust the stack.
+const MAX_FIELD_DEPTH: usize = 8;
 
 fn read_field(
     item: &TableReader<'_>,
+    parent: &str,
     name: At<String>,
     node: Node<'_>,
     loc: Loc,
+    depth: usize,
 ) -> Option<FieldFile> {
+    let path = if parent.is_empty() {
+        name.value.clone()
+    } else {
+        format!("{parent}.{}", name.value)
+    };
     if let Some(css) = node.as_str() {
         return Some(FieldFile {
             css: Some(At::new(css.to_string(), loc.clone())),
             loc,
             name,
+            path,
             ..FieldFile::default()
         });
     }
     let t = item.as_table(node, loc.clone())?;
+    let fields = read_nested(&t, &path, depth);
     let json = |key: &'static str| {
         t.node(key)
             .map(|(n, l)| At::new(n.to_json().unwrap_or(Value::Null), l))
@@ -442,6 +484,12 @@ fn read_field(
     let field = FieldFile {
         loc,
         name,
+        path,
+        each: t.str("each"),
+        fields,
+        formats: t.str_list("formats"),
+        timezone: t.str("timezone"),
+        transform: t.str("transform"),
         css: t.str("css"),
         json: t.str("json"),
         xpath: t.str("xpath"),
@@ -468,6 +516,28 @@ fn read_field(
     };
     t.finish();
     Some(field)
+}
+
+/// A field's `fields = { … }`: the fields of the object it makes per
+/// element, read as an item's are.
+fn read_nested(t: &TableReader<'_>, path: &str, depth: usize) -> Option<(Loc, Vec<FieldFile>)> {
+    let nested = t.table("fields")?;
+    if depth + 1 >= MAX_FIELD_DEPTH {
+        t.reader().problem(
+            &nested.loc,
+            format!("`fields` nests more than {MAX_FIELD_DEPTH} levels deep"),
+            Some("flatten the innermost levels into one field, or split the item".into()),
+        );
+        nested.entries();
+        return None;
+    }
+    let fields = nested
+        .entries()
+        .into_iter()
+        .filter_map(|(name, node, loc)| read_field(&nested, path, name, node, loc, depth + 1))
+        .collect();
+    nested.finish();
+    Some((nested.loc.clone(), fields))
 }
 
 fn read_rule(t: &TableReader<'_>) -> RuleFile {

@@ -16,6 +16,7 @@ pub mod sending;
 pub mod start;
 pub mod structured;
 pub mod template;
+pub mod transform;
 pub mod xpath;
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ pub use selector::Selector;
 pub use sending::Sending;
 pub use structured::JsonLdPath;
 pub use template::Template;
+pub use transform::Transform;
 pub use xpath::XPath;
 
 pub use crate::frontier::keys::{ItemSink, KeyMode, Keys, StartKind};
@@ -160,13 +162,24 @@ pub enum IntSource {
 pub struct ItemDef {
     pub name: String,
     pub fields: Vec<Field>,
+    /// A jq program the finished item goes through; `null` drops it.
+    pub transform: Option<Transform>,
 }
 
 /// How a field's value is produced.
 #[derive(Debug, Clone)]
 pub struct Field {
     pub name: String,
+    /// Where the field is in its item (`posts.author`), for messages.
+    pub path: String,
     pub source: FieldSource,
+    /// One value per element this selects (a JSON array): the rest of the
+    /// field applies within each element.
+    pub each: Option<Each>,
+    /// `type = "datetime"`: how its text is read.
+    pub dates: Option<DateSpec>,
+    /// A jq program the extracted value goes through.
+    pub transform: Option<Transform>,
     /// Keep every value (a JSON array) instead of the first.
     pub all: bool,
     /// Join all values into one string with this separator.
@@ -262,6 +275,16 @@ impl ValueKind {
     }
 }
 
+/// How a `type = "datetime"` field reads a date: its strftime formats,
+/// then the relative forms pages write ("3 hours ago", "昨天 14:02"),
+/// resolved against the response's fetch time; in `zone` when the text
+/// names none.
+#[derive(Debug, Clone)]
+pub struct DateSpec {
+    pub formats: Vec<String>,
+    pub zone: chrono_tz::Tz,
+}
+
 #[derive(Debug, Clone)]
 pub enum FieldSource {
     Css(Selector),
@@ -275,6 +298,9 @@ pub enum FieldSource {
     Page(PageValue),
     Meta(String),
     Const(Value),
+    /// `fields = { … }`: an object made of these fields, read within the
+    /// element (or the item's scope without `each`).
+    Object(Vec<Field>),
 }
 
 /// Facts about the response itself.
@@ -303,6 +329,8 @@ pub enum FieldType {
     Int,
     Float,
     Bool,
+    /// RFC 3339 text, read as the field's [`DateSpec`] says.
+    DateTime,
 }
 
 /// `[[rules]]`: the pages a rule handles and what it does with them.

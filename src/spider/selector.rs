@@ -43,8 +43,15 @@ impl Selector {
     pub fn parse(source: &str) -> Result<Selector, String> {
         let trimmed = source.trim();
         super::limits::check_selector(trimmed, "CSS selector")?;
-        let (css, target) = split_pseudo(trimmed)?;
+        let (css, mut target) = split_pseudo(trimmed)?;
         let css_text = css.trim();
+        // `" ::text"`: a space before the pseudo-element means descendants,
+        // of the scope itself when no CSS comes before it.
+        if css_text.is_empty() && source.starts_with(char::is_whitespace) {
+            if let Target::Text { descendants } = &mut target {
+                *descendants = true;
+            }
+        }
         let css = if css_text.is_empty() {
             None
         } else {
@@ -223,6 +230,10 @@ mod tests {
             ["c1"]
         );
         assert_eq!(Selector::parse("::text").unwrap().strings(div), ["hi"]);
+        assert_eq!(
+            Selector::parse(" ::text").unwrap().strings(div),
+            ["hi", "x"]
+        );
     }
 
     #[test]

@@ -250,6 +250,7 @@ fn extract_page(
         status: fetched.status,
         headers: &fetched.headers,
         body: &fetched.body,
+        fetched_at: fetched.fetched_at,
     };
     let x = extract::extract_within(spider, request, &response, budget);
     tracing::debug!(

@@ -248,6 +248,7 @@ mod tests {
                 .collect(),
             body: Vec::new(),
             held: Default::default(),
+            fetched_at: std::time::SystemTime::UNIX_EPOCH,
         }
     }
 

@@ -70,6 +70,9 @@ pub struct Fetched {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When the response arrived: relative dates on the page ("3 hours
+    /// ago") count from it.
+    pub fetched_at: std::time::SystemTime,
     /// The body's bytes in the worker's memory budget, given back when the
     /// last clone of the response is dropped (after its extraction).
     pub held: Held,
@@ -526,6 +529,7 @@ impl Policy {
             status,
             headers,
             body,
+            fetched_at: std::time::SystemTime::now(),
             held,
         })
     }

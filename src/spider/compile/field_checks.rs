@@ -77,7 +77,7 @@ impl Compiler<'_> {
                 &at.loc,
                 format!(
                     "field `{}` makes {} values, so `expect = \"{}\"` would drop every item",
-                    f.name.value,
+                    f.path,
                     made.name(),
                     want.name()
                 ),
@@ -131,7 +131,7 @@ impl Compiler<'_> {
             &at.loc,
             format!(
                 "min and max bound numbers, and field `{}` makes no numbers",
-                f.name.value
+                f.path
             ),
             "bound a text's length with min_length / max_length, or convert it with type = \"int\" or \"float\"",
         );
@@ -143,14 +143,22 @@ impl Compiler<'_> {
 /// (CSS selections and URLs are text until converted).
 fn made(f: &FieldFile, kind: Option<FieldType>, list: bool) -> Option<ValueKind> {
     let text_source = f.css.is_some() || f.page.as_ref().is_some_and(|p| p.value == "url");
+    if f.transform.is_some() {
+        // A transform may make anything.
+        return None;
+    }
     if list {
         return Some(ValueKind::List);
+    }
+    if f.fields.is_some() {
+        return Some(ValueKind::Object);
     }
     match kind {
         Some(FieldType::String) => Some(ValueKind::String),
         Some(FieldType::Int) => Some(ValueKind::Integer),
         Some(FieldType::Float) => Some(ValueKind::Number),
         Some(FieldType::Bool) => Some(ValueKind::Boolean),
+        Some(FieldType::DateTime) => Some(ValueKind::String),
         None if text_source => Some(ValueKind::String),
         None => None,
     }

@@ -4,9 +4,11 @@
 
 use super::Compiler;
 use crate::frontier::keys::ItemSink;
-use crate::reader::At;
+use crate::reader::{At, Loc};
 use crate::spider::file::{FieldFile, ItemFile};
-use crate::spider::{Field, FieldSource, FieldType, ItemDef, JsonLdPath, PageValue, Whitespace};
+use crate::spider::{
+    DateSpec, Field, FieldSource, FieldType, ItemDef, JsonLdPath, PageValue, Transform, Whitespace,
+};
 
 impl Compiler<'_> {
     pub(super) fn item(&self, item: &ItemFile) -> Option<ItemDef> {
@@ -19,9 +21,11 @@ impl Compiler<'_> {
             );
         }
         let fields: Vec<Option<Field>> = item.fields.iter().map(|f| self.field(f)).collect();
+        let transform = item.transform.as_ref().map(|t| self.transform(t));
         Some(ItemDef {
             name: item.name.value.clone(),
             fields: fields.into_iter().collect::<Option<_>>()?,
+            transform: transform.map_or(Some(None), |t| t.map(Some))?,
         })
     }
 
@@ -30,11 +34,20 @@ impl Compiler<'_> {
         let re = f.re.as_ref().map(|r| self.regex(r));
         let whitespace = self.whitespace(f);
         let kind = self.field_type(f);
+        let dates = self.dates(f, kind.flatten());
+        let each = self.field_each(f);
+        let transform = f.transform.as_ref().map(|t| self.transform(t));
         let all = f.all.as_ref().is_some_and(|a| a.value) || f.join.is_some();
-        let checks = self.checks(f, kind.flatten(), all && f.join.is_none());
+        let list = (all && f.join.is_none()) || f.each.is_some();
+        let checks = self.checks(f, kind.flatten(), list);
+        self.check_object_keys(f);
         Some(Field {
             name: f.name.value.clone(),
+            path: f.path.clone(),
             source: source?,
+            each: each?,
+            dates: dates?,
+            transform: transform.map_or(Some(None), |t| t.map(Some))?,
             all,
             join: f.join.as_ref().map(|j| j.value.clone()),
             re: match re {
@@ -61,6 +74,7 @@ impl Compiler<'_> {
             ("page", f.page.is_some()),
             ("meta", f.meta.is_some()),
             ("const", f.constant.is_some()),
+            ("fields", f.fields.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
@@ -71,9 +85,9 @@ impl Compiler<'_> {
                     &f.name.loc,
                     format!(
                         "field `{}` says nowhere to take its value from",
-                        f.name.value
+                        f.path
                     ),
-                    "add one of css = \"…\", json = \"$.…\", page = \"url\", meta = \"…\" or const = …",
+                    "add one of css = \"…\", json = \"$.…\", page = \"url\", meta = \"…\", const = … or fields = { … }",
                 );
                 None
             }
@@ -83,7 +97,7 @@ impl Compiler<'_> {
                     &f.name.loc,
                     format!(
                         "field `{}` takes its value from both `{}` and `{}`",
-                        f.name.value, many[0], many[1]
+                        f.path, many[0], many[1]
                     ),
                     "keep one source per field",
                 );
@@ -108,11 +122,142 @@ impl Compiler<'_> {
             self.page_value(page).map(FieldSource::Page)
         } else if let Some(meta) = &f.meta {
             Some(FieldSource::Meta(meta.value.clone()))
+        } else if let Some((loc, nested)) = &f.fields {
+            self.object(f, loc, nested)
         } else {
             f.constant
                 .as_ref()
                 .map(|c| FieldSource::Const(c.value.clone()))
         }
+    }
+
+    /// `fields = { … }`: the fields of the object made per element.
+    fn object(&self, f: &FieldFile, loc: &Loc, nested: &[FieldFile]) -> Option<FieldSource> {
+        if nested.is_empty() {
+            self.problem(
+                loc,
+                format!("`fields` of field `{}` is empty", f.path),
+                "name the object's fields: fields = { author = \"span.author::text\" }",
+            );
+            return None;
+        }
+        let fields: Vec<Option<Field>> = nested.iter().map(|n| self.field(n)).collect();
+        fields
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .map(FieldSource::Object)
+    }
+
+    /// `each` on a field: elements by CSS or XPath (a path starting with
+    /// `/`, `./` or `(`), or JSON values by JSONPath (`$…`).
+    fn field_each(&self, f: &FieldFile) -> Option<Option<crate::spider::Each>> {
+        let Some(each) = &f.each else {
+            return Some(None);
+        };
+        let v = each.value.trim_start();
+        if v.starts_with('/') || v.starts_with("./") || v.starts_with('(') {
+            self.each_of(None, Some(each))
+        } else {
+            self.each_of(Some(each), None)
+        }
+    }
+
+    /// The keys that shape text (`join`, `re`, `type`, …) mean nothing on
+    /// an object made of `fields`: they go on the fields inside.
+    fn check_object_keys(&self, f: &FieldFile) {
+        if f.fields.is_none() {
+            return;
+        }
+        let text_keys = [
+            ("join", f.join.as_ref().map(|a| &a.loc)),
+            ("re", f.re.as_ref().map(|a| &a.loc)),
+            ("type", f.kind.as_ref().map(|a| &a.loc)),
+            ("whitespace", f.whitespace.as_ref().map(|a| &a.loc)),
+            ("url", f.url.as_ref().map(|a| &a.loc)),
+            ("all", f.all.as_ref().map(|a| &a.loc)),
+        ];
+        for (key, loc) in text_keys {
+            if let Some(loc) = loc {
+                self.problem(
+                    loc,
+                    format!(
+                        "`{key}` shapes text, and field `{}` makes objects (`fields`)",
+                        f.path
+                    ),
+                    format!("put `{key}` on the fields inside `fields`, where the text is"),
+                );
+            }
+        }
+    }
+
+    /// `type = "datetime"`'s `formats` and `timezone`; `Some(None)` for
+    /// other types. Both keys belong to datetime fields only.
+    fn dates(&self, f: &FieldFile, kind: Option<FieldType>) -> Option<Option<DateSpec>> {
+        if kind != Some(FieldType::DateTime) {
+            let stray = f
+                .formats
+                .as_ref()
+                .and_then(|v| v.first())
+                .map(|a| (&a.loc, "formats"))
+                .or(f.timezone.as_ref().map(|a| (&a.loc, "timezone")));
+            if let Some((loc, key)) = stray {
+                self.problem(
+                    loc,
+                    format!("`{key}` reads dates, and field `{}` is not a date", f.path),
+                    "add type = \"datetime\", or remove it",
+                );
+                return None;
+            }
+            return Some(None);
+        }
+        let mut ok = true;
+        let mut formats = Vec::new();
+        for at in f.formats.iter().flatten() {
+            match crate::extract::dates::check_format(&at.value) {
+                Ok(()) => formats.push(at.value.clone()),
+                Err(e) => {
+                    ok = false;
+                    self.problem(
+                        &at.loc,
+                        format!("`{}` is not a date format: {e}", at.value),
+                        "write strftime, e.g. \"%Y-%m-%d %H:%M\", \"%b %d, %Y %I:%M %p\", \"%Y年%m月%d日\"",
+                    );
+                }
+            }
+        }
+        let zone = match &f.timezone {
+            None => Some(chrono_tz::Tz::UTC),
+            Some(at) => match at.value.parse::<chrono_tz::Tz>() {
+                Ok(tz) => Some(tz),
+                Err(_) => {
+                    let names = chrono_tz::TZ_VARIANTS.iter().map(|t| t.name());
+                    let hint = match crate::reader::diagnostic::did_you_mean(&at.value, names) {
+                        Some(near) => format!("did you mean `{near}`?"),
+                        None => "use an IANA zone name such as \"Asia/Shanghai\", \"Europe/Berlin\" or \"UTC\"".into(),
+                    };
+                    self.problem(&at.loc, format!("`{}` is not a time zone", at.value), hint);
+                    None
+                }
+            },
+        };
+        ok.then_some(())?;
+        Some(Some(DateSpec {
+            formats,
+            zone: zone?,
+        }))
+    }
+
+    /// `transform = '…'`: a jq program, its errors at their line:column.
+    fn transform(&self, at: &At<String>) -> Option<Transform> {
+        Transform::compile(&at.value)
+            .map_err(|e| {
+                self.problem(
+                    &super::json::within(&at.loc, &at.value, e.offset + 1),
+                    format!("transform `{}` does not compile: {}", crate::wording::cut(&at.value, 80), e.message),
+                    "write jq, e.g. 'gsub(\"[^0-9]\"; \"\") | tonumber' (a field named `transform` is written as a table: transform = { css = \"…\" })",
+                )
+            })
+            .ok()
     }
 
     /// `page = "url" | "status" | "depth" | "headers"`.
@@ -188,11 +333,12 @@ impl Compiler<'_> {
             Some("int") => Some(Some(FieldType::Int)),
             Some("float") => Some(Some(FieldType::Float)),
             Some("bool") => Some(Some(FieldType::Bool)),
+            Some("datetime") => Some(Some(FieldType::DateTime)),
             Some(other) => {
                 self.problem(
                     &f.kind.as_ref()?.loc,
                     format!("`{other}` is not a field type"),
-                    "use \"string\", \"int\", \"float\" or \"bool\"",
+                    "use \"string\", \"int\", \"float\", \"bool\" or \"datetime\"",
                 );
                 None
             }

@@ -7,7 +7,7 @@
 use super::values::is_http_token;
 use super::Compiler;
 use crate::reader::{At, Loc};
-use crate::spider::file::{FollowFile, ItemFile, RuleFile};
+use crate::spider::file::{FieldFile, FollowFile, ItemFile, RuleFile};
 use crate::spider::sending::{Body, Sending};
 use crate::spider::{JsonPath, Template, Until};
 
@@ -24,7 +24,7 @@ pub(super) struct ApiFollow {
 /// The place of character `position` (1-based) of a string value written
 /// at `loc`, when the value is written as is between quotes (no escapes);
 /// else the value's own place.
-fn within(loc: &Loc, value: &str, position: usize) -> Loc {
+pub(super) fn within(loc: &Loc, value: &str, position: usize) -> Loc {
     if loc.span.len() != value.len() + 2 {
         return loc.clone();
     }
@@ -284,15 +284,7 @@ impl Compiler<'_> {
                 .as_ref()
                 .and_then(|i| items.iter().find(|d| d.name.value == i.value));
             for field in item.map(|i| i.fields.as_slice()).unwrap_or_default() {
-                if let Some(at) = &field.json {
-                    json = json.or(Some(&at.loc));
-                }
-                for at in [&field.css, &field.xpath, &field.jsonld, &field.og]
-                    .into_iter()
-                    .flatten()
-                {
-                    html = html.or(Some(&at.loc));
-                }
+                field_reads(field, &mut json, &mut html);
             }
         }
         for f in &r.follow {
@@ -324,5 +316,28 @@ impl Compiler<'_> {
             }
             (j, _) => Some(j.is_some()),
         }
+    }
+}
+
+/// Where a field (and the fields inside it) first reads JSON and HTML.
+fn field_reads<'f>(field: &'f FieldFile, json: &mut Option<&'f Loc>, html: &mut Option<&'f Loc>) {
+    if let Some(at) = &field.json {
+        *json = json.or(Some(&at.loc));
+    }
+    if let Some(each) = &field.each {
+        if each.value.starts_with('$') {
+            *json = json.or(Some(&each.loc));
+        } else {
+            *html = html.or(Some(&each.loc));
+        }
+    }
+    for at in [&field.css, &field.xpath, &field.jsonld, &field.og]
+        .into_iter()
+        .flatten()
+    {
+        *html = html.or(Some(&at.loc));
+    }
+    for nested in field.fields.iter().flat_map(|(_, f)| f) {
+        field_reads(nested, json, html);
     }
 }

@@ -111,7 +111,17 @@ impl Compiler<'_> {
     /// An extract entry's `each`: elements by CSS or XPath, or JSON values;
     /// `Some(None)` for one item per page.
     fn each(&self, e: &ExtractFile) -> Option<Option<Each>> {
-        match (&e.each, &e.each_xpath) {
+        self.each_of(e.each.as_ref(), e.each_xpath.as_ref())
+    }
+
+    /// `each` by CSS (or JSONPath, starting with `$`) or by XPath;
+    /// `Some(None)` without one.
+    pub(super) fn each_of(
+        &self,
+        css: Option<&At<String>>,
+        xpath: Option<&At<String>>,
+    ) -> Option<Option<Each>> {
+        match (css, xpath) {
             (Some(each), None) if each.value.starts_with('$') => {
                 Some(Some(Each::Json(self.jsonpath(each)?)))
             }

@@ -1,0 +1,483 @@
+//! `transform = '…'`: a jq program a field's value (or a finished item)
+//! goes through, compiled once when the spider is loaded and run by the
+//! extractor. jq's language is jaq's (a pure Rust implementation of it).
+//!
+//! A transform is data, not code with powers: it reads its input and
+//! returns a value, nothing else.
+//!
+//! - **No I/O.** The filters that read the environment (`env`, `$ENV`),
+//!   the clock (`now`, `localtime`), write to stderr (`debug`, `stderr`),
+//!   stop the process (`halt`) or read more input (`input`) are refused
+//!   by `check` and are not even linked in.
+//! - **Bounded time.** Every loop jq has goes through a definition of its
+//!   standard library (`repeat`, `while`, `until`, `recurse`, `limit`, …)
+//!   or through `range`, and a transform may not define its own (`def`):
+//!   each of those costs one step, and a run stops at [`MAX_STEPS`] or
+//!   [`MAX_TIME`], whichever comes first (the clock is read every
+//!   [`CLOCK_EVERY`] steps). Iterating a value (`.[]`) is bounded by the
+//!   value, which is bounded by the page.
+//! - **Bounded output.** A run's value may take [`MAX_OUTPUT_BYTES`] as
+//!   JSON; past it, the run fails.
+//!
+//! What is not measured: one operation building a large value at once
+//! (`"x" * 1e9`, or doubling a string in a `reduce`). The program is the
+//! spider author's; the page only gives it values.
+//!
+//! What the transform's outcome means for the item (missing, dropped) is
+//! the extractor's business.
+
+use std::cell::Cell;
+use std::fmt;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jaq_core::data::JustLut;
+use jaq_core::load::parse::{BinaryOp, Def, Term};
+use jaq_core::load::{Arena, File, Loader};
+use jaq_core::native::{self, Fun};
+use jaq_core::{Ctx, Native, Vars};
+use jaq_json::Val;
+use serde_json::Value;
+
+type Data = JustLut<Val>;
+type Program = jaq_core::compile::Filter<Native<Data>>;
+
+/// Steps (calls of the standard library's definitions, values of `range`)
+/// a run may take.
+pub const MAX_STEPS: u64 = 200_000;
+/// How long a run may take.
+pub const MAX_TIME: Duration = Duration::from_millis(200);
+/// How often the clock is read, in steps: reading it is dearer than a step.
+pub const CLOCK_EVERY: u64 = 1024;
+/// The largest value a run may return, as JSON.
+pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+/// The longest program accepted.
+pub const MAX_SOURCE_BYTES: usize = 4096;
+
+/// The names a transform may not use: they reach outside the value.
+const REFUSED: &[&str] = &[
+    "env",
+    "$ENV",
+    "now",
+    "localtime",
+    "strflocaltime",
+    "mktime",
+    "debug",
+    "stderr",
+    "halt",
+    "halt_error",
+    "input",
+    "inputs",
+    "input_filename",
+    "$__loc__",
+    "$__prog_args",
+    "get_search_list",
+    "import",
+    "include",
+];
+
+/// The native filters whose work is replaced by an error (the names
+/// above, as jaq implements them): the library's definitions name them,
+/// so they stay, doing nothing.
+const UNLINKED: &[&str] = &[
+    "env",
+    "now",
+    "localtime",
+    "strflocaltime",
+    "mktime",
+    "halt",
+    "debug_empty",
+    "stderr_empty",
+];
+
+/// Definitions of the standard library left out: their cost grows
+/// exponentially with the input, outside the step count.
+const UNDEFINED: &[&str] = &["combinations"];
+
+/// A compiled jq program.
+#[derive(Clone)]
+pub struct Transform {
+    source: String,
+    program: Arc<Program>,
+}
+
+impl fmt::Debug for Transform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Transform").field(&self.source).finish()
+    }
+}
+
+/// Why a program does not compile: what, and where in its text (a byte
+/// offset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl Transform {
+    /// Compiles `source`; the error says where it breaks.
+    pub fn compile(source: &str) -> Result<Transform, CompileError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(CompileError {
+                offset: 0,
+                message: format!(
+                    "the program is {} bytes; a transform may have at most {MAX_SOURCE_BYTES}",
+                    source.len()
+                ),
+            });
+        }
+        refuse_words(source)?;
+        let arena = Arena::default();
+        let loader = Loader::new(library());
+        let file = File {
+            code: source,
+            path: (),
+        };
+        let modules = loader
+            .load(&arena, file)
+            .map_err(|errors| load_error(source, errors))?;
+        let program = jaq_core::Compiler::default()
+            .with_funs(natives())
+            .compile(modules)
+            .map_err(|errors| compile_error(source, errors))?;
+        Ok(Transform {
+            source: source.to_string(),
+            program: Arc::new(program),
+        })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The program's first output for `input` (`null` when it has none),
+    /// or why the run failed: a jq error, or a bound passed.
+    pub fn run(&self, input: &Value) -> Result<Value, String> {
+        let input = jaq_json::read::parse_single(input.to_string().as_bytes())
+            .map_err(|e| format!("the value is not JSON jq reads: {e}"))?;
+        STEPS.with(|s| s.set(0));
+        DEADLINE.with(|d| d.set(Some(Instant::now() + MAX_TIME)));
+        let program = &self.program;
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            let ctx = Ctx::<Data>::new(&program.lut, Vars::new([]));
+            let mut out = program.id.run((ctx, input)).map(jaq_core::unwrap_valr);
+            match out.next() {
+                None => Ok(None),
+                Some(Ok(v)) => Ok(Some(v.to_string())),
+                Some(Err(e)) => Err(e.to_string()),
+            }
+        }));
+        DEADLINE.with(|d| d.set(None));
+        let text = match ran {
+            Ok(Ok(Some(text))) => text,
+            Ok(Ok(None)) => return Ok(Value::Null),
+            Ok(Err(e)) => return Err(format!("jq error: {}", crate::wording::cut(&e, 200))),
+            Err(payload) => match payload.downcast::<OverBudget>() {
+                Ok(over) => return Err(over.to_string()),
+                Err(other) => resume_unwind(other),
+            },
+        };
+        if text.len() > MAX_OUTPUT_BYTES {
+            return Err(format!(
+                "its value takes {} bytes as JSON, more than the {MAX_OUTPUT_BYTES} a transform may return",
+                text.len()
+            ));
+        }
+        serde_json::from_str(&text).map_err(|e| format!("its value is not JSON ({e})"))
+    }
+}
+
+thread_local! {
+    /// Steps taken by the run on this thread.
+    static STEPS: Cell<u64> = const { Cell::new(0) };
+    /// When the run on this thread must stop; none outside a run.
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Why a run was stopped: unwound out of jaq, whose `try` cannot catch
+/// it, and caught in [`Transform::run`].
+#[derive(Debug)]
+enum OverBudget {
+    Steps,
+    Time,
+}
+
+impl fmt::Display for OverBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OverBudget::Steps => write!(f, "it took more than {MAX_STEPS} steps (a loop over a large range, or one that does not end)"),
+            OverBudget::Time => write!(f, "it ran longer than {} ms", MAX_TIME.as_millis()),
+        }
+    }
+}
+
+/// One step of a run: stops it past its bounds.
+fn step() {
+    let n = STEPS.with(|s| {
+        let n = s.get() + 1;
+        s.set(n);
+        n
+    });
+    if n > MAX_STEPS {
+        resume_unwind(Box::new(OverBudget::Steps));
+    }
+    if n.is_multiple_of(CLOCK_EVERY) {
+        let late = DEADLINE.with(|d| d.get().is_some_and(|d| Instant::now() > d));
+        if late {
+            resume_unwind(Box::new(OverBudget::Time));
+        }
+    }
+}
+
+/// jq's standard library, every definition costing a step per call, with
+/// `range/3` (native in jaq) counted per value.
+fn library() -> impl Iterator<Item = Def<&'static str>> {
+    let counted_range = jaq_core::load::parse(
+        "def range($from; $upto; $by): __range($from; $upto; $by) | __step;",
+        |p| p.defs(),
+    )
+    .unwrap_or_default();
+    let std = jaq_core::defs()
+        .chain(jaq_std::defs())
+        .chain(jaq_json::defs())
+        .filter(|d| !UNDEFINED.contains(&d.name))
+        .map(counted_def);
+    counted_range.into_iter().chain(std)
+}
+
+/// A definition whose every call costs a step, and so do the calls of the
+/// definitions inside it (`def repeat(f): def rec: f, rec; rec;` loops in
+/// its inner `rec`).
+fn counted_def(d: Def<&'static str>) -> Def<&'static str> {
+    Def {
+        body: Term::BinOp(
+            Box::new(Term::Call("__step", Vec::new())),
+            BinaryOp::Pipe(None),
+            Box::new(counted(d.body)),
+        ),
+        ..d
+    }
+}
+
+/// `t` with the definitions inside it counted (see [`counted_def`]).
+fn counted(t: Term<&'static str>) -> Term<&'static str> {
+    let boxed = |b: Box<Term<&'static str>>| Box::new(counted(*b));
+    match t {
+        Term::Def(defs, body) => {
+            Term::Def(defs.into_iter().map(counted_def).collect(), boxed(body))
+        }
+        Term::BinOp(l, op, r) => Term::BinOp(boxed(l), op, boxed(r)),
+        Term::Neg(t) => Term::Neg(boxed(t)),
+        Term::Arr(t) => Term::Arr(t.map(boxed)),
+        Term::Label(l, t) => Term::Label(l, boxed(t)),
+        Term::Fold(name, xs, pattern, args) => Term::Fold(
+            name,
+            boxed(xs),
+            pattern,
+            args.into_iter().map(counted).collect(),
+        ),
+        Term::TryCatch(t, c) => Term::TryCatch(boxed(t), c.map(boxed)),
+        Term::IfThenElse(branches, otherwise) => Term::IfThenElse(
+            branches
+                .into_iter()
+                .map(|(c, t)| (counted(c), counted(t)))
+                .collect(),
+            otherwise.map(boxed),
+        ),
+        Term::Call(name, args) => Term::Call(name, args.into_iter().map(counted).collect()),
+        Term::Path(t, path) => Term::Path(boxed(t), path),
+        other => other,
+    }
+}
+
+/// The native filters: jaq's, without those that reach outside the value,
+/// `range/3` renamed for the counted definition, and the step.
+fn natives() -> impl Iterator<Item = Fun<Data>> {
+    let step_fun: Fun<Data> = native::run(("__step", native::v(0), |cv| {
+        step();
+        jaq_core::box_iter::box_once(Ok(cv.1))
+    }));
+    jaq_core::funs()
+        .chain(jaq_std::funs())
+        .chain(jaq_json::funs())
+        .map(|(name, args, f)| {
+            if UNLINKED.contains(&name) {
+                return native::run((name, args, |_| {
+                    native::bome(Err(jaq_core::Error::new(Val::from(
+                        "reaches outside the value".to_string(),
+                    ))))
+                }));
+            }
+            let name = if name == "range" && args.len() == 3 {
+                "__range"
+            } else {
+                name
+            };
+            (name, args, f)
+        })
+        .chain([step_fun])
+}
+
+/// Refuses `def` (a loop of its own) and the names that reach outside the
+/// value, at the first place one is written.
+fn refuse_words(source: &str) -> Result<(), CompileError> {
+    let Ok(tokens) = jaq_core::load::lex::Lexer::new(source).lex() else {
+        // The loader reports lexical errors with their place.
+        return Ok(());
+    };
+    for token in tokens {
+        let word = token.0;
+        let message = if word == "def" {
+            "a transform cannot define functions (`def`): use jq's built-in ones (map, select, gsub, …), which keep every transform bounded in time".to_string()
+        } else if REFUSED.contains(&word) {
+            format!("`{word}` reaches outside the value, and a transform only reads its input")
+        } else {
+            continue;
+        };
+        return Err(CompileError {
+            offset: offset_in(source, word),
+            message,
+        });
+    }
+    Ok(())
+}
+
+/// Where `part` (a slice of `source`) starts in it.
+fn offset_in(source: &str, part: &str) -> usize {
+    let start = source.as_ptr() as usize;
+    let at = part.as_ptr() as usize;
+    if at >= start && at <= start + source.len() {
+        at - start
+    } else {
+        0
+    }
+}
+
+fn load_error(source: &str, errors: jaq_core::load::Errors<&str, ()>) -> CompileError {
+    use jaq_core::load::Error;
+    let first = errors.into_iter().next().map(|(_, e)| e);
+    let (at, message) = match first {
+        Some(Error::Lex(errs)) => match errs.first() {
+            Some((expect, at)) => (*at, format!("expected {}", expect.as_str())),
+            None => ("", "it does not parse".to_string()),
+        },
+        Some(Error::Parse(errs)) => match errs.first() {
+            Some((expect, at)) => {
+                let found = if at.is_empty() {
+                    "the end".to_string()
+                } else {
+                    format!("`{}`", crate::wording::cut(at, 20))
+                };
+                (*at, format!("expected {}, found {found}", expect.as_str()))
+            }
+            None => ("", "it does not parse".to_string()),
+        },
+        Some(Error::Io(errs)) => match errs.first() {
+            Some((at, e)) => (*at, format!("modules cannot be loaded: {e}")),
+            None => ("", "modules cannot be loaded".to_string()),
+        },
+        None => ("", "it does not parse".to_string()),
+    };
+    CompileError {
+        offset: offset_in(source, at),
+        message,
+    }
+}
+
+fn compile_error(source: &str, errors: jaq_core::compile::Errors<&str, ()>) -> CompileError {
+    let first = errors.into_iter().flat_map(|(_, errs)| errs).next();
+    match first {
+        Some((at, undefined)) => CompileError {
+            offset: offset_in(source, at),
+            message: format!("`{at}` is not a defined {}", undefined.as_str()),
+        },
+        None => CompileError {
+            offset: 0,
+            message: "it does not compile".to_string(),
+        },
+    }
+}
+
+// A compiled program is shared by the worker's threads.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Transform>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(program: &str, input: Value) -> Result<Value, String> {
+        Transform::compile(program).expect("compiles").run(&input)
+    }
+
+    #[test]
+    fn the_issue_example_reads_a_number_out_of_text() {
+        assert_eq!(
+            run(r#"gsub("[^0-9]"; "") | tonumber"#, json!("1,234 views")),
+            Ok(json!(1234))
+        );
+    }
+
+    #[test]
+    fn the_first_output_counts_and_none_is_null() {
+        assert_eq!(run(".[]", json!([1, 2])), Ok(json!(1)));
+        assert_eq!(run("empty", json!(1)), Ok(Value::Null));
+        assert_eq!(
+            run("select(.views > 10)", json!({"views": 3})),
+            Ok(Value::Null)
+        );
+    }
+
+    /// Stopped by the step count or the clock, whichever came first (an
+    /// unoptimised build reaches the clock first).
+    fn stopped(e: &str) -> bool {
+        e.contains("steps") || e.contains("ran longer")
+    }
+
+    #[test]
+    fn endless_loops_stop_at_a_bound() {
+        for program in [
+            "last(repeat(.))",
+            "reduce range(1e12) as $x (0; . + 1)",
+            "[limit(1e9; repeat(1))] | length",
+            "until(false; .)",
+            // jq's `try` does not catch the bound.
+            "try last(range(1e12)) catch 0",
+        ] {
+            let e = run(program, json!(1)).unwrap_err();
+            assert!(stopped(&e), "{program}: {e}");
+        }
+    }
+
+    #[test]
+    fn io_and_definitions_are_refused_where_written() {
+        let e = Transform::compile(".a | env.HOME").unwrap_err();
+        assert_eq!(e.offset, 5);
+        assert!(e.message.contains("outside the value"), "{}", e.message);
+        let e = Transform::compile("def f: f; f").unwrap_err();
+        assert_eq!(e.offset, 0);
+        assert!(Transform::compile("now").is_err());
+        assert!(Transform::compile("$ENV").is_err());
+    }
+
+    #[test]
+    fn syntax_and_names_are_reported_at_their_place() {
+        let e = Transform::compile(".a | (.b").unwrap_err();
+        assert!(e.message.contains("expected"), "{}", e.message);
+        let e = Transform::compile(".a | nosuchfilter").unwrap_err();
+        assert_eq!(e.offset, 5);
+        assert!(e.message.contains("nosuchfilter"), "{}", e.message);
+    }
+
+    #[test]
+    fn large_outputs_are_refused() {
+        let big = "x".repeat(200_000);
+        let e = run("[., ., ., ., ., ., ., .]", json!(big)).unwrap_err();
+        assert!(e.contains("bytes"), "{e}");
+    }
+}
