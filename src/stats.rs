@@ -227,6 +227,12 @@ stats! {
     QUOTA_HOST_DROPPED = "quota/host_dropped", Counter => "quota_host_dropped";
     /// Times the cluster reached `max_pages` and stopped leasing.
     QUOTA_MAX_PAGES_REACHED = "quota/max_pages_reached", Counter => "quota_max_pages_reached";
+    /// Responses replayed from the page cache (`httpcache_dir`), not fetched.
+    HTTPCACHE_HIT = "httpcache/hit", Counter;
+    /// Requests the page cache did not hold (or held expired), fetched.
+    HTTPCACHE_MISS = "httpcache/miss", Counter;
+    /// Responses stored in the page cache.
+    HTTPCACHE_STORE = "httpcache/store", Counter;
     /// The deepest request queued.
     REQUEST_DEPTH_MAX = "request_depth_max", Max;
 }

@@ -30,6 +30,7 @@ mod json_api;
 mod local;
 mod memory;
 mod news;
+mod page_cache;
 mod parse;
 mod per_host;
 mod pickup;

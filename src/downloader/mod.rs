@@ -28,6 +28,7 @@
 //! timeout.
 
 pub mod budget;
+pub mod cache;
 pub mod client;
 mod in_use;
 pub mod politeness;
@@ -110,6 +111,8 @@ pub struct Downloader {
     politeness: Politeness,
     /// Where download times go, when metrics are served.
     metrics: Option<Metrics>,
+    /// The page cache for developing spiders, when it is on.
+    cache: Option<cache::HttpCache>,
 }
 
 impl Downloader {
@@ -124,7 +127,10 @@ impl Downloader {
             Some(budget) => HttpClient::within(&settings, budget)?,
             None => HttpClient::new(&settings)?,
         };
+        // Never on a shared crawl (`run` refuses it with the reason).
+        let cache = cache::HttpCache::from_settings(&settings).filter(|_| !frontier.is_shared());
         Ok(Downloader {
+            cache,
             robots: RobotsGate::new(frontier.clone(), client.clone(), settings.clone()),
             politeness: Politeness::new(&settings, share),
             spider,
@@ -165,6 +171,9 @@ impl Downloader {
         stats: &mut Tally,
         shutdown: &watch::Receiver<bool>,
     ) -> Downloaded {
+        if let Some(replayed) = self.replay(request, stats) {
+            return replayed;
+        }
         let mut stop = shutdown.clone();
         let turn = self.politeness.join(&request.host_key());
         let ready = tokio::select! {
@@ -182,6 +191,19 @@ impl Downloader {
         turn.news(downloaded.host_outcome());
         drop(slots);
         downloaded
+    }
+
+    /// The page cache's copy of the response, as if it had been fetched
+    /// (no politeness wait, no robots.txt: nothing reaches the site).
+    fn replay(&self, request: &Request, stats: &mut Tally) -> Option<Downloaded> {
+        let cache = self.cache.as_ref()?;
+        let Some(fetched) = cache.get(request) else {
+            stats.add(stats::HTTPCACHE_MISS, 1);
+            return None;
+        };
+        stats.add(stats::HTTPCACHE_HIT, 1);
+        tracing::debug!(url = %request.url, "replayed from the page cache");
+        Some(self.judge(request, fetched, stats))
     }
 
     /// Waits for the host's turn, obeys robots.txt and takes the slots.
@@ -308,7 +330,16 @@ impl Downloader {
             m.observe_download(&self.spider.name, started.elapsed().as_secs_f64());
         }
         let fetched = match fetched {
-            Ok(f) => f,
+            Ok(f) => {
+                // A response that would be retried is not kept: replayed,
+                // it would fail every retry.
+                let retried = self.settings.retry_http_codes.contains(&f.status);
+                if let Some(cache) = self.cache.as_ref().filter(|_| !retried) {
+                    cache.put(request, &f);
+                    stats.add(stats::HTTPCACHE_STORE, 1);
+                }
+                f
+            }
             Err(e) => {
                 stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
                 stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
@@ -322,6 +353,12 @@ impl Downloader {
                 )));
             }
         };
+        self.judge(request, fetched, stats)
+    }
+
+    /// What a response means: a redirect to follow, a retry, or a page.
+    fn judge(&self, request: &Request, fetched: Fetched, stats: &mut Tally) -> Downloaded {
+        let settings = &self.settings;
         stats.add(stats::DOWNLOADER_RESPONSE_COUNT, 1);
         stats.add_in(stats::DOWNLOADER_RESPONSE_STATUS, fetched.status, 1);
         stats.add(stats::DOWNLOADER_RESPONSE_BYTES, fetched.body.len() as i64);
