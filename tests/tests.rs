@@ -41,6 +41,7 @@ mod regression;
 mod revisit;
 mod robots;
 mod scripts;
+mod sessions;
 mod sinks;
 mod sources;
 mod spider_keys;

@@ -10,9 +10,12 @@
 //!    in Redis (a Crawl-delay learnt now, or a slot that passed while
 //!    robots.txt was fetched, takes a fresh slot); a robots.txt that could
 //!    not be fetched puts the request off like a retry;
-//! 3. [`client`]: the HTTP exchange itself (SSRF guard, timeouts, size
+//! 3. [`session`]: for a members-only site, the cluster's login session
+//!    (its cookie sent, a logged-out response noticed and the request sent
+//!    again after one login for the cluster);
+//! 4. [`client`]: the HTTP exchange itself (SSRF guard, timeouts, size
 //!    limits, decompression, proxies, cookies);
-//! 4. [`redirect`] turns a 3xx into a new request, and [`retry`] schedules
+//! 5. [`redirect`] turns a 3xx into a new request, and [`retry`] schedules
 //!    a retry (or records a failure) for network errors and retried
 //!    statuses.
 //!
@@ -31,10 +34,12 @@ pub mod budget;
 pub mod cache;
 pub mod client;
 mod in_use;
+mod logged_in;
 pub mod politeness;
 pub mod redirect;
 pub mod retry;
 pub mod robots;
+pub mod session;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +56,7 @@ use crate::frontier::{Frontier, HostOutcome, PageResult};
 use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::settings::Settings;
+use crate::spider::session::SecretText;
 use crate::spider::Spider;
 use crate::stats::{self, Tally};
 
@@ -113,6 +119,8 @@ pub struct Downloader {
     metrics: Option<Metrics>,
     /// The page cache for developing spiders, when it is on.
     cache: Option<cache::HttpCache>,
+    /// The cluster's login session, when the spider has `[session]`.
+    session: Option<session::Keeper>,
 }
 
 impl Downloader {
@@ -129,8 +137,13 @@ impl Downloader {
         };
         // Never on a shared crawl (`run` refuses it with the reason).
         let cache = cache::HttpCache::from_settings(&settings).filter(|_| !frontier.is_shared());
+        let session = spider
+            .session
+            .clone()
+            .map(|s| session::Keeper::new(s, frontier.clone(), client.clone()));
         Ok(Downloader {
             cache,
+            session,
             robots: RobotsGate::new(frontier.clone(), client.clone(), settings.clone()),
             politeness: Politeness::new(&settings, share),
             spider,
@@ -319,41 +332,72 @@ impl Downloader {
         }
     }
 
-    /// The HTTP exchange and what its response means.
+    /// The HTTP exchange (with the login session, for its host) and what
+    /// its response means.
     async fn fetch(&self, request: &Request, stats: &mut Tally) -> Downloaded {
-        let settings = &self.settings;
+        let keeper = self.session.as_ref().filter(|k| k.applies_to(&request.url));
+        let fetched = match keeper {
+            Some(keeper) => self.fetch_logged_in(keeper, request, stats).await,
+            None => self.exchange(request, None, stats).await,
+        };
+        match fetched {
+            Ok(fetched) => {
+                self.store(request, &fetched, stats);
+                self.judge(request, fetched, stats)
+            }
+            Err(decided) => decided,
+        }
+    }
+
+    /// One exchange; a network failure is already the page's outcome. The
+    /// session's cookie goes on a copy of the request sent once, never on
+    /// the request that is retried or recorded.
+    async fn exchange(
+        &self,
+        request: &Request,
+        cookie: Option<&SecretText>,
+        stats: &mut Tally,
+    ) -> Result<Fetched, Downloaded> {
         stats.add(stats::DOWNLOADER_REQUEST_COUNT, 1);
         stats.add_in(stats::DOWNLOADER_REQUEST_METHOD, &request.method, 1);
         let started = std::time::Instant::now();
-        let fetched = self.client.fetch(request).await;
+        let fetched = match cookie {
+            Some(cookie) => {
+                let mut sent = request.clone();
+                sent.headers
+                    .retain(|(k, _)| !k.eq_ignore_ascii_case("cookie"));
+                sent.headers
+                    .push(("Cookie".into(), cookie.expose().to_string()));
+                self.client.fetch(&sent).await
+            }
+            None => self.client.fetch(request).await,
+        };
         if let Some(m) = &self.metrics {
             m.observe_download(&self.spider.name, started.elapsed().as_secs_f64());
         }
-        let fetched = match fetched {
-            Ok(f) => {
-                // A response that would be retried is not kept: replayed,
-                // it would fail every retry.
-                let retried = self.settings.retry_http_codes.contains(&f.status);
-                if let Some(cache) = self.cache.as_ref().filter(|_| !retried) {
-                    cache.put(request, &f);
-                    stats.add(stats::HTTPCACHE_STORE, 1);
-                }
-                f
-            }
-            Err(e) => {
-                stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
-                stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
-                let failure = Failure::error(&e);
-                return Downloaded::Decided(Box::new(retry::retry_or_fail(
-                    settings,
-                    request,
-                    failure,
-                    stats,
-                    HostOutcome::None,
-                )));
-            }
-        };
-        self.judge(request, fetched, stats)
+        fetched.map_err(|e| {
+            stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
+            stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
+            let failure = Failure::error(&e);
+            Downloaded::Decided(Box::new(retry::retry_or_fail(
+                &self.settings,
+                request,
+                failure,
+                stats,
+                HostOutcome::None,
+            )))
+        })
+    }
+
+    /// Keeps the response in the page cache, when it is on. A response
+    /// that would be retried is not kept: replayed, it would fail every
+    /// retry.
+    fn store(&self, request: &Request, fetched: &Fetched, stats: &mut Tally) {
+        let retried = self.settings.retry_http_codes.contains(&fetched.status);
+        if let Some(cache) = self.cache.as_ref().filter(|_| !retried) {
+            cache.put(request, fetched);
+            stats.add(stats::HTTPCACHE_STORE, 1);
+        }
     }
 
     /// What a response means: a redirect to follow, a retry, or a page.

@@ -5,7 +5,7 @@
 //! three steps (see [`super::Backend::session_lock`]): take the login lock
 //! unless the session is fresh, store a login (only while the lock is the
 //! caller's), mark a generation stale (once). What a login is and when to
-//! do one is `crate::session`'s.
+//! do one is `crate::downloader::session`'s.
 
 use crate::spider::session::SecretText;
 

@@ -2,7 +2,7 @@
 //! site (the login page, which form, the credentials by where they come
 //! from, never by value) and how a page says whether the session holds.
 //! What it compiles from, and its checks, are in `compile/session.rs`; the
-//! login itself and the session the cluster shares are `crate::session`'s.
+//! login itself and the session the cluster shares are `crate::downloader::session`'s.
 //!
 //! Credentials are read when a worker logs in, from the environment or a
 //! file; a [`SecretText`] never shows its value (`Debug` and `Display`
