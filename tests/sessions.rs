@@ -302,3 +302,39 @@ fn check_refuses_a_password_written_in_the_spider_file() {
     assert!(err.contains("env") && err.contains("file"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_logs_in_and_again_once_per_session_expiry() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 9,
+        ..MembersConfig::default()
+    });
+    let dir = temp_dir("sessions-local");
+    let spider = spider(&server, dir.path(), "");
+    let output = dir.path().join("items.jsonl");
+    let out = std::process::Command::new(crawlworker_testkit::binary())
+        .args(["run", spider.to_str().unwrap(), "--local", "--start"])
+        .arg(server.url("/members/"))
+        .arg("-o")
+        .arg(&output)
+        .envs(env())
+        .env("CRAWLWORKER_LOG", "trace")
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    let mut got: Vec<String> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| canonical(&serde_json::from_str(l).unwrap()))
+        .collect();
+    got.sort();
+    assert_exact(&got, &want(&server.base_url()));
+    let members = server.members();
+    assert!(members.expired_seen() >= 3, "{}", members.expired_seen());
+    assert_eq!(members.logins(), members.expired_seen() + 1);
+    let mut secrets = vec![PASSWORD.to_string()];
+    secrets.extend(members.issued_sessions());
+    assert_no_secret(&secrets, &[("the local crawl's log", &log)]);
+}
