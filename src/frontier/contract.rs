@@ -28,7 +28,8 @@
 //!
 //! Everything else (order, dupefilter, leases that expire and return,
 //! commits that happen once, retries and revisits coming due, politeness
-//! slots and the adaptive back-off rule, quotas, pause) is the same, and
+//! slots and the adaptive back-off rule, quotas, pause, the login session's
+//! lock, generations and stale marks) is the same, and
 //! the suite checks it on both.
 
 use std::time::Duration;
