@@ -7,7 +7,8 @@
 //! `Cookie` header for the login page's site.
 //!
 //! Nothing here is logged with a value: errors say which step failed, on
-//! which URL, never a credential or a cookie.
+//! which URL (without its query, where a GET form puts the credentials),
+//! never a credential or a cookie.
 
 use reqwest::cookie::{CookieStore, Jar};
 use reqwest::header::HeaderValue;
@@ -46,7 +47,7 @@ pub async fn log_in(
     let Some(mut form) = form::find(&html, &page_url, &session.form) else {
         return Err(LoginError::Unavailable(format!(
             "the login page {} (status {}) has no form matching `{}`",
-            page.url,
+            shown(&page.url),
             page.status,
             session.form.source()
         )));
@@ -62,7 +63,7 @@ pub async fn log_in(
         return Err(LoginError::Refused(format!(
             "account `{}` was not logged in: the page after submitting the form ({}, status {}) does not show `{}`",
             account.name,
-            done.url,
+            shown(&done.url),
             done.status,
             session.logged_in.css.as_ref().map_or("", |c| c.source())
         )));
@@ -121,8 +122,9 @@ async fn follow(
     mut request: Request,
 ) -> Result<Fetched, LoginError> {
     for _ in 0..=MAX_REDIRECTS {
-        let url = url::Url::parse(&request.url)
-            .map_err(|e| LoginError::Unavailable(format!("login: bad URL {}: {e}", request.url)))?;
+        let url = url::Url::parse(&request.url).map_err(|e| {
+            LoginError::Unavailable(format!("login: bad URL {}: {e}", shown(&request.url)))
+        })?;
         let mut sent = request.clone();
         if let Some(cookie) = jar
             .cookies(&url)
@@ -131,10 +133,10 @@ async fn follow(
             sent.headers.push(("Cookie".into(), cookie));
         }
         // The form's body holds the password: a failure names the URL only.
-        let fetched = client
-            .fetch(&sent)
-            .await
-            .map_err(|e| LoginError::Unavailable(format!("login: {e}")))?;
+        let fetched = client.fetch(&sent).await.map_err(|e| {
+            let why = e.to_string().replace(&request.url, &shown(&request.url));
+            LoginError::Unavailable(format!("login: {why}"))
+        })?;
         let set: Vec<HeaderValue> = fetched
             .headers
             .iter()
@@ -145,14 +147,18 @@ async fn follow(
         if (500..600).contains(&fetched.status) {
             return Err(LoginError::Unavailable(format!(
                 "login: {} answered {}",
-                fetched.url, fetched.status
+                shown(&fetched.url),
+                fetched.status
             )));
         }
         let location = fetched.header("location").map(str::to_string);
         match (fetched.status, location) {
             (301 | 302 | 303 | 307 | 308, Some(loc)) => {
                 let next = url.join(&loc).map_err(|e| {
-                    LoginError::Unavailable(format!("login: bad redirect from {url}: {e}"))
+                    LoginError::Unavailable(format!(
+                        "login: bad redirect from {}: {e}",
+                        shown(url.as_str())
+                    ))
                 })?;
                 if matches!(fetched.status, 301..=303) {
                     request = Request::get(next.as_str());
@@ -165,6 +171,29 @@ async fn follow(
     }
     Err(LoginError::Unavailable(format!(
         "login: more than {MAX_REDIRECTS} redirects from {}",
-        request.url
+        shown(&request.url)
     )))
+}
+
+/// A URL of the login as messages show it: without its query, where a
+/// form sent with GET puts the credentials.
+fn shown(url: &str) -> String {
+    match url.split_once('?') {
+        Some((before, _)) => format!("{before}?…"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn login_urls_are_shown_without_their_query() {
+        assert_eq!(
+            shown("http://f.test/login?user=a&password=hunter2"),
+            "http://f.test/login?…"
+        );
+        assert_eq!(shown("http://f.test/login"), "http://f.test/login");
+    }
 }
