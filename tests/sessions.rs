@@ -338,3 +338,35 @@ async fn a_local_crawl_logs_in_and_again_once_per_session_expiry() {
     secrets.extend(members.issued_sessions());
     assert_no_secret(&secrets, &[("the local crawl's log", &log)]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_beyond_the_hourly_limit_make_the_crawl_wait_not_hammer_the_form() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 5,
+        ..MembersConfig::default()
+    });
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-hourly");
+    let spider = spider(&server, dir.path(), "max_logins_per_hour = 2");
+    start(&redis, &spider, &server);
+    let worker = Worker::spawn(&spider, &redis.url(), &["--idle-exit", "2s"], &env());
+    let log = wait_all(vec![worker]);
+    // Two sessions of five requests, then the requests wait for the hour.
+    assert_eq!(server.members().logins(), 2, "{log}");
+    assert_eq!(
+        server.hits("/members/login"),
+        4,
+        "{:?}",
+        server.hit_counts()
+    );
+    let stats = stats_json(&redis, &spider);
+    assert!(stat(&stats, "session/login_deferred_count") >= 1, "{stats}");
+    assert_eq!(stat(&stats, "failed/count"), 0, "{stats}");
+    let waiting: u64 = redis.conn().zcard("members:delayed").unwrap();
+    assert!(waiting >= 1, "no request waits: {stats}");
+    assert!(
+        log.contains("every account has had its logins for this hour"),
+        "{log}"
+    );
+}
