@@ -16,18 +16,28 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = crawlworker::cli::Cli::parse();
-    crawlworker::cli::logging::init(cli.log_options());
+    let options = cli.log_options();
+    crawlworker::cli::logging::init(options);
+    // With `--log-format json` every line on standard error is JSON, the
+    // last error too: a log shipper reads them all.
+    let json = options.format == crawlworker::cli::logging::LogFormat::Json;
     match crawlworker::cli::run(cli).await {
         Ok(code) => code,
         // Whoever read our output stopped reading (`| head`): not a failure.
         Err(e) if crawlworker::cli::output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => match e.downcast_ref::<crawlworker::cli::InvalidInput>() {
             Some(invalid) => {
-                eprintln!("{invalid}");
+                match json {
+                    true => tracing::error!("{invalid}"),
+                    false => eprintln!("{invalid}"),
+                }
                 ExitCode::from(2)
             }
             None => {
-                eprintln!("crawlworker: {e:#}");
+                match json {
+                    true => tracing::error!("{e:#}"),
+                    false => eprintln!("crawlworker: {e:#}"),
+                }
                 ExitCode::FAILURE
             }
         },

@@ -4,12 +4,16 @@
 //! `download_delay`, …) so a Scrapy user finds what they know. Values are
 //! layered, each layer overriding the one before: built-in defaults <
 //! the `config/` file < the spider's `[settings]` < environment variables
-//! (`CRAWLWORKER_<NAME>`) < the command line. This module owns the one
-//! table of settings, their defaults and the layering; each stage reads
-//! only the finished [`Settings`]. The kinds of value a setting may have
+//! (`CRAWLWORKER_<NAME>`) < the command line. As in Scrapy, what a spider
+//! says for itself beats the project-wide file; the environment and the
+//! command line, set for one run or one deployment, beat both.
+//! [`effective`] says which layer each value came from. This module owns
+//! the one table of settings, their defaults and the layering; each stage
+//! reads only the finished [`Settings`]. The kinds of value a setting may have
 //! (how each is read, parsed and shown) are in `values`, the proxy
 //! settings' in [`proxy`].
 
+pub mod effective;
 pub mod proxy;
 mod values;
 
@@ -91,6 +95,21 @@ macro_rules! settings {
             pub fn apply(&mut self, layer: &Overrides) {
                 $( if let Some(v) = &layer.$name { self.$name = v.clone(); } )+
             }
+
+            /// Every setting's value as the catalogue shows it, in its
+            /// order (secrets are hidden by [`effective`], not here).
+            fn shown(&self) -> Vec<(&'static str, String)> {
+                vec![ $( (stringify!($name), SettingValue::show(&self.$name)), )+ ]
+            }
+        }
+
+        impl Overrides {
+            /// The settings this layer sets, with their values shown.
+            fn shown(&self) -> Vec<(&'static str, String)> {
+                let mut out = Vec::new();
+                $( if let Some(v) = &self.$name { out.push((stringify!($name), SettingValue::show(v))); } )+
+                out
+            }
         }
 
         /// Every setting: name, meaning and default, for `--help` and docs.
@@ -152,6 +171,26 @@ impl Overrides {
                     format!("use 100ms or more, e.g. `{name} = \"30s\"`"),
                 ));
             }
+        }
+        if self
+            .dupefilter_ttl
+            .is_some_and(|d| d < Duration::from_secs(1))
+        {
+            out.push((
+                "dupefilter_ttl",
+                "a TTL under 1s forgets a page before its links come back: the crawl would fetch the same pages again and again".to_string(),
+                "use the time after which a page may be crawled again, e.g. `dupefilter_ttl = \"7d\"`".to_string(),
+            ));
+        }
+        if self
+            .download_memory_budget
+            .is_some_and(|b| b.0 > 0 && b.0 < 1 << 20)
+        {
+            out.push((
+                "download_memory_budget",
+                "a budget under 1 MiB fails nearly every response as too large".to_string(),
+                "use 1 MiB or more (the default is 256 MiB), or 0 for no bound".to_string(),
+            ));
         }
         if let Some(p) = self.depth_priority.filter(|p| {
             !(-crate::frontier::MAX_PRIORITY..=crate::frontier::MAX_PRIORITY).contains(p)

@@ -167,6 +167,8 @@ stats! {
     FOLLOW_FILTERED_FRAGMENT = "follow/filtered/fragment", Counter => "links_filtered"("reason" = "fragment");
     /// Links or redirects matching a deny pattern.
     FOLLOW_FILTERED_DENIED = "follow/filtered/denied", Counter => "links_filtered"("reason" = "denied");
+    /// Links whose path ends with an extension their follow entry does not follow (`deny_extensions`; Scrapy's list by default: images, archives, office documents, `pdf`, `js`, `py`, …).
+    FOLLOW_FILTERED_EXTENSION = "follow/filtered/extension", Counter => "links_filtered"("reason" = "extension");
     /// Links deeper than the depth limit.
     FOLLOW_FILTERED_DEPTH = "follow/filtered/depth", Counter => "links_filtered"("reason" = "depth");
     /// Links past the last page a task asks for.
@@ -175,6 +177,10 @@ stats! {
     FOLLOW_FILTERED_NOT_MODIFIED = "follow/filtered/not_modified", Counter => "links_filtered"("reason" = "not_modified");
     /// Pages extracted only in part: deeper or larger than `extract_max_depth` or `extract_max_nodes`, or slower than `extract_timeout` (`extract/cut_short_reason_count/<reason>`).
     EXTRACT_CUT_SHORT = "extract/cut_short_count", Counter => "pages_cut_short";
+    /// Responses with a binary body (by their Content-Type, or by their first bytes without one) not extracted: their rule neither takes binary responses (`binary = true`) nor reads sitemaps or feeds.
+    EXTRACT_BINARY_IGNORED = "extract/binary_ignored_count", Counter => "binary_responses_ignored";
+    /// Sources that gave nothing, or not all they hold, because they are too large or malformed: JSON that does not parse for a JSON rule, a sitemap or feed that is not one, is cut off, or unpacks past `download_maxsize` (`extract/unreadable_kind_count/<kind>`). Each is recorded as failed, with its reason.
+    EXTRACT_UNREADABLE = "extract/unreadable_count", Counter => "sources_unreadable";
     /// Requests robots.txt forbids.
     ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter => "robotstxt_forbidden";
     /// Requests put off because their host's robots.txt could not be fetched (5xx, 429, timeout, network error): each waits in Redis like a retry, until robots.txt is fetched again.
@@ -197,11 +203,11 @@ stats! {
     REDIRECT_COUNT = "redirect/count", Counter => "redirects";
     /// Follow-up requests over the size bound, not queued.
     SCHEDULER_REQUEST_TOO_LARGE = "scheduler/request_too_large", Counter;
-    /// Requests put in the queue.
+    /// Requests put in the queue (`scheduler/enqueued/memory` in a local crawl, as Scrapy names its memory queue).
     SCHEDULER_ENQUEUED = "scheduler/enqueued/redis", Counter => "requests_enqueued";
     /// Links handed to another spider as tasks on its start key (`to_spider`).
     SCHEDULER_HANDED_OFF = "scheduler/handed_off", Counter => "tasks_handed_off";
-    /// Requests taken from the queue.
+    /// Requests taken from the queue (`scheduler/dequeued/memory` in a local crawl).
     SCHEDULER_DEQUEUED = "scheduler/dequeued/redis", Counter => "requests_leased";
     /// Requests the dupefilter had seen.
     DUPEFILTER_FILTERED = "dupefilter/filtered", Counter => "dupefilter_filtered";
@@ -262,6 +268,8 @@ families! {
     ITEM_DROPPED_REASONS = "item_dropped_reasons_count" / "reason" => "items_dropped";
     /// Pages extracted only in part, by reason: `depth`, `nodes` or `time`.
     EXTRACT_CUT_SHORT_REASON = "extract/cut_short_reason_count" / "reason";
+    /// Sources that gave nothing or not all they hold, by kind: `too_large`, `broken_gzip`, `malformed`, `not_a_sitemap`, `not_a_feed` or `not_json`.
+    EXTRACT_UNREADABLE_KIND = "extract/unreadable_kind_count" / "kind";
     /// Retries scheduled, by reason.
     RETRY_REASON = "retry/reason_count" / "reason" => "retries";
     /// Redirects not followed, by reason.

@@ -364,7 +364,7 @@ async fn a_dead_workers_leases_are_shown_and_waited_for() {
     let (status, log) = survivor.wait(Duration::from_secs(60));
     assert!(status.success(), "{log}");
     assert!(
-        log.contains("waiting for 2 pages leased by other workers; a stopped worker's leases return to the queue within 4s"),
+        log.contains("waiting for 2 pages leased by a worker that stopped without handing them back (no heartbeat); they return to the queue when its leases expire, within 4s"),
         "{log}"
     );
     let items: u64 = crawl.redis.conn().llen("bbs:items").unwrap();
@@ -372,5 +372,42 @@ async fn a_dead_workers_leases_are_shown_and_waited_for() {
         items > 0,
         "the survivor crawled the pages once the leases expired"
     );
+    crawl.finish().await;
+}
+
+/// At a healthy start, a worker that finds only pages in flight at
+/// another live worker says so, and suggests nothing stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_in_flight_elsewhere_are_not_called_a_stopped_workers() {
+    // Slow pages: the first worker still holds the start page when the
+    // second looks.
+    let crawl = Crawl::new(RedisServer::start(), Duration::from_millis(1500)).await;
+    let task = r#"{"forum_id": "00001", "max_page": 1}"#;
+    let out = crawlworker_with_redis(&crawl.redis.url(), &["push-urls", crawl.spider(), task]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let info = [("CRAWLWORKER_LOG", "info")];
+    let first = crawl.worker(&["--until-drained"], &info);
+    let mut conn = crawl.redis.conn();
+    eventually(
+        "the first worker leases the start page",
+        Duration::from_secs(20),
+        || {
+            let n: u64 = conn.zcard("bbs:inflight").ok()?;
+            (n > 0).then_some(())
+        },
+    );
+    let second = crawl.worker(&["--until-drained"], &info);
+    let (status, log) = second.wait(Duration::from_secs(90));
+    assert!(status.success(), "{log}");
+    let (first_status, first_log) = first.wait(Duration::from_secs(90));
+    assert!(first_status.success(), "{first_log}");
+    assert!(
+        log.contains("nothing to lease yet: 1 page in flight at 1 other worker; waiting for the links they find"),
+        "{log}"
+    );
+    for log in [&log, &first_log] {
+        assert!(!log.contains("stopped without"), "{log}");
+        assert!(!log.contains("a stopped worker"), "{log}");
+    }
     crawl.finish().await;
 }

@@ -1,7 +1,7 @@
 //! Crawl control: `pause` and `resume` a running cluster, and the
 //! cluster-wide quotas `max_pages` and `max_pages_per_host`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -67,6 +67,72 @@ async fn a_paused_cluster_stops_leasing_and_resumes_where_it_was() {
     }
     assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
     assert_eq!(stats(&crawl)["queues"]["paused"], false);
+    crawl.stop().await;
+}
+
+/// A pause stops the traffic, not only the leasing. With a download delay
+/// of 1 s, three workers hold requests leased ahead, each waiting for its
+/// host's politeness slot; after `pause`, none of them reaches the server
+/// (they go back to the queue at once), each worker says it paused, and
+/// after `resume` the crawl goes on and each worker says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_hands_back_the_requests_not_yet_downloading() {
+    let crawl = DemoCrawl::start(Duration::ZERO).await;
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("download_delay = 0\n", "download_delay = 1\n");
+    std::fs::write(&crawl.spider, text).unwrap();
+    let env = [("CRAWLWORKER_LOG", "info")];
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &[], &env))
+        .collect();
+    eventually("requests leased ahead", Duration::from_secs(30), || {
+        let inflight = stats(&crawl)["queues"]["inflight"].as_u64()?;
+        (pages(&crawl) >= 2 && inflight >= 3).then_some(())
+    });
+    assert!(run(&crawl, "pause").contains("paused bbs"));
+    let paused = Instant::now();
+    // Back in the queue, not downloaded: the cluster holds no lease, so
+    // nothing more can reach the server until the resume.
+    eventually("no request leased", Duration::from_secs(10), || {
+        (stats(&crawl)["queues"]["inflight"] == 0).then_some(())
+    });
+    let late = crawl
+        .server
+        .arrivals("")
+        .into_iter()
+        .filter(|t| *t > paused)
+        .count();
+    assert_eq!(late, 0, "requests reached the server after the pause");
+    let s = stats(&crawl);
+    assert!(s["queues"]["queued"].as_u64().unwrap_or(0) > 0, "{s}");
+    for w in &workers {
+        eventually("the worker says it paused", Duration::from_secs(10), || {
+            w.log().contains("paused (crawlworker pause)").then_some(())
+        });
+    }
+
+    let fetched = pages(&crawl);
+    assert!(run(&crawl, "resume").contains("resumed bbs"));
+    for w in &workers {
+        eventually(
+            "the worker says it resumed",
+            Duration::from_secs(10),
+            || {
+                w.log()
+                    .contains("resumed (crawlworker resume)")
+                    .then_some(())
+            },
+        );
+    }
+    eventually("the crawl goes on", Duration::from_secs(30), || {
+        (pages(&crawl) > fetched).then_some(())
+    });
+    for w in workers {
+        w.terminate();
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert!(status.success(), "{log}");
+    }
     crawl.stop().await;
 }
 

@@ -66,6 +66,7 @@ fn the_migration_guide_maps_every_scrapy_redis_setting() {
         "AUTOTHROTTLE_",
         "RETRY_",
         "ROBOTSTXT_OBEY",
+        "LinkExtractor",
     ] {
         assert!(
             text.lines()
@@ -320,4 +321,50 @@ fn the_readme_opens_with_the_crawl_and_the_test_command() {
         ci.lines().any(|l| l.trim() == "./scripts/test"),
         ".ci/run does not run the README's test command, ./scripts/test"
     );
+}
+
+/// The test command runs every test binary of every crate even when one
+/// fails (cargo stops at the first failing binary otherwise, and the rest
+/// of the suite, the other crates and the doc tests never run, with
+/// nothing saying so), and says what it installs before it does.
+#[test]
+fn the_test_command_runs_the_whole_suite_past_a_failure() {
+    let script = read(&root().join("scripts/test"));
+    let run = script
+        .lines()
+        .find(|l| l.trim_start().starts_with("cargo test"))
+        .unwrap_or_else(|| panic!("scripts/test runs no `cargo test`"));
+    for flag in ["--locked", "--no-fail-fast"] {
+        assert!(
+            run.split_whitespace().any(|w| w == flag),
+            "scripts/test runs `{run}`, without {flag}"
+        );
+    }
+    assert!(
+        script.contains("echo \"scripts/test: installing ${missing[*]}"),
+        "scripts/test does not say what it installs"
+    );
+}
+
+/// The quickstart's last words are true: a Redis it started still holds
+/// the crawl when it says the items stay in Redis (it is not one of the
+/// processes the script stops on exit), and it says how to stop it; its
+/// workers show their summaries.
+#[test]
+fn the_quickstart_leaves_its_redis_running_and_says_so() {
+    let script = read(&root().join("scripts/quickstart"));
+    let at = script
+        .find("redis-server --port")
+        .unwrap_or_else(|| panic!("scripts/quickstart starts no redis-server"));
+    // The command and what follows it, up to its wait for the ping.
+    let start = &script[at..];
+    let start = &start[..start.find("for _ in").unwrap_or(start.len())];
+    assert!(start.contains("--daemonize yes"), "{start}");
+    assert!(
+        !start.contains("pids+="),
+        "the Redis is stopped on exit: {start}"
+    );
+    assert!(script.contains("The items stay in Redis"));
+    assert!(script.contains("shutdown nosave"), "no word on stopping it");
+    assert!(script.contains("crawlworker::summary=info"));
 }

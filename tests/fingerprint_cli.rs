@@ -32,3 +32,12 @@ fn prints_fingerprint_and_canonical_form() {
         "a POST body changes the fingerprint"
     );
 }
+
+#[test]
+fn what_is_not_a_url_is_refused() {
+    let out = crawlworker(&["fingerprint", "not-a-url"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    let err = crawlworker_testkit::stderr(&out);
+    assert!(err.contains("`not-a-url` is not an absolute URL"), "{err}");
+}

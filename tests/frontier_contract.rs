@@ -1068,6 +1068,10 @@ async fn nothing_is_leased_while_paused(h: &impl Harness) {
     assert!(f.pause().await.unwrap());
     assert!(!other.pause().await.unwrap(), "paused already");
     assert!(other.status().await.unwrap().paused);
+    assert!(
+        other.paused().await.unwrap(),
+        "every worker reads the pause"
+    );
     assert!(lease(&f, 10).await.is_empty());
     assert!(lease(&other, 10).await.is_empty());
     // A page in flight is committed, and leases no replacement.
@@ -1080,6 +1084,7 @@ async fn nothing_is_leased_while_paused(h: &impl Harness) {
     assert!(other.resume().await.unwrap());
     assert!(!f.resume().await.unwrap(), "not paused any more");
     assert!(!f.status().await.unwrap().paused);
+    assert!(!other.paused().await.unwrap());
     assert_eq!(order(&lease(&other, 10).await), vec![2, 3]);
 }
 

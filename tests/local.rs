@@ -14,7 +14,7 @@ use redis::Commands;
 use crawlworker::request::Request;
 use crawlworker_demo::{demo_tasks, Site};
 use crawlworker_testkit::{
-    binary, stderr, stdout, temp_dir, DemoCrawl, FixtureServer, KillOnDrop, Worker,
+    binary, spider_for, stderr, stdout, temp_dir, DemoCrawl, FixtureServer, KillOnDrop, Worker,
 };
 
 use crate::expect::{assert_exact, canonical, expected, scraped};
@@ -120,13 +120,18 @@ async fn a_local_crawl_finds_what_a_three_worker_cluster_finds() {
     let text = stderr(&out);
     let enqueued = |text: &str| {
         text.lines()
-            .find_map(|l| l.trim().strip_prefix("scheduler/enqueued/redis: "))
+            .find_map(|l| l.trim().strip_prefix("scheduler/enqueued/memory: "))
             .map(str::to_string)
     };
     let cluster: BTreeMap<String, String> = crawl.redis.conn().hgetall("bbs:stats").unwrap();
     assert_eq!(
         enqueued(&text),
         cluster.get("scheduler/enqueued/redis").cloned(),
+        "{text}"
+    );
+    // A local crawl has no Redis: no stat, no message says it has.
+    assert!(
+        !text.contains("/redis:") && !text.contains("failed key"),
         "{text}"
     );
     crawl.stop().await;
@@ -171,6 +176,88 @@ async fn a_local_crawl_writes_items_to_standard_output_and_needs_start_entries()
         stderr(&two)
     );
     crawl.stop().await;
+}
+
+/// A file that cannot grow (here `ulimit -f`, as a full disk) stops the
+/// crawl with a message, not a SIGXFSZ death, and the file ends with a
+/// whole line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_that_cannot_write_its_items_says_so_and_leaves_whole_lines() {
+    let crawl = DemoCrawl::start(Duration::ZERO).await;
+    let dir = temp_dir("local-full");
+    let items = dir.path().join("items.jsonl");
+    let task = demo_tasks().into_iter().next().unwrap();
+    // 8 blocks of 512 or 1024 bytes: a few items, then the limit.
+    let script = r#"ulimit -f 8 && exec "$0" run "$1" --local --start "$2" -o "$3""#;
+    let out = Command::new("bash")
+        .args(["-c", script])
+        .arg(binary())
+        .args([crawl.spider_arg(), &task, items.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(
+        out.status.code().is_some(),
+        "killed by a signal: {:?}",
+        out.status
+    );
+    let err = stderr(&out);
+    assert!(err.contains("cannot write items to"), "{err}");
+    let text = std::fs::read_to_string(&items).unwrap();
+    assert!(
+        !text.is_empty() && text.ends_with('\n'),
+        "a cut line: {text:?}"
+    );
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+    crawl.stop().await;
+}
+
+/// A scheduler can tell a crawl that fetched nothing usable: a local crawl
+/// whose requests all failed for good exits with code 3 and says how many;
+/// one where some did exits 0, or 3 with --fail-on-failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_whose_requests_failed_exits_with_code_3() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("local");
+    let spider = spider_for("bbs", &server.base_url(), dir.path());
+    let spider = spider.to_str().unwrap();
+    // Forums the demo site does not have: their list pages are 404s.
+    let gone = [
+        r#"{"forum_id": "99998", "max_page": 1}"#,
+        r#"{"forum_id": "99999", "max_page": 1}"#,
+    ];
+    let good = r#"{"forum_id": "00001", "max_page": 1}"#;
+    let local = |starts: &[&str], more: &[&str]| {
+        let mut cmd = Command::new(binary());
+        cmd.args(["run", spider, "--local", "-o", "-"]).args(more);
+        for s in starts {
+            cmd.args(["--start", s]);
+        }
+        cmd.output().unwrap()
+    };
+
+    let out = local(&gone, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("spider `bbs`: every request failed for good (2 requests); exit code 3"),
+        "{}",
+        stderr(&out)
+    );
+
+    let some = local(&[gone[0], good], &[]);
+    assert!(some.status.success(), "{}", stderr(&some));
+    assert!(!stdout(&some).is_empty(), "no items: {}", stderr(&some));
+    let strict = local(&[gone[0], good], &["--fail-on-failure"]);
+    assert_eq!(strict.status.code(), Some(3), "{}", stderr(&strict));
+    assert!(
+        stderr(&strict).contains("spider `bbs`: 1 request failed for good (--fail-on-failure)"),
+        "{}",
+        stderr(&strict)
+    );
+    let _ = server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,4 +321,75 @@ match = '/fault/'
     );
     assert!(stderr(&out).contains("retry/count: 1"), "{}", stderr(&out));
     server.stop().await.unwrap();
+}
+
+/// A worker's page count counts pages, as the stats do: a request the
+/// network refused and retried twice is three attempts and no page. The
+/// crawl's start and finish times carry milliseconds, so that
+/// `elapsed_time_seconds` is the crawl's length, not up to a second more.
+#[test]
+fn a_refused_request_is_no_page_and_times_carry_milliseconds() {
+    let dir = temp_dir("local");
+    let spider = dir.path().join("refused.toml");
+    std::fs::write(
+        &spider,
+        r#"
+name = "refused"
+allowed_domains = ["127.0.0.1"]
+
+[settings]
+allow_private_networks = true
+robotstxt_obey = false
+retry_backoff_base = 0.01
+
+[items.page]
+url = { page = "url" }
+
+[[rules]]
+name = "page"
+match = '.'
+
+  [[rules.extract]]
+  item = "page"
+"#,
+    )
+    .unwrap();
+    // A port nothing listens on: every attempt is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/gone");
+    let started = std::time::Instant::now();
+    let out = Command::new(binary())
+        .args(["run", spider.to_str().unwrap(), "--local", "-o", "-"])
+        .args(["--start", &url])
+        .output()
+        .unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("after") && text.contains(": 0 pages, 0 items, 2 retries, 1 failed"),
+        "{text}"
+    );
+    let stat = |name: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no {name}:\n{text}"))
+    };
+    for time in ["start_time", "finish_time"] {
+        let t = stat(time);
+        assert!(
+            t.len() == "2026-01-01T00:00:00.000Z".len() && t.contains('.'),
+            "{time} {t}"
+        );
+    }
+    let elapsed: f64 = stat("elapsed_time_seconds").parse().unwrap();
+    assert!(
+        elapsed <= took,
+        "elapsed {elapsed} s, the command took {took} s"
+    );
 }

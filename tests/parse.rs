@@ -164,3 +164,68 @@ fn errors_say_what_to_fix() {
         "{err}"
     );
 }
+
+/// A crawl kept on one port of a host that runs several services:
+/// `allowed_domains` entries may name a port, which links, redirects and
+/// start entries must then use; entries without one allow every port.
+#[test]
+fn a_domain_with_a_port_keeps_the_crawl_on_that_port() {
+    let dir = crawlworker_testkit::temp_dir("ports");
+    let spider = dir.path().join("ports.toml");
+    let write = |domains: &str| {
+        std::fs::write(
+            &spider,
+            format!(
+                "name = \"ports\"\nallowed_domains = [{domains}]\n\n[settings]\nallow_private_networks = true\n\n[[rules]]\nname = \"any\"\nmatch = '.'\n\n  [[rules.follow]]\n  css = \"a::attr(href)\"\n"
+            ),
+        )
+        .unwrap();
+    };
+    let page = dir.path().join("page.html");
+    std::fs::write(
+        &page,
+        r#"<a href="/same">same</a> <a href="http://127.0.0.1:8731/explicit">explicit</a>
+<a href="http://127.0.0.1:9200/other-service">other</a> <a href="http://127.0.0.1/default">default port</a>
+<a href="http://sub.localhost:8731/sub">subdomain</a>"#,
+    )
+    .unwrap();
+    let parse = || {
+        json(&crawlworker(&[
+            "parse",
+            spider.to_str().unwrap(),
+            page.to_str().unwrap(),
+            "--url",
+            "http://127.0.0.1:8731/",
+        ]))
+    };
+
+    write(r#""127.0.0.1:8731", "localhost:8731""#);
+    let check = crawlworker(&["check", spider.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    let out = parse();
+    assert_eq!(
+        strs(&out["requests"], "url"),
+        [
+            "http://127.0.0.1:8731/same",
+            "http://127.0.0.1:8731/explicit",
+            "http://sub.localhost:8731/sub"
+        ]
+    );
+    assert_eq!(out["filtered"]["offsite"], 2, "{out}");
+
+    // Without a port, every port of the host.
+    write(r#""127.0.0.1""#);
+    let out = parse();
+    assert_eq!(out["requests"].as_array().unwrap().len(), 4, "{out}");
+
+    // A port that is not one says how to write it.
+    write(r#""127.0.0.1:http""#);
+    let check = crawlworker(&["check", spider.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(2));
+    assert!(
+        stderr(&check).contains("not a port (1 to 65535)")
+            && stderr(&check).contains("\"127.0.0.1:8731\""),
+        "{}",
+        stderr(&check)
+    );
+}

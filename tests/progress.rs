@@ -51,11 +51,23 @@ async fn a_worker_logs_progress_pages_and_a_summary() {
         !log.contains('\u{1b}'),
         "colour codes in a log file:\n{log}"
     );
-    assert!(
-        log.contains("worker stopped (the crawl is drained)"),
-        "no summary:\n{log}"
+    // The summary once (a log line), not again as a plain line.
+    assert_eq!(
+        log.matches("stopped (the crawl is drained) after").count(),
+        1,
+        "one summary:\n{log}"
     );
-    assert!(log.contains("cluster stats:"), "{log}");
+    assert!(
+        log.contains("spider `bbs` stopped (the crawl is drained) after"),
+        "{log}"
+    );
+    assert!(log.contains("cluster stats of spider `bbs`:"), "{log}");
+    // Each stat on its own line, nothing glued to the last value.
+    let glued: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("  ") && l.contains('='))
+        .collect();
+    assert!(glued.is_empty(), "{glued:?}");
     let stats: HashMap<String, String> = redis.conn().hgetall("bbs:stats").unwrap();
     assert_eq!(
         stats.get("finish_reason").map(String::as_str),
@@ -84,9 +96,10 @@ async fn json_logs_carry_the_spider_worker_and_url_and_quiet_is_quiet() {
     );
     let (status, log) = worker.wait(Duration::from_secs(60));
     assert!(status.success(), "{log}");
+    // Every line, the summary too: a log shipper reads them all.
     let lines: Vec<serde_json::Value> = log
         .lines()
-        .filter(|l| l.starts_with('{'))
+        .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
     let page = lines
@@ -106,6 +119,15 @@ async fn json_logs_carry_the_spider_worker_and_url_and_quiet_is_quiet() {
     assert_eq!(page["span"]["spider"], "bbs", "{page}");
     assert!(page["span"]["worker"].as_str().is_some(), "{page}");
     assert!(lines.iter().all(|l| l["level"].is_string()), "{log}");
+    let summaries = lines
+        .iter()
+        .filter(|l| {
+            l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("spider `bbs` stopped ("))
+        })
+        .count();
+    assert_eq!(summaries, 1, "{log}");
 
     let out = crawlworker_with_redis(&redis.url(), &["push-urls", spider.to_str().unwrap(), task]);
     assert!(out.status.success());

@@ -185,3 +185,107 @@ async fn start_sitemaps_and_feeds_are_seeded_once_per_crawl() {
     assert_eq!(seeds, 2);
     let _ = server.stop().await;
 }
+
+/// Reads sitemaps and feeds within 64 KiB, each to the posts it lists.
+const SMALL: &str = r#"name = "small"
+[settings]
+allow_private_networks = true
+download_maxsize = 65536
+[items.post]
+url = { page = "url" }
+[[rules]]
+name = "sitemap"
+match = '/fault/sitemap'
+  [[rules.follow]]
+  sitemap = true
+  rule = "post"
+[[rules]]
+name = "feed"
+match = '/fault/(feed/|links)'
+  [[rules.follow]]
+  feed = true
+  rule = "post"
+[[rules]]
+name = "post"
+match = '/post/\d+$'
+  [[rules.extract]]
+  item = "post"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_too_large_or_malformed_is_a_failure_with_its_reason() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("broken-sources");
+    let path = dir.path().join("small.toml");
+    std::fs::write(&path, SMALL).unwrap();
+    let posts: Vec<String> = post_urls(&server.base_url()).into_iter().take(4).collect();
+    // A gzip sitemap of a few hundred bytes that unpacks to 200 KB; a
+    // sitemap cut off inside its second entry; a feed cut off; a page
+    // where a feed should be.
+    let bomb = server.url(&format!("/fault/sitemap?to={}&gzip=1&pad=200000", posts[0]));
+    let head = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n";
+    let first = format!("<url><loc>{}</loc></url>\n", posts[1]);
+    let cut = head.len() + first.len() + 15;
+    let sitemap = server.url(&format!(
+        "/fault/sitemap?to={}+{}&cut={cut}",
+        posts[1], posts[2]
+    ));
+    let feed = server.url(&format!("/fault/feed/rss?to={}&cut=150", posts[3]));
+    let page = server.url(&format!("/fault/links?to={}", posts[3]));
+    let sources = [&bomb, &sitemap, &feed, &page];
+    let mut conn = redis.conn();
+    let _: () = conn.rpush("small:start_urls", &sources).unwrap();
+    let worker = Worker::spawn(&path, &redis.url(), &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+
+    // What came before the cut is crawled; nothing else.
+    let items: Vec<String> = conn.lrange("small:items", 0, -1).unwrap();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert!(items[0].contains(&posts[1]), "{items:?}");
+    let failed: Vec<Value> = conn
+        .lrange::<_, Vec<String>>("small:failed", 0, -1)
+        .unwrap()
+        .iter()
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect();
+    let reason = |url: &str| {
+        let f = failed.iter().find(|f| f["url"] == url);
+        let f = f.unwrap_or_else(|| panic!("{url} not in failed: {failed:?}"));
+        f["reason"].as_str().unwrap_or_default().to_string()
+    };
+    assert_eq!(failed.len(), 4, "{failed:?}");
+    assert!(reason(&bomb).contains("more than download_maxsize (65536 bytes)"));
+    assert!(reason(&sitemap).contains("ends before </urlset> closes"));
+    assert!(reason(&sitemap).contains("1 entry read before"));
+    assert!(reason(&feed).starts_with("the response is not a readable feed"));
+    assert!(reason(&page).starts_with("the response is not a readable feed"));
+    for url in sources {
+        assert!(
+            log.contains(&format!("url={url}")),
+            "no log line for {url}: {log}"
+        );
+    }
+    let s = stats_json(&redis.url(), &path.display().to_string());
+    assert_eq!(s["stats"]["extract/unreadable_count"], 4, "{s}");
+    assert_eq!(
+        s["stats"]["extract/unreadable_kind_count/too_large"], 1,
+        "{s}"
+    );
+    assert_eq!(s["stats"]["failed/count"], 4, "{s}");
+
+    // `parse` says the same.
+    let out = crawlworker_testkit::crawlworker(&["parse", path.to_str().unwrap(), &bomb]);
+    assert!(
+        out.status.success(),
+        "{}",
+        crawlworker_testkit::stderr(&out)
+    );
+    let out: Value = serde_json::from_str(&crawlworker_testkit::stdout(&out)).unwrap();
+    assert_eq!(out["unreadable"]["kind"], "too_large", "{out}");
+    let note = out["note"].as_str().unwrap_or_default();
+    assert!(note.contains("more than download_maxsize"), "{out}");
+    assert!(note.contains("records this page as failed"), "{out}");
+    server.stop().await.unwrap();
+}

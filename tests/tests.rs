@@ -21,6 +21,8 @@ mod dashboard;
 mod docs;
 mod downloader;
 mod dupefilter;
+mod failures;
+mod files_and_binary_bodies;
 mod fingerprint_cli;
 mod frontier;
 mod frontier_contract;

@@ -439,3 +439,101 @@ fn a_worker_says_when_redis_is_unreachable() {
         "a stop while waiting for Redis is graceful"
     );
 }
+
+/// `crawlworker settings SPIDER` prints every value a worker would run the
+/// spider with and where it came from: the spider's `[settings]` beat the
+/// configuration file, the environment beats both, a flag beats all, and
+/// each line says what it overrode. A worker logs the values not at their
+/// default when it starts.
+#[test]
+fn settings_of_a_spider_say_where_each_value_came_from() {
+    let (config, dir) = temp_file(
+        "crawlworker.toml",
+        "[settings]\ndownload_delay = 5\nretry_times = 4\n",
+    );
+    let spider = crawlworker_testkit::spider_for("bbs", "http://127.0.0.1:9", dir.path());
+    let settings = |env: &[(&str, &str)], more: &[&str]| {
+        let mut cmd = Command::new(crawlworker_testkit::binary());
+        cmd.current_dir(root())
+            .env_remove("CRAWLWORKER_DOWNLOAD_DELAY")
+            .env_remove("CRAWLWORKER_CONFIG")
+            .arg("settings")
+            .arg(&spider)
+            .arg("--config")
+            .arg(&config)
+            .args(more);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let line = |text: &str, name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let spider_file = spider.display().to_string();
+    let config_file = config.display().to_string();
+
+    let text = settings(&[], &[]);
+    assert_eq!(
+        line(&text, "download_delay"),
+        format!("download_delay 0 spider {spider_file} (over config file {config_file}: 5s)")
+    );
+    assert_eq!(
+        line(&text, "retry_times"),
+        format!("retry_times 4 config file {config_file}")
+    );
+    assert_eq!(line(&text, "retry_enabled"), "retry_enabled true default");
+
+    let text = settings(
+        &[("CRAWLWORKER_DOWNLOAD_DELAY", "0.2")],
+        &["--concurrency", "4"],
+    );
+    assert_eq!(
+        line(&text, "download_delay"),
+        format!(
+            "download_delay 200ms environment CRAWLWORKER_DOWNLOAD_DELAY (over config file {config_file}: 5s, spider {spider_file}: 0)"
+        )
+    );
+    assert_eq!(
+        line(&text, "concurrent_requests"),
+        format!("concurrent_requests 4 flag --concurrency (over spider {spider_file}: 16)")
+    );
+
+    let json = settings(&[], &["--json"]);
+    let delay: Value = json
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["setting"] == "download_delay")
+        .unwrap();
+    assert_eq!(delay["from"], format!("spider {spider_file}"));
+    assert_eq!(delay["over"][0]["value"], "5s");
+
+    // The worker's start line: what is not at its default, and from where
+    // (a crawl of a closed port, with nothing to wait for: it ends at once).
+    let out = Command::new(crawlworker_testkit::binary())
+        .current_dir(root())
+        .env("CRAWLWORKER_LOG", "info")
+        .env_remove("CRAWLWORKER_DOWNLOAD_DELAY")
+        .env("CRAWLWORKER_RETRY_ENABLED", "false")
+        .env("CRAWLWORKER_ROBOTSTXT_OBEY", "false")
+        .args(["run", "--local", "--config"])
+        .arg(&config)
+        .arg(&spider)
+        .args(["--start", "{\"forum_id\": \"00001\", \"max_page\": 1}"])
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(
+        log.contains(&format!(
+            "settings not at their default: retry_enabled = false (environment CRAWLWORKER_RETRY_ENABLED), retry_times = 4 (config file {config_file}), allow_private_networks = true (spider {spider_file})"
+        )),
+        "{log}"
+    );
+}

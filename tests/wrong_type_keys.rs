@@ -109,28 +109,38 @@ async fn a_wrong_type_sequence_key_commits_nothing_and_is_fatal() {
     wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:requests:seq", "hash").await;
 }
 
-/// A start key of the wrong type stops the worker with the key's name
+/// A start key or in-flight set of the wrong type stops the worker at
+/// its first lease with the key's name
 /// (every lease once failed on it, retried every 5 s for ever), and the
 /// key is left as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_type_start_key_is_fatal_with_its_name() {
+async fn a_wrong_type_start_or_inflight_key_is_fatal_with_its_name() {
     let redis = RedisServer::start();
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     let dir = temp_dir("wrong-type");
     let spider = spider_for("bbs", &server.base_url(), dir.path());
-    let _: () = redis
-        .conn()
-        .hset("bbs:start_urls", "url", "not a list")
-        .unwrap();
-    let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &[]);
-    let (status, log) = worker.wait(Duration::from_secs(30));
-    assert!(!status.success(), "{log}");
-    assert!(
-        log.contains("key bbs:start_urls ([keys] start_urls) is a hash, not a list"),
-        "{log}"
-    );
-    assert!(log.contains("delete or rename it"), "{log}");
-    let kept: String = redis.conn().hget("bbs:start_urls", "url").unwrap();
-    assert_eq!(kept, "not a list");
+    for (key, kind) in [
+        ("bbs:start_urls", "start_urls"),
+        ("bbs:inflight", "inflight"),
+    ] {
+        let mut conn = redis.conn();
+        let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+        let _: () = conn.hset(key, "url", "not a list").unwrap();
+        let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &[]);
+        let (status, log) = worker.wait(Duration::from_secs(30));
+        assert!(!status.success(), "{log}");
+        // The in-flight set is read first (expired leases go back before
+        // anything is leased): its name, not the queue's.
+        let want = if kind == "start_urls" { "list" } else { "zset" };
+        assert!(
+            log.contains(&format!(
+                "key {key} ([keys] {kind}) is a hash, not a {want}"
+            )),
+            "{log}"
+        );
+        assert!(log.contains(&format!("RENAME {key} {key}.bak")), "{log}");
+        let kept: String = conn.hget(key, "url").unwrap();
+        assert_eq!(kept, "not a list");
+    }
     server.stop().await.unwrap();
 }

@@ -18,7 +18,7 @@ use crate::settings::{self, RedisUrl};
     name = "crawlworker",
     version = crate::version::LONG,
     about,
-    after_help = "Exit codes: 0 done; 1 failed (Redis unreachable, a fatal error); 2 input to fix (a broken spider or configuration file, a bad entry, a usage error).\n\nGetting started: crawlworker check spiders/bbs.toml, then crawlworker push-urls and crawlworker run. `crawlworker COMMAND --help` shows examples."
+    after_help = "Exit codes: 0 done; 1 failed (Redis unreachable, a fatal error); 2 input to fix (a broken spider or configuration file, a bad entry, a usage error); 3 a run that ended on its own (run --local, --until-drained, --idle-exit) whose requests all failed for good (any of them, with --fail-on-failure).\n\nGetting started: crawlworker check spiders/bbs.toml, then crawlworker push-urls and crawlworker run. `crawlworker COMMAND --help` shows examples."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -97,8 +97,9 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker push-urls spiders/bbs.toml '{\"forum_id\": \"00001\", \"max_page\": 5}'\n  crawlworker push-urls spiders/news.toml --file urls.txt\n  my-producer | crawlworker push-urls spiders/bbs.toml --max-queue 10000\n  crawlworker push-urls spiders/bbs.toml --from-failed"
     )]
     PushUrls(PushUrlsArgs),
-    /// Pause a spider for the whole cluster: no worker leases a request
-    /// until `resume` (pages in flight finish and commit; workers stay up).
+    /// Pause a spider for the whole cluster: requests not yet downloading go
+    /// back to the queue and no worker leases until `resume` (downloads in
+    /// progress finish and commit; workers stay up).
     #[command(after_help = "Example:\n  crawlworker pause spiders/bbs.toml")]
     Pause(PauseArgs),
     /// Resume a paused spider: every worker leases again at once.
@@ -123,6 +124,13 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker stats spiders/bbs.toml\n  crawlworker stats spiders/bbs.toml --watch\n  crawlworker stats spiders/bbs.toml --json | jq .queues"
     )]
     Stats(StatsArgs),
+    /// List the requests that failed for good (retries used up, refused, or
+    /// answered with a status no rule handles, such as 404): time, kind,
+    /// rule, URL and reason, newest last.
+    #[command(
+        after_help = "Examples:\n  crawlworker failed spiders/bbs.toml\n  crawlworker failed spiders/bbs.toml --kind 404 -n 100\n  crawlworker failed spiders/bbs.toml --json | jq -r .url"
+    )]
+    Failed(FailedArgs),
     /// Print scraped items as JSON Lines, oldest first.
     #[command(
         after_help = "Examples:\n  crawlworker items spiders/bbs.toml -n 10\n  crawlworker items spiders/bbs.toml --pop --follow > items.jsonl"
@@ -161,8 +169,13 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker fingerprint 'http://example.com/a?b=2&a=1'\n  crawlworker fingerprint http://example.com/search --method POST --body 'q=x'"
     )]
     Fingerprint(FingerprintArgs),
-    /// List every setting with its default and meaning.
-    #[command(after_help = "Examples:\n  crawlworker settings\n  crawlworker settings --markdown")]
+    /// List every setting with its default and meaning; with a spider,
+    /// every setting's value a worker runs it with and where that value
+    /// came from (default < config file < spider [settings] < environment
+    /// < flag).
+    #[command(
+        after_help = "Examples:\n  crawlworker settings\n  crawlworker settings spiders/bbs.toml\n  CRAWLWORKER_DOWNLOAD_DELAY=2 crawlworker settings spiders/bbs.toml --config config/prod.toml\n  crawlworker settings --markdown"
+    )]
     Settings(SettingsArgs),
     /// Print a shell completion script, e.g.
     /// `crawlworker completions bash > ~/.local/share/bash-completion/completions/crawlworker`.
@@ -192,6 +205,12 @@ pub struct RunArgs {
     /// flight in any worker, no start entries.
     #[arg(long)]
     pub until_drained: bool,
+    /// Exit with code 3 when any request failed for good (a 404 too).
+    /// Without it, a run that ends on its own (--local, --until-drained,
+    /// --idle-exit) exits with code 3 only when every one of its requests
+    /// failed.
+    #[arg(long, env = "CRAWLWORKER_FAIL_ON_FAILURE")]
+    pub fail_on_failure: bool,
     /// Serve Prometheus metrics on this address (`/metrics`, and
     /// `/healthz` for health checks), e.g. 127.0.0.1:9410.
     #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
@@ -344,6 +363,25 @@ pub struct StatsArgs {
     pub redis: RedisArgs,
 }
 
+/// The arguments of `crawlworker failed`.
+#[derive(Debug, clap::Args)]
+pub struct FailedArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    /// The newest N failed requests (of --kind, if given).
+    #[arg(short = 'n', long = "limit", value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: u64,
+    /// Only failures of this kind: a status (404, 503) or an error's kind
+    /// (timeout, connect, …), as the KIND column shows.
+    #[arg(long, value_name = "K")]
+    pub kind: Option<String>,
+    /// One JSON object per line (the failed key's records) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
 /// The arguments of `crawlworker items`.
 #[derive(Debug, clap::Args)]
 pub struct ItemsArgs {
@@ -436,9 +474,28 @@ pub struct FingerprintArgs {
 /// The arguments of `crawlworker settings`.
 #[derive(Debug, clap::Args)]
 pub struct SettingsArgs {
-    /// As the README's Markdown table.
-    #[arg(long)]
+    /// A spider file: show the values it runs with, and where each came
+    /// from.
+    #[arg(value_name = "SPIDER")]
+    pub spider: Option<SpiderPath>,
+    /// As the book's Markdown table (the catalogue, without a spider).
+    #[arg(long, conflicts_with = "spider")]
     pub markdown: bool,
+    /// With a spider: one JSON object per setting (setting, value, from,
+    /// over).
+    #[arg(long, requires = "spider")]
+    pub json: bool,
+    /// With a spider: the --redis flag `run` would be given.
+    #[arg(long, value_name = "URL", value_parser = RedisUrl::parse, requires = "spider")]
+    pub redis: Option<RedisUrl>,
+    /// With a spider: the --concurrency flag `run` would be given.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), requires = "spider")]
+    pub concurrency: Option<u32>,
+    /// With a spider: the worker configuration file (settings under every
+    /// spider's own) [default: CRAWLWORKER_CONFIG, else
+    /// config/crawlworker.toml if it exists]
+    #[arg(long, value_name = "FILE", requires = "spider")]
+    pub config: Option<PathBuf>,
 }
 
 /// The arguments of `crawlworker completions`.

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use super::tools::{entry_lines, valid_entries};
 use super::{load_spider, status_line, InvalidInput};
 use crate::config::Config;
-use crate::frontier::local::{ItemWriter, LocalFrontier};
+use crate::frontier::local::{ItemWriter, LocalFrontier, WholeLines};
 use crate::frontier::Backend;
 use crate::settings::Overrides;
 use crate::wording::plural;
@@ -30,6 +30,9 @@ pub struct Local {
     pub start: Vec<String>,
     pub start_file: Option<PathBuf>,
     pub output: Option<PathBuf>,
+    /// Exit with [`super::EXIT_REQUESTS_FAILED`] when any request failed
+    /// (not only when all did).
+    pub fail_on_failure: bool,
 }
 
 pub async fn run_local(
@@ -53,6 +56,7 @@ pub async fn run_local(
         ))
         .into());
     }
+    let fail_on_failure = local.fail_on_failure;
     let (sink, items_to) = item_sink(local.output.as_deref())?;
     let (stop, shutdown) = watch::channel(false);
     super::run::listen_for_signals(stop.clone());
@@ -79,11 +83,17 @@ pub async fn run_local(
     };
     let summary = run.run(rules, shutdown).await?;
     if let Some(e) = store.sink_error() {
-        anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped");
+        anyhow::bail!("cannot write items to {items_to}: {e}; the crawl stopped (the file ends with the last item written whole)");
     }
     log_summary(&store, &summary, &items_to).await?;
+    let failed = summary.failed_requests(fail_on_failure);
+    if let Some(why) = &failed {
+        tracing::error!("{why}; exit code {}", super::EXIT_REQUESTS_FAILED);
+    }
     Ok(if bad > 0 {
         ExitCode::from(2)
+    } else if failed.is_some() {
+        ExitCode::from(super::EXIT_REQUESTS_FAILED)
     } else {
         ExitCode::SUCCESS
     })
@@ -96,7 +106,7 @@ fn item_sink(output: Option<&Path>) -> anyhow::Result<(ItemWriter, String)> {
         Some(p) if p.as_os_str() != "-" => {
             let file = std::fs::File::create(p)
                 .map_err(|e| InvalidInput(format!("cannot write items to {}: {e}", p.display())))?;
-            (Box::new(BufWriter::new(file)), p.display().to_string())
+            (Box::new(WholeLines::new(file)), p.display().to_string())
         }
         _ => (
             Box::new(BufWriter::new(std::io::stdout())),

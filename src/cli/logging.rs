@@ -66,10 +66,10 @@ pub fn init(options: LogOptions) {
         (false, 1) => Some("debug".to_string()),
         (false, _) => Some("trace".to_string()),
     };
-    let filter = filter(spec.as_deref()).unwrap_or_else(|problem| {
-        eprintln!("crawlworker: {problem}; logging at info");
-        EnvFilter::new("warn,crawlworker=info")
-    });
+    let (filter, problem) = match filter(spec.as_deref()) {
+        Ok(f) => (f, None),
+        Err(problem) => (EnvFilter::new("warn,crawlworker=info"), Some(problem)),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(status_line::LogWriter);
@@ -80,6 +80,10 @@ pub fn init(options: LogOptions) {
             .with_current_span(true)
             .with_span_list(false)
             .init(),
+    }
+    // Said once logging is set up, so that it is JSON with the rest.
+    if let Some(problem) = problem {
+        tracing::warn!("{problem}; logging at info");
     }
 }
 

@@ -5,12 +5,14 @@
 //! [`run()`] dispatches each command to its function. The crawl commands live
 //! in [`run`](mod@run) (and `local` for `run --local`); the Redis tools in
 //! [`tools`] (`push-urls`, `pause`, `flush`), [`stats`] (with `watch` for
-//! `stats --watch`), [`items`] and [`import_queue`] (taking over a
+//! `stats --watch`), [`items`], [`failed`] and [`import_queue`] (taking over a
 //! scrapy-redis queue); spider files are tried with [`check`] and
 //! [`parse`].
 
 pub mod args;
 mod check;
+mod effective_settings;
+mod failed;
 mod import_queue;
 mod items;
 mod local;
@@ -25,6 +27,10 @@ mod watch;
 
 pub use args::{Cli, Command, ConfigArgs, RedisArgs};
 
+/// The exit code of a run that ended on its own with its requests failed
+/// for good: all of them, or any with `--fail-on-failure`.
+pub const EXIT_REQUESTS_FAILED: u8 = 3;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -33,6 +39,7 @@ use clap::CommandFactory;
 
 use crate::config::Config;
 use crate::frontier::KeyGroup;
+use crate::settings::effective::{Layer, Source};
 use crate::settings::{self, Overrides, RedisUrl};
 use crate::spider::{LoadError, Spider};
 use args::{FingerprintArgs, FlushArgs, ItemsArgs, PushUrlsArgs, RunArgs};
@@ -54,15 +61,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Stats(args) => stats::stats(&args.spider, &args.redis, args.json).await,
         Command::Items(args) => items(args).await,
+        Command::Failed(args) => {
+            let list = failed::List {
+                limit: args.limit as usize,
+                kind: args.kind,
+                json: args.json,
+            };
+            failed::failed(&args.spider, &args.redis, list).await
+        }
         Command::Dashboard(args) => dashboard(&args.spiders, args.listen, &args.redis).await,
         Command::Health(args) => health(args.metrics_addr).await,
         Command::Check(args) => Ok(check::check(&args.spiders)),
         Command::Parse(args) => parse::parse(args).await,
         Command::Fingerprint(args) => fingerprint(&args),
-        Command::Settings(args) => {
-            output::print(settings_table(args.markdown))?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Settings(args) => effective_settings::settings(args),
         Command::Completions(args) => completions(args.shell),
     }
 }
@@ -87,6 +99,7 @@ async fn run_spiders(args: RunArgs, status_line: bool) -> anyhow::Result<ExitCod
             start: args.start,
             start_file: args.start_file,
             output: args.output,
+            fail_on_failure: args.fail_on_failure,
         };
         return local::run_local(&config, spider, &cli_layer, given, status_line).await;
     }
@@ -94,15 +107,13 @@ async fn run_spiders(args: RunArgs, status_line: bool) -> anyhow::Result<ExitCod
         idle_exit: args.idle_exit,
         until_drained: args.until_drained,
     };
-    run::run(
-        &config,
-        &args.spiders,
-        &cli_layer,
+    let how = run::How {
         rules,
-        args.metrics_addr,
+        metrics_addr: args.metrics_addr,
         status_line,
-    )
-    .await
+        fail_on_failure: args.fail_on_failure,
+    };
+    run::run(&config, &args.spiders, &cli_layer, how).await
 }
 
 /// `crawlworker push-urls`: new start entries, or the failed requests
@@ -163,6 +174,14 @@ async fn items(args: ItemsArgs) -> anyhow::Result<ExitCode> {
 fn fingerprint(args: &FingerprintArgs) -> anyhow::Result<ExitCode> {
     let method = args.method.to_ascii_uppercase();
     let safe = scrapy_url::safe_url_string(&args.url, encoding_rs::UTF_8);
+    // A crawl never fingerprints what is not a URL (Scrapy's Request
+    // refuses it: "Missing scheme in request url").
+    if let Err(e) = url::Url::parse(&safe) {
+        anyhow::bail!(
+            "`{}` is not an absolute URL ({e}); give one with its scheme and host, e.g. https://forum.example/thread/1",
+            args.url
+        );
+    }
     output::print(format_args!(
         "fingerprint {}\nmethod      {method}\nurl         {safe}\ncanonical   {}\n",
         scrapy_url::request_fingerprint(&method, &safe, args.body.as_bytes()),
@@ -273,16 +292,55 @@ impl From<LoadError> for InvalidInput {
 /// < environment < `cli`.
 pub fn load_spider(config: &Config, path: &Path, cli: &Overrides) -> anyhow::Result<Spider> {
     let mut spider = Spider::load(path).map_err(InvalidInput::from)?;
-    let mut env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(InvalidInput)?;
-    // scrapy-redis reads REDIS_URL; so do we, below our own variable.
-    if env.redis_url.is_none() {
-        if let Some(url) = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()) {
-            env.redis_url =
-                Some(RedisUrl::parse(&url).map_err(|e| InvalidInput(format!("REDIS_URL: {e}")))?);
-        }
-    }
-    spider.settings = settings::layered(&[&config.settings, &spider.overrides, &env, cli]);
+    let layers = setting_layers(config, &spider, cli)?;
+    let (settings, explained) = settings::effective::explain(&layers);
+    spider.settings = settings;
+    spider.settings_changed = settings::effective::changed(&explained);
     Ok(spider)
+}
+
+/// The layers of a spider's settings, lowest first: the configuration
+/// file, the spider's `[settings]`, `REDIS_URL` (scrapy-redis reads it; so
+/// do we, below our own variables), the `CRAWLWORKER_<NAME>` variables,
+/// and the command line.
+pub(crate) fn setting_layers(
+    config: &Config,
+    spider: &Spider,
+    cli: &Overrides,
+) -> anyhow::Result<Vec<Layer>> {
+    let env = Overrides::from_env(|k| std::env::var(k).ok()).map_err(InvalidInput)?;
+    let redis_env = match std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()) {
+        Some(url) => Overrides {
+            redis_url: Some(
+                RedisUrl::parse(&url).map_err(|e| InvalidInput(format!("REDIS_URL: {e}")))?,
+            ),
+            ..Overrides::default()
+        },
+        None => Overrides::default(),
+    };
+    let config_file = config.path.clone().unwrap_or_default();
+    Ok(vec![
+        Layer {
+            source: Source::ConfigFile(config_file),
+            overrides: config.settings.clone(),
+        },
+        Layer {
+            source: Source::Spider(spider.source.clone()),
+            overrides: spider.overrides.clone(),
+        },
+        Layer {
+            source: Source::Variable("REDIS_URL"),
+            overrides: redis_env,
+        },
+        Layer {
+            source: Source::Environment,
+            overrides: env,
+        },
+        Layer {
+            source: Source::Flags,
+            overrides: cli.clone(),
+        },
+    ])
 }
 
 /// The spider files `paths` name: files as given, and every `*.toml` of a

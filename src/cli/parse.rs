@@ -110,7 +110,9 @@ fn read_page(target: &str, request: &Request) -> anyhow::Result<Fetched> {
 }
 
 /// What is printed: the response's URL, status and size, then what the
-/// spider extracted from it (and a note when no rule handled it).
+/// spider extracted from it (and a note when no rule handled it, its
+/// status keeps it from the rules, or its body was binary and nothing
+/// read it).
 fn report(spider: &Spider, request: &Request, fetched: &Fetched) -> anyhow::Result<Value> {
     let response = Response {
         url: &fetched.url,
@@ -127,15 +129,66 @@ fn report(spider: &Spider, request: &Request, fetched: &Fetched) -> anyhow::Resu
     let extra = serde_json::to_value(&result)?;
     if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
         o.extend(e);
-        if result.rule.is_none() {
-            o.insert(
-                "note".into(),
-                Value::String(format!(
-                    "no rule of spider `{}` matches {}; give --rule or --url",
-                    spider.name, fetched.url
-                )),
-            );
+        if let Some(note) = note(spider, &result, fetched) {
+            o.insert("note".into(), Value::String(note));
         }
     }
     Ok(out)
+}
+
+/// Why nothing was extracted, when the output alone does not say it.
+fn note(spider: &Spider, result: &extract::Extraction, fetched: &Fetched) -> Option<String> {
+    if let Some(status) = result.ignored_status {
+        return Some(status_note(spider, fetched, status, result.rule.as_deref()));
+    }
+    if let Some(binary) = &result.binary {
+        return Some(format!(
+            "nothing extracted: {}, and a binary body is not read as a page; add `binary = true` to rule `{}` to take such responses (its items can read `page = \"url\"`, `\"status\"` and `\"headers\"`)",
+            binary.reason,
+            result.rule.as_deref().unwrap_or_default()
+        ));
+    }
+    if let Some(unreadable) = &result.unreadable {
+        return Some(format!(
+            "{}; a crawl records this page as failed (`crawlworker failed` lists it) and counts it in extract/unreadable_count",
+            unreadable.reason
+        ));
+    }
+    result.rule.is_none().then(|| {
+        format!(
+            "no rule of spider `{}` matches {}; give --rule or --url",
+            spider.name, fetched.url
+        )
+    })
+}
+
+/// What a crawl does with a response whose status keeps it from the rules
+/// (`rule`: the rule the page is for).
+fn status_note(spider: &Spider, fetched: &Fetched, status: u16, rule: Option<&str>) -> String {
+    let s = &spider.settings;
+    let rule_sees = match rule {
+        Some(r) => format!("rule `{r}` extracts nothing from it"),
+        None => format!("no rule of spider `{}` matches it either", spider.name),
+    };
+    let location = fetched.header("location");
+    if s.redirect_enabled && matches!(status, 301 | 302 | 303 | 307 | 308) {
+        if let Some(to) = location {
+            return format!(
+                "HTTP {status}: a crawl follows the redirect to {to} as a new request (parse that URL to see it); {rule_sees}"
+            );
+        }
+    }
+    if s.retry_enabled && s.retry_http_codes.contains(&status) {
+        return format!(
+            "HTTP {status}: a crawl retries it (up to retry_times = {} times), then records it as failed (crawlworker failed lists it); {rule_sees}",
+            s.retry_times
+        );
+    }
+    let allow = match rule {
+        Some(r) => format!("; add {status} to the spider's httperror_allowed_codes setting for rule `{r}` to see such pages"),
+        None => String::new(),
+    };
+    format!(
+        "HTTP {status}: not handled (only 2xx and httperror_allowed_codes reach the rules), so a crawl ignores it and records it as failed (kind {status}: crawlworker failed --kind {status} lists it); {rule_sees}{allow}"
+    )
 }

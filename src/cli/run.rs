@@ -34,26 +34,37 @@ use crate::worker::{worker_id, RunSummary, SpiderRun, StopReason, StopRules};
 /// How often spider files are looked at for changes (besides SIGHUP).
 const WATCH_EVERY: Duration = Duration::from_secs(2);
 
+/// How the worker runs, besides its spiders.
+pub struct How {
+    pub rules: StopRules,
+    /// Where to serve metrics, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Whether to show a live status line.
+    pub status_line: bool,
+    /// Exit with [`super::EXIT_REQUESTS_FAILED`] when any request failed
+    /// (not only when all did).
+    pub fail_on_failure: bool,
+}
+
 pub async fn run(
     config: &Config,
     paths: &[PathBuf],
     cli: &Overrides,
-    rules: StopRules,
-    metrics_addr: Option<SocketAddr>,
-    status_line: bool,
+    how: How,
 ) -> anyhow::Result<ExitCode> {
     let spiders = load_all(config, paths, cli)?;
     let (stop, shutdown) = watch::channel(false);
     listen_for_signals(stop);
     // Bound before anything starts, so a taken port fails the command.
-    let metrics = match metrics_addr {
+    let metrics = match how.metrics_addr {
         Some(addr) => Some(serve_metrics(addr, shutdown.clone()).await?),
         None => None,
     };
     let total = download_slots(&spiders);
     let budget = memory_budget(&spiders);
     let shared = Shared::new(worker_id(), total, metrics).with_memory_budget(budget);
-    let mut sup = Supervisor::new(config, paths, cli, rules, shared, shutdown.clone());
+    let mut sup = Supervisor::new(config, paths, cli, how.rules, shared, shutdown.clone());
+    sup.fail_on_failure = how.fail_on_failure;
     if spiders.len() > 1 {
         tracing::info!(
             spiders = spiders.len(),
@@ -71,7 +82,7 @@ pub async fn run(
             None => return Ok(ExitCode::SUCCESS),
         }
     }
-    if status_line {
+    if how.status_line {
         runs = with_status_line(runs);
     }
     for (path, text, run) in runs {
@@ -80,6 +91,8 @@ pub async fn run(
     sup.supervise().await;
     Ok(if sup.failed {
         ExitCode::FAILURE
+    } else if sup.requests_failed {
+        ExitCode::from(super::EXIT_REQUESTS_FAILED)
     } else {
         ExitCode::SUCCESS
     })
@@ -237,6 +250,10 @@ struct Supervisor {
     drained: HashMap<PathBuf, Frontier>,
     tasks: JoinSet<Ended>,
     failed: bool,
+    /// Exit code 3 when any request failed, not only when all did.
+    fail_on_failure: bool,
+    /// A spider's run ended on its own with its requests failed.
+    requests_failed: bool,
 }
 
 /// A spider run that ended: its file, how it ended, and its frontier when
@@ -265,6 +282,8 @@ impl Supervisor {
             drained: HashMap::new(),
             tasks: JoinSet::new(),
             failed: false,
+            fail_on_failure: false,
+            requests_failed: false,
         }
     }
 
@@ -337,26 +356,24 @@ impl Supervisor {
     /// One spider's loop ended.
     fn finished(&mut self, done: Result<Ended, tokio::task::JoinError>, stopping: bool) {
         let path = match done {
+            // The run logged its summary itself.
             Ok((path, Ok(summary), frontier)) => {
-                eprintln!(
-                    "crawlworker: spider `{}` stopped ({}) after {:.1} s: {}",
-                    summary.spider,
-                    summary.reason,
-                    summary.elapsed.as_secs_f64(),
-                    summary.counts.describe()
-                );
+                if let Some(why) = summary.failed_requests(self.fail_on_failure) {
+                    tracing::error!("{why}; exit code {}", super::EXIT_REQUESTS_FAILED);
+                    self.requests_failed = true;
+                }
                 if let Some(f) = frontier.filter(|_| summary.reason == StopReason::Drained) {
                     self.drained.insert(path.clone(), f);
                 }
                 path
             }
             Ok((path, Err(e), _)) => {
-                eprintln!("crawlworker: {}: {e:#}", path.display());
+                tracing::error!(file = %path.display(), "{e:#}");
                 self.failed = true;
                 path
             }
             Err(e) => {
-                eprintln!("crawlworker: a spider's loop crashed: {e}");
+                tracing::error!("a spider's loop crashed: {e}");
                 self.failed = true;
                 return;
             }
@@ -542,6 +559,10 @@ pub(super) async fn update_status(
 /// after a signal that came early, which would then kill the process).
 pub(super) fn listen_for_signals(stop: watch::Sender<bool>) {
     use tokio::signal::unix::{signal, SignalKind};
+    // A write past `ulimit -f` would kill the process (SIGXFSZ) with no
+    // word; caught, the write fails with EFBIG and the command says so.
+    // Its handler stays installed once registered.
+    let _ = signal(SignalKind::from_raw(libc::SIGXFSZ));
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),

@@ -40,7 +40,7 @@ pub(super) async fn open(
         .map_err(|e| {
             anyhow::anyhow!(
                 "cannot reach Redis at {url}: {}; start redis-server there, or give the address with --redis or REDIS_URL",
-                e.cause
+                e.said()
             )
         })?;
     Ok((spider, frontier))
@@ -71,7 +71,7 @@ pub async fn pause(path: &Path, redis: &RedisArgs, pause: bool) -> anyhow::Resul
     println!(
         "{}",
         match (pause, changed) {
-            (true, true) => format!("paused {name}: no worker leases a request until `crawlworker resume` (pages in flight finish)"),
+            (true, true) => format!("paused {name}: workers hand back the requests not yet downloading and lease nothing until `crawlworker resume`; downloads in progress finish"),
             (true, false) => format!("{name} was already paused"),
             (false, true) => format!("resumed {name}: workers lease again"),
             (false, false) => format!("{name} was not paused"),

@@ -60,6 +60,33 @@ use crate::spider::session::SecretText;
 use crate::spider::Spider;
 use crate::stats::{self, Tally};
 
+/// What gives up a request not yet downloading (waiting for its host's
+/// slot): the worker stopping, or the spider paused. Either sends it back
+/// to the queue; a download in progress is not cut.
+#[derive(Debug, Clone)]
+pub struct GiveUp {
+    pub shutdown: watch::Receiver<bool>,
+    pub paused: watch::Receiver<bool>,
+}
+
+impl GiveUp {
+    /// Resolves once the worker stops (or its stop signal is gone) or the
+    /// spider is paused.
+    async fn wait(mut self) {
+        let paused = async {
+            // The pause's sender lives as long as the spider's run; without
+            // it, only a stop gives a request up.
+            if self.paused.wait_for(|paused| *paused).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = self.shutdown.wait_for(|stop| *stop) => {}
+            _ = paused => {}
+        }
+    }
+}
+
 /// What a download gave.
 #[derive(Debug)]
 pub enum Downloaded {
@@ -173,25 +200,24 @@ impl Downloader {
 
     /// Downloads `request` after waiting `wait` for its host's slot (it was
     /// reserved with spacing `paced_with`), counting stats into `stats`.
-    /// Until the download starts, `shutdown` gives it up: a stopping worker
+    /// Until the download starts, `give_up` gives it up: a stopping worker
     /// hands such requests back at once, and lets only downloads in
-    /// progress use `shutdown_grace`.
+    /// progress use `shutdown_grace`; a paused one lets only those finish.
     pub async fn download(
         &self,
         request: &Request,
         wait: Duration,
         paced_with: Duration,
         stats: &mut Tally,
-        shutdown: &watch::Receiver<bool>,
+        give_up: GiveUp,
     ) -> Downloaded {
         if let Some(replayed) = self.replay(request, stats) {
             return replayed;
         }
-        let mut stop = shutdown.clone();
         let turn = self.politeness.join(&request.host_key());
         let ready = tokio::select! {
             biased;
-            _ = stop.wait_for(|stop| *stop) => return Downloaded::NotStarted,
+            _ = give_up.wait() => return Downloaded::NotStarted,
             ready = self.ready(request, &turn, wait, paced_with, stats) => ready,
         };
         let slots = match ready {

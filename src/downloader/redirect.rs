@@ -32,7 +32,6 @@ pub fn follow(
     let target = match target(settings, request, &chain, redirect) {
         Ok(target) => target,
         Err((reason, kind)) => {
-            tracing::warn!(url = %request.url, %reason, "redirect not followed; recorded in the failed key");
             stats.add_in(stats::REDIRECT_FAILED, kind, 1);
             let failed = FailedRecord::new(request, &reason, kind, Some(redirect.status));
             return PageResult {

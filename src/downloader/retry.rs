@@ -1,7 +1,7 @@
 //! When a download did not give a page: retry it later (exponential backoff
 //! with jitter, at least the server's Retry-After, waiting in Redis rather
-//! than in the worker), or give up and record it in the failed key, where
-//! `push-urls --from-failed` can bring it back.
+//! than in the worker), or give up and record it as failed (in the failed
+//! key, where `push-urls --from-failed` can bring it back).
 
 use std::time::{Duration, SystemTime};
 
@@ -115,13 +115,8 @@ pub fn retry_or_fail(
     } else {
         failure.reason.clone()
     };
-    if can_retry {
-        tracing::warn!(url = %request.url, %reason, "request failed; recorded in the failed key (re-queue with push-urls --from-failed)");
-    } else {
-        // Trying again would fail the same way: the reason says what to
-        // change (a setting, the URL), not to re-queue it.
-        tracing::warn!(url = %request.url, %reason, "request refused; recorded in the failed key");
-    }
+    // The worker says so (see worker::failures), where it knows where
+    // failures are kept.
     PageResult {
         failed: Some(FailedRecord::new(
             request,

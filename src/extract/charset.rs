@@ -18,6 +18,8 @@ pub enum CharsetSource {
     Meta,
     Detected,
     Default,
+    /// Not decoded: the body is binary ([`super::content`]).
+    Binary,
 }
 
 /// A decoded body: borrowed from the body when it is already valid UTF-8
@@ -64,6 +66,17 @@ pub fn meta_charset(body: &[u8]) -> Option<&'static Encoding> {
             enc
         },
     )
+}
+
+impl Decoded<'_> {
+    /// The text of a binary body: none, so nothing reads it as a page.
+    pub fn binary() -> Decoded<'static> {
+        Decoded {
+            text: Cow::Borrowed(""),
+            encoding: encoding_rs::UTF_8,
+            source: CharsetSource::Binary,
+        }
+    }
 }
 
 /// Decodes `body`; malformed sequences become U+FFFD, never an error.

@@ -302,6 +302,7 @@ fn source_values(
         }
         (FieldSource::Page(PageValue::Status), _) => vec![Value::from(page.response.status)],
         (FieldSource::Page(PageValue::Depth), _) => vec![Value::from(page.request.depth)],
+        (FieldSource::Page(PageValue::Headers), _) => vec![headers(page.response.headers)],
         (FieldSource::Meta(name), _) => match page.request.meta.get(name) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) if field.all => a.clone(),
@@ -309,6 +310,29 @@ fn source_values(
         },
         (FieldSource::Const(v), _) => vec![v.clone()],
     }
+}
+
+/// The response headers as an item value: an object of lower-case names,
+/// a repeated header's values joined with ", " (as HTTP folds them).
+/// `Set-Cookie` is left out: a session cookie has no place in an item.
+fn headers(headers: &[(String, String)]) -> Value {
+    let mut object = Map::new();
+    for (name, value) in headers {
+        let name = name.to_ascii_lowercase();
+        if name == "set-cookie" {
+            continue;
+        }
+        match object.get_mut(&name) {
+            Some(Value::String(folded)) => {
+                folded.push_str(", ");
+                folded.push_str(value);
+            }
+            _ => {
+                object.insert(name, Value::String(value.clone()));
+            }
+        }
+    }
+    Value::Object(object)
 }
 
 fn clean(s: String, mode: Whitespace) -> String {

@@ -1,8 +1,8 @@
 //! Following links: find them (CSS, XPath or regex), resolve them against the
 //! page's base URL with the page's character set (as a browser does, so a
 //! Chinese query on a GBK page is percent-encoded in GBK), drop what must
-//! not be crawled (other schemes, fragments, other hosts, denied, too deep,
-//! past the last page), and build the follow-up requests with their
+//! not be crawled (other schemes, fragments, other hosts, denied, with an
+//! extension not followed, too deep, past the last page), and build the follow-up requests with their
 //! priority, depth and context.
 
 use std::collections::HashSet;
@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use scraper::{ElementRef, Html};
 use serde_json::Map;
 
-use super::feeds::{self, Dated};
+use super::feeds::{self, Dated, Unreadable};
 use super::page::Page;
 use super::Filtered;
 use crate::request::{absolute_url, NotALink, Request};
@@ -43,6 +43,9 @@ pub struct Follower<'a> {
     rule: &'a Rule,
     filtered: &'a mut Filtered,
     seen: HashSet<String>,
+    /// Why a sitemap or feed this page is gave nothing, or not all it
+    /// holds.
+    pub unreadable: Option<Unreadable>,
 }
 
 /// What a found link is, besides a link.
@@ -69,6 +72,7 @@ impl<'a> Follower<'a> {
             rule,
             filtered,
             seen: HashSet::new(),
+            unreadable: None,
         }
     }
 
@@ -94,14 +98,12 @@ impl<'a> Follower<'a> {
 
     /// The response body as a sitemap or feed: unpacked if gzip, within
     /// `download_maxsize`.
-    fn xml(&self) -> Vec<u8> {
+    fn xml(&self) -> Result<std::borrow::Cow<'a, [u8]>, Unreadable> {
         let limit = match self.spider.settings.download_maxsize.0 {
             0 => u64::MAX,
             n => n,
         };
         feeds::unpack(self.page.response.body, limit)
-            .map(|b| b.into_owned())
-            .unwrap_or_default()
     }
 
     /// Adds the requests of one follow entry to `out`.
@@ -147,14 +149,18 @@ impl<'a> Follower<'a> {
                 );
             }
             LinkSource::Sitemap => {
-                let sitemap = feeds::sitemap(&self.xml());
+                let (sitemap, error) = match self.xml() {
+                    Ok(xml) => feeds::sitemap(&xml),
+                    Err(e) => (feeds::Sitemap::default(), Some(e)),
+                };
+                self.unreadable = self.unreadable.take().or(error);
                 self.dated(sitemap.sitemaps, Found::Sitemap, &mut raw);
                 self.dated(sitemap.pages, Found::Link, &mut raw);
             }
-            LinkSource::Feed => {
-                let entries = feeds::feed(&self.xml());
-                self.dated(entries, Found::Link, &mut raw);
-            }
+            LinkSource::Feed => match self.xml().and_then(|xml| feeds::feed(&xml)) {
+                Ok(entries) => self.dated(entries, Found::Link, &mut raw),
+                Err(e) => self.unreadable = self.unreadable.take().or(Some(e)),
+            },
             // Read from the JSON document by `super::json::follow`.
             LinkSource::Json(_) | LinkSource::Template(_) => {}
         }
@@ -189,8 +195,8 @@ impl<'a> Follower<'a> {
     }
 
     /// The URL of a found link when it is one to follow: resolved, on an
-    /// allowed host, not denied, not too deep, not past the last page
-    /// (each refusal counted).
+    /// allowed host, not denied, not ending with a denied extension, not
+    /// too deep, not past the last page (each refusal counted).
     pub(super) fn admit(
         &mut self,
         follow: &Follow,
@@ -199,7 +205,12 @@ impl<'a> Follower<'a> {
     ) -> Option<String> {
         let depth = self.page.request.depth + 1;
         let url = self.resolve(href)?;
-        if !self.allowed(follow, &url) {
+        let parsed = url::Url::parse(&url).ok();
+        if !self.allowed(follow, &url, parsed.as_ref()) {
+            return None;
+        }
+        if parsed.is_some_and(|u| follow.deny_extensions.denies(&u)) {
+            self.filtered.extension += 1;
             return None;
         }
         let limit = self.spider.settings.depth_limit;
@@ -262,11 +273,10 @@ impl<'a> Follower<'a> {
         }
     }
 
-    fn allowed(&mut self, follow: &Follow, url: &str) -> bool {
-        let host = url::Url::parse(url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string));
-        if !host.is_some_and(|h| self.spider.allows_host(h.trim_matches(['[', ']']))) {
+    /// Whether `url` (parsed: `parsed`) is on an allowed host and port
+    /// and not denied by a pattern (each refusal counted).
+    fn allowed(&mut self, follow: &Follow, url: &str, parsed: Option<&url::Url>) -> bool {
+        if !parsed.is_some_and(|u| self.spider.allows(u)) {
             self.filtered.offsite += 1;
             return false;
         }

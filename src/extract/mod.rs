@@ -7,10 +7,15 @@
 //! and each of the rule's extract entries ([`fields`]) and follow entries
 //! ([`links`]) runs over the same document. The parse and the extraction
 //! run within the spider's limits ([`bounded`]): a page past them is
-//! extracted as far as it was read, and says so.
+//! extracted as far as it was read, and says so. A binary body
+//! ([`content`]) is never read as HTML or JSON: only a rule that takes
+//! binary responses (`binary = true`) extracts items from it, from what is
+//! known without reading it (URL, status, headers), and only sitemap and
+//! feed entries (a gzip file) find links in it; otherwise it is counted.
 
 pub mod bounded;
 pub mod charset;
+pub mod content;
 pub mod feeds;
 pub mod fields;
 pub mod json;
@@ -27,6 +32,7 @@ use crate::spider::selector::Selected;
 use crate::spider::xpath::Found;
 use crate::spider::{Each, LinkSource, Rule, Spider};
 use bounded::{Budget, CutShort};
+pub use feeds::Unreadable;
 use fields::Scope;
 
 /// A downloaded response, as the extractor needs it.
@@ -114,6 +120,10 @@ pub struct Filtered {
     pub fragment: u64,
     /// Matched a `deny` pattern, or no `allow` pattern.
     pub denied: u64,
+    /// The path ends with an extension the follow entry does not follow
+    /// (`deny_extensions`, Scrapy's list by default). Shown when some were.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub extension: u64,
     /// Deeper than a depth limit.
     pub depth: u64,
     /// Past the last page of a `paginate` limit.
@@ -136,22 +146,35 @@ fn is_zero(n: &u64) -> bool {
 /// What one page gave.
 #[derive(Debug, Clone, Serialize)]
 pub struct Extraction {
-    /// The rule that handled the page; none means nothing was extracted.
+    /// The rule for the page (which handled it, unless `ignored_status`
+    /// kept it out); none: no rule matches its URL.
     pub rule: Option<String>,
     /// The character set the page was read with.
     pub encoding: &'static str,
     pub charset_source: charset::CharsetSource,
     /// Set when the page was not extracted because of its HTTP status (not
-    /// 2xx nor in `httperror_allowed_codes`), as Scrapy ignores such pages.
+    /// 2xx nor in `httperror_allowed_codes`), as Scrapy ignores such pages;
+    /// `rule` then names the rule it was for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ignored_status: Option<u16>,
     pub items: Vec<Item>,
     pub dropped: Vec<Dropped>,
     pub requests: Vec<Request>,
+    /// Set when the body is binary and nothing of the rule reads it (it
+    /// does not take binary responses, and has no sitemap or feed entry):
+    /// nothing was extracted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary: Option<content::Binary>,
     /// Set when the rule reads JSON and the response is not JSON; nothing
     /// was extracted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub json_error: Option<String>,
+    /// Set when the page is a source that gave nothing, or not all it
+    /// holds, because it is too large or malformed: JSON that does not
+    /// parse, a sitemap or feed that is not one, is cut off or unpacks past
+    /// `download_maxsize`. The page is recorded as failed with this reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<Unreadable>,
     /// Links handed to other spiders (follow entries with `to_spider`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<Task>,
@@ -182,8 +205,17 @@ pub fn extract_within(
     response: &Response<'_>,
     budget: &Budget,
 ) -> Extraction {
-    let decoded = charset::decode(response.body, response.header("content-type"));
+    let content_type = response.header("content-type");
+    let binary = content::binary(content_type, response.body);
+    let decoded = match binary {
+        None => charset::decode(response.body, content_type),
+        Some(_) => charset::Decoded::binary(),
+    };
     let mut out = Extraction::empty(&decoded);
+    let rule = spider.rule_for(request.rule.as_deref(), response.url);
+    // Named even when the status keeps the page from it: the log and the
+    // failed key say which rule the page was for.
+    out.rule = rule.map(|r| r.name.clone());
     // Scrapy's HttpErrorMiddleware: only 2xx pages reach the spider, unless
     // the spider allows the status.
     let status = response.status;
@@ -191,28 +223,18 @@ pub fn extract_within(
         out.ignored_status = Some(status);
         return out;
     }
-    let Some(rule) = spider.rule_for(request.rule.as_deref(), response.url) else {
+    let Some(rule) = rule else {
         return out;
     };
-    out.rule = Some(rule.name.clone());
-    // A JSON rule's response is one JSON document (its HTML parse is empty,
-    // for the follow entries that read the text, a sitemap or a feed).
-    let (html, json) = if rule.json {
-        match json::parse(&decoded.text) {
-            Ok(v) => (Html::new_document(), Some(v)),
-            Err(e) => {
-                out.json_error = Some(e);
-                return out;
-            }
-        }
-    } else {
-        let parsed = bounded::parse_document(&decoded.text, budget);
-        out.cut_short = parsed.cut_short;
-        (parsed.html, None)
-    };
-    if matches!(out.cut_short, Some(CutShort::Time | CutShort::Stopped)) {
+    let items = binary.is_none() || rule.binary;
+    if !items && !rule.follow.iter().any(reads_bytes) {
+        out.binary = binary;
         return out;
     }
+    let Some((html, json)) = read_document(rule, binary.is_some(), &decoded, budget, &mut out)
+    else {
+        return out;
+    };
     let mut page = page::Page::new(response, request, &html, decoded.encoding);
     if json.is_some() {
         page.base = url::Url::parse(response.url).ok();
@@ -223,12 +245,55 @@ pub fn extract_within(
         text: &decoded.text,
         page: &page,
     };
-    let ran = extract_items(spider, rule, &doc, budget, &mut out)
-        .and_then(|()| follow_links(spider, rule, &doc, budget, &mut out));
-    if let Err(cut) = ran {
+    let ran = if items {
+        extract_items(spider, rule, &doc, budget, &mut out)
+    } else {
+        Ok(())
+    };
+    if let Err(cut) = ran.and_then(|()| follow_links(spider, rule, &doc, budget, &mut out)) {
         out.cut_short = Some(cut);
     }
     out
+}
+
+/// Whether a follow entry reads the body's bytes rather than its text (a
+/// sitemap or feed, which may be a gzip file).
+fn reads_bytes(follow: &crate::spider::Follow) -> bool {
+    matches!(follow.links, LinkSource::Sitemap | LinkSource::Feed)
+}
+
+/// The page as the rule reads it: its HTML parse, or for a JSON rule its
+/// JSON document (and an empty parse, for the follow entries that read the
+/// text, a sitemap or a feed); a binary body is neither, an empty parse.
+/// `None` when nothing more is to be done: the JSON did not parse, or the
+/// parse ran out of time or was stopped (recorded in `out`).
+fn read_document(
+    rule: &Rule,
+    binary: bool,
+    decoded: &charset::Decoded<'_>,
+    budget: &Budget,
+    out: &mut Extraction,
+) -> Option<(Html, Option<Value>)> {
+    if binary {
+        // An empty page (not `Html::new_document()`: items need its root).
+        return Some((Html::parse_document(""), None));
+    }
+    if rule.json {
+        return match json::parse(&decoded.text) {
+            Ok(v) => Some((Html::new_document(), Some(v))),
+            Err(e) => {
+                out.unreadable = Some(Unreadable::new("not_json", e.clone()));
+                out.json_error = Some(e);
+                None
+            }
+        };
+    }
+    let parsed = bounded::parse_document(&decoded.text, budget);
+    out.cut_short = parsed.cut_short;
+    if matches!(out.cut_short, Some(CutShort::Time | CutShort::Stopped)) {
+        return None;
+    }
+    Some((parsed.html, None))
 }
 
 impl Extraction {
@@ -239,7 +304,9 @@ impl Extraction {
             encoding: decoded.encoding.name(),
             charset_source: decoded.source,
             ignored_status: None,
+            binary: None,
             json_error: None,
+            unreadable: None,
             items: Vec::new(),
             dropped: Vec::new(),
             requests: Vec::new(),
@@ -333,20 +400,41 @@ fn follow_links(
     out: &mut Extraction,
 ) -> Result<(), CutShort> {
     let mut follower = links::Follower::new(spider, doc.page, rule, &mut out.filtered);
+    let ran = follow_each(
+        rule,
+        doc,
+        budget,
+        &mut follower,
+        &mut out.requests,
+        &mut out.tasks,
+    );
+    let unreadable = follower.unreadable.take();
+    out.unreadable = out.unreadable.take().or(unreadable);
+    ran
+}
+
+/// Runs each follow entry of the rule with `follower`, into `requests` and
+/// (handed to other spiders) `tasks`.
+fn follow_each(
+    rule: &Rule,
+    doc: &Document<'_>,
+    budget: &Budget,
+    follower: &mut links::Follower<'_>,
+    requests: &mut Vec<Request>,
+    tasks: &mut Vec<Task>,
+) -> Result<(), CutShort> {
     for follow in &rule.follow {
         spent(budget)?;
         let mut found = Vec::new();
         match follow.links {
             LinkSource::Json(_) | LinkSource::Template(_) => {
-                json::follow(&mut follower, follow, doc.json, &mut found)
+                json::follow(follower, follow, doc.json, &mut found)
             }
             _ => follower.follow(follow, doc.html, doc.text, &mut found),
         }
         match follow.to_spider {
-            None => out.requests.extend(found),
-            Some(to) => out
-                .tasks
-                .extend(found.into_iter().map(|request| Task { to, request })),
+            None => requests.extend(found),
+            Some(to) => tasks.extend(found.into_iter().map(|request| Task { to, request })),
         }
     }
     Ok(())

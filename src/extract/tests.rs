@@ -273,7 +273,11 @@ fn error_pages_are_ignored_unless_allowed() {
         json!({"forum_id": "00001"}),
     );
     assert_eq!(x.ignored_status, Some(404));
-    assert_eq!((x.rule, x.items.len(), x.dropped.len()), (None, 0, 0));
+    // The rule it was for is named; it extracted nothing.
+    assert_eq!(
+        (x.rule.as_deref(), x.items.len(), x.dropped.len()),
+        (Some("post"), 0, 0)
+    );
     spider.settings.httperror_allowed_codes = vec![404];
     let x = page(
         &spider,
@@ -521,5 +525,166 @@ fn field_checks_drop_items_with_a_reason_and_pass_missing_values() {
     assert!(
         reason.len() < 160 && reason.contains("… (502 bytes)"),
         "{reason}"
+    );
+}
+
+/// Follows every link; items read the page and facts about the response.
+const FILES_SPIDER: &str = r#"
+name = "files"
+[items.page]
+url = { page = "url" }
+status = { page = "status" }
+headers = { page = "headers" }
+text = "body ::text"
+[[rules]]
+name = "any"
+match = '.'
+  [[rules.extract]]
+  item = "page"
+  [[rules.follow]]
+  css = "a::attr(href)"
+"#;
+
+fn files_spider(edit: impl FnOnce(&str) -> String) -> Spider {
+    Spider::from_str("files.toml".as_ref(), &edit(FILES_SPIDER)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Extracts `body`, served with `headers`, as the rule `any` would.
+fn served(spider: &Spider, headers: &[(&str, &str)], body: &[u8]) -> Extraction {
+    let request = Request::get(&format!("{HOST}/files/"));
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let response = Response {
+        url: &request.url,
+        status: 200,
+        headers: &headers,
+        body,
+    };
+    extract(spider, &request, &response)
+}
+
+const HTML: (&str, &str) = ("content-type", "text/html; charset=utf-8");
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
+
+#[test]
+fn links_ending_with_scrapys_ignored_extensions_are_skipped_and_counted() {
+    let links = br#"<a href="/doc/report.pdf">pdf</a> <a href="dist/src.zip">zip</a>
+        <a href="/img/logo.PNG?x=1">png</a> <a href="/dl/example.py">py</a>
+        <a href="/doc/page.html">page</a> <a href="/view?file=a.pdf">viewer</a>"#;
+    let x = served(&files_spider(str::to_string), &[HTML], links);
+    assert_eq!(
+        urls(&x),
+        [
+            "http://127.0.0.1:8700/doc/page.html",
+            "http://127.0.0.1:8700/view?file=a.pdf"
+        ]
+    );
+    assert_eq!(x.filtered.extension, 4);
+
+    let everything = files_spider(|s| {
+        s.replace(
+            "css = \"a::attr(href)\"",
+            "css = \"a::attr(href)\"\n  deny_extensions = []",
+        )
+    });
+    let x = served(&everything, &[HTML], links);
+    assert_eq!((x.requests.len(), x.filtered.extension), (6, 0));
+
+    let own = files_spider(|s| {
+        s.replace(
+            "css = \"a::attr(href)\"",
+            "css = \"a::attr(href)\"\n  deny_extensions = [\".HTML\", \"py\"]",
+        )
+    });
+    let x = served(&own, &[HTML], links);
+    assert_eq!((x.requests.len(), x.filtered.extension), (4, 2));
+    assert!(urls(&x).iter().any(|u| u.ends_with("report.pdf")));
+}
+
+#[test]
+fn sitemap_links_keep_their_extensions_even_in_a_gzip_file() {
+    use std::io::Write;
+    let spider = files_spider(|s| s.replace("css = \"a::attr(href)\"", "sitemap = true"));
+    let xml = br#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+        <url><loc>http://127.0.0.1:8700/files/manual.pdf</loc></url></urlset>"#;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(xml).unwrap();
+    let gz = gz.finish().unwrap();
+    let x = served(&spider, &[("content-type", "application/x-gzip")], &gz);
+    assert_eq!(urls(&x), ["http://127.0.0.1:8700/files/manual.pdf"]);
+    // Read by its sitemap entry, so not left unread.
+    assert_eq!((x.binary, x.items.len()), (None, 0));
+}
+
+#[test]
+fn a_binary_body_is_not_read_as_a_page() {
+    let spider = files_spider(str::to_string);
+    let html_links = b"<html><body>text <a href=\"/next.html\">next</a></body></html>";
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(Headers<'_>, &[u8], &str); 4] = [
+        (
+            &[("content-type", "image/png")],
+            html_links,
+            "Content-Type is image/png",
+        ),
+        (
+            &[("content-type", "application/octet-stream")],
+            PNG,
+            "only application/octet-stream",
+        ),
+        (&[], PNG, "no Content-Type"),
+        (
+            &[("content-type", "application/pdf")],
+            b"%PDF-1.7\n",
+            "application/pdf",
+        ),
+    ];
+    for (headers, body, why) in cases {
+        let x = served(&spider, headers, body);
+        assert!(
+            (x.items.is_empty() && x.requests.is_empty()),
+            "{why}: {x:?}"
+        );
+        let binary = x
+            .binary
+            .unwrap_or_else(|| panic!("{why}: not marked binary"));
+        assert!(binary.reason.contains(why), "{}", binary.reason);
+        assert_eq!(x.rule.as_deref(), Some("any"));
+    }
+    // The same bytes of HTML, as a page, and an octet-stream that is text.
+    for headers in [&[HTML][..], &[("content-type", "application/octet-stream")]] {
+        let x = served(&spider, headers, html_links);
+        assert_eq!((x.items.len(), x.requests.len(), &x.binary), (1, 1, &None));
+    }
+}
+
+#[test]
+fn a_rule_with_binary_true_takes_binary_responses_as_items() {
+    let spider = files_spider(|s| s.replace("match = '.'", "match = '.'\nbinary = true"));
+    let headers = [
+        ("content-type", "image/png"),
+        ("set-cookie", "session=secret"),
+        ("Link", "</a>; rel=a"),
+        ("link", "</b>; rel=b"),
+    ];
+    let x = served(&spider, &headers, PNG);
+    assert_eq!(x.binary, None);
+    assert!(x.requests.is_empty());
+    assert_eq!(
+        Value::Object(x.items[0].fields.clone()),
+        json!({
+            "url": "http://127.0.0.1:8700/files/",
+            "status": 200,
+            "headers": {"content-type": "image/png", "link": "</a>; rel=a, </b>; rel=b"},
+            "text": null,
+        })
+    );
+    // Its HTML pages are extracted as before.
+    let x = served(&spider, &[HTML], b"<p>hello <a href=\"/b\">b</a></p>");
+    assert_eq!(
+        (x.items[0].fields["text"].as_str(), x.requests.len()),
+        (Some("hello"), 1)
     );
 }

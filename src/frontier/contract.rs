@@ -221,6 +221,10 @@ pub trait Backend: Send + Sync {
     /// Lets workers lease again; false if it was not paused.
     async fn resume(&self) -> Result<bool>;
 
+    /// Whether the spider is paused; a worker reads it when its wake
+    /// channel says the control changed ([`Wake::control`]).
+    async fn paused(&self) -> Result<bool>;
+
     /// Records this worker's heartbeat.
     async fn heartbeat(&self, beat: &Heartbeat) -> Result<()>;
 

@@ -5,14 +5,29 @@
 /// A Redis operation that failed: what was done, on which key, and what
 /// Redis said (part of the message, so one line tells it all).
 #[derive(Debug, thiserror::Error)]
-#[error("Redis {op} on `{key}` failed: {cause}")]
+#[error("Redis {op} on `{key}` failed: {}", said(cause))]
 pub struct FrontierError {
     pub op: &'static str,
     pub key: String,
     pub cause: redis::RedisError,
 }
 
+/// What Redis (or what answered in its place) said, for people: a reply
+/// that is not the Redis protocol is named as such, not as the parser's
+/// byte offsets.
+fn said(cause: &redis::RedisError) -> String {
+    if cause.kind() == redis::ErrorKind::ParseError {
+        return "what answered is not Redis: its reply is not the Redis protocol (an HTTP server or another service on that port? check the port in --redis or REDIS_URL)".to_string();
+    }
+    cause.to_string()
+}
+
 impl FrontierError {
+    /// What Redis said (see [`said`]), without the operation.
+    pub fn said(&self) -> String {
+        said(&self.cause)
+    }
+
     /// Whether the error is Redis being unreachable (retry later) rather
     /// than a mistake (report it).
     pub fn is_outage(&self) -> bool {
@@ -21,12 +36,29 @@ impl FrontierError {
             || e.is_connection_refusal()
             || e.is_connection_dropped()
             || e.is_timeout()
+            || e.code() == Some("BUSY")
             || matches!(
                 e.kind(),
                 redis::ErrorKind::BusyLoadingError
                     | redis::ErrorKind::TryAgain
                     | redis::ErrorKind::ClusterDown
             )
+    }
+
+    /// What an outage is, for the log: Redis busy with a long script,
+    /// loading its data, slow to answer, a cluster resharding, or
+    /// unreachable. Only an error that [`FrontierError::is_outage`].
+    pub fn outage(&self) -> &'static str {
+        let e = &self.cause;
+        match e.code() {
+            Some("BUSY") => "Redis is busy running a long script or function (BUSY)",
+            Some("LOADING") => "Redis is loading its data set (LOADING)",
+            Some("TRYAGAIN" | "CLUSTERDOWN") => "the Redis Cluster is resharding or down",
+            _ if e.is_timeout() => {
+                "Redis did not answer in time (busy with a long script, or overloaded?)"
+            }
+            _ => "Redis is unreachable",
+        }
     }
 }
 
@@ -91,5 +123,53 @@ pub(crate) fn err<'a>(
         op,
         key: key.to_string(),
         cause,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FrontierError;
+
+    fn failed(cause: redis::RedisError) -> FrontierError {
+        FrontierError {
+            op: "commit",
+            key: "bbs:requests".into(),
+            cause,
+        }
+    }
+
+    #[test]
+    fn a_busy_redis_is_an_outage_called_busy() {
+        let busy = failed(redis::make_extension_error(
+            "BUSY".into(),
+            Some("Redis is busy running a script.".into()),
+        ));
+        assert!(busy.is_outage() && !busy.is_fatal());
+        assert!(busy.outage().contains("busy"), "{}", busy.outage());
+        let gone = failed(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into());
+        assert_eq!(gone.outage(), "Redis is unreachable");
+    }
+
+    #[tokio::test]
+    async fn an_http_server_at_the_redis_address_is_named_as_not_redis() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                use tokio::io::AsyncWriteExt;
+                let _ = stream
+                    .write_all(b"HTTP/1.0 400 Bad Request\r\n\r\n<html></html>")
+                    .await;
+            }
+        });
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+        let cause = client
+            .get_multiplexed_async_connection()
+            .await
+            .err()
+            .unwrap();
+        let message = failed(cause).to_string();
+        assert!(message.contains("what answered is not Redis"), "{message}");
+        assert!(!message.contains("Unexpected"), "{message}");
     }
 }

@@ -217,7 +217,7 @@ key_kinds! {
     Stats, stats = "{name}:stats", "hash", Stats;
     /// Malformed entries set aside, as JSON: key, entry, reason, time.
     Dead, dead = "{name}:dead", "list", Dead;
-    /// Requests that failed for good, as JSON: URL, reason, status, time, request.
+    /// Requests that failed for good (retries used up, refused, or a status no rule handles, such as 404), as JSON: URL, reason, kind, status, time, rule, request. `crawlworker failed` lists them.
     Failed, failed = "{name}:failed", "list", Dead;
     /// Worker id → heartbeat JSON (host, pid, started, pages); a worker gone for an hour is forgotten.
     Workers, workers = "{name}:workers", "hash", Workers;

@@ -107,7 +107,7 @@ where
                 };
                 if failures == 1 || failures.is_multiple_of(20) {
                     if e.is_outage() {
-                        tracing::warn!(error = %e, "cannot {what}: Redis is unreachable; pausing and retrying (nothing is lost)");
+                        tracing::warn!(error = %e, "cannot {what}: {}; pausing and retrying (nothing is lost)", e.outage());
                     } else {
                         tracing::error!(error = %e, "cannot {what}; retrying in {}", crate::wording::duration(wait));
                     }

@@ -72,7 +72,9 @@ pub fn not_utf8_reason(what: &str) -> String {
     format!("{what} is not UTF-8 text (crawlworker reads only UTF-8; written by another tool?)")
 }
 
-/// A request that failed for good.
+/// A request that failed for good: it gave no page to extract (retries
+/// used up, refused, or answered with a status the rules do not handle,
+/// such as 404).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailedRecord {
     pub url: String,
@@ -84,6 +86,10 @@ pub struct FailedRecord {
     pub retry_times: u32,
     /// When it failed (seconds since the epoch).
     pub time: f64,
+    /// The spider's rule for its URL, if one matches (records written
+    /// before rules were recorded have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     /// The request, to queue it again.
     pub request: Request,
 }
@@ -115,6 +121,7 @@ impl FailedRecord {
             status,
             retry_times: request.retry_times,
             time: now_secs(),
+            rule: None,
             request: request.clone(),
         }
     }

@@ -173,6 +173,7 @@ impl Compiler<'_> {
             allowed_domains,
             deny,
             settings: settings::layered(&[&overrides]),
+            settings_changed: Vec::new(),
             overrides,
             start,
             keys: keys?,

@@ -137,6 +137,8 @@ pub struct RuleFile {
     /// "all" (default) or "changed": push a revisited page's items only
     /// when they changed.
     pub emit: Option<At<String>>,
+    /// `binary = true`: the rule takes responses whose body is binary.
+    pub binary: Option<At<bool>>,
 }
 
 /// `revisit = "10m"` or `revisit = { min = "5m", max = "6h" }`.
@@ -174,6 +176,8 @@ pub struct FollowFile {
     pub feed: Option<At<bool>>,
     pub allow: Vec<At<String>>,
     pub deny: Vec<At<String>>,
+    /// The extensions not followed, replacing Scrapy's list.
+    pub deny_extensions: Option<(Loc, Vec<At<String>>)>,
     pub rule: Option<At<String>>,
     pub to_spider: Option<At<String>>,
     pub priority: Option<At<i64>>,
@@ -500,6 +504,7 @@ fn read_rule(t: &TableReader<'_>) -> RuleFile {
         change: t.str("change"),
         change_fields: t.str_list("change_fields"),
         emit: t.str("emit"),
+        binary: t.bool("binary"),
     };
     t.finish();
     rule
@@ -555,6 +560,10 @@ fn read_follow(t: &TableReader<'_>) -> FollowFile {
         feed: t.bool("feed"),
         allow: t.str_list("allow").unwrap_or_default(),
         deny: t.str_list("deny").unwrap_or_default(),
+        deny_extensions: t
+            .node("deny_extensions")
+            .map(|(_, loc)| loc)
+            .zip(t.str_list("deny_extensions")),
         rule: t.str("rule"),
         to_spider: t.str("to_spider"),
         priority: t.int_in(

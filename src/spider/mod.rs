@@ -7,6 +7,7 @@
 //! extracts ([`ItemDef`]) and the links it follows ([`Follow`]).
 
 pub mod compile;
+pub mod extensions;
 pub mod file;
 pub mod jsonpath;
 pub mod limits;
@@ -24,6 +25,7 @@ use regex::Regex;
 use serde_json::Value;
 
 pub use crate::reader::diagnostic::{Diagnostic, LoadError};
+pub use extensions::DenyExtensions;
 pub use jsonpath::{JsonPath, Until};
 pub use selector::Selector;
 pub use sending::Sending;
@@ -35,20 +37,60 @@ pub use crate::frontier::keys::{ItemSink, KeyMode, Keys, StartKind};
 pub use crate::frontier::Handoff;
 use crate::settings::{Overrides, Settings};
 
+/// An `allowed_domains` entry: a host (its subdomains too), on any port
+/// or on the one it names (`"127.0.0.1:8731"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedDomain {
+    /// Lower-cased, without a trailing dot or an IPv6 address's brackets.
+    pub host: String,
+    /// The port URLs must use (their scheme's default when they name
+    /// none), if the entry names one.
+    pub port: Option<u16>,
+}
+
+impl AllowedDomain {
+    /// Whether `host` (lower-cased, no trailing dot) on `port` is this
+    /// domain or below it.
+    fn allows(&self, host: &str, port: Option<u16>) -> bool {
+        let d = &self.host;
+        let host_ok = host == d
+            || (host.len() > d.len()
+                && host.ends_with(d.as_str())
+                && host.as_bytes()[host.len() - d.len() - 1] == b'.');
+        host_ok && self.port.is_none_or(|p| port == Some(p))
+    }
+}
+
+impl std::fmt::Display for AllowedDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.port, self.host.contains(':')) {
+            (Some(p), true) => write!(f, "[{}]:{p}", self.host),
+            (Some(p), false) => write!(f, "{}:{p}", self.host),
+            (None, _) => f.write_str(&self.host),
+        }
+    }
+}
+
 /// A validated spider, ready to crawl.
 #[derive(Debug, Clone)]
 pub struct Spider {
     pub name: String,
     /// The file it was loaded from, for messages.
     pub source: PathBuf,
-    /// Hosts (and their subdomains) requests may go to; empty allows all.
-    pub allowed_domains: Vec<String>,
+    /// Hosts (and their subdomains) requests may go to, each on one port
+    /// if it names one; empty allows all.
+    pub allowed_domains: Vec<AllowedDomain>,
     /// URLs matching any of these are never requested.
     pub deny: Vec<Regex>,
     /// The spider's own `[settings]` layer, for the worker to re-layer.
     pub overrides: Overrides,
-    /// Built-in defaults with the spider's layer applied.
+    /// Built-in defaults with the spider's layer applied (and, once loaded
+    /// for a command, every layer: see `cli::load_spider`).
     pub settings: Settings,
+    /// The settings not at their default, each with where its value came
+    /// from, for the worker's start line (empty until every layer is
+    /// applied).
+    pub settings_changed: Vec<String>,
     pub start: Start,
     /// Its Redis key names, resolved from `[keys]` and `[start] key`.
     pub keys: Keys,
@@ -244,6 +286,8 @@ pub enum PageValue {
     Url,
     Status,
     Depth,
+    /// The response headers, as an object (names in lower case).
+    Headers,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,6 +321,9 @@ pub struct Rule {
     pub json: bool,
     /// Fetch the pages this rule handles again (`revisit`).
     pub revisit: Option<RevisitRule>,
+    /// The rule takes responses whose body is binary (`binary = true`):
+    /// its items are extracted from them, with nothing read as HTML.
+    pub binary: bool,
 }
 
 /// How a rule revisits its pages.
@@ -363,6 +410,10 @@ pub struct Follow {
     /// Keep only links matching one of these (all when empty).
     pub allow: Vec<Regex>,
     pub deny: Vec<Regex>,
+    /// Links whose path ends with one of these are not followed (Scrapy's
+    /// list unless the entry gives its own; none for the sources Scrapy's
+    /// link extractor does not read: sitemaps, feeds, JSON).
+    pub deny_extensions: DenyExtensions,
     /// The rule for followed requests; matched by URL when absent.
     pub rule: Option<usize>,
     /// Hand the links to another spider (index into [`Spider::handoffs`])
@@ -468,32 +519,26 @@ impl Spider {
         }
     }
 
-    /// Whether `url`'s host is allowed (see [`Spider::allows_host`]).
+    /// Whether `url` may be requested (see [`Spider::allows`]).
     pub fn allows_url(&self, url: &str) -> bool {
-        if self.allowed_domains.is_empty() {
-            return true;
-        }
-        url::Url::parse(url)
-            .ok()
-            .and_then(|u| {
-                u.host_str()
-                    .map(|h| self.allows_host(h.trim_matches(['[', ']'])))
-            })
-            .unwrap_or(false)
+        self.allowed_domains.is_empty() || url::Url::parse(url).is_ok_and(|u| self.allows(&u))
     }
 
-    /// Whether `host` is one of the allowed domains or below one.
-    pub fn allows_host(&self, host: &str) -> bool {
+    /// Whether `url`'s host is one of the allowed domains or below one,
+    /// on the domain's port if it names one.
+    pub fn allows(&self, url: &url::Url) -> bool {
         if self.allowed_domains.is_empty() {
             return true;
         }
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        self.allowed_domains.iter().any(|d| {
-            host == *d
-                || (host.len() > d.len()
-                    && host.ends_with(d.as_str())
-                    && host.as_bytes()[host.len() - d.len() - 1] == b'.')
-        })
+        let Some(host) = url.host_str() else {
+            return false;
+        };
+        let host = host
+            .trim_matches(['[', ']'])
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        let port = url.port_or_known_default();
+        self.allowed_domains.iter().any(|d| d.allows(&host, port))
     }
 }
 

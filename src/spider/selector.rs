@@ -164,6 +164,11 @@ fn split_pseudo(s: &str) -> Result<(&str, Target), String> {
 
 fn describe(e: &scraper::error::SelectorErrorKind<'_>) -> String {
     let s = e.to_string();
+    // The selectors crate refuses `:has()` inside `:has()` (as browsers do)
+    // with an internal error.
+    if s.contains("InvalidState") || s.contains("report this to the developer") {
+        return "the selector is not supported (e.g. `:has()` inside `:has()`, which CSS forbids); write it another way, e.g. `div:has(a)` or `div:has(p a)`".to_string();
+    }
     if s.is_empty() {
         format!("{e:?}")
     } else {
@@ -188,6 +193,15 @@ mod tests {
         assert_eq!(texts("div ::text", html), ["a", "b", "c"]);
         assert_eq!(texts("div *::text", html), ["a", "b", "c"]);
         assert_eq!(texts("div.x b::text", html), ["b"]);
+    }
+
+    #[test]
+    fn a_nested_has_is_refused_in_words() {
+        let e = Selector::parse("div:has(:has(a))")
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains(":has()` inside `:has()"), "{e}");
+        assert!(!e.contains("report this to the developer"), "{e}");
     }
 
     #[test]

@@ -92,7 +92,10 @@ impl Spider {
                 self.task_request(task)?
             }
         } else {
-            Request::new(absolute_http_url(entry)?)
+            Request {
+                headers: self.fixed_start_headers(),
+                ..Request::new(absolute_http_url(entry)?)
+            }
         };
         // The checks every later stage relies on: the context the spider
         // declares (a task without `max_page` would crawl every page), and
@@ -105,17 +108,44 @@ impl Spider {
             }
         }
         if !self.allows_url(&request.url) {
-            return Err(StartEntryError::Offsite {
-                host: url::Url::parse(&request.url)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_string))
-                    .unwrap_or_default(),
-                allowed: self.allowed_domains.join(", "),
-            });
+            return Err(self.offsite(&request.url));
         }
         request.rule = self.start.rule.map(|i| self.rules[i].name.clone());
         request.dont_filter = self.start.dont_filter;
         Ok(request)
+    }
+
+    /// The `[start] headers` a plain URL entry is sent with: those that use
+    /// no task field (a URL has none to fill them with).
+    fn fixed_start_headers(&self) -> Vec<(String, String)> {
+        let none = Map::new();
+        self.start
+            .headers
+            .iter()
+            .filter(|(_, v)| v.fields().is_empty())
+            .filter_map(|(k, v)| Some((k.clone(), v.render(&none).ok()?)))
+            .collect()
+    }
+
+    /// The refusal of a start URL outside `allowed_domains`: its host, and
+    /// its port when an entry names one (then the port decides).
+    fn offsite(&self, url: &str) -> StartEntryError {
+        let ports = self.allowed_domains.iter().any(|d| d.port.is_some());
+        let host = url::Url::parse(url)
+            .ok()
+            .and_then(|u| {
+                let host = u.host_str()?.to_string();
+                Some(match u.port_or_known_default() {
+                    Some(p) if ports => format!("{host}:{p}"),
+                    _ => host,
+                })
+            })
+            .unwrap_or_default();
+        let allowed = self.allowed_domains.iter().map(ToString::to_string);
+        StartEntryError::Offsite {
+            host,
+            allowed: allowed.collect::<Vec<_>>().join(", "),
+        }
     }
 
     fn task_request(&self, task: Map<String, Value>) -> Result<Request, StartEntryError> {
@@ -396,5 +426,27 @@ match = '/api/'
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn plain_url_entries_get_the_headers_that_need_no_task() {
+        let text = r#"
+name = "api"
+[start]
+headers = { X-Id = "{id}", Authorization = "Bearer t" }
+[items.x]
+id = { meta = "id" }
+[[rules]]
+name = "api"
+match = '/api/'
+  [[rules.extract]]
+  item = "x"
+"#;
+        let spider = Spider::from_str("api.toml".as_ref(), text).unwrap_or_else(|e| panic!("{e}"));
+        let r = spider.start_request("http://127.0.0.1:8700/api/7").unwrap();
+        assert_eq!(
+            r.headers,
+            vec![("Authorization".to_string(), "Bearer t".to_string())]
+        );
     }
 }

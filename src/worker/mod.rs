@@ -18,8 +18,10 @@
 //! whose lease expired meanwhile is committed by nobody twice: the commit
 //! checks the lease).
 
+pub mod failures;
 mod offload;
 mod page;
+mod pause;
 pub mod pool;
 pub mod progress;
 mod revisit;
@@ -104,6 +106,32 @@ pub struct RunSummary {
     pub elapsed: Duration,
 }
 
+impl RunSummary {
+    /// Why a run that ended on its own (drained, idle, `max_pages`: a
+    /// local crawl, `--until-drained`, `--idle-exit`) failed: every one of
+    /// its requests failed for good (`any`: at least one did). None for a
+    /// run that was stopped, or whose requests did not fail so.
+    pub fn failed_requests(&self, any: bool) -> Option<String> {
+        let c = &self.counts;
+        if self.reason == StopReason::Shutdown || c.failed == 0 || (c.done > 0 && !any) {
+            return None;
+        }
+        let what = if c.done == 0 {
+            format!(
+                "every request failed for good ({})",
+                crate::wording::count(c.failed as usize, "request")
+            )
+        } else {
+            format!(
+                "{} failed for good (--fail-on-failure), {} done",
+                crate::wording::count(c.failed as usize, "request"),
+                c.done
+            )
+        };
+        Some(format!("spider `{}`: {what}", self.spider))
+    }
+}
+
 /// One spider in this worker.
 pub struct SpiderRun {
     pub spider: Arc<Spider>,
@@ -119,6 +147,10 @@ pub struct SpiderRun {
     metrics: Option<Metrics>,
     /// Its share of the worker's download slots.
     share: Arc<Share>,
+    /// Whether this worker knows the spider is paused (see [`pause`]).
+    paused: Arc<watch::Sender<bool>>,
+    /// What it says about requests that gave no page.
+    failures: Arc<failures::FailureLog>,
 }
 
 impl SpiderRun {
@@ -225,7 +257,7 @@ impl SpiderRun {
 
     /// Sets the crawl's `start_time` if no worker has yet.
     async fn record_start(&self, shutdown: &watch::Receiver<bool>) {
-        let started = now_rfc3339();
+        let started = now_rfc3339_millis();
         let nothing = Tally::default();
         with_redis(
             "record start time",
@@ -243,11 +275,17 @@ impl SpiderRun {
             "none (a local crawl, in memory)".to_string()
         };
         tracing::info!(spider = %self.spider.name, worker = %self.frontier.worker(), redis = %redis, concurrency = self.share.limit(), "worker started");
+        let changed = &self.spider.settings_changed;
+        if !changed.is_empty() {
+            tracing::info!(spider = %self.spider.name, "settings not at their default: {}", changed.join(", "));
+        }
     }
 
     fn page_context(&self, shutdown: &watch::Receiver<bool>) -> page::Context {
         page::Context {
             shutdown: shutdown.clone(),
+            paused: self.paused(),
+            failures: self.failures.clone(),
             spider: self.spider.clone(),
             settings: self.settings.clone(),
             frontier: self.frontier.clone(),
@@ -265,7 +303,14 @@ pub fn preview(s: &str) -> String {
     crate::wording::cut(s, 200).into_owned()
 }
 
-/// UTC now in RFC 3339 (`2026-11-22T02:50:00Z`), for `start_time`.
+/// UTC now in RFC 3339 (`2026-11-22T02:50:00Z`), for a heartbeat's start.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// UTC now in RFC 3339 with milliseconds (`2026-11-22T02:50:00.123Z`), for
+/// `start_time` and `finish_time`: `elapsed_time_seconds` is measured
+/// between them, and whole seconds would add up to one to a short crawl.
+pub fn now_rfc3339_millis() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }

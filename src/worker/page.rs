@@ -11,11 +11,12 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::downloader::{Downloaded, Downloader, Fetched};
+use super::failures::{self, FailureLog};
+use crate::downloader::{Downloaded, Downloader, Fetched, GiveUp};
 use crate::extract::bounded::{Budget, CutShort};
 use crate::extract::{self, Response};
 use crate::frontier::outage::until_done;
-use crate::frontier::{Committed, Frontier, HostOutcome, Leased, PageResult};
+use crate::frontier::{Committed, FailedRecord, Frontier, HostOutcome, Leased, PageResult};
 use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::settings::Settings;
@@ -27,6 +28,8 @@ use crate::wording::plural;
 pub struct Context {
     /// Once set, a commit leases no replacement.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// While set, a request not yet downloading goes back to the queue.
+    pub paused: tokio::sync::watch::Receiver<bool>,
     pub spider: Arc<Spider>,
     /// The worker's settings for the spider (its extraction limits).
     pub settings: Arc<Settings>,
@@ -40,6 +43,8 @@ pub struct Context {
     pub metrics: Option<Metrics>,
     /// The spider's share of the worker's download slots.
     pub share: Arc<super::pool::Share>,
+    /// What it says about requests that gave no page.
+    pub failures: Arc<FailureLog>,
 }
 
 /// Crawls one leased request; returns the requests its commit leased to
@@ -122,8 +127,9 @@ fn count_commit(
     }
 }
 
-/// The request's download did not start (the worker is stopping, or its
-/// host was slowed down after it was leased): its lease goes back to the
+/// The request's download did not start (the worker is stopping, the
+/// spider is paused, or its host was slowed down after it was leased): its
+/// lease goes back to the
 /// queue now, at its place (if that fails, it expires).
 async fn hand_back(ctx: &Context, id: &str) {
     // No longer this worker's before it is back in the queue: once it is,
@@ -148,12 +154,20 @@ async fn process(
     paced_with: Duration,
 ) -> Option<PageResult> {
     let mut stats = Tally::default();
+    let give_up = GiveUp {
+        shutdown: ctx.shutdown.clone(),
+        paused: ctx.paused.clone(),
+    };
     let downloaded = ctx
         .downloader
-        .download(request, wait, paced_with, &mut stats, &ctx.shutdown)
+        .download(request, wait, paced_with, &mut stats, give_up)
         .await;
     let mut result = match downloaded {
         Downloaded::Decided(mut result) => {
+            if let Some(failed) = &mut result.failed {
+                failed.rule = failures::rule_of(&ctx.spider, request);
+                ctx.failures.failed(failed);
+            }
             super::revisit::decide(&ctx.spider, request, &mut result, None, &mut stats);
             *result
         }
@@ -172,17 +186,17 @@ async fn process(
                 let _parsing = ctx.share.parsing(fetched.body.len()).await;
                 let (spider, settings) = (ctx.spider.clone(), ctx.settings.clone());
                 let (request, mut counted) = (request.clone(), std::mem::take(&mut stats));
+                let failures = ctx.failures.clone();
                 let extracted = super::offload::run(fetched.body.len(), move |stop| {
                     let budget = Budget::new(&settings, Some(stop));
-                    let result = extract_page(
-                        &spider,
-                        &settings,
-                        &request,
-                        &fetched,
-                        host,
-                        &mut counted,
-                        &budget,
-                    );
+                    let page = Page {
+                        spider: &spider,
+                        settings: &settings,
+                        request: &request,
+                        fetched: &fetched,
+                        failures: &failures,
+                    };
+                    let result = extract_page(page, host, &mut counted, &budget);
                     (result, fetched, counted)
                 })
                 .await;
@@ -206,17 +220,31 @@ async fn process(
     Some(result)
 }
 
+/// A downloaded page and what its extraction needs.
+struct Page<'a> {
+    spider: &'a Spider,
+    settings: &'a Settings,
+    request: &'a Request,
+    fetched: &'a Fetched,
+    failures: &'a FailureLog,
+}
+
 /// The items and follow-up requests of a downloaded page, as far as the
-/// budget lets the extraction go.
+/// budget lets the extraction go; a page ignored for its status is
+/// recorded as failed.
 fn extract_page(
-    spider: &Spider,
-    settings: &Settings,
-    request: &Request,
-    fetched: &Fetched,
+    page: Page<'_>,
     host: HostOutcome,
     stats: &mut Tally,
     budget: &Budget,
 ) -> PageResult {
+    let Page {
+        spider,
+        settings,
+        request,
+        fetched,
+        failures,
+    } = page;
     let response = Response {
         url: &fetched.url,
         status: fetched.status,
@@ -236,9 +264,10 @@ fn extract_page(
         plural(x.items.len(), "item", "items"),
         plural(x.requests.len(), "link", "links"),
     );
-    if let Some(error) = &x.json_error {
-        tracing::warn!(url = %request.url, rule = x.rule.as_deref().unwrap_or(""), "{error}; nothing extracted");
-    }
+    let failed = x
+        .unreadable
+        .as_ref()
+        .map(|u| unreadable(request, fetched.status, x.rule.as_deref(), u, stats));
     if let Some(cut) = x.cut_short {
         stats.add(stats::EXTRACT_CUT_SHORT, 1);
         stats.add_in(stats::EXTRACT_CUT_SHORT_REASON, cut.as_str(), 1);
@@ -250,10 +279,16 @@ fn extract_page(
             plural(x.requests.len(), "link", "links"),
         );
     }
-    if let Some(status) = x.ignored_status {
+    if let Some(binary) = &x.binary {
+        stats.add(stats::EXTRACT_BINARY_IGNORED, 1);
+        log_binary(&spider.name, &request.url, x.rule.as_deref(), binary);
+    }
+    let ignored = x.ignored_status.map(|status| {
         stats.add(stats::HTTPERROR_RESPONSE_IGNORED_COUNT, 1);
         stats.add_in(stats::HTTPERROR_RESPONSE_IGNORED_STATUS, status, 1);
-    }
+        failures.ignored(request, status, x.rule.as_deref());
+        ignored_record(request, status, x.rule.clone())
+    });
     stats.add(stats::ITEM_SCRAPED_COUNT, x.items.len() as i64);
     stats.add(stats::ITEM_DROPPED_COUNT, x.dropped.len() as i64);
     for d in &x.dropped {
@@ -266,6 +301,7 @@ fn extract_page(
         (stats::FOLLOW_FILTERED_SCHEME, f.scheme),
         (stats::FOLLOW_FILTERED_FRAGMENT, f.fragment),
         (stats::FOLLOW_FILTERED_DENIED, f.denied),
+        (stats::FOLLOW_FILTERED_EXTENSION, f.extension),
         (stats::FOLLOW_FILTERED_DEPTH, f.depth),
         (stats::FOLLOW_FILTERED_PAGINATION, f.pagination),
         (stats::FOLLOW_FILTERED_NOT_MODIFIED, f.not_modified),
@@ -276,8 +312,43 @@ fn extract_page(
         items: x.items.into_iter().map(|i| i.fields).collect(),
         requests: x.requests,
         tasks: x.tasks,
+        // An ignored status is never extracted, so never unreadable too.
+        failed: failed.or(ignored),
         host,
         ..PageResult::default()
+    }
+}
+
+/// A source that gave nothing, or not all it holds (too large, malformed):
+/// counted, logged with its URL and rule, and recorded as failed with its
+/// reason (the links read before a sitemap broke off are committed).
+fn unreadable(
+    request: &Request,
+    status: u16,
+    rule: Option<&str>,
+    u: &extract::Unreadable,
+    stats: &mut Tally,
+) -> FailedRecord {
+    stats.add(stats::EXTRACT_UNREADABLE, 1);
+    stats.add_in(stats::EXTRACT_UNREADABLE_KIND, u.kind, 1);
+    tracing::warn!(url = %request.url, rule = rule.unwrap_or(""), kind = u.kind, "{}; the page is recorded as failed", u.reason);
+    FailedRecord::new(
+        request,
+        &u.reason,
+        &format!("unreadable/{}", u.kind),
+        Some(status),
+    )
+}
+
+/// The failed record of a response ignored for its status: its kind is
+/// the status, as for a status whose retries ran out.
+fn ignored_record(request: &Request, status: u16, rule: Option<String>) -> FailedRecord {
+    let reason = format!(
+        "HTTP {status}, not handled (only 2xx and httperror_allowed_codes reach the rules)"
+    );
+    FailedRecord {
+        rule,
+        ..FailedRecord::new(request, &reason, &status.to_string(), Some(status))
     }
 }
 
@@ -297,6 +368,38 @@ fn cut_short_cause(cut: CutShort, settings: &Settings) -> String {
             crate::wording::duration(settings.extract_timeout)
         ),
         CutShort::Stopped => "the worker is stopping".to_string(),
+    }
+}
+
+/// Logs a binary response left unread: the first of each spider in this
+/// process as a warning (a site serving its pages with a wrong type says
+/// so), the rest at debug level; all are counted.
+fn log_binary(
+    spider: &str,
+    url: &str,
+    rule: Option<&str>,
+    binary: &crate::extract::content::Binary,
+) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let first = SEEN.lock().is_ok_and(|mut seen| {
+        let new = !seen.iter().any(|s| s == spider);
+        if new {
+            seen.push(spider.to_string());
+        }
+        new
+    });
+    let rule = rule.unwrap_or("");
+    if first {
+        tracing::warn!(
+            spider,
+            url,
+            rule,
+            "response not extracted: {}; a binary body is not read as a page (a rule takes such responses with `binary = true`); further ones are logged at debug level and counted in {}",
+            binary.reason,
+            stats::EXTRACT_BINARY_IGNORED.name
+        );
+    } else {
+        tracing::debug!(spider, url, rule, reason = %binary.reason, "binary response not extracted");
     }
 }
 

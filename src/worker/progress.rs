@@ -12,7 +12,9 @@ use crate::wording::plural;
 /// This worker's counts for one spider; shared by its page tasks.
 #[derive(Debug, Default)]
 pub struct Progress {
+    commits: AtomicU64,
     pages: AtomicU64,
+    done: AtomicU64,
     items: AtomicU64,
     retries: AtomicU64,
     failed: AtomicU64,
@@ -22,8 +24,15 @@ pub struct Progress {
 /// A copy of the counts at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Pages committed (done, retried, failed or set aside).
+    /// Requests committed: done, retried, failed or set aside.
+    pub commits: u64,
+    /// Pages: committed requests that got a response (of any status), as
+    /// the cluster's `response_received_count` counts them; a request
+    /// refused by the network and retried twice is three commits and no
+    /// page.
     pub pages: u64,
+    /// Requests done: committed with no failure, retry or dead letter.
+    pub done: u64,
     pub items: u64,
     pub retries: u64,
     /// Requests that failed for good.
@@ -35,7 +44,14 @@ pub struct Counts {
 impl Progress {
     /// Counts one committed page.
     pub fn committed(&self, page: &PageResult) {
-        self.pages.fetch_add(1, Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        let answered = page
+            .stats
+            .get(crate::stats::RESPONSE_RECEIVED_COUNT.name)
+            .clamp(0, 1) as u64;
+        self.pages.fetch_add(answered, Ordering::Relaxed);
+        let done = page.failed.is_none() && page.retry.is_none() && page.dead.is_none();
+        self.done.fetch_add(u64::from(done), Ordering::Relaxed);
         self.items
             .fetch_add(page.items.len() as u64, Ordering::Relaxed);
         self.retries
@@ -48,7 +64,9 @@ impl Progress {
 
     pub fn counts(&self) -> Counts {
         Counts {
+            commits: self.commits.load(Ordering::Relaxed),
             pages: self.pages.load(Ordering::Relaxed),
+            done: self.done.load(Ordering::Relaxed),
             items: self.items.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),

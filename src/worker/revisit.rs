@@ -33,7 +33,11 @@ pub fn rule_of<'s>(spider: &'s Spider, request: &Request) -> Option<&'s RevisitR
 /// Whether a response is a 304 answering this revisit's validators: the
 /// page is unchanged and there is nothing to parse.
 pub fn not_modified(request: &Request, fetched: &Fetched) -> bool {
-    fetched.status == 304 && request.revisit.is_some()
+    fetched.status == 304
+        && request
+            .revisit
+            .as_ref()
+            .is_some_and(|s| s.etag.is_some() || s.last_modified.is_some())
 }
 
 /// The SHA-1 of what `change` compares: the body, or the items and links
@@ -131,11 +135,23 @@ fn next_interval(
 
 /// A validator worth keeping: present and bounded.
 fn validator(fetched: Option<&Fetched>, name: &str, last: Option<&String>) -> Option<String> {
-    fetched
-        .and_then(|f| f.header(name))
-        .filter(|v| v.len() <= MAX_VALIDATOR)
-        .map(str::to_string)
-        .or_else(|| last.cloned())
+    match fetched.and_then(|f| f.header(name)) {
+        Some(v) if usable_validator(name, v) => Some(v.to_string()),
+        // One that cannot be sent back as it came is not sent at all: the
+        // digest tells a change instead.
+        Some(_) => None,
+        None => last.cloned(),
+    }
+}
+
+/// Whether a validator can be sent back byte for byte and mean something:
+/// not empty, not too long, ASCII (a Latin-1 ETag was read as text and
+/// would come back mangled), and for Last-Modified an HTTP date.
+fn usable_validator(name: &str, v: &str) -> bool {
+    !v.trim().is_empty()
+        && v.len() <= MAX_VALIDATOR
+        && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && (name != "Last-Modified" || chrono::DateTime::parse_from_rfc2822(v.trim()).is_ok())
 }
 
 /// Decides a fetched page's revisit (and, with `emit = "changed"`, drops
@@ -167,6 +183,9 @@ pub fn decide(
     }
     let last = request.revisit.as_ref();
     let mut items = last.map(|s| s.items.clone()).unwrap_or_default();
+    if fetched.is_some_and(|f| f.status == 304 && !not_modified(request, f)) {
+        tracing::warn!(url = %request.url, "the server answered 304 Not Modified to a request that sent no validator (a misconfigured server or cache?); the page was not read and counts as an error page, its schedule stays");
+    }
     let (changed, digest) = match fetched {
         Some(f) if not_modified(request, f) => (Some(false), last.and_then(|s| s.digest.clone())),
         Some(f) if (200..300).contains(&f.status) => {
@@ -218,6 +237,54 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fetched(status: u16, headers: &[(&str, &str)]) -> Fetched {
+        Fetched {
+            url: "http://127.0.0.1/p".into(),
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: Vec::new(),
+            held: Default::default(),
+        }
+    }
+
+    #[test]
+    fn only_validators_that_can_go_back_as_they_came_are_kept() {
+        let kept = |name: &str, v: &str| validator(Some(&fetched(200, &[(name, v)])), name, None);
+        assert_eq!(kept("ETag", "\"v1\""), Some("\"v1\"".into()));
+        assert_eq!(kept("ETag", ""), None, "empty");
+        assert_eq!(
+            kept("ETag", "\"caf\u{fffd}\""),
+            None,
+            "Latin-1 read as text"
+        );
+        let date = "Wed, 21 Oct 2015 07:28:00 GMT";
+        assert_eq!(kept("Last-Modified", date), Some(date.into()));
+        assert_eq!(kept("Last-Modified", "not a date"), None);
+        // A response without one keeps the last visit's.
+        let last = "\"v0\"".to_string();
+        assert_eq!(
+            validator(Some(&fetched(304, &[])), "ETag", Some(&last)),
+            Some(last)
+        );
+    }
+
+    #[test]
+    fn a_304_means_unchanged_only_when_the_request_asked_a_condition() {
+        let mut request = Request::new("http://127.0.0.1/p".into());
+        let answer = fetched(304, &[]);
+        assert!(!not_modified(&request, &answer), "a first visit");
+        request.revisit = Some(RevisitState::default());
+        assert!(!not_modified(&request, &answer), "no validator was sent");
+        request.revisit = Some(RevisitState {
+            etag: Some("\"v1\"".into()),
+            ..RevisitState::default()
+        });
+        assert!(not_modified(&request, &answer));
+    }
 
     #[test]
     fn an_adaptive_interval_grows_while_unchanged_and_shrinks_on_change() {

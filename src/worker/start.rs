@@ -82,7 +82,7 @@ impl SpiderRun {
                     if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
                         tracing::warn!(
                             "cannot reach Redis at {shown} ({}); retrying every few seconds until it answers ({} so far). Is redis-server running there? The address comes from --redis, REDIS_URL or the redis_url setting",
-                            e.cause,
+                            e.said(),
                             crate::wording::count(attempts as usize, "attempt")
                         );
                         said = Some(Instant::now());
@@ -139,6 +139,11 @@ impl SpiderRun {
             metrics.clone(),
             share.clone(),
         )?;
+        let failures = Arc::new(super::failures::FailureLog::new(
+            &spider,
+            frontier.is_shared(),
+            &frontier.keys().failed,
+        ));
         Ok(SpiderRun {
             spider,
             settings,
@@ -148,6 +153,8 @@ impl SpiderRun {
             progress: Arc::default(),
             metrics,
             share,
+            paused: Arc::new(tokio::sync::watch::channel(false).0),
+            failures,
         })
     }
 }

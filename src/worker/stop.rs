@@ -80,8 +80,12 @@ impl SpiderRun {
     pub(super) async fn report(&self, reason: StopReason, elapsed: Duration) -> RunSummary {
         let name = self.spider.name.clone();
         let counts = self.progress.counts();
-        tracing::info!(spider = %name, "worker stopped ({reason}) after {:.1} s: {}", elapsed.as_secs_f64(), counts.describe());
-        if reason == StopReason::Drained && counts.pages == 0 && self.frontier.is_shared() {
+        // The one summary of this spider's run in this worker (a whole
+        // line, written at once: workers may share one standard error).
+        // Its own target, so that it can be shown alone
+        // (CRAWLWORKER_LOG=warn,crawlworker::summary=info).
+        tracing::info!(target: "crawlworker::summary", spider = %name, "spider `{name}` stopped ({reason}) after {:.1} s: {}", elapsed.as_secs_f64(), counts.describe());
+        if reason == StopReason::Drained && counts.commits == 0 && self.frontier.is_shared() {
             self.warn_if_never_any_work().await;
         }
         if let Ok(mut stats) = self.frontier.stats().await {
@@ -92,7 +96,9 @@ impl SpiderRun {
             } else {
                 "stats"
             };
-            tracing::info!(spider = %name, "{whose}:\n{}", lines.join("\n"));
+            // No field after the message: in text it would be glued to
+            // the last stat's value. The spider is named in the first line.
+            tracing::info!("{whose} of spider `{name}`:\n{}", lines.join("\n"));
         }
         RunSummary {
             spider: name,

@@ -15,7 +15,7 @@ use super::{page, preview, SpiderRun, StopReason, StopRules, LEASES_PER_SLOT, QU
 use crate::frontier::outage::{with_redis, Fatal};
 use crate::frontier::pickup::StartWatch;
 use crate::frontier::wake::Wake;
-use crate::frontier::{Leased, QueueStatus, Refused, StartClaim};
+use crate::frontier::{Heartbeat, Leased, QueueStatus, Refused, StartClaim};
 use crate::stats::Tally;
 
 /// What the loop keeps between turns.
@@ -23,6 +23,8 @@ pub(super) struct Turns<'a> {
     run: &'a SpiderRun,
     rules: StopRules,
     shutdown: watch::Receiver<bool>,
+    /// While set (the spider is paused), nothing is leased.
+    paused: watch::Receiver<bool>,
     fatal: Fatal,
     wake: Wake,
     /// The start key's watch, for entries pushed without a wake-up.
@@ -72,6 +74,7 @@ impl<'a> Turns<'a> {
             run,
             rules,
             shutdown,
+            paused: run.paused(),
             fatal: frontier.fatal(),
             wake: frontier.wake(),
             // Entries other producers push publish no wake-up: watched apart.
@@ -101,7 +104,14 @@ impl<'a> Turns<'a> {
             return Some(StopReason::Shutdown);
         }
         let room = self.room();
-        let (got, start_empty) = match self.lease_for_room(room.free).await {
+        // Paused: the frontier would lease nothing; the pages in flight
+        // finish (those not yet downloading go back to the queue).
+        let free = if *self.paused.borrow_and_update() {
+            0
+        } else {
+            room.free
+        };
+        let (got, start_empty) = match self.lease_for_room(free).await {
             Leasing::Nothing { stopping: true } | Leasing::Claimed => return None,
             Leasing::Nothing { stopping: false } => (0, false),
             Leasing::Leased { got, start_empty } => (got, start_empty),
@@ -269,6 +279,7 @@ impl<'a> Turns<'a> {
             _ = self.wake.wait(wait) => {}
             _ = self.start_watch.changed() => {}
             _ = self.shutdown.changed() => {}
+            _ = self.paused.changed() => {}
             _ = self.fatal.raised() => {}
         }
         None
@@ -291,7 +302,7 @@ impl<'a> Turns<'a> {
             return Some(StopReason::PageLimit);
         }
         self.waits_for_upstreams = status.own_drained();
-        self.say_waiting_for_leases(&status);
+        self.say_waiting_for_leases(&status).await;
         self.say_waiting_for_upstreams(&status);
         None
     }
@@ -328,9 +339,11 @@ impl<'a> Turns<'a> {
         self.said_upstreams = Some(Instant::now());
     }
 
-    /// Only other workers' leases keep the crawl open: a dead worker's
-    /// come back when they expire. Said every 15 s at most.
-    fn say_waiting_for_leases(&mut self, status: &QueueStatus) {
+    /// Only other workers' leases keep the crawl open. Said every 15 s at
+    /// most, as it is: pages in flight at live workers (the links they
+    /// find come next), or leases of workers that stopped without handing
+    /// them back (they return when they expire).
+    async fn say_waiting_for_leases(&mut self, status: &QueueStatus) {
         let only_leases = status.inflight > 0
             && status.queued == 0
             && status.start == 0
@@ -339,14 +352,29 @@ impl<'a> Turns<'a> {
         let due = self
             .said_waiting
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(15));
-        if only_leases && due {
+        if !(only_leases && due) {
+            return;
+        }
+        self.said_waiting = Some(Instant::now());
+        let pages = crate::wording::count(status.inflight as usize, "page");
+        let lease = self.run.settings.lease_timeout;
+        let Ok(workers) = self.run.frontier.workers().await else {
+            return;
+        };
+        let me = self.run.frontier.worker();
+        let live = live_others(&workers, me, Heartbeat::gone_after(lease));
+        if live > 0 {
             tracing::info!(
                 spider = %self.run.spider.name,
-                "waiting for {} leased by other workers; a stopped worker's leases return to the queue within {}",
-                crate::wording::count(status.inflight as usize, "page"),
-                humantime::format_duration(self.run.settings.lease_timeout)
+                "nothing to lease yet: {pages} in flight at {}; waiting for the links they find",
+                crate::wording::count(live, "other worker")
             );
-            self.said_waiting = Some(Instant::now());
+        } else {
+            tracing::info!(
+                spider = %self.run.spider.name,
+                "waiting for {pages} leased by a worker that stopped without handing them back (no heartbeat); they return to the queue when its leases expire, within {}",
+                humantime::format_duration(lease)
+            );
         }
     }
 
@@ -389,7 +417,17 @@ impl<'a> Turns<'a> {
             // Another spider's share changed the room.
             _ = tokio::time::sleep(Duration::from_millis(250)), if share.limit() != room.concurrency => {}
             _ = self.shutdown.changed() => {}
+            _ = self.paused.changed() => {}
             _ = self.fatal.raised() => {}
         }
     }
+}
+
+/// The workers other than `me` whose heartbeat is fresher than `gone_after`.
+fn live_others(workers: &[(String, Heartbeat)], me: &str, gone_after: Duration) -> usize {
+    let now = crate::frontier::now_secs();
+    workers
+        .iter()
+        .filter(|(id, beat)| id != me && now - beat.heartbeat <= gone_after.as_secs_f64())
+        .count()
 }

@@ -3,7 +3,8 @@
 //! per-host entries that can no longer matter (see
 //! [`crate::frontier::Backend::sweep`]).
 
-use std::time::Duration;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use super::{hostname, now_rfc3339, SpiderRun, QUIET_RECHECK};
 use crate::frontier::{now_secs, Frontier, Heartbeat, Swept};
@@ -20,10 +21,14 @@ impl Background {
 }
 
 impl SpiderRun {
-    /// Starts lease renewal and the heartbeat, the sweep, and the periodic
-    /// progress line.
+    /// Starts lease renewal and the heartbeat, the sweep, the pause's
+    /// watch and the periodic progress line.
     pub(super) fn spawn_background(&self) -> Background {
-        let mut tasks = vec![self.spawn_upkeep(), self.spawn_sweep()];
+        let mut tasks = vec![
+            self.spawn_upkeep(),
+            self.spawn_sweep(),
+            self.spawn_pause_watch(),
+        ];
         tasks.extend(super::progress::spawn_log_stats(
             self.spider.name.clone(),
             self.frontier.clone(),
@@ -41,14 +46,14 @@ impl SpiderRun {
         let robots_ttl = self.settings.robotstxt_ttl;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(SWEEP_EVERY);
-            let mut pages = progress.counts().pages;
+            let mut pages = progress.counts().commits;
             // Steps skipped while the spider is idle and the last step
             // found nothing to delete, so an idle worker costs Redis little
             // (one step per SWEEP_IDLE_EVERY).
             let mut skip = 0u32;
             loop {
                 tick.tick().await;
-                let now = progress.counts().pages;
+                let now = progress.counts().commits;
                 let worked = now > pages;
                 if !worked && skip > 0 {
                     skip -= 1;
@@ -91,15 +96,24 @@ impl SpiderRun {
         let host = hostname();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
+            let mut lost_leases = LostLeases::default();
+            let mut renewed = Instant::now();
             loop {
                 tick.tick().await;
-                let ids: Vec<String> = inflight
-                    .lock()
-                    .map(|s| s.iter().cloned().collect())
-                    .unwrap_or_default();
+                let held = || inflight.lock().map(|s| s.clone()).unwrap_or_default();
+                let ids: Vec<String> = held().into_iter().collect();
                 match frontier.renew(&ids).await {
-                    Ok(lost) if !lost.is_empty() => tracing::warn!(count = lost.len(), "leases lost (expired while Redis was away?); those pages will not be committed by this worker"),
-                    Ok(_) => {}
+                    Ok(lost) => {
+                        let lost = lost_leases.confirm(lost, &held());
+                        if lost > 0 {
+                            tracing::warn!(
+                                count = lost,
+                                "{}",
+                                lost_leases_said(lost, renewed.elapsed(), lease)
+                            );
+                        }
+                        renewed = Instant::now();
+                    }
                     Err(e) => tracing::debug!(error = %e, "lease renewal failed; retrying"),
                 }
                 let beat = Heartbeat {
@@ -165,4 +179,75 @@ async fn read_cluster(frontier: &Frontier, lease: Duration) -> Option<crate::met
         leases_expired,
         hosts_backed_off,
     })
+}
+
+/// Which leases the renewals say this worker lost. A page committed or
+/// handed back while its id was being renewed reads as lost once: it is
+/// no longer held by then, or by the next renewal. A lease is lost when
+/// two renewals in a row miss it while this worker still holds it; each is
+/// said once.
+#[derive(Debug, Default)]
+struct LostLeases {
+    /// Missed by the last renewal, still held.
+    missed: HashSet<String>,
+    /// Lost and said.
+    said: HashSet<String>,
+}
+
+impl LostLeases {
+    /// `missed`: the ids the renewal says this worker does not hold;
+    /// `held`: the ids it holds now. Returns how many leases are newly lost.
+    fn confirm(&mut self, missed: Vec<String>, held: &HashSet<String>) -> usize {
+        let missed: HashSet<String> = missed.into_iter().filter(|id| held.contains(id)).collect();
+        let lost: Vec<String> = missed
+            .iter()
+            .filter(|id| self.missed.contains(*id) && !self.said.contains(*id))
+            .cloned()
+            .collect();
+        self.said.retain(|id| held.contains(id));
+        self.said.extend(lost.iter().cloned());
+        self.missed = missed;
+        lost.len()
+    }
+}
+
+/// What lost leases mean: this worker did not renew them in time (Redis
+/// away, or the worker stalled) and they went back to the queue.
+fn lost_leases_said(lost: usize, since_renewal: Duration, lease: Duration) -> String {
+    format!(
+        "{} expired before this worker renewed {} (the previous renewal was {} ago, lease_timeout {}): back in the queue for any worker, {} not be committed by this one",
+        crate::wording::count(lost, "lease"),
+        if lost == 1 { "it" } else { "them" },
+        crate::wording::duration(since_renewal),
+        crate::wording::duration(lease),
+        if lost == 1 { "its page will" } else { "their pages will" },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[&str]) -> HashSet<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_page_committed_during_the_renewal_is_no_lost_lease() {
+        let mut l = LostLeases::default();
+        // Committed between reading the ids and the renewal: no longer held.
+        assert_eq!(l.confirm(vec!["a".into()], &set(&["b"])), 0);
+        // Committed in Redis, its task not yet told: held for one renewal.
+        assert_eq!(l.confirm(vec!["c".into()], &set(&["b", "c"])), 0);
+        assert_eq!(l.confirm(Vec::new(), &set(&["b"])), 0);
+        // Missed twice while held: lost, said once.
+        assert_eq!(l.confirm(vec!["b".into()], &set(&["b"])), 0);
+        assert_eq!(l.confirm(vec!["b".into()], &set(&["b"])), 1);
+        assert_eq!(l.confirm(vec!["b".into()], &set(&["b"])), 0);
+        assert!(
+            lost_leases_said(1, Duration::from_secs(12), Duration::from_secs(30)).starts_with(
+                "1 lease expired before this worker renewed it (the previous renewal was"
+            )
+        );
+    }
 }

@@ -39,10 +39,13 @@
 //! | `/fault/trickle?bytes_per_sec=N` | 200, chunked, an HTML start at once, then `.` bytes at N per second (1–1,000,000, default 10): one byte every 1/N s up to 1,000 per second, evenly spread over 1 ms ticks above. Never ends. |
 //! | `/fault/gzip` | 200 with `Content-Encoding: gzip`: a small page in a valid gzip member (stored deflate blocks, correct CRC-32 and size). |
 //! | `/fault/nested/{n}` | 200, a page of `n` (at most 10,000,000) nested `<div>`s holding a link to `/fault/nested-end` and a `<p class="deep">`: HTML whose parse costs n² steps without a depth limit. |
+//! | `/fault/file/{name}?type=T` | A downloadable file, typed and filled as a static file server would by the name's extension (any case): `.pdf` `application/pdf` (a PDF start), `.zip` `application/zip`, `.png` `image/png` (a PNG's first bytes), `.py` `text/x-python` (a line of Python), `.html` `text/html` (a small page); any other name `application/octet-stream` with bytes 0–255. `type=T` sends `Content-Type: T` instead, `type=none` no Content-Type at all. Other parameters are ignored (`logo.PNG?x=1` is a PNG). |
+//! | `/fault/downloads` | 200, a page linking `/fault/file/report.pdf`, `src.zip`, `logo.PNG?x=1`, `example.py` (the kinds of file Scrapy's link extractor skips) and `notes.html` (one it follows). |
 //! | `/fault/links?to=P1,P2,…` | 200 with one `<a href="Pi">` per comma-separated value (escaped), so a spider can be led into fault routes. |
 //! | `/fault/sitemap?to=U1+U2+…&lastmod=D&gzip=1` | A sitemap (`<urlset>`) with one `<url><loc>Ui</loc></url>` per space-separated value (`+` in the query; a URL with its own query goes percent-encoded), escaped, each with `<lastmod>D</lastmod>` when given. With `gzip=1` the body is the gzip file itself (`application/x-gzip`, no Content-Encoding), as a `sitemap.xml.gz` is served. |
 //! | `/fault/sitemap-index?to=S1+S2+…` | A sitemap index (`<sitemapindex>`) listing the sitemaps Si. |
 //! | `/fault/feed/rss?to=U1+…` and `/fault/feed/atom?to=U1+…` | An RSS 2.0 or Atom feed with one entry per Ui, linking to it. |
+//! | `…&pad=N`, `…&cut=N` on the sitemap and feed routes | N spaces before the closing tag (a sitemap that unpacks past a limit while its gzip file stays small); the body cut to its first N bytes (before gzip), as a broken download. |
 //! | `/fault/changing?every=N&validators=V&key=K` | A page whose content changes every N requests for (path, key) (0: never; default 1): version = (request − 1) ÷ N, shown as `<p class="version">v</p>` (beside a `<p class="stable">` that never changes). Validators V: `etag` (default: `ETag: "v<version>"`), `last-modified` (one hour per version after 2023-11-14), `both` or `none`. A request whose `If-None-Match` or `If-Modified-Since` matches the current version answers 304 with no body (and counts as a request). With `gone_after=G`, requests after the G-th answer 410 Gone. |
 //!
 //! `/robots.txt` is not a fault route but is configured here: see
@@ -480,6 +483,15 @@ fn dispatch(
             );
             Reply::Now(page(StatusCode::OK, "Nested", &body))
         }
+        ["file", name] => file(name, query.get("type"))?,
+        ["downloads"] => {
+            let mut list = String::from("<ul>\n");
+            for to in DOWNLOADS {
+                let _ = writeln!(list, "<li><a href=\"{PREFIX}file/{to}\">{to}</a></li>");
+            }
+            list.push_str("</ul>");
+            Reply::Now(page(StatusCode::OK, "Downloads", &list))
+        }
         ["links"] => {
             let mut list = String::from("<ul>\n");
             for to in query
@@ -510,7 +522,7 @@ fn dispatch(
                 response(
                     StatusCode::OK,
                     "application/x-gzip",
-                    Bytes::from(gzip_stored(body.as_bytes())),
+                    Bytes::from(gzip_compressed(body.as_bytes())),
                 )
             } else {
                 response(StatusCode::OK, XML, Bytes::from(body))
@@ -556,6 +568,60 @@ fn dispatch(
     Ok(Some(reply))
 }
 
+/// What `/fault/downloads` links to under `/fault/file/`: the four kinds
+/// of file Scrapy's link extractor skips, then a page it follows.
+pub const DOWNLOADS: [&str; 5] = [
+    "report.pdf",
+    "src.zip",
+    "logo.PNG?x=1",
+    "example.py",
+    "notes.html",
+];
+
+/// `/fault/file/{name}`: a file typed and filled by its extension, or
+/// typed as `type` says (`none`: no Content-Type).
+fn file(name: &str, content_type: Option<&str>) -> Result<Reply, String> {
+    let extension = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    let (typed, body): (&str, Bytes) = match extension.as_deref() {
+        Some("pdf") => (
+            "application/pdf",
+            Bytes::from_static(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n"),
+        ),
+        Some("zip") => (
+            "application/zip",
+            Bytes::from_static(b"PK\x03\x04\x14\0\0\0\x08\0<html>not a page</html>"),
+        ),
+        Some("png") => (
+            "image/png",
+            Bytes::from_static(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01"),
+        ),
+        Some("py") => ("text/x-python", Bytes::from_static(b"print('hello')\n")),
+        Some("html") => (
+            HTML,
+            Bytes::from(document("A file", "<p>A page among the files.</p>")),
+        ),
+        _ => (
+            "application/octet-stream",
+            Bytes::from((0..=255u8).collect::<Vec<u8>>()),
+        ),
+    };
+    let mut response = Response::new(full(body));
+    match content_type {
+        Some("none") => {}
+        Some(t) => {
+            let value =
+                HeaderValue::from_str(t).map_err(|_| format!("not a Content-Type value: {t:?}"))?;
+            response.headers_mut().insert(CONTENT_TYPE, value);
+        }
+        None => {
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(typed));
+        }
+    }
+    Ok(Reply::Now(response))
+}
+
 /// An XML document: `head`, one `entry` per space-separated (escaped)
 /// value of `to`, `tail`.
 fn xml_list(query: &Query, head: &str, entry: impl Fn(&str) -> String, tail: &str) -> String {
@@ -564,7 +630,15 @@ fn xml_list(query: &Query, head: &str, entry: impl Fn(&str) -> String, tail: &st
         body.push_str(&entry(&escape(to)));
         body.push('\n');
     }
+    // Room before the end (a sitemap that unpacks past the limit), and an
+    // end cut off (a truncated download).
+    if let Some(pad) = query.get("pad").and_then(|n| n.parse::<usize>().ok()) {
+        body.push_str(&" ".repeat(pad));
+    }
     body.push_str(tail);
+    if let Some(cut) = query.get("cut").and_then(|n| n.parse::<usize>().ok()) {
+        body.truncate(cut.min(body.len()));
+    }
     body
 }
 
@@ -924,6 +998,16 @@ fn http_date(secs: u64) -> String {
         in_day % 3_600 / 60,
         in_day % 60
     )
+}
+
+/// `data` gzip-compressed, as a `sitemap.xml.gz` is (a run of spaces packs
+/// a thousandfold: a sitemap that unpacks past any limit stays small).
+fn gzip_compressed(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = gz.write_all(data);
+    gz.finish().unwrap_or_default()
 }
 
 /// `data` as a gzip member of stored (uncompressed) deflate blocks: valid
@@ -1588,6 +1672,36 @@ mod tests {
             .await
             .expect("body");
         assert!(!empty.contains("<a "));
+        server.stop().await.expect("stop");
+    }
+
+    #[tokio::test]
+    async fn files_are_typed_by_extension_unless_told() {
+        let server = start().await;
+        for (path, want) in [
+            ("/fault/file/report.pdf", Some("application/pdf")),
+            ("/fault/file/logo.PNG?x=1", Some("image/png")),
+            ("/fault/file/example.py", Some("text/x-python")),
+            ("/fault/file/notes.html", Some(HTML)),
+            ("/fault/file/blob", Some("application/octet-stream")),
+            ("/fault/file/photo?type=image/png", Some("image/png")),
+            ("/fault/file/raw?type=none", None),
+        ] {
+            let response = get(&server, path).await;
+            assert_eq!(response.status(), 200, "{path}");
+            assert_eq!(header(&response, "content-type"), want, "{path}");
+        }
+        let png = get(&server, "/fault/file/raw?type=none").await;
+        assert_eq!(png.bytes().await.expect("body").len(), 256);
+        let text = get(&server, "/fault/downloads")
+            .await
+            .text()
+            .await
+            .expect("body");
+        for to in DOWNLOADS {
+            let href = format!("href=\"/fault/file/{}\"", escape(to));
+            assert!(text.contains(&href), "{href} in {text}");
+        }
         server.stop().await.expect("stop");
     }
 

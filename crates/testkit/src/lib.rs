@@ -34,7 +34,7 @@ pub mod terminal;
 pub mod wait;
 
 pub use crawl::DemoCrawl;
-pub use faults::Robots;
+pub use faults::{Robots, DOWNLOADS};
 pub use files::{fault_spider, files, loopback_host, proxied_spider, root, spider_for, temp_dir};
 pub use fixture::{peak, FixtureServer};
 pub use guard::KillOnDrop;

@@ -176,7 +176,7 @@ def collect(args):
         stats = {k.decode(): v.decode() for k, v in client.hgetall("bbs:stats").items()}
         rec["pages"] = int(stats.get("downloader/response_count", 0))
         rec["stats"] = stats
-        # Each worker ends with "crawlworker: spider `bbs` stopped (the
+        # Each worker ends with "spider `bbs` stopped (the
         # crawl is drained) after 0.8 s: N pages, …" on standard error.
         per_worker = []
         for path in opts.get("logs", []):

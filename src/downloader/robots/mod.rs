@@ -280,7 +280,12 @@ impl RobotsGate {
                     if f.retryable {
                         tracing::warn!(%host, reason = %f.reason, "the host's requests wait; robots.txt is fetched again in {}", crate::wording::duration(ttl));
                     } else {
-                        tracing::warn!(%host, reason = %f.reason, "the host's requests fail (recorded in the failed key)");
+                        let kept = if self.frontier.is_shared() {
+                            "recorded in the failed key"
+                        } else {
+                            "listed when the local crawl ends"
+                        };
+                        tracing::warn!(%host, reason = %f.reason, "the host's requests fail ({kept})");
                     }
                 }
                 if let Err(e) = self.frontier.robots_store(host, &record, delay, ttl).await {

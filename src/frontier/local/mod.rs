@@ -19,7 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
-pub use sink::ItemWriter;
+pub use sink::{ItemWriter, WholeLines};
 
 use super::error::Result;
 use super::outage::Fatal;
@@ -47,6 +47,8 @@ struct Crawl {
     state: Mutex<State>,
     /// Woken when work is queued, or the crawl may have drained.
     wake: Arc<Notify>,
+    /// Woken when the crawl is paused or resumed.
+    control: Arc<Notify>,
 }
 
 impl LocalFrontier {
@@ -59,6 +61,7 @@ impl LocalFrontier {
             crawl: Arc::new(Crawl {
                 state: Mutex::new(state),
                 wake: Arc::default(),
+                control: Arc::default(),
             }),
         }
     }
@@ -92,6 +95,12 @@ impl LocalFrontier {
 
     fn notify(&self) {
         self.crawl.wake.notify_one();
+    }
+
+    /// Tells every handle's run that the pause changed.
+    fn control_changed(&self) {
+        self.crawl.control.notify_waiters();
+        self.crawl.control.notify_one();
     }
 
     /// Queues the spider's sitemaps and feeds (`[start] sitemap`, `feed`),
@@ -230,7 +239,7 @@ impl LocalFrontier {
                 .unwrap_or_default(),
             _ => Duration::ZERO,
         };
-        let finish = humantime::format_rfc3339_seconds(now).to_string();
+        let finish = humantime::format_rfc3339_millis(now).to_string();
         for (field, value) in [
             (stats::FINISH_TIME.name, finish),
             (stats::FINISH_REASON.name, reason.to_string()),
@@ -273,7 +282,10 @@ impl Backend for LocalFrontier {
     }
 
     fn wake(&self) -> Wake {
-        Wake::local(Arc::clone(&self.crawl.wake))
+        Wake::local(
+            Arc::clone(&self.crawl.wake),
+            Arc::clone(&self.crawl.control),
+        )
     }
 
     async fn watch_start(&self, _recheck: Duration) -> StartWatch {
@@ -444,9 +456,14 @@ impl Backend for LocalFrontier {
 
     async fn stats(&self) -> Result<Vec<(String, String)>> {
         let s = self.state();
+        // The queue is in memory: Scrapy's name for it, not Redis's.
+        let name = |k: &str| match k.strip_suffix("/redis") {
+            Some(base) => format!("{base}/memory"),
+            None => k.to_string(),
+        };
         Ok(s.stats
             .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
+            .map(|(k, v)| (name(k), v.to_string()))
             .collect())
     }
 
@@ -465,15 +482,20 @@ impl Backend for LocalFrontier {
     }
 
     async fn pause(&self) -> Result<bool> {
-        let mut s = self.state();
-        let was = std::mem::replace(&mut s.paused, true);
+        let was = std::mem::replace(&mut self.state().paused, true);
+        self.control_changed();
         Ok(!was)
     }
 
     async fn resume(&self) -> Result<bool> {
         let was = std::mem::replace(&mut self.state().paused, false);
+        self.control_changed();
         self.notify();
         Ok(was)
+    }
+
+    async fn paused(&self) -> Result<bool> {
+        Ok(self.state().paused)
     }
 
     async fn heartbeat(&self, _beat: &Heartbeat) -> Result<()> {

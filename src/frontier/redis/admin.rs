@@ -487,25 +487,42 @@ impl RedisFrontier {
     }
 
     /// Pauses the spider for the whole cluster: no worker leases a request
-    /// until [`RedisFrontier::resume`] (pages in flight finish and commit).
-    /// False if it was paused already.
+    /// until [`RedisFrontier::resume`]; the workers, told on the wake
+    /// channel, hand back the requests they have not started downloading
+    /// (downloads in progress finish and commit). False if it was paused
+    /// already.
     pub async fn pause(&self) -> Result<bool> {
-        let set: bool = redis::cmd("HSETNX")
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("HSETNX")
             .arg(&self.keys.control)
             .arg("paused")
             .arg((super::now_secs() * 1000.0) as u64)
+            .publish(&self.keys.wake, super::wake::CONTROL)
+            .ignore();
+        let (set,): (bool,) = pipe
             .query_async(&mut self.conn.clone())
             .await
             .map_err(err("pause", &self.keys.control))?;
         Ok(set)
     }
 
-    /// Ends a pause and wakes idle workers; false if it was not paused.
+    /// Whether the spider is paused (`crawlworker pause`).
+    pub async fn paused(&self) -> Result<bool> {
+        redis::cmd("HEXISTS")
+            .arg(&self.keys.control)
+            .arg("paused")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read", &self.keys.control))
+    }
+
+    /// Ends a pause and wakes the workers; false if it was not paused.
     pub async fn resume(&self) -> Result<bool> {
         let mut pipe = redis::pipe();
         pipe.atomic()
             .hdel(&self.keys.control, "paused")
-            .publish(&self.keys.wake, 1)
+            .publish(&self.keys.wake, super::wake::CONTROL)
             .ignore();
         let (removed,): (u64,) = pipe
             .query_async(&mut self.conn.clone())
@@ -556,7 +573,7 @@ impl RedisFrontier {
             .and_then(|s| humantime::parse_rfc3339(&s).ok())
             .and_then(|t| now.duration_since(t).ok())
             .unwrap_or_default();
-        let finish = humantime::format_rfc3339_seconds(now).to_string();
+        let finish = humantime::format_rfc3339_millis(now).to_string();
         redis::pipe()
             .atomic()
             .hset(&self.keys.stats, stats::FINISH_TIME.name, finish)

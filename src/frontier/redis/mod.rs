@@ -547,6 +547,10 @@ impl Backend for RedisFrontier {
         RedisFrontier::pause(self).await
     }
 
+    async fn paused(&self) -> Result<bool> {
+        RedisFrontier::paused(self).await
+    }
+
     async fn resume(&self) -> Result<bool> {
         RedisFrontier::resume(self).await
     }

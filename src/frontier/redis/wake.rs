@@ -9,6 +9,11 @@
 //! unsubscribes as they stop, and wakes the spider a message names. It
 //! reconnects by itself when Redis goes away, and then wakes every spider
 //! (something may have been announced while nobody listened).
+//!
+//! The operator's controls (`crawlworker pause`, `resume`) publish
+//! [`CONTROL`] on the same channel: every worker of the spider, busy or
+//! idle, learns within milliseconds that it should read the pause again
+//! ([`Wake::control`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,9 +26,31 @@ use tokio::sync::{mpsc, Notify};
 use super::url::redact;
 use crate::retry_schedule::RetrySchedule;
 
-/// The channels subscribed to: each one's waiters and how many spiders
-/// listen on it.
-type Channels = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
+/// What `crawlworker pause` and `resume` publish on a spider's wake
+/// channel (work steps publish a count): the spider's control changed.
+pub const CONTROL: &str = "control";
+
+/// The channels subscribed to, each with its listeners.
+type Channels = Arc<Mutex<HashMap<String, Listeners>>>;
+
+/// Who listens on one channel.
+struct Listeners {
+    /// Woken when work is announced.
+    work: Arc<Notify>,
+    /// Woken when the spider's control (its pause) changed.
+    control: Arc<Notify>,
+    /// How many spiders listen on it.
+    spiders: usize,
+}
+
+impl Listeners {
+    /// Wakes both: a control message (a resume) also means work may be
+    /// leased again, and after a new subscription everything is looked at.
+    fn wake_all(&self) {
+        wake_up(&self.work);
+        wake_up(&self.control);
+    }
+}
 
 /// A change to the subscription.
 enum Change {
@@ -45,6 +72,7 @@ pub struct Wakes {
 pub struct Wake {
     channel: String,
     notify: Arc<Notify>,
+    control: Arc<Notify>,
     channels: Channels,
     changes: mpsc::UnboundedSender<Change>,
     live: Arc<AtomicBool>,
@@ -87,18 +115,13 @@ impl Wakes {
                         backoff.reset();
                         up.store(true, Ordering::Relaxed);
                         if let Ok(c) = listening.lock() {
-                            c.values().for_each(|(n, _)| wake_up(n));
+                            c.values().for_each(Listeners::wake_all);
                         }
                         loop {
                             tokio::select! {
                                 message = messages.next() => {
                                     let Some(message) = message else { break };
-                                    let notify = listening.lock().ok().and_then(|c| {
-                                        c.get(message.get_channel_name()).map(|(n, _)| n.clone())
-                                    });
-                                    if let Some(n) = notify {
-                                        wake_up(&n);
-                                    }
+                                    dispatch(&listening, &message);
                                 }
                                 change = pending.recv() => {
                                     let done = match change {
@@ -107,9 +130,8 @@ impl Wakes {
                                             let done = sink.subscribe(&c).await;
                                             // Whatever was announced before
                                             // the subscription took is looked for.
-                                            let notify = listening.lock().ok().and_then(|l| l.get(&c).map(|(n, _)| n.clone()));
-                                            if let (Ok(()), Some(n)) = (&done, notify) {
-                                                wake_up(&n);
+                                            if let (Ok(()), Ok(l)) = (&done, listening.lock()) {
+                                                l.get(&c).into_iter().for_each(Listeners::wake_all);
                                             }
                                             done
                                         }
@@ -143,26 +165,44 @@ impl Wakes {
 
     /// Wake-ups for `channel`.
     pub fn subscribe(&self, channel: &str) -> Wake {
-        let notify = match self.channels.lock() {
+        let (notify, control) = match self.channels.lock() {
             Ok(mut c) => {
-                let entry = c
-                    .entry(channel.to_string())
-                    .or_insert_with(|| (Arc::new(Notify::new()), 0));
-                entry.1 += 1;
-                if entry.1 == 1 {
+                let entry = c.entry(channel.to_string()).or_insert_with(|| Listeners {
+                    work: Arc::default(),
+                    control: Arc::default(),
+                    spiders: 0,
+                });
+                entry.spiders += 1;
+                if entry.spiders == 1 {
                     let _ = self.changes.send(Change::Subscribe(channel.to_string()));
                 }
-                entry.0.clone()
+                (entry.work.clone(), entry.control.clone())
             }
             // A poisoned map: the spider still polls (`idle_recheck`).
-            Err(_) => Arc::new(Notify::new()),
+            Err(_) => (Arc::default(), Arc::default()),
         };
         Wake {
             channel: channel.to_string(),
             notify,
+            control,
             channels: self.channels.clone(),
             changes: self.changes.clone(),
             live: self.live.clone(),
+        }
+    }
+}
+
+/// Wakes the listeners of the channel `message` came on: its control
+/// too when it is [`CONTROL`].
+fn dispatch(listening: &Channels, message: &redis::Msg) {
+    let Ok(channels) = listening.lock() else {
+        return;
+    };
+    if let Some(l) = channels.get(message.get_channel_name()) {
+        if message.get_payload_bytes() == CONTROL.as_bytes() {
+            l.wake_all();
+        } else {
+            wake_up(&l.work);
         }
     }
 }
@@ -174,13 +214,14 @@ impl Drop for Wakes {
 }
 
 impl Wake {
-    /// Wake-ups from `notify` alone, with no Redis behind them: a local
-    /// crawl's frontier announces its work there.
-    pub fn local(notify: Arc<Notify>) -> Wake {
+    /// Wake-ups from `notify` (work) and `control` (the pause) alone, with
+    /// no Redis behind them: a local crawl's frontier announces there.
+    pub fn local(notify: Arc<Notify>, control: Arc<Notify>) -> Wake {
         let (changes, _) = mpsc::unbounded_channel();
         Wake {
             channel: String::new(),
             notify,
+            control,
             channels: Arc::default(),
             changes,
             live: Arc::new(AtomicBool::new(true)),
@@ -204,14 +245,21 @@ impl Wake {
     pub async fn notified(&self) {
         self.notify.notified().await;
     }
+
+    /// Waits until the spider's control may have changed (`pause`,
+    /// `resume`, or a subscription re-made: a message may have been
+    /// missed), or `timeout` passes.
+    pub async fn control(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.control.notified()).await;
+    }
 }
 
 impl Drop for Wake {
     fn drop(&mut self) {
         if let Ok(mut c) = self.channels.lock() {
             if let Some(entry) = c.get_mut(&self.channel) {
-                entry.1 -= 1;
-                if entry.1 == 0 {
+                entry.spiders -= 1;
+                if entry.spiders == 0 {
                     c.remove(&self.channel);
                     let _ = self.changes.send(Change::Unsubscribe(self.channel.clone()));
                 }

@@ -1,6 +1,6 @@
 //! `[[rules.follow]]`: how a follow entry finds its links (CSS, XPath, a
 //! regex, JSONPath, a URL template, a sitemap or a feed), which it keeps
-//! (`allow`, `deny`, `depth_limit`, `paginate`), where they go (a rule of
+//! (`allow`, `deny`, `deny_extensions`, `depth_limit`, `paginate`), where they go (a rule of
 //! this spider, or another spider through [`super::handoff`]) and what
 //! context they carry. The JSON API keys and how requests are sent are
 //! [`super::json`]'s.
@@ -10,7 +10,7 @@ use regex::Regex;
 use super::json::ApiFollow;
 use super::{Compiler, Names};
 use crate::spider::file::{FollowFile, PaginateFile};
-use crate::spider::{Follow, LinkSource, MetaCarry, Paginate};
+use crate::spider::{DenyExtensions, Follow, LinkSource, MetaCarry, Paginate};
 
 impl Compiler<'_> {
     pub(super) fn follow(&self, f: &FollowFile, rules: &Names<'_>) -> Option<Follow> {
@@ -25,8 +25,10 @@ impl Compiler<'_> {
             Some(p) => Some(self.paginate(p)?),
             None => None,
         };
+        let links = links?;
         Some(Follow {
-            links: links?,
+            deny_extensions: self.deny_extensions(f, &links)?,
+            links,
             allow: allow.into_iter().collect::<Option<_>>()?,
             deny: deny.into_iter().collect::<Option<_>>()?,
             rule: match rule {
@@ -115,6 +117,48 @@ impl Compiler<'_> {
             return None;
         }
         Some(Some(index))
+    }
+
+    /// `deny_extensions`: the extensions not followed. Without the key,
+    /// links found on the page (CSS, XPath, a regex) skip Scrapy's list and
+    /// the links of sitemaps, feeds and JSON skip none, as in Scrapy.
+    fn deny_extensions(&self, f: &FollowFile, links: &LinkSource) -> Option<DenyExtensions> {
+        let on_page = matches!(
+            links,
+            LinkSource::Css(_) | LinkSource::XPath(_) | LinkSource::Re(_)
+        );
+        let Some((loc, list)) = &f.deny_extensions else {
+            return Some(if on_page {
+                DenyExtensions::default()
+            } else {
+                DenyExtensions::none()
+            });
+        };
+        if !on_page {
+            self.problem(
+                loc,
+                "`deny_extensions` applies to links found with `css`, `xpath` or `re`",
+                "remove it: the links of sitemaps, feeds and JSON responses are followed whatever their extension (as in Scrapy); `deny` patterns drop some",
+            );
+            return None;
+        }
+        let mut ok = true;
+        for e in list {
+            let bare = e.value.trim_start_matches('.');
+            if bare.is_empty() || bare.contains(['/', '?', '#', ';', '*', ' ']) {
+                let what = match e.value.as_str() {
+                    "" => "an empty string".to_string(),
+                    v => format!("`{v}`"),
+                };
+                self.problem(
+                    &e.loc,
+                    format!("{what} is not a file extension"),
+                    "write extensions such as \"pdf\" or \"tar.gz\" (a link whose path ends with one is not followed); `deny` patterns skip links by any other part of the URL",
+                );
+                ok = false;
+            }
+        }
+        ok.then(|| DenyExtensions::new(list.iter().map(|e| e.value.as_str())))
     }
 
     /// `depth_limit`: `Some(None)` without one; `None` on a problem.

@@ -115,17 +115,18 @@ impl Compiler<'_> {
         }
     }
 
-    /// `page = "url" | "status" | "depth"`.
+    /// `page = "url" | "status" | "depth" | "headers"`.
     fn page_value(&self, page: &At<String>) -> Option<PageValue> {
         match page.value.as_str() {
             "url" => Some(PageValue::Url),
             "status" => Some(PageValue::Status),
             "depth" => Some(PageValue::Depth),
+            "headers" => Some(PageValue::Headers),
             other => {
                 self.problem(
                     &page.loc,
                     format!("`{other}` is not a page value"),
-                    "use \"url\", \"status\" or \"depth\"",
+                    "use \"url\", \"status\", \"depth\" or \"headers\"",
                 );
                 None
             }

@@ -46,6 +46,7 @@ impl Compiler<'_> {
             start.key.as_ref().map(|k| k.value.as_str()),
         );
         let all: Vec<(KeyKind, &str)> = keys.all().collect();
+        ok &= self.check_own_names(&all, k, spider, &tagged);
         ok &= self.check_shared_keys(&all, &written, k);
         ok &= self.check_below_dupefilter(&keys, &all, &written, k);
         ok.then_some(keys)
@@ -167,6 +168,49 @@ impl Compiler<'_> {
                     KeyKind::Start.template().replace("{name}", tagged)
                 )),
             );
+        }
+        ok
+    }
+
+    /// A `[keys]` name must be one: an empty one is refused, and one
+    /// without the spider's name (`other:items`) may be another spider's,
+    /// whose records would mix with this one's. False on a problem.
+    fn check_own_names(
+        &self,
+        all: &[(KeyKind, &str)],
+        k: &KeysFile,
+        spider: &str,
+        tagged: &str,
+    ) -> bool {
+        let mut ok = true;
+        for (kind, template) in &k.templates {
+            let Some(parsed) = KeyKind::parse(&kind.value) else {
+                continue;
+            };
+            let default = parsed.template().replace("{name}", tagged);
+            if template.value.trim().is_empty() {
+                ok = false;
+                self.problem(
+                    &template.loc,
+                    format!("the `{}` key name is empty", kind.value),
+                    format!("leave `{}` out to use the default `{default}`", kind.value),
+                );
+                continue;
+            }
+            let name = all.iter().find(|(k, _)| *k == parsed).map(|(_, n)| *n);
+            if let Some(name) = name.filter(|n| !n.contains(spider)) {
+                self.r.warning(
+                    &template.loc,
+                    format!(
+                        "the `{}` key `{name}` does not contain the spider's name `{spider}`: if another spider uses it, their records mix (and `flush --all` of one deletes the other's)",
+                        kind.value
+                    ),
+                    Some(format!(
+                        "write it with `{{name}}` (e.g. `{}`), or leave it out to use `{default}`",
+                        parsed.template()
+                    )),
+                );
+            }
         }
         ok
     }

@@ -84,6 +84,7 @@ impl Compiler<'_> {
             extract: extract.into_iter().collect::<Option<_>>()?,
             follow: follow.into_iter().collect::<Option<_>>()?,
             json: json?,
+            binary: r.binary.as_ref().is_some_and(|b| b.value),
         })
     }
 

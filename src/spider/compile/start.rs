@@ -47,6 +47,9 @@ impl Compiler<'_> {
             }
         }
         let body = s.body.as_ref().and_then(&mut template);
+        for (k, v) in &s.headers {
+            self.check_start_header(k, v);
+        }
         let headers: Vec<(String, Template)> = s
             .headers
             .iter()
@@ -75,6 +78,28 @@ impl Compiler<'_> {
             task_fields,
             seeds: Vec::new(),
         })
+    }
+
+    /// A `[start] headers` entry: a name and a value an HTTP request can
+    /// carry (a CR or LF in the value would fail every task at run time).
+    fn check_start_header(&self, name: &At<String>, value: &At<String>) {
+        if reqwest::header::HeaderName::from_bytes(name.value.as_bytes()).is_err() {
+            self.problem(
+                &name.loc,
+                format!("`{}` is not an HTTP header name", name.value),
+                "use letters, digits and `-`, e.g. `X-Requested-With`",
+            );
+        }
+        if reqwest::header::HeaderValue::from_str(&value.value).is_err() {
+            self.problem(
+                &value.loc,
+                format!(
+                    "the `{}` header's value {:?} cannot be sent (a line break or another control character)",
+                    name.value, value.value
+                ),
+                "write the value on one line, without control characters",
+            );
+        }
     }
 
     /// `[start] type`: the Redis type of the start key.

@@ -9,7 +9,7 @@ use regex::Regex;
 use super::Compiler;
 use crate::reader::At;
 use crate::spider::file::IntOrTemplate;
-use crate::spider::{limits, IntSource, Selector, Template, XPath};
+use crate::spider::{limits, AllowedDomain, IntSource, Selector, Template, XPath};
 
 /// Name of spiders, rules and items: they appear in Redis keys and logs.
 pub(super) fn valid_name(s: &str) -> bool {
@@ -144,28 +144,19 @@ impl Compiler<'_> {
         ok
     }
 
-    /// An `allowed_domains` entry, lower-cased, without a trailing dot.
-    pub(super) fn domain(&self, at: &At<String>) -> Option<String> {
-        let d = at.value.trim().trim_end_matches('.').to_ascii_lowercase();
-        let bad = if d.is_empty() {
-            Some("an empty domain")
-        } else if d.contains("://") || d.contains('/') {
-            Some("a URL, not a domain")
-        } else if d.contains(':') && !d.starts_with('[') {
-            Some("a domain with a port (ports are not compared)")
-        } else {
-            None
-        };
-        match bad {
-            Some(what) => {
+    /// An `allowed_domains` entry: a host, lower-cased, without a trailing
+    /// dot, and the port it may name (`"127.0.0.1:8731"`, `"[::1]:80"`).
+    pub(super) fn domain(&self, at: &At<String>) -> Option<AllowedDomain> {
+        match parse_domain(&at.value) {
+            Ok(d) => Some(d),
+            Err(what) => {
                 self.problem(
                     &at.loc,
                     format!("`{}` is {what}", at.value),
-                    "write just the host, e.g. \"bbs.example.com\"; its subdomains are allowed too",
+                    "write the host, e.g. \"bbs.example.com\" (its subdomains are allowed too), or the host and one port, e.g. \"127.0.0.1:8731\"",
                 );
                 None
             }
-            None => Some(d),
         }
     }
 
@@ -213,6 +204,106 @@ impl Compiler<'_> {
                 }
                 Some(IntSource::Template(t))
             }
+        }
+    }
+}
+
+/// Reads an `allowed_domains` entry; the error says what it is instead.
+fn parse_domain(raw: &str) -> Result<AllowedDomain, String> {
+    let d = raw.trim().to_ascii_lowercase();
+    if d.is_empty() {
+        return Err("an empty domain".into());
+    }
+    if d.contains("://") || d.contains('/') {
+        return Err("a URL, not a domain".into());
+    }
+    let (host, port) = if let Some(rest) = d.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or("an IPv6 address without its closing `]`")?;
+        match after {
+            "" => (host, None),
+            _ => match after.strip_prefix(':') {
+                Some(port) => (host, Some(port)),
+                None => return Err("not a host or a host:port".into()),
+            },
+        }
+    } else {
+        match d.split_once(':') {
+            Some((_, rest)) if rest.contains(':') => {
+                return Err("an IPv6 address without brackets (write it as \"[::1]\")".into())
+            }
+            Some((host, port)) => (host, Some(port)),
+            None => (d.as_str(), None),
+        }
+    };
+    let host = host.trim_end_matches('.');
+    if host.is_empty() {
+        return Err("a port without a host".into());
+    }
+    let port = match port {
+        Some(p) => Some(
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("a host with `{p}`, which is not a port (1 to 65535)"))?,
+        ),
+        None => None,
+    };
+    Ok(AllowedDomain {
+        host: host.to_string(),
+        port,
+    })
+}
+
+#[cfg(test)]
+mod domain_tests {
+    use super::*;
+
+    #[test]
+    fn a_domain_may_name_one_port() {
+        let ok = |raw: &str| parse_domain(raw).unwrap();
+        assert_eq!(
+            ok("Example.COM."),
+            AllowedDomain {
+                host: "example.com".into(),
+                port: None
+            }
+        );
+        assert_eq!(
+            ok("127.0.0.1:8731"),
+            AllowedDomain {
+                host: "127.0.0.1".into(),
+                port: Some(8731)
+            }
+        );
+        assert_eq!(
+            ok("[::1]:80"),
+            AllowedDomain {
+                host: "::1".into(),
+                port: Some(80)
+            }
+        );
+        assert_eq!(
+            ok("[::1]"),
+            AllowedDomain {
+                host: "::1".into(),
+                port: None
+            }
+        );
+        assert_eq!(ok("127.0.0.1:8731").to_string(), "127.0.0.1:8731");
+        assert_eq!(ok("[::1]:80").to_string(), "[::1]:80");
+        for (raw, what) in [
+            ("", "an empty domain"),
+            ("http://a.com", "a URL"),
+            ("a.com:http", "not a port"),
+            ("a.com:0", "not a port"),
+            ("a.com:70000", "not a port"),
+            (":80", "a port without a host"),
+            ("::1", "without brackets"),
+        ] {
+            let e = parse_domain(raw).unwrap_err();
+            assert!(e.contains(what), "{raw}: {e}");
         }
     }
 }

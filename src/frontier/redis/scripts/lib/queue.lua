@@ -50,7 +50,7 @@ end
 
 -- Returns expired leases (of any worker) to the queue at their old place.
 local function requeue_expired(requests, data, inflight, owners, now)
-  local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 512)
+  local expired = prove_by('zset', 'inflight', 'ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 512)
   if #expired > 0 then
     before_write()
   end
@@ -69,7 +69,7 @@ end
 -- Moves retries that are due from the delayed set back to the queue, at
 -- the place their commit chose.
 local function requeue_due(delayed, delayed_scores, requests, data, now)
-  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 512)
+  local due = prove_by('zset', 'delayed', 'ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 512)
   if #due > 0 then
     before_write()
   end
@@ -87,7 +87,7 @@ end
 -- request (its JSON as the commit scheduled it; no dupefilter), and marks
 -- them queued-but-not-fetched until their commit (the overdue set).
 local function release_revisits(K, now)
-  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 512)
+  local due = prove_by('zset', 'schedule', 'ZRANGEBYSCORE', K.schedule, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 512)
   if #due > 0 then
     before_write()
   end
