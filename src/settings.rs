@@ -324,6 +324,10 @@ settings! {
     redirect_max_times: u32 = 20;
     /// Keep a cookie jar per worker.
     cookies_enabled: bool = false;
+    /// A page cache for developing spiders (Scrapy's HTTPCACHE_DIR, on when set; `--http-cache DIR` sets it for `parse` and `run --local`): responses are stored here by request fingerprint and replayed by the next run instead of being fetched. Not for crawls on Redis, which refuse it (empty: off).
+    httpcache_dir: String = String::new();
+    /// How long a page in the page cache (`httpcache_dir`) is replayed before it is fetched again (0: for ever).
+    httpcache_expiration_secs: Duration = Duration::ZERO;
     /// Proxy URLs for this spider (`http://user:pass@host:port`, `socks5://…`); empty uses HTTP(S)_PROXY from the environment, if set. Credentials are never logged.
     proxies: Vec<String> = Vec::new();
     /// How requests are spread over `proxies`: "round_robin", or "sticky" (one proxy per host).

@@ -233,6 +233,24 @@ stats! {
     QUOTA_HOST_DROPPED = "quota/host_dropped", Counter => "quota_host_dropped";
     /// Times the cluster reached `max_pages` and stopped leasing.
     QUOTA_MAX_PAGES_REACHED = "quota/max_pages_reached", Counter => "quota_max_pages_reached";
+    /// Logins that made a new session for the cluster (`[session]`).
+    SESSION_LOGIN_COUNT = "session/login_count", Counter => "session_logins";
+    /// Logins that failed: refused (the account is retired) or not possible (the site down, the form gone).
+    SESSION_LOGIN_FAILED = "session/login_failed_count", Counter => "session_logins_failed";
+    /// Accounts retired because their login was refused; they are not used again.
+    SESSION_ACCOUNT_RETIRED = "session/account_retired_count", Counter => "session_accounts_retired";
+    /// Logins put off because every account left had its `max_logins_per_hour`; the requests waited.
+    SESSION_LOGIN_DEFERRED = "session/login_deferred_count", Counter => "session_logins_deferred";
+    /// Responses that showed the session logged out (`logged_out`); each request was sent again with the new session, not counted as a page.
+    SESSION_LOGGED_OUT = "session/logged_out_count", Counter => "session_logged_out";
+    /// Requests sent with the session's cookies (its uses).
+    SESSION_REQUEST_COUNT = "session/request_count", Counter;
+    /// Responses replayed from the page cache (`httpcache_dir`), not fetched.
+    HTTPCACHE_HIT = "httpcache/hit", Counter;
+    /// Requests the page cache did not hold (or held expired), fetched.
+    HTTPCACHE_MISS = "httpcache/miss", Counter;
+    /// Responses stored in the page cache.
+    HTTPCACHE_STORE = "httpcache/store", Counter;
     /// The deepest request queued.
     REQUEST_DEPTH_MAX = "request_depth_max", Max;
 }

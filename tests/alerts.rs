@@ -31,6 +31,62 @@ fn promtool_accepts_the_alert_rules() {
     );
 }
 
+/// The login session's alerts fire on their counters' series, and stay
+/// quiet without them (`promtool test rules`).
+#[test]
+fn the_session_alerts_fire_when_an_account_is_retired_or_logins_wait() {
+    let dir = crawlworker_testkit::temp_dir("alerts");
+    let test = dir.path().join("session_test.yml");
+    let rules = root().join(RULES);
+    std::fs::write(
+        &test,
+        format!(
+            r#"rule_files: ["{}"]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'crawlworker_session_accounts_retired_total{{spider="members",instance="a"}}'
+        values: '0 0 1 1 1'
+      - series: 'crawlworker_session_logins_deferred_total{{spider="members",instance="a"}}'
+        values: '0+1x40'
+      - series: 'crawlworker_session_accounts_retired_total{{spider="quiet",instance="a"}}'
+        values: '0x40'
+    alert_rule_test:
+      - eval_time: 4m
+        alertname: CrawlworkerSessionAccountRetired
+        exp_alerts:
+          - exp_labels: {{severity: warning, spider: members}}
+            exp_annotations:
+              summary: "members: a login account was refused and retired"
+              description: "The workers log in with the spider's other accounts. The worker logs name the account; fix its credentials, then delete <spider>:session so it is used again."
+      - eval_time: 35m
+        alertname: CrawlworkerSessionLoginsDeferred
+        exp_alerts:
+          - exp_labels: {{severity: warning, spider: members}}
+            exp_annotations:
+              summary: "members: logins wait for max_logins_per_hour"
+              description: "Every account had its logins for the hour; requests to the members-only site wait. Add accounts, or find why sessions end so soon (crawlworker stats shows the session's age and logins)."
+"#,
+            rules.display()
+        ),
+    )
+    .unwrap();
+    let out = tool("promtool")
+        .args(["test", "rules"])
+        .arg(&test)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run promtool ({e}): .ci/run installs it (apt-get install prometheus)")
+        });
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// One instant-query result of Prometheus's HTTP API, as (labels, value).
 async fn query(prometheus: &str, expr: &str) -> Option<Vec<(serde_json::Value, f64)>> {
     let url = format!("http://{prometheus}/api/v1/query");

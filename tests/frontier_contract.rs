@@ -25,9 +25,10 @@ use crawlworker::frontier::politeness::golden;
 use crawlworker::frontier::{
     Claimed, Committed, DeadLetter, FailedRecord, Frontier, Heartbeat, HostOutcome, Leased,
     LocalFrontier, Options, Pacing, PageResult, Quota, RedisFrontier, Refused, Retry, Revisit,
-    RobotsError, RobotsRecord, StartClaim, Swept,
+    RobotsError, RobotsRecord, SessionLock, SessionLogin, StartClaim, Swept,
 };
 use crawlworker::request::Request;
+use crawlworker::spider::session::SecretText;
 use crawlworker::spider::Spider;
 use crawlworker::stats::{self, Tally};
 use crawlworker_testkit::{eventually_async, temp_dir, RedisServer};
@@ -1220,6 +1221,130 @@ async fn the_robots_lock_is_held_until_stored_or_run_out(h: &impl Harness) {
     );
 }
 
+fn login(cookie: &str, account: &str) -> SessionLogin {
+    SessionLogin {
+        cookie: Some(SecretText::new(cookie.into())),
+        account: account.into(),
+        accounts: format!("{{\"{account}\": 1}}"),
+    }
+}
+
+async fn one_worker_logs_in_and_the_others_get_its_session(h: &impl Harness) {
+    let a = h.frontier(worker("worker-a")).await;
+    let b = h.frontier(worker("worker-b")).await;
+    let long = Duration::from_secs(60);
+    assert_eq!(a.session().await.unwrap().generation, 0);
+    assert_eq!(
+        a.session_lock(0, "a", long).await.unwrap(),
+        SessionLock::Taken
+    );
+    assert_eq!(
+        b.session_lock(0, "b", long).await.unwrap(),
+        SessionLock::Busy
+    );
+    // Only the holder stores.
+    assert!(!b.session_store("b", &login("sid=b", "x")).await.unwrap());
+    assert!(a
+        .session_store("a", &login("sid=a", "alice"))
+        .await
+        .unwrap());
+    let SessionLock::Fresh(got) = b.session_lock(0, "b", long).await.unwrap() else {
+        panic!("the session a stored is not given to b");
+    };
+    assert_eq!(
+        (
+            got.generation,
+            got.cookie.expose(),
+            got.account.as_str(),
+            got.logins
+        ),
+        (1, "sid=a", "alice", 1)
+    );
+    assert!(got.created_ms > 0 && !got.stale);
+    assert_eq!(got.accounts, "{\"alice\": 1}");
+    // A login that failed frees the lock and keeps only the history.
+    assert_eq!(
+        b.session_lock(1, "b", long).await.unwrap(),
+        SessionLock::Taken
+    );
+    let failed = SessionLogin {
+        cookie: None,
+        account: "bob".into(),
+        accounts: "{\"bob\": \"retired\"}".into(),
+    };
+    assert!(b.session_store("b", &failed).await.unwrap());
+    let after = a.session().await.unwrap();
+    assert_eq!((after.generation, after.cookie.expose()), (1, "sid=a"));
+    assert_eq!(after.accounts, failed.accounts);
+}
+
+async fn a_stale_session_is_marked_once_and_logged_in_again_once(h: &impl Harness) {
+    let a = h.frontier(worker("worker-a")).await;
+    let b = h.frontier(worker("worker-b")).await;
+    let long = Duration::from_secs(60);
+    assert_eq!(
+        a.session_lock(0, "a", long).await.unwrap(),
+        SessionLock::Taken
+    );
+    assert!(a
+        .session_store("a", &login("sid=1", "alice"))
+        .await
+        .unwrap());
+    // Both saw generation 1 logged out: one mark, one login.
+    assert!(a.session_stale(1).await.unwrap());
+    assert!(!b.session_stale(1).await.unwrap());
+    assert!(a.session().await.unwrap().stale);
+    assert_eq!(
+        a.session_lock(1, "a", long).await.unwrap(),
+        SessionLock::Taken
+    );
+    assert_eq!(
+        b.session_lock(1, "b", long).await.unwrap(),
+        SessionLock::Busy
+    );
+    assert!(a
+        .session_store("a", &login("sid=2", "alice"))
+        .await
+        .unwrap());
+    let SessionLock::Fresh(got) = b.session_lock(1, "b", long).await.unwrap() else {
+        panic!("b does not get the new session");
+    };
+    assert_eq!(
+        (got.generation, got.cookie.expose(), got.logins),
+        (2, "sid=2", 2)
+    );
+    // News of an older generation marks nothing.
+    assert!(!b.session_stale(1).await.unwrap());
+    assert!(!b.session().await.unwrap().stale);
+}
+
+async fn a_login_lock_nobody_frees_runs_out(h: &impl Harness) {
+    let a = h.frontier(worker("worker-a")).await;
+    let b = h.frontier(worker("worker-b")).await;
+    let short = Duration::from_millis(200);
+    let taken = Instant::now();
+    assert_eq!(
+        a.session_lock(0, "a", short).await.unwrap(),
+        SessionLock::Taken
+    );
+    eventually_async("the login lock runs out", LIMIT, || async {
+        (b.session_lock(0, "b", short).await.unwrap() == SessionLock::Taken).then_some(())
+    })
+    .await;
+    assert!(
+        taken.elapsed() + MS_ROUNDING >= short,
+        "{:?}",
+        taken.elapsed()
+    );
+    // The holder that outlived its deadline stores nothing.
+    assert!(!a
+        .session_store("a", &login("sid=late", "alice"))
+        .await
+        .unwrap());
+    assert!(b.session_store("b", &login("sid=b", "bob")).await.unwrap());
+    assert_eq!(a.session().await.unwrap().cookie.expose(), "sid=b");
+}
+
 async fn stats_add_up_and_the_finish_is_recorded(h: &impl Harness) {
     let a = h.frontier(worker("worker-a")).await;
     let b = h.frontier(worker("worker-b")).await;
@@ -1387,6 +1512,9 @@ promises!(
     a_robots_record_is_kept_with_its_error,
     the_robots_lock_is_held_until_stored_or_run_out,
     stats_add_up_and_the_finish_is_recorded,
+    one_worker_logs_in_and_the_others_get_its_session,
+    a_stale_session_is_marked_once_and_logged_in_again_once,
+    a_login_lock_nobody_frees_runs_out,
     a_small_crawl_drains,
     the_back_off_rule_gives_the_golden_tables_numbers,
 );

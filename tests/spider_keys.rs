@@ -181,6 +181,19 @@ match = '/fault/'
     .await
     .unwrap();
 
+    // A login session stored, gone stale, and a worker logging in again.
+    use crawlworker::frontier::{Backend, SessionLogin};
+    let minute = Duration::from_secs(60);
+    Backend::session_lock(&f, 0, "h", minute).await.unwrap();
+    let login = SessionLogin {
+        cookie: Some(crawlworker::spider::session::SecretText::new(
+            "sid=1".into(),
+        )),
+        ..SessionLogin::default()
+    };
+    assert!(Backend::session_store(&f, "h", &login).await.unwrap());
+    assert!(Backend::session_stale(&f, 1).await.unwrap());
+    Backend::session_lock(&f, 1, "h", minute).await.unwrap();
     let keys = &spider.keys;
     // A spider handing this one work said so (its workers write this).
     let _: () = conn.hset(&keys.upstreams, "upstream", "{}").unwrap();

@@ -236,6 +236,11 @@ pub struct RunArgs {
     /// the default: standard output).
     #[arg(long, short = 'o', value_name = "FILE", requires = "local")]
     pub output: Option<PathBuf>,
+    /// With --local: replay pages from this page cache and store the
+    /// pages fetched in it, for developing spiders (the httpcache_dir
+    /// setting; not for crawls on Redis).
+    #[arg(long, value_name = "DIR", requires = "local")]
+    pub http_cache: Option<PathBuf>,
 }
 
 /// The arguments of `crawlworker push-urls`.
@@ -444,6 +449,11 @@ pub struct ParseArgs {
     /// The request's depth.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub depth: u32,
+    /// Replay the page from this page cache when it holds it, else fetch
+    /// it and store it there (the httpcache_dir setting): develop a spider
+    /// without asking the site again.
+    #[arg(long, value_name = "DIR")]
+    pub http_cache: Option<PathBuf>,
     #[command(flatten)]
     pub config: ConfigArgs,
 }

@@ -86,6 +86,7 @@ async fn run_spiders(args: RunArgs, status_line: bool) -> anyhow::Result<ExitCod
     let cli_layer = Overrides {
         redis_url: args.redis.redis,
         concurrent_requests: args.concurrency,
+        httpcache_dir: args.http_cache.map(|d| d.display().to_string()),
         ..Overrides::default()
     };
     if args.local {

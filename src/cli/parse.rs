@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::args::ParseArgs;
 use super::{load_config, load_spider};
+use crate::downloader::cache::HttpCache;
 use crate::downloader::{Fetched, HttpClient};
 use crate::extract::{self, Response};
 use crate::request::Request;
@@ -18,7 +19,11 @@ use crate::spider::Spider;
 
 pub(super) async fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.config)?;
-    let spider = load_spider(&config, &args.spider, &Overrides::default())?;
+    let cli = Overrides {
+        httpcache_dir: args.http_cache.map(|d| d.display().to_string()),
+        ..Overrides::default()
+    };
+    let spider = load_spider(&config, &args.spider, &cli)?;
     if let Some(r) = &args.rule {
         if spider.rule_index(r).is_none() {
             let names: Vec<&str> = spider.rules.iter().map(|r| r.name.as_str()).collect();
@@ -39,8 +44,7 @@ pub(super) async fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
         ..Request::get(&page_url(target, args.url, is_url)?)
     };
     let fetched = if is_url {
-        let client = HttpClient::new(&spider.settings)?;
-        client.fetch(&request).await?
+        fetch(&spider, &request).await?
     } else {
         read_page(target, &request)?
     };
@@ -49,6 +53,21 @@ pub(super) async fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
     serde_json::to_writer_pretty(&mut stdout, &out)?;
     writeln!(stdout)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The page from the page cache when it is on and holds it, else from the
+/// site (and then stored in the cache).
+async fn fetch(spider: &Spider, request: &Request) -> anyhow::Result<Fetched> {
+    let cache = HttpCache::from_settings(&spider.settings);
+    if let Some(fetched) = cache.as_ref().and_then(|c| c.get(request)) {
+        tracing::info!(url = %request.url, "replayed from the page cache");
+        return Ok(fetched);
+    }
+    let fetched = HttpClient::new(&spider.settings)?.fetch(request).await?;
+    if let Some(cache) = &cache {
+        cache.put(request, &fetched);
+    }
+    Ok(fetched)
 }
 
 /// `--meta`: the request's context, a JSON object.

@@ -125,6 +125,16 @@ fn load_all(
             Err(e) => invalid.push(e.to_string()),
         }
     }
+    for (path, s) in &spiders {
+        if !s.settings.httpcache_dir.is_empty() {
+            invalid.push(format!(
+                "{}: spider `{}` has httpcache_dir = {:?}: the page cache is for developing spiders with `parse` and `run --local`, not for crawls on Redis (every worker would replay its own old copy of a page); unset it for this crawl",
+                path.display(),
+                s.name,
+                s.settings.httpcache_dir
+            ));
+        }
+    }
     for (i, (path, s)) in spiders.iter().enumerate() {
         if let Some((other, _)) = spiders[..i].iter().find(|(_, o)| o.name == s.name) {
             invalid.push(format!(

@@ -53,6 +53,29 @@ struct StatsReport<'a> {
     gone: Vec<GoneWorker>,
     /// The stats hash, numbers as numbers.
     stats: serde_json::Map<String, Value>,
+    /// The login session, for a spider with `[session]` (never its
+    /// cookies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<SessionView>,
+}
+
+/// The login session as `stats` shows it: no cookie, no credential.
+#[derive(Debug, Serialize)]
+struct SessionView {
+    /// 0 before the first login.
+    generation: u64,
+    /// The account it was made with.
+    account: String,
+    /// Seconds since it was made.
+    age_seconds: Option<f64>,
+    /// A worker saw it logged out; a new login is under way.
+    stale: bool,
+    /// Requests sent with a session, in all.
+    uses: u64,
+    /// Logins, in all.
+    logins: u64,
+    /// Accounts retired (their logins were refused).
+    accounts_retired: usize,
 }
 
 /// What `stats` read from Redis.
@@ -63,6 +86,7 @@ struct Reading {
     stats: Vec<(String, String)>,
     workers: Vec<LiveWorker>,
     gone: Vec<GoneWorker>,
+    session: Option<SessionView>,
 }
 
 pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Result<ExitCode> {
@@ -124,13 +148,61 @@ async fn read(spider: &Spider, frontier: &RedisFrontier) -> anyhow::Result<Readi
         leased: held.count,
         back_within_seconds: round(held.expire_within.as_secs_f64()),
     }));
+    let session = match spider.session {
+        Some(_) => Some(read_session(frontier, &stats, now).await?),
+        None => None,
+    };
     Ok(Reading {
         status,
         dupefilter,
         stats,
         workers,
         gone,
+        session,
     })
+}
+
+async fn read_session(
+    frontier: &RedisFrontier,
+    stats: &[(String, String)],
+    now: f64,
+) -> anyhow::Result<SessionView> {
+    let record = crate::frontier::Backend::session(frontier).await?;
+    let uses = stats
+        .iter()
+        .find(|(f, _)| f == crate::stats::SESSION_REQUEST_COUNT.name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    Ok(SessionView {
+        generation: record.generation,
+        account: record.account,
+        age_seconds: (record.created_ms > 0)
+            .then(|| round((now - record.created_ms as f64 / 1000.0).max(0.0))),
+        stale: record.stale,
+        uses,
+        logins: record.logins,
+        accounts_retired: crate::downloader::session::accounts::Book::parse(&record.accounts)
+            .retired(),
+    })
+}
+
+fn render_session(o: &mut String, session: &SessionView) {
+    let age = session.age_seconds.map_or("none yet".to_string(), |a| {
+        format!(
+            "logged in {} ago",
+            crate::wording::duration(std::time::Duration::from_secs_f64(a))
+        )
+    });
+    *o +=
+        &format!(
+        "\nsession: {age} as `{}`{}\n  uses {}  logins {}  generation {}  accounts retired {}\n",
+        session.account,
+        if session.stale { " (logged out; a worker logs in again)" } else { "" },
+        session.uses,
+        session.logins,
+        session.generation,
+        session.accounts_retired,
+    );
 }
 
 fn json_report<'a>(
@@ -150,6 +222,7 @@ fn json_report<'a>(
             .collect(),
         workers: reading.workers,
         gone: reading.gone,
+        session: reading.session,
         stats: reading
             .stats
             .into_iter()
@@ -172,6 +245,9 @@ fn render(spider: &Spider, frontier: &RedisFrontier, reading: &Reading) -> Strin
     render_upstreams(&mut o, &reading.status);
     render_dupefilter(&mut o, &reading.dupefilter);
     render_workers(&mut o, &reading.workers, &reading.gone);
+    if let Some(session) = &reading.session {
+        render_session(&mut o, session);
+    }
     o += "\nstats\n";
     for (f, v) in &reading.stats {
         o += &format!("  {f:<48} {v}\n");

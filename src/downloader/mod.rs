@@ -10,9 +10,12 @@
 //!    in Redis (a Crawl-delay learnt now, or a slot that passed while
 //!    robots.txt was fetched, takes a fresh slot); a robots.txt that could
 //!    not be fetched puts the request off like a retry;
-//! 3. [`client`]: the HTTP exchange itself (SSRF guard, timeouts, size
+//! 3. [`session`]: for a members-only site, the cluster's login session
+//!    (its cookie sent, a logged-out response noticed and the request sent
+//!    again after one login for the cluster);
+//! 4. [`client`]: the HTTP exchange itself (SSRF guard, timeouts, size
 //!    limits, decompression, proxies, cookies);
-//! 4. [`redirect`] turns a 3xx into a new request, and [`retry`] schedules
+//! 5. [`redirect`] turns a 3xx into a new request, and [`retry`] schedules
 //!    a retry (or records a failure) for network errors and retried
 //!    statuses.
 //!
@@ -28,12 +31,15 @@
 //! timeout.
 
 pub mod budget;
+pub mod cache;
 pub mod client;
 mod in_use;
+mod logged_in;
 pub mod politeness;
 pub mod redirect;
 pub mod retry;
 pub mod robots;
+pub mod session;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +56,7 @@ use crate::frontier::{Frontier, HostOutcome, PageResult};
 use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::settings::Settings;
+use crate::spider::session::SecretText;
 use crate::spider::Spider;
 use crate::stats::{self, Tally};
 
@@ -137,6 +144,10 @@ pub struct Downloader {
     politeness: Politeness,
     /// Where download times go, when metrics are served.
     metrics: Option<Metrics>,
+    /// The page cache for developing spiders, when it is on.
+    cache: Option<cache::HttpCache>,
+    /// The cluster's login session, when the spider has `[session]`.
+    session: Option<session::Keeper>,
 }
 
 impl Downloader {
@@ -151,7 +162,15 @@ impl Downloader {
             Some(budget) => HttpClient::within(&settings, budget)?,
             None => HttpClient::new(&settings)?,
         };
+        // Never on a shared crawl (`run` refuses it with the reason).
+        let cache = cache::HttpCache::from_settings(&settings).filter(|_| !frontier.is_shared());
+        let session = spider
+            .session
+            .clone()
+            .map(|s| session::Keeper::new(s, frontier.clone(), client.clone()));
         Ok(Downloader {
+            cache,
+            session,
             robots: RobotsGate::new(frontier.clone(), client.clone(), settings.clone()),
             politeness: Politeness::new(&settings, share),
             spider,
@@ -192,6 +211,9 @@ impl Downloader {
         stats: &mut Tally,
         give_up: GiveUp,
     ) -> Downloaded {
+        if let Some(replayed) = self.replay(request, stats) {
+            return replayed;
+        }
         let turn = self.politeness.join(&request.host_key());
         let ready = tokio::select! {
             biased;
@@ -208,6 +230,19 @@ impl Downloader {
         turn.news(downloaded.host_outcome());
         drop(slots);
         downloaded
+    }
+
+    /// The page cache's copy of the response, as if it had been fetched
+    /// (no politeness wait, no robots.txt: nothing reaches the site).
+    fn replay(&self, request: &Request, stats: &mut Tally) -> Option<Downloaded> {
+        let cache = self.cache.as_ref()?;
+        let Some(fetched) = cache.get(request) else {
+            stats.add(stats::HTTPCACHE_MISS, 1);
+            return None;
+        };
+        stats.add(stats::HTTPCACHE_HIT, 1);
+        tracing::debug!(url = %request.url, "replayed from the page cache");
+        Some(self.judge(request, fetched, stats))
     }
 
     /// Waits for the host's turn, obeys robots.txt and takes the slots.
@@ -323,31 +358,77 @@ impl Downloader {
         }
     }
 
-    /// The HTTP exchange and what its response means.
+    /// The HTTP exchange (with the login session, for its host) and what
+    /// its response means.
     async fn fetch(&self, request: &Request, stats: &mut Tally) -> Downloaded {
-        let settings = &self.settings;
+        let keeper = self.session.as_ref().filter(|k| k.applies_to(&request.url));
+        let fetched = match keeper {
+            Some(keeper) => self.fetch_logged_in(keeper, request, stats).await,
+            None => self.exchange(request, None, stats).await,
+        };
+        match fetched {
+            Ok(fetched) => {
+                self.store(request, &fetched, stats);
+                self.judge(request, fetched, stats)
+            }
+            Err(decided) => decided,
+        }
+    }
+
+    /// One exchange; a network failure is already the page's outcome. The
+    /// session's cookie goes on a copy of the request sent once, never on
+    /// the request that is retried or recorded.
+    async fn exchange(
+        &self,
+        request: &Request,
+        cookie: Option<&SecretText>,
+        stats: &mut Tally,
+    ) -> Result<Fetched, Downloaded> {
         stats.add(stats::DOWNLOADER_REQUEST_COUNT, 1);
         stats.add_in(stats::DOWNLOADER_REQUEST_METHOD, &request.method, 1);
         let started = std::time::Instant::now();
-        let fetched = self.client.fetch(request).await;
+        let fetched = match cookie {
+            Some(cookie) => {
+                let mut sent = request.clone();
+                sent.headers
+                    .retain(|(k, _)| !k.eq_ignore_ascii_case("cookie"));
+                sent.headers
+                    .push(("Cookie".into(), cookie.expose().to_string()));
+                self.client.fetch(&sent).await
+            }
+            None => self.client.fetch(request).await,
+        };
         if let Some(m) = &self.metrics {
             m.observe_download(&self.spider.name, started.elapsed().as_secs_f64());
         }
-        let fetched = match fetched {
-            Ok(f) => f,
-            Err(e) => {
-                stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
-                stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
-                let failure = Failure::error(&e);
-                return Downloaded::Decided(Box::new(retry::retry_or_fail(
-                    settings,
-                    request,
-                    failure,
-                    stats,
-                    HostOutcome::None,
-                )));
-            }
-        };
+        fetched.map_err(|e| {
+            stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
+            stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
+            let failure = Failure::error(&e);
+            Downloaded::Decided(Box::new(retry::retry_or_fail(
+                &self.settings,
+                request,
+                failure,
+                stats,
+                HostOutcome::None,
+            )))
+        })
+    }
+
+    /// Keeps the response in the page cache, when it is on. A response
+    /// that would be retried is not kept: replayed, it would fail every
+    /// retry.
+    fn store(&self, request: &Request, fetched: &Fetched, stats: &mut Tally) {
+        let retried = self.settings.retry_http_codes.contains(&fetched.status);
+        if let Some(cache) = self.cache.as_ref().filter(|_| !retried) {
+            cache.put(request, fetched);
+            stats.add(stats::HTTPCACHE_STORE, 1);
+        }
+    }
+
+    /// What a response means: a redirect to follow, a retry, or a page.
+    fn judge(&self, request: &Request, fetched: Fetched, stats: &mut Tally) -> Downloaded {
+        let settings = &self.settings;
         stats.add(stats::DOWNLOADER_RESPONSE_COUNT, 1);
         stats.add_in(stats::DOWNLOADER_RESPONSE_STATUS, fetched.status, 1);
         stats.add(stats::DOWNLOADER_RESPONSE_BYTES, fetched.body.len() as i64);

@@ -28,7 +28,8 @@
 //!
 //! Everything else (order, dupefilter, leases that expire and return,
 //! commits that happen once, retries and revisits coming due, politeness
-//! slots and the adaptive back-off rule, quotas, pause) is the same, and
+//! slots and the adaptive back-off rule, quotas, pause, the login session's
+//! lock, generations and stale marks) is the same, and
 //! the suite checks it on both.
 
 use std::time::Duration;
@@ -40,7 +41,7 @@ use super::pickup::StartWatch;
 use super::wake::Wake;
 use super::{
     Claimed, Committed, DeadLetter, FailedRecord, Heartbeat, Keys, Leased, PageResult, QueueStatus,
-    Result, RobotsRecord, StartClaim, Swept,
+    Result, RobotsRecord, SessionLock, SessionLogin, SessionRecord, StartClaim, Swept,
 };
 use crate::stats::{Stat, Tally};
 
@@ -168,6 +169,24 @@ pub trait Backend: Send + Sync {
     /// what the server can hold; says so when it cannot. A dupefilter that
     /// grows by itself needs nothing.
     async fn grow_dupefilter(&self) -> Result<()>;
+
+    // The login session (`[session]`): one login for the crawl.
+
+    /// The session as stored (a default record before the first login).
+    async fn session(&self) -> Result<SessionRecord>;
+
+    /// Takes the login lock for `ttl` as `holder`, unless the session is
+    /// newer than generation `seen` and not stale (then returns it), or
+    /// another holds the lock. The lock ends by itself at its deadline.
+    async fn session_lock(&self, seen: u64, holder: &str, ttl: Duration) -> Result<SessionLock>;
+
+    /// Stores what `holder`'s login gave and frees the lock, only while
+    /// the lock is still `holder`'s; false (storing nothing) otherwise.
+    async fn session_store(&self, holder: &str, login: &SessionLogin) -> Result<bool>;
+
+    /// Marks generation `generation` stale, once; false when it was
+    /// already, or is not the current one.
+    async fn session_stale(&self, generation: u64) -> Result<bool>;
 
     // Stats and records.
 

@@ -183,6 +183,10 @@ key_kinds! {
     Seeds, seeds = "{name}:schedule:seeds", "hash", Schedule;
     /// Crawl control: `paused` (since when, ms) set by `crawlworker pause`, `max_pages_reached` (when, ms).
     Control, control = "{name}:control", "hash", Control;
+    /// The login session the workers share (`[session]`): its cookies, generation, account, when it was made, whether it was seen logged out, the login count and the accounts' login history. **A secret**: its `cookie` field logs anyone in as the account; keep this key (and Redis) as private as the password, and never copy it into a ticket or a log.
+    Session, session = "{name}:session", "hash", Control;
+    /// The worker logging in for the cluster right now, until the lock's deadline (`login_timeout`, a PX expiry: a worker killed mid-login locks nobody out for longer).
+    SessionLock, session_lock = "{name}:session:lock", "string", Control;
     /// Host → pages leased, for `max_pages_per_host`; written only while that cap is set (it is the cap's record of every host it counted).
     HostPages, host_pages = "{name}:control:hosts", "hash", Control;
     /// Host → next free politeness slot (ms), for the whole cluster; swept once in the past (with back-off, once the host is left alone).

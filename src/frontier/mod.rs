@@ -31,6 +31,7 @@ pub mod pipeline;
 pub mod politeness;
 pub mod records;
 pub mod redis;
+pub mod session;
 pub mod types;
 
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub use error::FrontierError;
 pub use keys::{ItemSink, KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use local::LocalFrontier;
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsError, RobotsRecord};
+pub use session::{SessionLock, SessionLogin, SessionRecord};
 pub use types::*;
 
 use error::Result;

@@ -34,6 +34,7 @@ mod keys;
 mod revisit;
 mod rules;
 mod scrapy_redis;
+pub(crate) mod session;
 mod start;
 mod values;
 
@@ -154,6 +155,7 @@ impl Compiler<'_> {
             self.check_handoff_slots(keys, &handoffs);
         }
         let scrapy_redis = self.scrapy_redis(file.scrapy_redis.as_ref(), &rule_names);
+        let session = self.session(file.session.as_ref());
         let graph = Graph::new(file, &rule_names, start.as_ref());
         self.check_reachable(file, &graph);
         self.check_context(file, &graph);
@@ -182,6 +184,7 @@ impl Compiler<'_> {
             sink: sink?,
             rules,
             scrapy_redis: scrapy_redis?,
+            session: session?.map(std::sync::Arc::new),
         })
     }
 }

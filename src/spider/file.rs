@@ -26,6 +26,8 @@ pub struct SpiderFile {
     /// `[scrapy_redis]`: how the requests a scrapy-redis crawl queued map
     /// to rules (`import-queue`).
     pub scrapy_redis: Option<ScrapyRedisFile>,
+    /// `[session]`: the cluster's login.
+    pub session: Option<super::compile::session::SessionFile>,
 }
 
 /// `[scrapy_redis]`.
@@ -289,6 +291,9 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
     };
     let rules = root.tables("rules").iter().map(read_rule).collect();
     let scrapy_redis = root.table("scrapy_redis").map(|t| read_scrapy_redis(&t));
+    let session = root
+        .table("session")
+        .map(|t| super::compile::session::read_session(&t));
     SpiderFile {
         loc: root.loc.clone(),
         name,
@@ -301,6 +306,7 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         items_sink,
         rules,
         scrapy_redis,
+        session,
     }
 }
 

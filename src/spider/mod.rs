@@ -13,6 +13,7 @@ pub mod jsonpath;
 pub mod limits;
 pub mod selector;
 pub mod sending;
+pub mod session;
 pub mod start;
 pub mod structured;
 pub mod template;
@@ -110,6 +111,8 @@ pub struct Spider {
     /// How requests a scrapy-redis crawl queued map to rules
     /// (`[scrapy_redis]`, read by `crawlworker import-queue`).
     pub scrapy_redis: ScrapyRedis,
+    /// `[session]`: one login for the cluster, when the site needs one.
+    pub session: Option<std::sync::Arc<session::Session>>,
 }
 
 /// `[scrapy_redis]`: the rule each queued scrapy-redis request goes to.

@@ -12,6 +12,9 @@
 //!   `spiders/news.toml` crawls from plain start URLs.
 //! - [`api`]: the forum as a JSON API under `/api/` (threads with a page
 //!   counter, comments with a `next` link, a POST search), for JSON spiders.
+//! - [`members`]: a members-only area under `/members/` behind a
+//!   CSRF-protected login form, whose sessions expire; the server counts
+//!   the logins (for logged-in crawls).
 //! - [`expected`]: the items a correct crawl of the forum yields, computed
 //!   from the model, so tests compare a crawl against them.
 //! - [`server`]: [`serve`] on a caller's listener, and [`DemoServer`], which
@@ -27,6 +30,7 @@
 
 pub mod api;
 pub mod expected;
+pub mod members;
 pub mod news;
 pub mod pages;
 pub mod server;

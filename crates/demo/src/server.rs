@@ -38,6 +38,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::api;
+use super::members::{self, Members};
 use super::pages::{render, Page};
 use super::site::Site;
 
@@ -292,6 +293,7 @@ pub async fn serve(
         site,
         hits,
         options,
+        members: Arc::default(),
     };
     serve_app(listener, Arc::new(app), shutdown).await
 }
@@ -342,6 +344,8 @@ struct App {
     site: Arc<Site>,
     hits: Hits,
     options: ServeOptions,
+    /// The members-only area's sessions and logins.
+    members: Arc<Members>,
 }
 
 /// How the server behaves beyond serving the pages.
@@ -366,7 +370,8 @@ async fn connection(
     let service = service_fn({
         let conn_state = conn_state.clone();
         move |request: Request<Incoming>| {
-            let with_body = api::takes_body(request.method().as_str(), request.uri().path());
+            let (method, path) = (request.method().as_str(), request.uri().path());
+            let with_body = api::takes_body(method, path) || members::takes_body(method, path);
             let reply = (!with_body).then(|| respond(&app, &conn_state, &request));
             let app = Arc::clone(&app);
             async move {
@@ -434,13 +439,43 @@ fn respond(app: &App, conn: &Connection, request: &Request<Incoming>) -> Reply {
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return Reply::Now(response);
     }
+    if request.uri().path().starts_with("/members/") {
+        let cookies = request
+            .headers()
+            .get(hyper::header::COOKIE)
+            .and_then(|v| v.to_str().ok());
+        return Reply::Now(members_response(
+            app.members.get(request.uri().path(), cookies),
+        ));
+    }
     Reply::Now(page_response(render(&app.site, target)))
+}
+
+fn members_response(answer: members::Answer) -> Response<ResponseBody> {
+    let mut response = Response::new(full(Bytes::from(answer.body)));
+    *response.status_mut() =
+        StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    for (name, value) in answer.headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
 }
 
 /// Answers a request of the JSON API that reads its body (a POST search):
 /// the body, at most [`MAX_REQUEST_BODY`] bytes, is recorded with the hit.
 async fn respond_with_body(app: &App, request: Request<Incoming>) -> Response<ResponseBody> {
     let path = request.uri().path().to_string();
+    let cookies = request
+        .headers()
+        .get(hyper::header::COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BODY)
         .collect()
         .await
@@ -452,6 +487,15 @@ async fn respond_with_body(app: &App, request: Request<Incoming>) -> Response<Re
         *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
         return response;
     };
+    if members::takes_body("POST", &path) {
+        // The body holds a password: counted, not kept.
+        app.hits.record(&path);
+        let delay = app.members.login_delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        return members_response(app.members.post_login(&body, cookies.as_deref()));
+    }
     app.hits.record_with_body(&path, &body);
     page_response(api::post(&app.site, &path, &body))
 }
@@ -488,6 +532,8 @@ pub struct DemoServer {
     shutdown: Option<oneshot::Sender<()>>,
     /// The task running the server (`serve_app`).
     task: Option<JoinHandle<io::Result<()>>>,
+    /// The members-only area, for its login counts.
+    members: Arc<Members>,
 }
 
 impl DemoServer {
@@ -521,10 +567,12 @@ impl DemoServer {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let hits = Hits::with_arrivals();
+        let members = Arc::<Members>::default();
         let app = App {
             site: site.into(),
             hits: hits.clone(),
             options,
+            members: Arc::clone(&members),
         };
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_app(listener, Arc::new(app), async move {
@@ -537,7 +585,13 @@ impl DemoServer {
             hits,
             shutdown: Some(shutdown_tx),
             task: Some(task),
+            members,
         })
+    }
+
+    /// The members-only area: its settings and login counts.
+    pub fn members(&self) -> &Members {
+        &self.members
     }
 
     /// The listening address.

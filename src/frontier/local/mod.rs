@@ -28,7 +28,8 @@ use super::politeness::HostState;
 use super::wake::Wake;
 use super::{
     Backend, Claimed, Committed, DeadLetter, FailedRecord, Handoff, Heartbeat, Keys, Leased,
-    Options, PageResult, QueueStatus, RobotsRecord, StartClaim, Swept,
+    Options, PageResult, QueueStatus, RobotsRecord, SessionLock, SessionLogin, SessionRecord,
+    StartClaim, Swept,
 };
 use crate::request::Request;
 use crate::stats::{self, Stat, Tally};
@@ -374,6 +375,59 @@ impl Backend for LocalFrontier {
 
     async fn robots_lock(&self, host: &str, ttl: Duration) -> Result<bool> {
         Ok(self.robots_lock_now(host, ttl))
+    }
+
+    async fn session(&self) -> Result<SessionRecord> {
+        Ok(self.state().session.clone())
+    }
+
+    async fn session_lock(&self, seen: u64, holder: &str, ttl: Duration) -> Result<SessionLock> {
+        let mut s = self.state();
+        if s.session.fresh_after(seen) {
+            return Ok(SessionLock::Fresh(s.session.clone()));
+        }
+        let now = now_ms();
+        if s.session_lock
+            .as_ref()
+            .is_some_and(|(_, until)| *until > now)
+        {
+            return Ok(SessionLock::Busy);
+        }
+        s.session_lock = Some((holder.to_string(), now + ttl.as_millis().max(1) as u64));
+        Ok(SessionLock::Taken)
+    }
+
+    async fn session_store(&self, holder: &str, login: &SessionLogin) -> Result<bool> {
+        let mut s = self.state();
+        let now = now_ms();
+        let held = s
+            .session_lock
+            .as_ref()
+            .is_some_and(|(h, until)| h == holder && *until > now);
+        if !held {
+            return Ok(false);
+        }
+        s.session_lock = None;
+        let session = &mut s.session;
+        session.accounts = login.accounts.clone();
+        if let Some(cookie) = &login.cookie {
+            session.generation += 1;
+            session.logins += 1;
+            session.cookie = cookie.clone();
+            session.account = login.account.clone();
+            session.created_ms = now;
+            session.stale = false;
+        }
+        Ok(true)
+    }
+
+    async fn session_stale(&self, generation: u64) -> Result<bool> {
+        let mut s = self.state();
+        if s.session.generation != generation || s.session.stale {
+            return Ok(false);
+        }
+        s.session.stale = true;
+        Ok(true)
     }
 
     async fn sweep(&self, _budget: usize, _robots_ttl: Duration) -> Result<Swept> {

@@ -71,6 +71,9 @@ pub(super) struct State {
     pub robots: HashMap<String, RobotsRecord>,
     /// Host → until when (ms) its robots.txt fetch is taken.
     pub robots_locks: HashMap<String, u64>,
+    /// The login session, and who holds the login lock until when (ms).
+    pub session: crate::frontier::SessionRecord,
+    pub session_lock: Option<(String, u64)>,
     pub stats: BTreeMap<String, StatValue>,
     pub dead: Vec<DeadLetter>,
     pub failed: Vec<FailedRecord>,

@@ -32,6 +32,7 @@ mod link;
 pub mod pickup;
 mod protocol;
 mod scripts;
+mod session;
 pub mod takeover;
 mod unreadable;
 mod upstreams;
@@ -55,6 +56,7 @@ use super::{
 };
 use crate::frontier::outage::Fatal;
 use crate::frontier::pipeline::{Found, Relation};
+use crate::frontier::{SessionLock, SessionLogin, SessionRecord};
 use crate::request::Request;
 use crate::stats::{Stat, Tally};
 use protocol::{ClaimArgs, ClaimRecord, LeaseArgs, ReleaseArgs, RenewArgs};
@@ -488,6 +490,22 @@ impl Backend for RedisFrontier {
 
     async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept> {
         RedisFrontier::sweep(self, budget, robots_ttl).await
+    }
+
+    async fn session(&self) -> Result<SessionRecord> {
+        self.read_session().await
+    }
+
+    async fn session_lock(&self, seen: u64, holder: &str, ttl: Duration) -> Result<SessionLock> {
+        self.lock_session(seen, holder, ttl).await
+    }
+
+    async fn session_store(&self, holder: &str, login: &SessionLogin) -> Result<bool> {
+        self.store_session(holder, login).await
+    }
+
+    async fn session_stale(&self, generation: u64) -> Result<bool> {
+        self.mark_session_stale(generation).await
     }
 
     async fn grow_dupefilter(&self) -> Result<()> {

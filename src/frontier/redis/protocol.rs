@@ -440,6 +440,21 @@ wire! {
 }
 
 wire! {
+    /// `session_lock.lua`.
+    SessionLockArgs { seen, holder, ttl_ms }
+}
+
+wire! {
+    /// `session_store.lua`: `ok` is 1 for a login that worked.
+    SessionStoreArgs { holder, ok, cookie, account, accounts }
+}
+
+wire! {
+    /// `session_stale.lua`.
+    SessionStaleArgs { generation }
+}
+
+wire! {
     /// `flush.lua`: the dupefilter's keys, whose followers go too.
     FlushArgs { dupefilter, dupefilter_meta }
 }
@@ -543,10 +558,15 @@ fn layout(
 
 /// Every script's layout.
 pub fn layouts() -> Vec<Layout> {
-    [queue_layouts(), admin_layouts(), host_layouts()]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        queue_layouts(),
+        admin_layouts(),
+        host_layouts(),
+        session_layouts(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The layouts of the scripts a crawl runs by: leasing, committing,
@@ -724,6 +744,26 @@ fn admin_layouts() -> Vec<Layout> {
             ],
             ImportArgs::FIELDS,
             vec![&IMPORT],
+        ),
+    ]
+}
+
+/// The layouts of the login session's steps.
+fn session_layouts() -> Vec<Layout> {
+    let keys = || vec![K(Kk::Session), K(Kk::SessionLock)];
+    vec![
+        layout("session_lock", keys(), SessionLockArgs::FIELDS, Vec::new()),
+        layout(
+            "session_store",
+            keys(),
+            SessionStoreArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "session_stale",
+            vec![K(Kk::Session)],
+            SessionStaleArgs::FIELDS,
+            Vec::new(),
         ),
     ]
 }

@@ -31,7 +31,8 @@ use super::protocol::{self, Layout, Wire};
 use super::protocol::{
     AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, ImportArgs,
     ImportStageArgs, LeaseArgs, NoArgs, PaceArgs, PushArgs, ReleaseArgs, RenewArgs, RequeueArgs,
-    RobotsLockArgs, SeedArgs, StatusArgs, SweepArgs,
+    RobotsLockArgs, SeedArgs, SessionLockArgs, SessionStaleArgs, SessionStoreArgs, StatusArgs,
+    SweepArgs,
 };
 use crate::frontier::{ItemSink, Keys};
 
@@ -78,6 +79,9 @@ scripts! {
     set_aside: AsideArgs,
     import_stage: ImportStageArgs,
     import_queue: ImportArgs,
+    session_lock: SessionLockArgs,
+    session_store: SessionStoreArgs,
+    session_stale: SessionStaleArgs,
 }
 
 /// The helpers every script has, in the order they build on each other:

@@ -1,0 +1,156 @@
+//! Which account logs in next: the accounts' login history the cluster
+//! shares (stored with the session, written only by the worker holding
+//! the login lock), an account retired once its login fails, and at most
+//! `max_logins_per_hour` logins per account, so a crawl whose session
+//! keeps expiring waits instead of hammering the login form. Pure: the
+//! history and the clock in, a choice out.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::spider::session::Account;
+
+const HOUR_MS: u64 = 3_600_000;
+
+/// Every account's history, by account name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Book(BTreeMap<String, History>);
+
+/// One account's history.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct History {
+    /// When it logged in within the last hour (ms since the epoch).
+    #[serde(default)]
+    pub logins: Vec<u64>,
+    /// Its login failed: it is not used again (until the session key is
+    /// deleted).
+    #[serde(default)]
+    pub retired: bool,
+}
+
+/// What logs in next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// This account (an index into the spider's accounts).
+    Account(usize),
+    /// Every account left has had its logins for the hour: wait until
+    /// then (ms since the epoch).
+    WaitUntil(u64),
+    /// Every account is retired.
+    NoneLeft,
+}
+
+impl Book {
+    /// The stored history (an unreadable or empty one starts afresh).
+    pub fn parse(json: &str) -> Book {
+        serde_json::from_str(json).unwrap_or_default()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The account with the fewest logins in the last hour, below the
+    /// limit and not retired (the first such in file order on a tie, after
+    /// `last` so accounts take turns).
+    pub fn choose(&mut self, accounts: &[Account], max: u32, last: &str, now: u64) -> Choice {
+        for h in self.0.values_mut() {
+            h.logins.retain(|t| now.saturating_sub(*t) < HOUR_MS);
+        }
+        let n = accounts.len();
+        let start = accounts
+            .iter()
+            .position(|a| a.name == last)
+            .map_or(0, |i| (i + 1) % n.max(1));
+        let mut best: Option<(usize, usize)> = None;
+        let mut earliest_free: Option<u64> = None;
+        for i in (0..n).map(|k| (start + k) % n) {
+            let h = self.0.get(&accounts[i].name).cloned().unwrap_or_default();
+            if h.retired {
+                continue;
+            }
+            if h.logins.len() >= max as usize {
+                let free = h.logins.iter().min().map_or(now, |t| t + HOUR_MS);
+                earliest_free = Some(earliest_free.map_or(free, |e| e.min(free)));
+                continue;
+            }
+            if best.is_none_or(|(_, used)| h.logins.len() < used) {
+                best = Some((i, h.logins.len()));
+            }
+        }
+        match (best, earliest_free) {
+            (Some((i, _)), _) => Choice::Account(i),
+            (None, Some(t)) => Choice::WaitUntil(t),
+            (None, None) => Choice::NoneLeft,
+        }
+    }
+
+    /// Records a login attempt by `account`.
+    pub fn attempted(&mut self, account: &str, now: u64) {
+        self.0
+            .entry(account.to_string())
+            .or_default()
+            .logins
+            .push(now);
+    }
+
+    /// Retires `account`.
+    pub fn retire(&mut self, account: &str) {
+        self.0.entry(account.to_string()).or_default().retired = true;
+    }
+
+    /// How many accounts are retired.
+    pub fn retired(&self) -> usize {
+        self.0.values().filter(|h| h.retired).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accounts(names: &[&str]) -> Vec<Account> {
+        names
+            .iter()
+            .map(|n| Account {
+                name: n.to_string(),
+                fields: Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn accounts_take_turns_within_their_hourly_logins() {
+        let list = accounts(&["a", "b"]);
+        let mut book = Book::default();
+        let now = 10 * HOUR_MS;
+        assert_eq!(book.choose(&list, 2, "", now), Choice::Account(0));
+        book.attempted("a", now);
+        assert_eq!(book.choose(&list, 2, "a", now), Choice::Account(1));
+        book.attempted("b", now + 1);
+        book.attempted("a", now + 2);
+        book.attempted("b", now + 3);
+        // Both had their two logins this hour: wait for the first to age.
+        assert_eq!(
+            book.choose(&list, 2, "b", now + 4),
+            Choice::WaitUntil(now + HOUR_MS)
+        );
+        assert_eq!(
+            book.choose(&list, 2, "b", now + HOUR_MS),
+            Choice::Account(0)
+        );
+    }
+
+    #[test]
+    fn a_retired_account_is_skipped_and_none_left_says_so() {
+        let list = accounts(&["a", "b"]);
+        let mut book = Book::default();
+        book.retire("a");
+        assert_eq!(book.choose(&list, 5, "", 0), Choice::Account(1));
+        book.retire("b");
+        assert_eq!(book.choose(&list, 5, "", 0), Choice::NoneLeft);
+        let back = Book::parse(&book.to_json());
+        assert_eq!(back.retired(), 2);
+    }
+}

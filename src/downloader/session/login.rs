@@ -1,0 +1,199 @@
+//! One login, as a browser does it: GET the login page (following
+//! redirects), find the form, fill the account's fields over what the page
+//! put there (hidden inputs such as CSRF tokens kept), submit it with its
+//! method to its action (following redirects), and check that the page it
+//! leads to shows `logged_in`. Cookies set along the way are kept in a jar
+//! of this login's own; what the session's requests send is the jar's
+//! `Cookie` header for the login page's site.
+//!
+//! Nothing here is logged with a value: errors say which step failed, on
+//! which URL (without its query, where a GET form puts the credentials),
+//! never a credential or a cookie.
+
+use reqwest::cookie::{CookieStore, Jar};
+use reqwest::header::HeaderValue;
+
+use super::form;
+use crate::downloader::{Fetched, HttpClient};
+use crate::request::Request;
+use crate::spider::session::{Account, SecretText, Session};
+
+/// Redirects followed per step at most.
+const MAX_REDIRECTS: usize = 5;
+
+/// Why a login did not give a session.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LoginError {
+    /// The site refused the account (or the account cannot be filled in):
+    /// trying again would fail the same way, so the account is retired.
+    #[error("{0}")]
+    Refused(String),
+    /// The site could not be asked (network, a 5xx, no form on the page):
+    /// try again later with the same account.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Logs `account` in; the `Cookie` header of the new session.
+pub async fn log_in(
+    client: &HttpClient,
+    session: &Session,
+    account: &Account,
+) -> Result<SecretText, LoginError> {
+    let jar = Jar::default();
+    let page = get(client, &jar, session.login_url.as_str()).await?;
+    let page_url = url::Url::parse(&page.url).unwrap_or_else(|_| session.login_url.clone());
+    let html = String::from_utf8_lossy(&page.body);
+    let Some(mut form) = form::find(&html, &page_url, &session.form) else {
+        return Err(LoginError::Unavailable(format!(
+            "the login page {} (status {}) has no form matching `{}`",
+            shown(&page.url),
+            page.status,
+            session.form.source()
+        )));
+    };
+    for (name, source) in session.fields_of(account) {
+        let value = source.read().map_err(|e| {
+            LoginError::Refused(format!("field `{name}` of account `{}`: {e}", account.name))
+        })?;
+        form.set(name, value.expose());
+    }
+    let done = submit(client, &jar, &form).await?;
+    if !(200..300).contains(&done.status) || !shows(&done, &session.logged_in) {
+        return Err(LoginError::Refused(format!(
+            "account `{}` was not logged in: the page after submitting the form ({}, status {}) does not show `{}`",
+            account.name,
+            shown(&done.url),
+            done.status,
+            session.logged_in.css.as_ref().map_or("", |c| c.source())
+        )));
+    }
+    let cookie = jar
+        .cookies(&session.login_url)
+        .and_then(|h| h.to_str().ok().map(str::to_string))
+        .filter(|c| !c.is_empty());
+    cookie.map(SecretText::new).ok_or_else(|| {
+        LoginError::Refused(format!(
+            "account `{}` was logged in but the site set no cookie for {}: nothing to share",
+            account.name, session.login_url
+        ))
+    })
+}
+
+/// Whether the page shows what `detector`'s `css` looks for.
+pub fn shows(page: &Fetched, detector: &crate::spider::session::Detector) -> bool {
+    let Some(css) = &detector.css else {
+        return false;
+    };
+    let html = scraper::Html::parse_document(&String::from_utf8_lossy(&page.body));
+    !css.select(html.root_element()).is_empty()
+}
+
+async fn get(client: &HttpClient, jar: &Jar, url: &str) -> Result<Fetched, LoginError> {
+    follow(client, jar, Request::get(url)).await
+}
+
+async fn submit(client: &HttpClient, jar: &Jar, form: &form::Form) -> Result<Fetched, LoginError> {
+    let encoded = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form.fields.iter())
+        .finish();
+    let request = if form.method == "POST" {
+        let mut r = Request::new(form.action.to_string());
+        r.method = "POST".into();
+        r.body = encoded;
+        r.headers.push((
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        ));
+        r
+    } else {
+        let mut action = form.action.clone();
+        action.set_query(Some(&encoded));
+        Request::new(action.to_string())
+    };
+    follow(client, jar, request).await
+}
+
+/// Sends `request` with the jar's cookies, following redirects (a 301,
+/// 302 or 303 becomes a GET), keeping the cookies each response sets.
+async fn follow(
+    client: &HttpClient,
+    jar: &Jar,
+    mut request: Request,
+) -> Result<Fetched, LoginError> {
+    for _ in 0..=MAX_REDIRECTS {
+        let url = url::Url::parse(&request.url).map_err(|e| {
+            LoginError::Unavailable(format!("login: bad URL {}: {e}", shown(&request.url)))
+        })?;
+        let mut sent = request.clone();
+        if let Some(cookie) = jar
+            .cookies(&url)
+            .and_then(|h| h.to_str().ok().map(str::to_string))
+        {
+            sent.headers.push(("Cookie".into(), cookie));
+        }
+        // The form's body holds the password: a failure names the URL only.
+        let fetched = client.fetch(&sent).await.map_err(|e| {
+            let why = e.to_string().replace(&request.url, &shown(&request.url));
+            LoginError::Unavailable(format!("login: {why}"))
+        })?;
+        let set: Vec<HeaderValue> = fetched
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+            .filter_map(|(_, v)| HeaderValue::from_str(v).ok())
+            .collect();
+        jar.set_cookies(&mut set.iter(), &url);
+        if (500..600).contains(&fetched.status) {
+            return Err(LoginError::Unavailable(format!(
+                "login: {} answered {}",
+                shown(&fetched.url),
+                fetched.status
+            )));
+        }
+        let location = fetched.header("location").map(str::to_string);
+        match (fetched.status, location) {
+            (301 | 302 | 303 | 307 | 308, Some(loc)) => {
+                let next = url.join(&loc).map_err(|e| {
+                    LoginError::Unavailable(format!(
+                        "login: bad redirect from {}: {e}",
+                        shown(url.as_str())
+                    ))
+                })?;
+                if matches!(fetched.status, 301..=303) {
+                    request = Request::get(next.as_str());
+                } else {
+                    request.url = next.to_string();
+                }
+            }
+            _ => return Ok(fetched),
+        }
+    }
+    Err(LoginError::Unavailable(format!(
+        "login: more than {MAX_REDIRECTS} redirects from {}",
+        shown(&request.url)
+    )))
+}
+
+/// A URL of the login as messages show it: without its query, where a
+/// form sent with GET puts the credentials.
+fn shown(url: &str) -> String {
+    match url.split_once('?') {
+        Some((before, _)) => format!("{before}?…"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn login_urls_are_shown_without_their_query() {
+        assert_eq!(
+            shown("http://f.test/login?user=a&password=hunter2"),
+            "http://f.test/login?…"
+        );
+        assert_eq!(shown("http://f.test/login"), "http://f.test/login");
+    }
+}

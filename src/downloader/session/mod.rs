@@ -1,0 +1,281 @@
+//! Logged-in crawls: one login session for the whole cluster (`[session]`).
+//!
+//! A [`Keeper`] per spider run gives the downloader the session's `Cookie`
+//! header for requests to the login page's host, and tells it when a
+//! response shows the session is gone. The session itself lives in the
+//! frontier (Redis for a cluster, memory for a local crawl): one worker
+//! logs in under the login lock and stores the cookies with the next
+//! generation number; the others find it there. A worker that sees a
+//! logged-out response marks that generation stale (once for the cluster,
+//! however many see it) and asks again: one worker logs in, the others
+//! wait for its session, and the request is sent again with it.
+//!
+//! - [`login`]: one login (GET the page, fill the form, submit, check);
+//! - [`form`]: the login form read from a page (pure);
+//! - [`accounts`]: which account logs in next, retirement, hourly limits.
+//!
+//! Credentials and cookies are [`SecretText`]: never in a log line, an
+//! error, a stat or a dead letter; what is logged is the account's name.
+
+pub mod accounts;
+pub mod form;
+pub mod login;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{Fetched, HttpClient};
+use crate::frontier::{Frontier, SessionLock, SessionLogin};
+use crate::spider::session::{SecretText, Session};
+use crate::stats::{self, Tally};
+use accounts::{Book, Choice};
+use login::LoginError;
+
+/// How often a worker waiting for another's login asks again.
+const WAIT_STEP: Duration = Duration::from_millis(100);
+/// How long requests wait when every account is retired, before asking
+/// again (an operator may have deleted the session key meanwhile).
+const ALL_RETIRED_WAIT: Duration = Duration::from_secs(300);
+
+/// What a request to the session's host gets.
+#[derive(Debug)]
+pub enum Ready {
+    /// Send it with this session.
+    Session { generation: u64, cookie: SecretText },
+    /// No login may happen now (the accounts' hourly logins are used up,
+    /// or every account is retired): put the request off this long.
+    Wait(Duration),
+    /// The login could not be done (the site is down, the form is gone):
+    /// retry the request as after a network error.
+    Failed(String),
+}
+
+/// One spider run's hold on the cluster's session.
+pub struct Keeper {
+    config: Arc<Session>,
+    frontier: Frontier,
+    client: HttpClient,
+    /// Who holds the login lock when this worker does.
+    holder: String,
+    /// The generation and cookie this worker uses.
+    current: Mutex<Option<(u64, SecretText)>>,
+    /// One task of this worker gets a session at a time; the others find
+    /// it in `current` when they get the lock.
+    getting: tokio::sync::Mutex<()>,
+}
+
+impl Keeper {
+    pub fn new(config: Arc<Session>, frontier: Frontier, client: HttpClient) -> Keeper {
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let holder = format!("{}:{nonce:08x}", frontier.worker());
+        Keeper {
+            config,
+            frontier,
+            client,
+            holder,
+            current: Mutex::new(None),
+            getting: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Whether requests to `url` carry the session.
+    pub fn applies_to(&self, url: &str) -> bool {
+        self.config.applies_to(url)
+    }
+
+    /// Whether `page` shows the session logged out: it is, or redirects
+    /// to, the `logged_out` URL, or has its `css`.
+    pub fn logged_out(&self, page: &Fetched) -> bool {
+        let test = &self.config.logged_out;
+        let Ok(at) = url::Url::parse(&page.url) else {
+            return false;
+        };
+        if test.url_matches(&at) {
+            return true;
+        }
+        let redirected = (300..400).contains(&page.status)
+            && page
+                .header("location")
+                .and_then(|l| at.join(l).ok())
+                .is_some_and(|to| test.url_matches(&to));
+        redirected || ((200..300).contains(&page.status) && login::shows(page, test))
+    }
+
+    fn current(&self) -> Option<(u64, SecretText)> {
+        self.current.lock().ok().and_then(|c| c.clone())
+    }
+
+    fn set_current(&self, generation: u64, cookie: SecretText) {
+        if let Ok(mut c) = self.current.lock() {
+            *c = Some((generation, cookie));
+        }
+    }
+
+    /// A session newer than generation `seen` (0: any): this worker's, the
+    /// cluster's, or a new login.
+    pub async fn ready(&self, seen: u64, stats: &mut Tally) -> Ready {
+        if let Some((generation, cookie)) = self.current().filter(|(g, _)| *g > seen) {
+            return Ready::Session { generation, cookie };
+        }
+        let _one = self.getting.lock().await;
+        if let Some((generation, cookie)) = self.current().filter(|(g, _)| *g > seen) {
+            return Ready::Session { generation, cookie };
+        }
+        self.get(seen, stats).await
+    }
+
+    /// The session of generation `generation` showed itself logged out:
+    /// marks it stale for the cluster (once), then gets a newer one.
+    pub async fn logged_out_seen(&self, generation: u64, stats: &mut Tally) -> Ready {
+        stats.add(stats::SESSION_LOGGED_OUT, 1);
+        match self.frontier.session_stale(generation).await {
+            Ok(true) => {
+                tracing::info!(
+                    spider_session = generation,
+                    "the login session is logged out; one worker logs in again for the cluster"
+                )
+            }
+            Ok(false) => {}
+            Err(e) => return Ready::Failed(format!("cannot mark the login session stale: {e}")),
+        }
+        self.ready(generation, stats).await
+    }
+
+    /// Asks the frontier until a fresh session is there or this worker
+    /// holds the lock (then logs in).
+    async fn get(&self, seen: u64, stats: &mut Tally) -> Ready {
+        let ttl = self.config.login_timeout;
+        // Another worker's login takes at most its lock's deadline; one
+        // that died leaves the lock to run out, and then this one takes it.
+        let give_up = std::time::Instant::now() + ttl * 3;
+        loop {
+            match self.frontier.session_lock(seen, &self.holder, ttl).await {
+                Ok(SessionLock::Fresh(record)) => {
+                    self.set_current(record.generation, record.cookie.clone());
+                    return Ready::Session {
+                        generation: record.generation,
+                        cookie: record.cookie,
+                    };
+                }
+                Ok(SessionLock::Taken) => match self.log_in(stats).await {
+                    Some(ready) => return ready,
+                    None => continue,
+                },
+                Ok(SessionLock::Busy) => {}
+                Err(e) => return Ready::Failed(format!("cannot take the login lock: {e}")),
+            }
+            if std::time::Instant::now() > give_up {
+                return Ready::Failed("another worker's login is taking too long".into());
+            }
+            tokio::time::sleep(WAIT_STEP).await;
+        }
+    }
+
+    /// Logs in while holding the lock; `None` when the account chosen was
+    /// retired and another may be tried at once.
+    async fn log_in(&self, stats: &mut Tally) -> Option<Ready> {
+        let record = match self.frontier.session().await {
+            Ok(r) => r,
+            Err(e) => return Some(Ready::Failed(format!("cannot read the login session: {e}"))),
+        };
+        let mut book = Book::parse(&record.accounts);
+        let now = (crate::frontier::now_secs() * 1000.0) as u64;
+        let accounts = &self.config.accounts;
+        let i = match book.choose(
+            accounts,
+            self.config.max_logins_per_hour,
+            &record.account,
+            now,
+        ) {
+            Choice::Account(i) => i,
+            Choice::WaitUntil(t) => {
+                stats.add(stats::SESSION_LOGIN_DEFERRED, 1);
+                self.free_lock(&book).await;
+                let wait = Duration::from_millis(t.saturating_sub(now).max(1000));
+                tracing::warn!(
+                    max_logins_per_hour = self.config.max_logins_per_hour,
+                    "every account has had its logins for this hour; requests to the site wait {}",
+                    crate::wording::duration(wait)
+                );
+                return Some(Ready::Wait(wait));
+            }
+            Choice::NoneLeft => {
+                self.free_lock(&book).await;
+                tracing::error!(accounts = accounts.len(), "every account of [session] is retired (their logins failed); requests to the site wait. Fix the credentials, then delete the session key (crawlworker flush --all, or DEL <name>:session)");
+                return Some(Ready::Wait(ALL_RETIRED_WAIT));
+            }
+        };
+        let account = &accounts[i];
+        book.attempted(&account.name, now);
+        let login = login::log_in(&self.client, &self.config, account).await;
+        self.after_login(account.name.clone(), record.generation, login, book, stats)
+            .await
+    }
+
+    async fn after_login(
+        &self,
+        account: String,
+        generation: u64,
+        login: Result<SecretText, LoginError>,
+        mut book: Book,
+        stats: &mut Tally,
+    ) -> Option<Ready> {
+        match login {
+            Ok(cookie) => {
+                let stored = SessionLogin {
+                    cookie: Some(cookie.clone()),
+                    account: account.clone(),
+                    accounts: book.to_json(),
+                };
+                match self.frontier.session_store(&self.holder, &stored).await {
+                    Ok(true) => {
+                        stats.add(stats::SESSION_LOGIN_COUNT, 1);
+                        tracing::info!(account = %account, generation = generation + 1, "logged in for the cluster");
+                        self.set_current(generation + 1, cookie.clone());
+                        Some(Ready::Session {
+                            generation: generation + 1,
+                            cookie,
+                        })
+                    }
+                    // The lock ran out first: another worker may be
+                    // logging in; its session is waited for.
+                    Ok(false) => {
+                        tracing::warn!(account = %account, "a login outlived login_timeout; its session is not used");
+                        None
+                    }
+                    Err(e) => Some(Ready::Failed(format!(
+                        "cannot store the login session: {e}"
+                    ))),
+                }
+            }
+            Err(LoginError::Refused(why)) => {
+                stats.add(stats::SESSION_LOGIN_FAILED, 1);
+                stats.add(stats::SESSION_ACCOUNT_RETIRED, 1);
+                book.retire(&account);
+                tracing::error!(account = %account, "login failed, account retired: {why}");
+                self.free_lock(&book).await;
+                None
+            }
+            Err(LoginError::Unavailable(why)) => {
+                stats.add(stats::SESSION_LOGIN_FAILED, 1);
+                tracing::warn!(account = %account, "login could not be done: {why}");
+                self.free_lock(&book).await;
+                Some(Ready::Failed(why))
+            }
+        }
+    }
+
+    /// Frees the lock without a session, keeping the accounts' history.
+    async fn free_lock(&self, book: &Book) {
+        let failed = SessionLogin {
+            cookie: None,
+            account: String::new(),
+            accounts: book.to_json(),
+        };
+        if let Err(e) = self.frontier.session_store(&self.holder, &failed).await {
+            tracing::debug!(error = %e, "could not free the login lock; it runs out instead");
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! Logged-in crawls (`[session]`) of the demo site's members-only area,
+//! whose CSRF-protected login starts sessions that expire: three workers
+//! crawl it item-exact with one login per session expiry for the whole
+//! cluster (counted by the server); a worker killed while it holds the
+//! login lock loses nothing and locks nobody out; a refused account is
+//! retired and the next one logs in; no password or session cookie shows
+//! in any log line, `stats`, metrics, dead letters or failures.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use redis::Commands;
+use serde_json::Value;
+
+use crawlworker_demo::members::{expected_items, MembersConfig};
+use crawlworker_demo::Site;
+use crawlworker_testkit::redis::free_port;
+use crawlworker_testkit::{
+    crawlworker, crawlworker_with_redis, eventually, eventually_async, push_urls, spider_for,
+    stderr, stdout, temp_dir, FixtureServer, RedisServer, Worker,
+};
+
+use crate::expect::{assert_exact, canonical, scraped_from};
+
+const PASSWORD: &str = "demo-password";
+
+fn env() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("FORUM_USER", "member"),
+        ("FORUM_PASS", PASSWORD),
+        ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
+    ]
+}
+
+/// Sessions that outlast a crawl of the area.
+fn long_sessions() -> MembersConfig {
+    MembersConfig {
+        requests_per_session: 1000,
+        ..MembersConfig::default()
+    }
+}
+
+fn want(base: &str) -> Vec<String> {
+    let mut items: Vec<String> = expected_items(base).iter().map(canonical).collect();
+    items.sort();
+    items
+}
+
+/// The members spider pointed at `server`, with `extra` appended to its
+/// `[session]` table.
+fn spider(server: &FixtureServer, dir: &Path, extra: &str) -> PathBuf {
+    let path = spider_for("members", &server.base_url(), dir);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace(
+        "logged_out = { url = \"/members/login\" }",
+        &format!("logged_out = {{ url = \"/members/login\" }}\n{extra}"),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn start(redis: &RedisServer, spider: &Path, server: &FixtureServer) {
+    push_urls(&redis.url(), spider, &[server.url("/members/")]);
+}
+
+fn wait_all(workers: Vec<Worker>) -> String {
+    let mut logs = String::new();
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(120));
+        assert!(status.success(), "worker failed: {log}");
+        logs.push_str(&log);
+    }
+    logs
+}
+
+fn items(redis: &RedisServer) -> Vec<String> {
+    scraped_from(&mut redis.conn(), "members:items")
+}
+
+fn stats_json(redis: &RedisServer, spider: &Path) -> Value {
+    let out = crawlworker_with_redis(&redis.url(), &["stats", spider.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn stat(stats: &Value, name: &str) -> u64 {
+    stats["stats"][name]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .or_else(|| stats["stats"][name].as_u64())
+        .unwrap_or(0)
+}
+
+/// Everything a person or a program reads about the crawl: the workers'
+/// logs, `stats` (text and JSON), the dead letters and failures, and the
+/// metrics text scraped during the crawl.
+fn assert_no_secret(secrets: &[String], seen: &[(&str, &str)]) {
+    for (what, text) in seen {
+        for secret in secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "a secret shows in {what}: {}",
+                &text[text.find(secret.as_str()).unwrap().saturating_sub(200)..]
+                    .chars()
+                    .take(400)
+                    .collect::<String>()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_share_one_login_per_session_expiry_and_nothing_secret_shows() {
+    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(20))
+        .await
+        .unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 12,
+        ..MembersConfig::default()
+    });
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions");
+    let spider = spider(&server, dir.path(), "");
+    start(&redis, &spider, &server);
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let env = env();
+    let traced = [("CRAWLWORKER_LOG", "trace")];
+    let with = |more: &[(&'static str, &'static str)]| -> Vec<(&str, &str)> {
+        env.iter().chain(more).copied().collect()
+    };
+    let workers = vec![
+        Worker::spawn(
+            &spider,
+            &redis.url(),
+            &["--until-drained", "-vv"],
+            &with(&[]),
+        ),
+        Worker::spawn(
+            &spider,
+            &redis.url(),
+            &["--until-drained", "--log-format", "json"],
+            &with(&traced),
+        ),
+        Worker::spawn(
+            &spider,
+            &redis.url(),
+            &["--idle-exit", "3s", "--metrics-addr", &metrics_addr],
+            &with(&traced),
+        ),
+    ];
+    let metrics = eventually_async("metrics of the crawl", Duration::from_secs(60), || async {
+        let text = reqwest::get(format!("http://{metrics_addr}/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.contains("spider=\"members\"").then_some(text)
+    })
+    .await;
+    let logs = wait_all(workers);
+    let base = server.base_url();
+    assert_exact(&items(&redis), &want(&base));
+
+    // One login per session that expired, for the whole cluster, plus the
+    // session alive at the end.
+    let members = server.members();
+    let (logins, expired) = (members.logins(), members.expired_seen());
+    assert!(expired >= 2, "the sessions did not expire: {expired}");
+    assert_eq!(
+        logins,
+        expired + 1,
+        "{logins} logins for {expired} expiries"
+    );
+    assert_eq!(members.refused(), 0);
+    let stats = stats_json(&redis, &spider);
+    assert_eq!(stat(&stats, "session/login_count"), logins, "{stats}");
+    assert!(
+        stat(&stats, "session/logged_out_count") >= expired,
+        "{stats}"
+    );
+    // A page that showed the session logged out was fetched again, and
+    // counted once.
+    assert_eq!(stat(&stats, "item_scraped_count"), 40, "{stats}");
+
+    // `stats` shows the session: its age, uses and logins.
+    let text = crawlworker_with_redis(&redis.url(), &["stats", spider.to_str().unwrap()]);
+    let text = stdout(&text);
+    assert!(
+        text.contains("session:") && text.contains("logins"),
+        "{text}"
+    );
+    assert!(
+        stats["session"]["logins"].as_u64() == Some(logins),
+        "{stats}"
+    );
+
+    let mut conn = redis.conn();
+    let dead: Vec<String> = conn.lrange("members:dead", 0, -1).unwrap();
+    let failed: Vec<String> = conn.lrange("members:failed", 0, -1).unwrap();
+    let mut secrets = vec![PASSWORD.to_string()];
+    secrets.extend(members.issued_sessions());
+    assert!(secrets.len() > 2);
+    assert_no_secret(
+        &secrets,
+        &[
+            ("the workers' logs", &logs),
+            ("stats", &text),
+            ("stats --json", &stats.to_string()),
+            ("the dead letters", &dead.join("\n")),
+            ("the failures", &failed.join("\n")),
+            ("the metrics", &metrics),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_holding_the_login_lock_loses_nothing_and_locks_nobody_out() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        login_delay: Duration::from_secs(30),
+        ..MembersConfig::default()
+    });
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-kill");
+    let spider = spider(&server, dir.path(), "login_timeout = \"2s\"");
+    start(&redis, &spider, &server);
+    let mut env = env();
+    env.push(("CRAWLWORKER_LEASE_TIMEOUT", "2s"));
+    let first = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &env);
+    // The login's POST reached the server, which holds its answer: the
+    // worker holds the login lock now.
+    eventually("the first login under way", Duration::from_secs(30), || {
+        (server.hits("/members/login") >= 2).then_some(())
+    });
+    let lock: Option<String> = redis.conn().get("members:session:lock").unwrap();
+    assert!(lock.is_some(), "no worker holds the login lock");
+    first.kill();
+    server.members().configure(long_sessions());
+    let others: Vec<Worker> = (0..2)
+        .map(|_| Worker::spawn(&spider, &redis.url(), &["--until-drained"], &env))
+        .collect();
+    wait_all(others);
+    assert_exact(&items(&redis), &want(&server.base_url()));
+    // The killed login never answered; one more made the crawl's session.
+    assert_eq!(server.members().logins(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_account_is_retired_and_counted_and_the_next_one_logs_in() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-accounts");
+    let accounts = "\n[[session.accounts]]\nname = \"old\"\nfields = { username = { env = \"FORUM_USER\" }, password = { env = \"OLD_PASS\" } }\n\n[[session.accounts]]\nname = \"new\"\nfields = { username = { env = \"FORUM_USER\" }, password = { env = \"FORUM_PASS\" } }\n";
+    let path = spider(&server, dir.path(), "");
+    // The accounts go after the whole [session] table.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace("[items.thread]", &format!("{accounts}\n[items.thread]"));
+    std::fs::write(&path, text).unwrap();
+    start(&redis, &path, &server);
+    let mut env = env();
+    env.push(("OLD_PASS", "expired-password"));
+    let worker = Worker::spawn(&path, &redis.url(), &["--until-drained"], &env);
+    let log = wait_all(vec![worker]);
+    assert_exact(&items(&redis), &want(&server.base_url()));
+    assert_eq!(
+        (server.members().refused(), server.members().logins()),
+        (1, 1)
+    );
+    let stats = stats_json(&redis, &path);
+    assert_eq!(stat(&stats, "session/account_retired_count"), 1, "{stats}");
+    assert_eq!(stat(&stats, "session/login_failed_count"), 1, "{stats}");
+    assert!(
+        log.contains("account retired") && log.contains("`old`"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("expired-password") && !log.contains(PASSWORD),
+        "{log}"
+    );
+}
+
+#[test]
+fn check_refuses_a_password_written_in_the_spider_file() {
+    let dir = temp_dir("sessions-check");
+    let path = dir.path().join("members.toml");
+    let text = std::fs::read_to_string("spiders/members.toml")
+        .unwrap()
+        .replace(
+            "password = { env = \"FORUM_PASS\" }",
+            "password = \"hunter2\"",
+        );
+    std::fs::write(&path, text).unwrap();
+    let out = crawlworker(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        err.contains("members.toml:") && err.contains("`password` is a credential"),
+        "{err}"
+    );
+    assert!(err.contains("env") && err.contains("file"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_logs_in_and_again_once_per_session_expiry() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 9,
+        ..MembersConfig::default()
+    });
+    let dir = temp_dir("sessions-local");
+    let spider = spider(&server, dir.path(), "");
+    let output = dir.path().join("items.jsonl");
+    let out = std::process::Command::new(crawlworker_testkit::binary())
+        .args(["run", spider.to_str().unwrap(), "--local", "--start"])
+        .arg(server.url("/members/"))
+        .arg("-o")
+        .arg(&output)
+        .envs(env())
+        .env("CRAWLWORKER_LOG", "trace")
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    let mut got: Vec<String> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| canonical(&serde_json::from_str(l).unwrap()))
+        .collect();
+    got.sort();
+    assert_exact(&got, &want(&server.base_url()));
+    let members = server.members();
+    assert!(members.expired_seen() >= 3, "{}", members.expired_seen());
+    assert_eq!(members.logins(), members.expired_seen() + 1);
+    let mut secrets = vec![PASSWORD.to_string()];
+    secrets.extend(members.issued_sessions());
+    assert_no_secret(&secrets, &[("the local crawl's log", &log)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_beyond_the_hourly_limit_make_the_crawl_wait_not_hammer_the_form() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 5,
+        ..MembersConfig::default()
+    });
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-hourly");
+    let spider = spider(&server, dir.path(), "max_logins_per_hour = 2");
+    start(&redis, &spider, &server);
+    let worker = Worker::spawn(&spider, &redis.url(), &["--idle-exit", "2s"], &env());
+    let log = wait_all(vec![worker]);
+    // Two sessions of five requests, then the requests wait for the hour.
+    assert_eq!(server.members().logins(), 2, "{log}");
+    assert_eq!(
+        server.hits("/members/login"),
+        4,
+        "{:?}",
+        server.hit_counts()
+    );
+    let stats = stats_json(&redis, &spider);
+    assert!(stat(&stats, "session/login_deferred_count") >= 1, "{stats}");
+    assert_eq!(stat(&stats, "failed/count"), 0, "{stats}");
+    let waiting: u64 = redis.conn().zcard("members:delayed").unwrap();
+    assert!(waiting >= 1, "no request waits: {stats}");
+    assert!(
+        log.contains("every account has had its logins for this hour"),
+        "{log}"
+    );
+}
