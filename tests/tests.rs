@@ -21,6 +21,7 @@ mod dashboard;
 mod docs;
 mod downloader;
 mod dupefilter;
+mod fair_leasing;
 mod fingerprint_cli;
 mod frontier;
 mod frontier_contract;

@@ -38,6 +38,11 @@ pub(super) struct Turns<'a> {
     /// The last look at the crawl found this spider drained but for its
     /// upstreams: their finishing announces nothing, so look again soon.
     waits_for_upstreams: bool,
+    /// The loop's last lease got less than it asked for: it asks again
+    /// only once something may be there (a wake-up: a commit that queues
+    /// work wakes the workers waiting for it; or `idle_recheck`), not on
+    /// every page that finishes. Its pages' commits still lease.
+    quiet: bool,
 }
 
 /// The room for leases at the start of a turn.
@@ -81,6 +86,7 @@ impl<'a> Turns<'a> {
             said_waiting: None,
             said_upstreams: None,
             waits_for_upstreams: false,
+            quiet: false,
         }
     }
 
@@ -101,10 +107,19 @@ impl<'a> Turns<'a> {
             return Some(StopReason::Shutdown);
         }
         let room = self.room();
-        let (got, start_empty) = match self.lease_for_room(room.free).await {
+        // Busy and short of work: nothing to ask for until a wake-up.
+        let free = if self.quiet && !self.tasks.is_empty() {
+            0
+        } else {
+            room.free
+        };
+        let (got, start_empty) = match self.lease_for_room(free).await {
             Leasing::Nothing { stopping: true } | Leasing::Claimed => return None,
             Leasing::Nothing { stopping: false } => (0, false),
-            Leasing::Leased { got, start_empty } => (got, start_empty),
+            Leasing::Leased { got, start_empty } => {
+                self.quiet = got < free;
+                (got, start_empty)
+            }
         };
         if got > 0 || !self.tasks.is_empty() {
             self.idle_since = Instant::now();
@@ -385,7 +400,10 @@ impl<'a> Turns<'a> {
                     self.spawn_pages(next);
                 }
             }
-            _ = self.wake.wait(self.run.settings.idle_recheck), if room_for_more => {}
+            // A wake-up, or `idle_recheck` as a safety net: look again.
+            _ = self.wake.wait(self.run.settings.idle_recheck), if room_for_more => {
+                self.quiet = false;
+            }
             // Another spider's share changed the room.
             _ = tokio::time::sleep(Duration::from_millis(250)), if share.limit() != room.concurrency => {}
             _ = self.shutdown.changed() => {}
