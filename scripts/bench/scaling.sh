@@ -18,7 +18,9 @@
 #                       owners hash (samples with fewer leases than workers
 #                       are left out), and that as a multiple of the fair
 #                       share (1/W); "idle" when another worker held none
-#                       at that moment
+#                       at that moment; and the samples in which a worker
+#                       held over twice its fair share while another held
+#                       none, of the samples judged
 #
 # then the medians of REPS runs per worker count. On a shared machine CPU
 # times move with the load (printed beside every run); the counts (calls
@@ -128,8 +130,11 @@ crawl() {
   wcpu=$(cat "$work"/time.* | awk '{ s += $1 + $2 } END { printf "%.3f", s }')
   wall=$(echo "$ended - $started" | bc -l)
   # The largest share, among samples with at least as many leases as workers.
-  share=$(awk -v w="$w" '$1 >= w { s = $2 / $1; if (s > best) { best = s; idle = ($3 < w) } }
-    END { printf "%.2f %.2f %s", best, best * w, (idle ? "idle" : "-") }' "$work/leases")
+  # And how many samples broke the rule: one worker over twice its fair
+  # share while another held none.
+  share=$(awk -v w="$w" '$1 >= w { n++; s = $2 / $1; if (s > best) { best = s; idle = ($3 < w) }
+      if ($2 * w > 2 * $1 && $3 < w) bad++ }
+    END { printf "%.2f %.2f %s %d/%d", best, best * w, (idle ? "idle" : "-"), bad, n }' "$work/leases")
   printf '%s %s %.3f %.1f %.2f %.1f %s %s\n' "$pages" \
     "$(echo "$pages / $wall" | bc -l)" "$(echo "$calls / $pages" | bc -l)" \
     "$(echo "($c1 - $c0) * 1000000 / $pages" | bc -l)" "$(echo "($c1 - $c0) / $wall" | bc -l)" \
@@ -139,21 +144,21 @@ crawl() {
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 echo "# $BIN; latency $LATENCY, $FORUMS forums x $PAGES list pages; $(nproc) CPUs"
-echo "| workers | pages | pages/s | calls/page | redis µs/page | redis core | worker µs/page | lease share | × fair | another idle | load |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+echo "| workers | pages | pages/s | calls/page | redis µs/page | redis core | worker µs/page | lease share | × fair | another idle | unfair samples | load |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
 for w in $WORKERS; do
   : >"$work/runs"
   for _ in $(seq "$REPS"); do
     line=$(crawl "$w")
     echo "$line" >>"$work/runs"
-    read -r pages rate calls rus core wus share fair idle load <<<"$line"
-    printf '| %s | %s | %.0f | %s | %s | %.0f %% | %s | %.0f %% | %s | %s | %s |\n' \
+    read -r pages rate calls rus core wus share fair idle bad load <<<"$line"
+    printf '| %s | %s | %.0f | %s | %s | %.0f %% | %s | %.0f %% | %s | %s | %s | %s |\n' \
       "$w" "$pages" "$rate" "$calls" "$rus" "$(echo "$core * 100" | bc -l)" "$wus" \
-      "$(echo "$share * 100" | bc -l)" "$fair" "$idle" "$load"
+      "$(echo "$share * 100" | bc -l)" "$fair" "$idle" "$bad" "$load"
   done
   if [ "$REPS" -gt 1 ]; then
     col() { awk -v c="$1" '{ print $c }' "$work/runs" | median; }
-    printf '| **%s, median** | | %.0f | %s | %s | %.0f %% | %s | %.0f %% | %s | | |\n' "$w" \
+    printf '| **%s, median** | | %.0f | %s | %s | %.0f %% | %s | %.0f %% | %s | | | |\n' "$w" \
       "$(col 2)" "$(col 3)" "$(col 4)" "$(echo "$(col 5) * 100" | bc -l)" "$(col 6)" \
       "$(echo "$(col 7) * 100" | bc -l)" "$(col 8)"
   fi
