@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use crawlworker::frontier::{Committed, DeadLetter, Options, PageResult, RedisFrontier};
+use crawlworker::frontier::{Backend, Committed, DeadLetter, Options, PageResult, RedisFrontier};
 use crawlworker::spider::Spider;
 use crawlworker_demo::Site;
 use crawlworker_testkit::FixtureServer;
@@ -166,6 +166,55 @@ async fn a_page_that_may_not_wait_sends_its_batch_at_once() {
 /// so only the wake-up explains it. How fast pickup is, is measured by
 /// `cargo bench --bench pickup`.
 const NO_POLL: Duration = Duration::from_secs(10);
+
+/// A commit that queues work wakes as many of the workers waiting for
+/// work as its new requests can use, each on its own channel, not every
+/// worker: with one new request and two workers waiting, one is woken
+/// (and no longer noted as waiting) and the other still waits.
+#[tokio::test]
+async fn a_commit_wakes_only_as_many_waiting_workers_as_its_requests_can_use() {
+    let redis = RedisServer::start();
+    let (spider, a) = frontier(&redis, "worker-a", Duration::from_secs(60)).await;
+    let (_, b) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
+    let (_, c) = frontier(&redis, "worker-c", Duration::from_secs(60)).await;
+    let wakes = [Backend::wake(&b), Backend::wake(&c)];
+    // A subscription, once made, wakes its spider once (for what was
+    // announced before it): two channels each, the spider's and its own.
+    for wake in &wakes {
+        for _ in 0..2 {
+            assert!(wake.wait(Duration::from_secs(10)).await, "subscribed");
+        }
+    }
+    enqueue(&a.clone().into(), &[(1, 0)]).await;
+    let held = a.lease(1, 0).await.unwrap().0;
+    assert!(b.lease(4, 0).await.unwrap().0.is_empty());
+    assert!(c.lease(4, 0).await.unwrap().0.is_empty());
+    let mut conn = redis.conn();
+    let waiting = |conn: &mut redis::Connection| -> Vec<String> {
+        let mut w: Vec<String> = conn.hkeys(&spider.keys.waiting).unwrap();
+        w.sort();
+        w
+    };
+    assert_eq!(waiting(&mut conn), vec!["worker-b", "worker-c"]);
+    let page = PageResult {
+        requests: vec![crawlworker::request::Request::get(
+            "http://127.0.0.1:8700/list/9/1",
+        )],
+        ..PageResult::default()
+    };
+    let (done, _) = a.commit(&held[0], &page, 0, false).await.unwrap();
+    assert!(
+        matches!(done, Committed::Done { enqueued: 1, .. }),
+        "{done:?}"
+    );
+    let left = waiting(&mut conn);
+    assert_eq!(left.len(), 1, "one woken, one still waiting: {left:?}");
+    let woken = usize::from(left[0] == "worker-b");
+    assert!(
+        wakes[woken].wait(Duration::from_secs(10)).await,
+        "the worker woken hears it"
+    );
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_pushed_to_an_idle_worker_is_fetched_without_waiting_for_a_poll() {

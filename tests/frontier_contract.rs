@@ -594,6 +594,36 @@ async fn a_released_lease_returns_to_its_place(h: &impl Harness) {
     );
 }
 
+/// Workers share what the crawl has out: none leases beyond its fair
+/// share (the queue and the leases divided among the workers that lease),
+/// less what it holds, so the first to ask does not take what its idle
+/// peers could fetch; a commit's replacements keep to the share too, and
+/// a worker that stops leaves its share to the others.
+async fn a_worker_leases_no_more_than_its_fair_share(h: &impl Harness) {
+    let a = h.frontier(worker("worker-a")).await;
+    let b = h.frontier(worker("worker-b")).await;
+    let c = h.frontier(worker("worker-c")).await;
+    // b and c ask for work and find none: they are in the crew.
+    assert!(lease(&b, 16).await.is_empty());
+    assert!(lease(&c, 16).await.is_empty());
+    let tasks: Vec<(u32, i64)> = (1..=75).map(|n| (n, 0)).collect();
+    enqueue(&a, &tasks).await;
+    let held = lease(&a, 64).await;
+    assert_eq!(held.len(), 25, "a third of 75");
+    assert!(lease(&a, 64).await.is_empty(), "a holds its share");
+    // A page done: 24 held, 50 queued, 74 out; a third is 25: one more.
+    let (_, next) = a
+        .commit(&held[0], &PageResult::default(), 2, false)
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 1, "a commit's replacements keep to the share");
+    assert_eq!(lease(&b, 64).await.len(), 25);
+    // c stops: a and b share what is left, 24 queued of 74 out.
+    c.unregister().await.unwrap();
+    assert_eq!(lease(&b, 64).await.len(), 12);
+    assert_eq!(lease(&a, 64).await.len(), 12);
+}
+
 async fn a_retry_waits_its_delay(h: &impl Harness) {
     const DELAY: Duration = Duration::from_millis(400);
     let f = h.frontier(worker("w1")).await;
@@ -1085,7 +1115,9 @@ async fn nothing_is_leased_while_paused(h: &impl Harness) {
     assert!(!f.resume().await.unwrap(), "not paused any more");
     assert!(!f.status().await.unwrap().paused);
     assert!(!other.paused().await.unwrap());
-    assert_eq!(order(&lease(&other, 10).await), vec![2, 3]);
+    // Each worker leases its share again.
+    assert_eq!(order(&lease(&other, 10).await), vec![2]);
+    assert_eq!(order(&lease(&f, 10).await), vec![3]);
 }
 
 async fn failures_and_dead_letters_are_listed_oldest_first(h: &impl Harness) {
@@ -1459,6 +1491,9 @@ async fn the_back_off_rule_gives_the_golden_tables_numbers(h: &impl Harness) {
                 step.outcome
             );
         }
+        // The next case's worker crawls alone (a paced host's slots are
+        // not shared with workers gone).
+        f.unregister().await.unwrap();
     }
 }
 
@@ -1497,6 +1532,7 @@ promises!(
     the_same_page_twice_in_one_batch_is_committed_once,
     a_commit_leases_the_pages_replacements,
     a_released_lease_returns_to_its_place,
+    a_worker_leases_no_more_than_its_fair_share,
     a_retry_waits_its_delay,
     a_retry_after_holds_its_host,
     slots_are_spaced_by_the_delay_and_by_a_crawl_delay,

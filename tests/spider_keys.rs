@@ -207,6 +207,9 @@ match = '/fault/'
     // A scrapy-redis queue set aside is made only by `import-queue`, from
     // a queue scrapy-redis left: made by hand.
     let _: () = conn.rpush(&keys.scrapy_queue, b"\x80\x05N.").unwrap();
+    // A worker is noted as waiting for work only while it waits (its stop
+    // forgets it): made by hand.
+    let _: () = conn.hset(&keys.waiting, "a-worker", 1).unwrap();
     let missing: Vec<&str> = KeyKind::ALL
         .iter()
         .filter(|k| k.group() != KeyGroup::Channel)

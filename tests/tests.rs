@@ -22,6 +22,7 @@ mod docs;
 mod downloader;
 mod dupefilter;
 mod failures;
+mod fair_leasing;
 mod files_and_binary_bodies;
 mod fingerprint_cli;
 mod frontier;

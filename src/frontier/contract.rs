@@ -82,9 +82,12 @@ pub trait Backend: Send + Sync {
     /// its host's next politeness slot; a request whose slot is further
     /// than half a lease away stays queued. Nothing is leased while
     /// paused, beyond `max_pages`, or past a host's `max_pages_per_host`
-    /// (such a request is dropped and counted). When fewer than `max` are
-    /// leased (or none were asked for), also returns up to `peek` start
-    /// entries, not yet claimed.
+    /// (such a request is dropped and counted). Nor beyond the worker's
+    /// fair share (`fairness`): the requests queued or leased, divided
+    /// among the workers that leased or committed within a lease, less the
+    /// leases it holds; the same bound holds for a commit's `lease_next`.
+    /// When fewer than `max` are leased (or none were asked for), also
+    /// returns up to `peek` start entries, not yet claimed.
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)>;
 
     /// How long until work nothing announces may be due, as of the last
@@ -228,7 +231,8 @@ pub trait Backend: Send + Sync {
     /// Records this worker's heartbeat.
     async fn heartbeat(&self, beat: &Heartbeat) -> Result<()>;
 
-    /// Takes this worker's heartbeat away (it stopped).
+    /// Takes this worker's heartbeat away (it stopped), and its place in
+    /// the crew the fair share of leases is divided among.
     async fn unregister(&self) -> Result<()>;
 
     /// The workers of the crawl, with their heartbeats.

@@ -169,6 +169,10 @@ key_kinds! {
     Inflight, inflight = "{name}:inflight", "zset", Requests;
     /// Leased request id → worker and queue score; plus one note, field `~`, whose long value keeps Redis from packing the hash as a listpack (lease look-ups stay O(1)).
     Leases, leases = "{name}:inflight:owners", "hash", Requests;
+    /// Worker id → until when (ms) it counts as crawling: each of its leases and commits renews it for a `lease_timeout`. A worker leases at most its fair share (the queue and the leases divided among these workers) minus what it holds.
+    Crew, crew = "{name}:inflight:workers", "zset", Requests;
+    /// Worker id → how many requests its last lease asked for and did not get; a commit that queues more than it leases wakes as many of these as the new work can use (on `{name}:wake:<worker id>`) and forgets them.
+    Waiting, waiting = "{name}:inflight:waiting", "hash", Requests;
     /// Request id waiting to be retried → due time (ms).
     Delayed, delayed = "{name}:delayed", "zset", Requests;
     /// Waiting retry id → its queue score.
@@ -223,8 +227,16 @@ key_kinds! {
     Workers, workers = "{name}:workers", "hash", Workers;
     /// Spider handing work to this one (`to_spider`, directly or through others) → its key names and when its workers or `push-urls` last said so (JSON); `--until-drained` waits for them, and a relation not renewed for an hour is forgotten.
     Upstreams, upstreams = "{name}:upstreams", "hash", Workers;
-    /// Announces new work to idle workers.
+    /// Announces new work to every idle worker (start entries, retries requeued); a commit's new requests are announced on `{name}:wake:<worker id>` to the workers waiting for them only.
     Wake, wake = "{name}:wake", "pub/sub channel", Channel;
+}
+
+impl Keys {
+    /// The channel that wakes one worker for work a commit queued (see
+    /// [`KeyKind::Waiting`]).
+    pub fn worker_wake(&self, worker: &str) -> String {
+        format!("{}:{worker}", self.wake)
+    }
 }
 
 impl Keys {

@@ -24,6 +24,7 @@
 pub mod contract;
 pub mod dupefilter;
 mod error;
+mod fairness;
 pub mod keys;
 pub mod local;
 pub mod outage;

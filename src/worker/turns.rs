@@ -40,6 +40,11 @@ pub(super) struct Turns<'a> {
     /// The last look at the crawl found this spider drained but for its
     /// upstreams: their finishing announces nothing, so look again soon.
     waits_for_upstreams: bool,
+    /// The loop's last lease got less than it asked for: it asks again
+    /// only once something may be there (a wake-up: a commit that queues
+    /// work wakes the workers waiting for it; or `idle_recheck`), not on
+    /// every page that finishes. Its pages' commits still lease.
+    quiet: bool,
 }
 
 /// The room for leases at the start of a turn.
@@ -84,6 +89,7 @@ impl<'a> Turns<'a> {
             said_waiting: None,
             said_upstreams: None,
             waits_for_upstreams: false,
+            quiet: false,
         }
     }
 
@@ -105,16 +111,24 @@ impl<'a> Turns<'a> {
         }
         let room = self.room();
         // Paused: the frontier would lease nothing; the pages in flight
-        // finish (those not yet downloading go back to the queue).
-        let free = if *self.paused.borrow_and_update() {
+        // finish (those not yet downloading go back to the queue). Busy
+        // and short of work: nothing to ask for until a wake-up.
+        let paused = *self.paused.borrow_and_update();
+        let free = if paused || (self.quiet && !self.tasks.is_empty()) {
             0
         } else {
             room.free
         };
+        if paused {
+            self.stay_in_crew().await;
+        }
         let (got, start_empty) = match self.lease_for_room(free).await {
             Leasing::Nothing { stopping: true } | Leasing::Claimed => return None,
             Leasing::Nothing { stopping: false } => (0, false),
-            Leasing::Leased { got, start_empty } => (got, start_empty),
+            Leasing::Leased { got, start_empty } => {
+                self.quiet = got < free;
+                (got, start_empty)
+            }
         };
         if got > 0 || !self.tasks.is_empty() {
             self.idle_since = Instant::now();
@@ -167,6 +181,20 @@ impl<'a> Turns<'a> {
 
     /// Leases for the room there is and starts the pages; claims start
     /// entries when the queue could not fill it.
+    /// A paused worker leases nothing but stays one of the crawl's
+    /// workers (a lease of none renews it), so that on `resume` the work
+    /// is shared among all of them, not taken by the first to ask.
+    async fn stay_in_crew(&self) {
+        let run = self.run;
+        let _ = with_redis(
+            "stay one of the crawl's workers",
+            &self.shutdown,
+            &self.fatal,
+            || run.frontier.lease(0, 0),
+        )
+        .await;
+    }
+
     async fn lease_for_room(&mut self, room: usize) -> Leasing {
         if room == 0 {
             return Leasing::Nothing { stopping: false };
@@ -413,7 +441,10 @@ impl<'a> Turns<'a> {
                     self.spawn_pages(next);
                 }
             }
-            _ = self.wake.wait(self.run.settings.idle_recheck), if room_for_more => {}
+            // A wake-up, or `idle_recheck` as a safety net: look again.
+            _ = self.wake.wait(self.run.settings.idle_recheck), if room_for_more => {
+                self.quiet = false;
+            }
             // Another spider's share changed the room.
             _ = tokio::time::sleep(Duration::from_millis(250)), if share.limit() != room.concurrency => {}
             _ = self.shutdown.changed() => {}

@@ -134,6 +134,7 @@ impl LocalFrontier {
         let mut s = self.state();
         let now = now_ms();
         s.release_due(now);
+        s.join_crew(&self.options.worker, now, self.options.lease);
         let out = s.lease_requests(&self.options, max, now);
         let start = if out.len() < max || max == 0 {
             s.start.iter().take(peek).cloned().collect()
@@ -504,6 +505,7 @@ impl Backend for LocalFrontier {
     }
 
     async fn unregister(&self) -> Result<()> {
+        self.state().leave(&self.options.worker);
         Ok(())
     }
 

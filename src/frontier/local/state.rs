@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use super::super::fairness;
 use super::super::politeness::{jittered, HostNews, HostState};
 use super::super::{
     Claimed, DeadLetter, FailedRecord, Leased, Options, PageResult, Refused, Revisit, RobotsRecord,
@@ -54,6 +55,9 @@ pub(super) struct State {
     queue: BTreeMap<Place, Request>,
     /// Leased requests by id.
     leases: HashMap<String, Lease>,
+    /// Worker → until when (ms) it counts as crawling: the crew the fair
+    /// share of leases divides among (`crew` in the scripts).
+    crew: HashMap<String, u64>,
     seen: HashSet<String>,
     next_seq: u64,
     /// Retries waiting for their time: (due ms, seq) → place and request.
@@ -245,6 +249,12 @@ impl State {
         if max == 0 || self.paused || self.sink.failed() {
             return Vec::new();
         }
+        let max = max.min(self.fair_room(&options.worker, now, options.lease));
+        if max == 0 {
+            return Vec::new();
+        }
+        let crew = self.crew.len();
+        let mut ahead: HashMap<String, u64> = HashMap::new();
         let Some(max) = self.within_page_limit(options.quota.max_pages, max) else {
             return Vec::new();
         };
@@ -271,6 +281,11 @@ impl State {
                 self.next_due = Some(self.next_due.map_or(due, |d| d.min(due)));
                 continue;
             }
+            let taken = ahead.get(&host).copied().unwrap_or(0);
+            if self.left_to_crew(options, &host, now, crew, taken) {
+                continue;
+            }
+            *ahead.entry(host.clone()).or_default() += 1;
             let Some(request) = self.queue.remove(&place) else {
                 continue;
             };
@@ -295,6 +310,56 @@ impl State {
         }
         self.count_stat(stats::SCHEDULER_DEQUEUED, out.len());
         out
+    }
+
+    /// How many more `worker` may lease: its fair share of what the crawl
+    /// has out, less what it holds (`fair_room` in the scripts); renews
+    /// its place in the crew, and forgets the workers gone for a lease.
+    fn fair_room(&mut self, worker: &str, now: u64, lease: Duration) -> usize {
+        self.join_crew(worker, now, lease);
+        let held = self.leases.values().filter(|l| l.worker == worker).count();
+        let out = self.queue.len() + self.leases.len();
+        fairness::fair_room(out, self.crew.len(), held)
+    }
+
+    /// Whether a request for `host` is left for the crew's other workers
+    /// (`beyond_share` in the scripts), `taken` of its slots leased in
+    /// this step already.
+    fn left_to_crew(
+        &mut self,
+        options: &Options,
+        host: &str,
+        now: u64,
+        crew: usize,
+        taken: u64,
+    ) -> bool {
+        let state = self.hosts.get(host).copied().unwrap_or_default();
+        let spacing = (options.pacing.interval.as_millis() as u64)
+            .max(state.crawl_delay)
+            .max(state.backoff);
+        if !fairness::beyond_share(spacing, state.next_free, now, crew, taken) {
+            return false;
+        }
+        let beyond = fairness::SLOTS_AHEAD * crew as u64 * spacing;
+        let due = state.next_free.saturating_sub(now).saturating_sub(beyond);
+        if due > 0 {
+            let due = Instant::now() + Duration::from_millis(due);
+            self.next_due = Some(self.next_due.map_or(due, |d| d.min(due)));
+        }
+        true
+    }
+
+    /// Renews `worker`'s place in the crew for a lease, and forgets the
+    /// workers gone for as long (`crew_renew` in the scripts).
+    pub fn join_crew(&mut self, worker: &str, now: u64, lease: Duration) {
+        self.crew.retain(|_, until| *until > now);
+        self.crew
+            .insert(worker.to_string(), now + lease.as_millis() as u64);
+    }
+
+    /// `worker` stopped: its peers' shares grow at once.
+    pub fn leave(&mut self, worker: &str) {
+        self.crew.remove(worker);
     }
 
     /// How many may be leased under `max_pages` (responses received plus

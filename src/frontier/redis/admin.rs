@@ -623,12 +623,18 @@ impl RedisFrontier {
             .map_err(err("record heartbeat in", &self.keys.workers))
     }
 
-    /// Removes this worker from the list of workers.
+    /// Removes this worker from the list of workers, and from the crew
+    /// the fair share of leases is divided among (and the workers waiting
+    /// for work), so its peers' shares grow at once.
     pub async fn unregister(&self) -> Result<()> {
-        redis::cmd("HDEL")
-            .arg(&self.keys.workers)
-            .arg(&self.worker)
-            .query_async::<()>(&mut self.conn.clone())
+        let mut pipe = redis::pipe();
+        pipe.hdel(&self.keys.workers, &self.worker)
+            .ignore()
+            .zrem(&self.keys.crew, &self.worker)
+            .ignore()
+            .hdel(&self.keys.waiting, &self.worker)
+            .ignore();
+        pipe.query_async::<()>(&mut self.conn.clone())
             .await
             .map_err(err("unregister from", &self.keys.workers))
     }

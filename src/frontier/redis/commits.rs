@@ -21,6 +21,7 @@
 //! result. The task rides out Redis outages as a page's commit always did
 //! (see [`crate::frontier::outage::until_done`]): a commit, once started, finishes.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -185,6 +186,7 @@ impl RedisFrontier {
         loop {
             let sent: Vec<usize> = (0..pages.len()).filter(|&i| !lost[i]).collect();
             if sent.is_empty() {
+                self.let_go(pages.len());
                 return Ok(vec![(Committed::LeaseLost, Vec::new()); pages.len()]);
             }
             let reply = self.invoke_commit(pages, &sent, release).await?;
@@ -221,7 +223,10 @@ impl RedisFrontier {
                 );
             }
             // The new leases go to the pages that asked for them, in order.
-            let mut leases = self.decode_leases(reply).into_iter();
+            let leases = self.decode_leases(reply);
+            self.let_go(pages.len());
+            self.held.fetch_add(leases.len(), Ordering::Relaxed);
+            let mut leases = leases.into_iter();
             return Ok(done
                 .into_iter()
                 .map(|(committed, asked)| (committed, leases.by_ref().take(asked).collect()))
@@ -263,6 +268,12 @@ impl RedisFrontier {
             pages: sent.len().to_string(),
             stat_pairs: stats.len().to_string(),
             sink: self.sink.arg(),
+            // Besides the batch's pages, whose leases the commit ends.
+            held: self
+                .held
+                .load(Ordering::Relaxed)
+                .saturating_sub(pages.len())
+                .to_string(),
         };
         let mut invocation = SCRIPTS.commit.call(k, self.sink.sink, args);
         for h in &self.handoffs {

@@ -108,10 +108,15 @@ impl RedisTarget {
     /// A wake-up for `channel`, on the subscription every clone of this
     /// target shares.
     pub fn wake(&self, channel: &str) -> Wake {
+        self.wake_for(channel, None)
+    }
+
+    /// A wake-up for `channel` and for a worker's `own` channel.
+    pub fn wake_for(&self, channel: &str, own: Option<&str>) -> Wake {
         self.shared
             .wakes
             .get_or_init(|| Wakes::start(self.pubsub_nodes()))
-            .subscribe(channel)
+            .subscribe(channel, own)
     }
 
     /// A watch on a spider's start key, for pushes that publish no wake-up

@@ -39,6 +39,7 @@ mod upstreams;
 pub mod url;
 pub mod wake;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -91,6 +92,10 @@ pub struct RedisFrontier {
     batcher: commits::Batcher,
     /// How long a finished page may wait for others to share its commit.
     commit_wait: Duration,
+    /// The leases this worker holds, by its own count (its leases and
+    /// commits add, its commits and hand-backs take away): the scripts
+    /// lease at most its fair share less these.
+    held: Arc<AtomicUsize>,
     /// The first error of this spider's run that retrying cannot mend.
     pub fatal: Fatal,
     /// The last reason given that the Bloom chain cannot grow (said once).
@@ -158,6 +163,7 @@ impl RedisFrontier {
             next_due: Arc::default(),
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
+            held: Arc::default(),
             fatal: Fatal::default(),
             bloom_refusal_said: Arc::default(),
         })
@@ -192,6 +198,7 @@ impl RedisFrontier {
             max_pages: self.quota.max_pages.to_string(),
             max_per_host: self.quota.max_pages_per_host.to_string(),
             sink: self.sink.arg(),
+            held: self.held.load(Ordering::Relaxed).to_string(),
         };
         let inv = SCRIPTS.lease.call(&self.keys, self.sink.sink, args);
         // Start entries as bytes: one that is not UTF-8 text must not make
@@ -206,7 +213,18 @@ impl RedisFrontier {
                 .map(|ms| Instant::now() + Duration::from_millis(ms));
         }
         let leased = self.decode_leases(leases.into_iter());
+        self.held.fetch_add(leased.len(), Ordering::Relaxed);
         Ok((leased, self.readable_start(start).await))
+    }
+
+    /// Forgets `n` leases of this worker's count (committed, lost or
+    /// handed back).
+    fn let_go(&self, n: usize) {
+        let _ = self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                Some(h.saturating_sub(n))
+            });
     }
 
     /// How long until work nothing announces may be due, as of the last
@@ -309,6 +327,7 @@ impl RedisFrontier {
         if ids.is_empty() {
             return Ok(0);
         }
+        self.let_go(ids.len());
         let args = ReleaseArgs {
             worker: self.worker.clone(),
         };
@@ -413,7 +432,8 @@ impl Backend for RedisFrontier {
     }
 
     fn wake(&self) -> wake::Wake {
-        self.target.wake(&self.keys.wake)
+        let own = self.keys.worker_wake(&self.worker);
+        self.target.wake_for(&self.keys.wake, Some(&own))
     }
 
     async fn watch_start(&self, recheck: Duration) -> pickup::StartWatch {

@@ -386,7 +386,7 @@ wire! {
     /// `lease.lua`.
     LeaseArgs {
         worker, lease_ms, max, start_kind, peek, interval_ms, jitter, max_wait_ms, max_pages,
-        max_per_host, sink,
+        max_per_host, sink, held,
     }
 }
 
@@ -394,7 +394,7 @@ wire! {
     /// `commit.lua`.
     CommitArgs {
         worker, wake, lease_ms, interval_ms, jitter, backoff_max_ms, max_wait_ms, dupe_spec,
-        handoffs, max_pages, max_per_host, release, pages, stat_pairs, sink,
+        handoffs, max_pages, max_per_host, release, pages, stat_pairs, sink, held,
     }
 }
 
@@ -532,6 +532,8 @@ fn leasing_keys() -> Vec<Slot> {
         K(Kk::ScheduleDue),
         K(Kk::Control),
         K(Kk::HostPages),
+        K(Kk::Crew),
+        K(Kk::Waiting),
     ]
 }
 

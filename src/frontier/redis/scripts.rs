@@ -106,6 +106,7 @@ const HELPERS: &[(&str, &str)] = &[
 /// then the helpers.
 fn shared() -> String {
     let mut out = crate::frontier::politeness::lua_constants();
+    out.push_str(&crate::frontier::fairness::lua_constants());
     out.push_str(&format!(
         "local MAX_PRIORITY = {}\n",
         crate::frontier::MAX_PRIORITY

@@ -68,11 +68,15 @@ pub struct Wakes {
 }
 
 /// One spider's wake-ups; unsubscribes when dropped (the last of a
-/// channel's).
+/// channel's). A spider listens on its spider's channel (work for every
+/// worker, and the controls) and on its worker's own (work a commit
+/// queued for the workers waiting for it).
 pub struct Wake {
     channel: String,
     notify: Arc<Notify>,
     control: Arc<Notify>,
+    /// The worker's own channel and its waiters, if it has one.
+    own: Option<(String, Arc<Notify>)>,
     channels: Channels,
     changes: mpsc::UnboundedSender<Change>,
     live: Arc<AtomicBool>,
@@ -163,9 +167,25 @@ impl Wakes {
         }
     }
 
-    /// Wake-ups for `channel`.
-    pub fn subscribe(&self, channel: &str) -> Wake {
-        let (notify, control) = match self.channels.lock() {
+    /// Wake-ups for `channel`, and for `own` (a worker's own channel) if
+    /// given.
+    pub fn subscribe(&self, channel: &str, own: Option<&str>) -> Wake {
+        let (notify, control) = self.listen(channel);
+        Wake {
+            channel: channel.to_string(),
+            notify,
+            control,
+            own: own.map(|c| (c.to_string(), self.listen(c).0)),
+            channels: self.channels.clone(),
+            changes: self.changes.clone(),
+            live: self.live.clone(),
+        }
+    }
+
+    /// The work and control waiters of `channel`, subscribed to by the
+    /// first.
+    fn listen(&self, channel: &str) -> (Arc<Notify>, Arc<Notify>) {
+        match self.channels.lock() {
             Ok(mut c) => {
                 let entry = c.entry(channel.to_string()).or_insert_with(|| Listeners {
                     work: Arc::default(),
@@ -180,14 +200,6 @@ impl Wakes {
             }
             // A poisoned map: the spider still polls (`idle_recheck`).
             Err(_) => (Arc::default(), Arc::default()),
-        };
-        Wake {
-            channel: channel.to_string(),
-            notify,
-            control,
-            channels: self.channels.clone(),
-            changes: self.changes.clone(),
-            live: self.live.clone(),
         }
     }
 }
@@ -222,15 +234,17 @@ impl Wake {
             channel: String::new(),
             notify,
             control,
+            own: None,
             channels: Arc::default(),
             changes,
             live: Arc::new(AtomicBool::new(true)),
         }
     }
 
-    /// Waits until work is announced or `timeout` passes.
-    pub async fn wait(&self, timeout: Duration) {
-        let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
+    /// Waits until work is announced or `timeout` passes; whether it was
+    /// announced.
+    pub async fn wait(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.notified()).await.is_ok()
     }
 
     /// Whether the subscription is up: then a wake-up reaches this spider
@@ -243,7 +257,13 @@ impl Wake {
     /// Waits until a message arrives on the channel (or the subscription
     /// was re-made: something may have been missed).
     pub async fn notified(&self) {
-        self.notify.notified().await;
+        match &self.own {
+            Some((_, own)) => tokio::select! {
+                _ = self.notify.notified() => {}
+                _ = own.notified() => {}
+            },
+            None => self.notify.notified().await,
+        }
     }
 
     /// Waits until the spider's control may have changed (`pause`,
@@ -256,12 +276,16 @@ impl Wake {
 
 impl Drop for Wake {
     fn drop(&mut self) {
-        if let Ok(mut c) = self.channels.lock() {
-            if let Some(entry) = c.get_mut(&self.channel) {
+        let Ok(mut c) = self.channels.lock() else {
+            return;
+        };
+        let own = self.own.as_ref().map(|(channel, _)| channel);
+        for channel in std::iter::once(&self.channel).chain(own) {
+            if let Some(entry) = c.get_mut(channel) {
                 entry.spiders -= 1;
                 if entry.spiders == 0 {
-                    c.remove(&self.channel);
-                    let _ = self.changes.send(Change::Unsubscribe(self.channel.clone()));
+                    c.remove(channel);
+                    let _ = self.changes.send(Change::Unsubscribe(channel.clone()));
                 }
             }
         }

@@ -8,8 +8,10 @@
 -- and fewer when pages finish together.
 --
 -- Stats are summed over the batch (by the worker, and here for what the
--- script counts) and written once each; the queue's wake channel is
--- published once.
+-- script counts) and written once each. The requests it queues and does
+-- not lease itself wake as many waiting workers as can use them, each on
+-- its own channel (see wake_waiting); its leases stay within the worker's
+-- fair share (see fair_room).
 --
 -- Keys, arguments and records: `commit` in protocol.rs. After the head
 -- arguments (A) come the spiders links are handed to (HANDOFF records,
@@ -161,6 +163,10 @@ if revisits then
 end
 if leases > 0 or release then
   need_lease_keys(K, tonumber(A.max_per_host), release)
+end
+if n_requests_all > 0 then
+  need(K.crew, 'zset', 'crew')
+  need(K.waiting, 'hash', 'waiting')
 end
 if fails then
   need(K.failed, 'list', 'failed')
@@ -317,14 +323,25 @@ for _, t in ipairs(targets) do
     redis.call('PUBLISH', t.channel, int(t.pushed))
   end
 end
-if enqueued_all > 0 then
-  if depth_max > stat_values[STAT.REQUEST_DEPTH_MAX] then
-    redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, int(depth_max))
-  end
-  redis.call('PUBLISH', channel, int(enqueued_all))
+if enqueued_all > 0 and depth_max > stat_values[STAT.REQUEST_DEPTH_MAX] then
+  redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, int(depth_max))
 end
+local before = #out
 lease_requests(K, worker, tonumber(A.lease_ms), lease_next, now, tonumber(A.interval_ms), A.jitter == '1',
-  tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), release, out)
+  tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), release, tonumber(A.held), out)
+-- The requests queued that this commit did not lease go to the workers
+-- waiting for work, as many as can use them (see wake_waiting), not to
+-- every worker: a wake-up that finds nothing is a script call for nothing.
+if enqueued_all > 0 then
+  local avail = enqueued_all - (#out - before) / 4
+  if avail > 0 then
+    local fair = fair_room(K, worker, 0, now)
+    wake_waiting(K, channel, avail, fair)
+  end
+end
+if lease_next > 0 or release then
+  crew_renew(K, worker, now, tonumber(A.lease_ms))
+end
 -- The last pages of a crawl: nothing is in flight any more, so idle
 -- workers (waiting for `--until-drained` to see the crawl drained, or for
 -- work) look again now rather than at their next recheck.

@@ -3,7 +3,9 @@
 -- to the queue. Each leased request gets its host's next politeness slot,
 -- for the whole cluster. When fewer than asked for are queued (or none
 -- were asked for), also peek at up to A.peek start entries, so the worker
--- can claim them without another round trip.
+-- can claim them without another round trip. No more than the worker's
+-- fair share is leased (see fair_room), and what it asked for and did not
+-- get is noted, for a commit that queues work to wake it.
 --
 -- Keys and arguments: `lease` in protocol.rs.
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
@@ -20,7 +22,11 @@ end
 local now = now_ms()
 local out = {}
 lease_requests(K, A.worker, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
-  tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), true, out)
+  tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), true, tonumber(A.held), out)
+-- What it did not get, a commit that queues work wakes it for; until
+-- then (or the next_due below) it does not ask again.
+note_waiting(K, A.worker, max - #out / 4)
+crew_renew(K, A.worker, now, tonumber(A.lease_ms))
 flush_hosts()
 flush_tally(K.stats)
 local start = {}

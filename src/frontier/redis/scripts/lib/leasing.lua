@@ -24,6 +24,52 @@ local function paused(K)
   return paused_read
 end
 
+-- A worker's fair share of the `out` requests the crawl has out (queued
+-- or leased), split among `crew` workers, less the `held` it holds
+-- already (frontier::fairness::fair_room in Rust).
+local function fair_share(out, crew, held)
+  return math.max(0, math.ceil(out / math.max(1, crew)) - held)
+end
+
+-- The crew and the fair share of leases (the rule's Rust reference is
+-- frontier::fairness). Every worker that leased or committed within a
+-- lease is in the crew (K.crew: worker → until when, ms). A worker leases
+-- at most its fair share of what the crawl has out (the queue and the
+-- leases, divided among the crew) minus what it holds (A.held): the first
+-- worker of a one-host crawl leaves its peers their share, and a worker
+-- killed strands at most about a share until its leases expire.
+local function fair_room(K, worker, held, now)
+  local mine = prove_by('zset', 'crew', 'ZSCORE', K.crew, worker)
+  local crew = redis.call('ZCOUNT', K.crew, '(' .. int(now), '+inf')
+  if not mine or tonumber(mine) <= now then
+    crew = crew + 1
+  end
+  local out = redis.call('ZCARD', K.requests) + redis.call('ZCARD', K.inflight)
+  return fair_share(out, crew, held), crew
+end
+
+-- A paced host's politeness slots belong to the whole crew: with others
+-- in it, a worker reserves at most SLOTS_AHEAD of them in one call, and
+-- none more than SLOTS_AHEAD slots per worker of the crew ahead of now,
+-- so the next slots go to its peers rather than all to whoever leased
+-- first (frontier::fairness::beyond_share in Rust). `ahead` counts what
+-- this call took per host. An unpaced host has no slots to share.
+local function beyond_share(K, host, now, pace_ms, crew, ahead)
+  local spacing = math.max(pace_ms, host_get(K.host_delay, host), host_get(K.backoff, host))
+  if spacing <= 0 then
+    return false
+  end
+  if (ahead[host] or 0) >= SLOTS_AHEAD then
+    return true
+  end
+  local due = host_get(K.pace, host) - now - SLOTS_AHEAD * crew * spacing
+  if due > 0 then
+    slot_due = math.min(slot_due or due, due)
+    return true
+  end
+  return false
+end
+
 -- Leases up to `max` requests to `worker` until now + lease_ms, appending
 -- id, JSON, politeness wait (ms), interval applied (ms) to `out`. K is the
 -- shared key table (see KEYS in lease.lua). With `release` set, work that
@@ -46,14 +92,22 @@ end
 -- counted ones included, plus requests in flight); a request whose host
 -- has had `max_per_host` pages leased is dropped and counted.
 --
+-- With `held` (the leases the worker holds), `max` is cut to the worker's
+-- fair share (see fair_room).
+--
 -- Sets `slot_due` to the ms until the first request left queued for its
 -- host's slot may be leased (nil: none was left), for next_due.
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
-                              release, out)
+                              release, held, out)
   if release then
     requeue_expired(K.requests, K.request_data, K.inflight, K.leases, now)
     requeue_due(K.delayed, K.delayed_scores, K.requests, K.request_data, now)
     release_revisits(K, now)
+  end
+  local crew, ahead = 1, {}
+  if held and max > 0 then
+    local room, n = fair_room(K, worker, held, now)
+    max, crew = math.min(max, room), n
   end
   if max <= 0 or paused(K) or sink_full(K, now, release) then
     return
@@ -113,7 +167,12 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
         elseif host and host_get(K.pace, host) - now > max_wait then
           local due = host_get(K.pace, host) - now - max_wait
           slot_due = math.min(slot_due or due, due)
+        elseif host and crew > 1 and beyond_share(K, host, now, pace_ms, crew, ahead) then
+          -- Left for the crew's other workers (see beyond_share).
         else
+          if host and crew > 1 then
+            ahead[host] = (ahead[host] or 0) + 1
+          end
           if host and max_per_host > 0 then
             host_set(K.host_pages, host, host_get(K.host_pages, host) + 1)
           end
@@ -190,6 +249,8 @@ local function need_lease_keys(K, max_per_host, release)
   if max_per_host > 0 then
     need(K.host_pages, 'hash', 'host_pages')
   end
+  need(K.crew, 'zset', 'crew')
+  need(K.waiting, 'hash', 'waiting')
 end
 
 -- Up to `n` start entries, without removing them (claim_start does).
@@ -211,4 +272,50 @@ local function peek_start(key, kind, n)
     error(r)
   end
   return r
+end
+
+-- Renews `worker`'s place in the crew for a lease, and forgets the
+-- workers gone for as long (and what they waited for). Run after the
+-- call's other writes.
+local function crew_renew(K, worker, now, lease_ms)
+  need(K.waiting, 'hash', 'waiting')
+  redis.call('ZADD', K.crew, int(now + lease_ms), worker)
+  local gone = redis.call('ZRANGEBYSCORE', K.crew, '-inf', int(now))
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', K.crew, '-inf', int(now))
+    call_many('HDEL', K.waiting, gone)
+  end
+end
+
+-- Records what a worker's lease asked for and did not get (`want`; 0:
+-- it got all), so a commit that queues work wakes it (see wake_waiting).
+local function note_waiting(K, worker, want)
+  need(K.waiting, 'hash', 'waiting')
+  if want > 0 then
+    redis.call('HSET', K.waiting, worker, int(want))
+  else
+    redis.call('HDEL', K.waiting, worker)
+  end
+end
+
+-- Wakes, on their own channels (`channel`:<worker>), as many waiting
+-- workers as `avail` requests queued and not leased can use, each taking
+-- what it waits for up to the fair share `fair`; forgets the workers
+-- woken (each leases, and says again what it still waits for). Other
+-- workers, busy or idle, are not disturbed.
+local function wake_waiting(K, channel, avail, fair)
+  if avail <= 0 then
+    return
+  end
+  local waiting = redis.call('HGETALL', K.waiting)
+  local woken = {}
+  for i = 1, #waiting, 2 do
+    if avail <= 0 then
+      break
+    end
+    woken[#woken + 1] = waiting[i]
+    redis.call('PUBLISH', channel .. ':' .. waiting[i], int(avail))
+    avail = avail - math.max(1, math.min(tonumber(waiting[i + 1]) or 1, fair))
+  end
+  call_many('HDEL', K.waiting, woken)
 end

@@ -1,0 +1,84 @@
+//! The fair share of leases: how many requests one worker may hold when
+//! several crawl together. Every worker that leased or committed within a
+//! lease (`lease_timeout`) is in the crawl's crew; the requests the crawl
+//! has out (queued or leased) are divided equally among it, and a worker
+//! leases no more than its share less what it holds already.
+//!
+//! Without it the first worker of a crawl of one host (whose politeness
+//! slots are the cluster's, not any worker's) leased everything it had
+//! room for, waiting for those slots, while its peers sat idle, and a
+//! SIGKILL of that worker stranded all of it for a lease. This module is
+//! the rule's reference; the local backend runs it, and the Redis scripts
+//! run the same arithmetic (`fair_share` and `beyond_share` in
+//! `scripts/lib/leasing.lua`, with the constants generated from here).
+//!
+//! A paced host's politeness slots are shared the same way
+//! ([`beyond_share`]): with others in the crew, a worker reserves only a
+//! few of the host's next slots, so a one-host crawl's slots go round.
+//! It owns no state: who is in the crew is each backend's.
+
+/// A paced host's politeness slots a worker reserves ahead at most, per
+/// worker of the crew and per lease (see [`beyond_share`]).
+pub const SLOTS_AHEAD: u64 = 2;
+
+/// The rule's constants as Lua locals, for the scripts (generated, so the
+/// two never disagree).
+pub fn lua_constants() -> String {
+    format!("local SLOTS_AHEAD = {SLOTS_AHEAD}\n")
+}
+
+/// Whether a request for a host whose slots are `spacing` ms apart, and
+/// whose next slot is free at `next_free` (ms, at `now`), is left for the
+/// crew's other workers: with others in the crew (`crew` > 1), one lease
+/// reserves at most [`SLOTS_AHEAD`] of a paced host's slots (`taken` so
+/// far), and none beyond `SLOTS_AHEAD` slots per worker of the crew ahead
+/// of now. A host's slots are the cluster's: without this, the first
+/// worker to lease took a one-host crawl's next slots for half a lease
+/// ahead while its peers had nothing to fetch. An unpaced host has no
+/// slots to share.
+pub fn beyond_share(spacing: u64, next_free: u64, now: u64, crew: usize, taken: u64) -> bool {
+    if crew <= 1 || spacing == 0 {
+        return false;
+    }
+    taken >= SLOTS_AHEAD || next_free.saturating_sub(now) > SLOTS_AHEAD * crew as u64 * spacing
+}
+
+/// How many more requests a worker holding `held` leases may lease, when
+/// `out` requests are queued or leased and `crew` workers share them.
+pub fn fair_room(out: usize, crew: usize, held: usize) -> usize {
+    out.div_ceil(crew.max(1)).saturating_sub(held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fair_room;
+
+    #[test]
+    fn a_paced_hosts_next_slots_are_left_to_the_crew() {
+        use super::beyond_share;
+        // Alone, or on an unpaced host: nothing is left.
+        assert!(!beyond_share(100, 10_000, 0, 1, 5));
+        assert!(!beyond_share(0, 10_000, 0, 3, 5));
+        // Three workers, 100 ms apart: six slots (600 ms) ahead at most,
+        // two per lease.
+        assert!(!beyond_share(100, 600, 0, 3, 0));
+        assert!(beyond_share(100, 601, 0, 3, 0));
+        assert!(!beyond_share(100, 0, 0, 3, 1));
+        assert!(beyond_share(100, 0, 0, 3, 2));
+    }
+
+    #[test]
+    fn a_worker_leases_up_to_its_share_of_what_is_out() {
+        // Alone, everything; three workers on 75 requests, 25 each.
+        assert_eq!(fair_room(75, 1, 0), 75);
+        assert_eq!(fair_room(75, 3, 0), 25);
+        // What it holds counts against its share, leased or not.
+        assert_eq!(fair_room(75, 3, 20), 5);
+        assert_eq!(fair_room(75, 3, 30), 0);
+        // A share is rounded up: every worker may take the last one.
+        assert_eq!(fair_room(1, 16, 0), 1);
+        assert_eq!(fair_room(0, 4, 0), 0);
+        // No crew recorded yet counts as this worker alone.
+        assert_eq!(fair_room(10, 0, 0), 10);
+    }
+}

@@ -1,0 +1,142 @@
+//! Many workers on one crawl share it: on a crawl of one paced host, whose
+//! politeness slots are the whole cluster's, no worker holds more than
+//! twice its fair share of the leases while another worker holds none,
+//! and every page is still fetched once.
+//!
+//! The workers run in this process ([`InProcess`]); the leases they hold
+//! are read from the lease owners hash while they crawl.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::Commands;
+
+use crawlworker::cli::load_spider;
+use crawlworker::config::Config;
+use crawlworker::frontier::{RedisFrontier, Refused, StartClaim};
+use crawlworker::settings::Overrides;
+use crawlworker::worker::StopRules;
+use crawlworker_demo::Site;
+use crawlworker_testkit::{
+    eventually_async, fault_spider, push_urls, temp_dir, FixtureServer, RedisServer,
+};
+
+use crate::in_process::InProcess;
+
+const WORKERS: usize = 3;
+const PAGES: usize = 75;
+
+/// Leases per worker id, from the owners hash (its `~` note is no lease).
+fn leases_by_worker(conn: &mut redis::Connection) -> HashMap<String, usize> {
+    let owners: HashMap<String, String> = conn
+        .hgetall("fair:inflight:owners")
+        .unwrap_or_else(|e| panic!("HGETALL fair:inflight:owners: {e}"));
+    let mut held = HashMap::new();
+    for (id, owner) in owners {
+        if id == "~" {
+            continue;
+        }
+        let worker = owner.rsplit_once('|').map_or(owner.as_str(), |(w, _)| w);
+        *held.entry(worker.to_string()).or_insert(0) += 1;
+    }
+    held
+}
+
+/// A sample that breaks the rule: a worker holds more than twice its fair
+/// share (the leases over the workers) while another holds none. Samples
+/// with fewer leases than workers (a share under one) are not judged.
+fn unfair(held: &HashMap<String, usize>) -> Option<String> {
+    let total: usize = held.values().sum();
+    let most = held.values().copied().max().unwrap_or(0);
+    let idle = WORKERS - held.values().filter(|n| **n > 0).count();
+    (total >= WORKERS && idle > 0 && most * WORKERS > 2 * total)
+        .then(|| format!("{held:?}: {most} of {total} leases while {idle} worker(s) hold none"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_on_one_paced_host_each_hold_about_their_share() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.expect("server");
+    let dir = temp_dir("fair-leasing");
+    let spider = fault_spider(
+        dir.path(),
+        "fair",
+        "allow_private_networks = true\nrobotstxt_obey = false\ndownload_delay = 0.04\nrandomize_download_delay = false\nconcurrent_requests = 16",
+        "[start]\nbatch_size = 100",
+    );
+    let loaded = load_spider(&Config::default(), &spider, &Overrides::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let client = redis::Client::open(redis.url()).expect("redis url");
+    let control = RedisFrontier::connect(&client.into(), loaded.frontier_options("test"))
+        .await
+        .expect("connect");
+    // The requests are all queued before anyone may lease: the first
+    // worker to lease could take them all.
+    control.pause().await.expect("pause");
+    let mut workers = Vec::new();
+    for _ in 0..WORKERS {
+        workers.push(InProcess::start(&spider, &redis.url(), &[], StopRules::default()).await);
+    }
+    let urls: Vec<String> = (0..PAGES)
+        .map(|i| format!("http://{}/fault/status/200?key=p{i}", server.addr()))
+        .collect();
+    push_urls(&redis.url(), &spider, &urls);
+    // Paused workers claim nothing: the requests are queued here.
+    let (_, entries) = control.lease(0, PAGES).await.expect("peek");
+    let claims: Vec<StartClaim> = entries
+        .into_iter()
+        .map(|entry| StartClaim {
+            outcome: loaded.start_request(&entry).map_err(Refused::from),
+            entry,
+        })
+        .collect();
+    control.claim_start(&claims).await.expect("claim");
+    // The test's own frontier is no worker of the crawl.
+    control.unregister().await.expect("unregister");
+    let mut conn = redis.conn();
+    let queued: usize = conn.zcard("fair:requests").unwrap_or(0);
+    assert_eq!(queued, PAGES, "every request queued");
+    // Every worker has been one of the crawl's while paused.
+    eventually_async("three workers in the crew", Duration::from_secs(20), || {
+        let crew: usize = conn.zcard("fair:inflight:workers").unwrap_or(0);
+        async move { (crew == WORKERS).then_some(()) }
+    })
+    .await;
+    control.resume().await.expect("resume");
+
+    let mut broken = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(why) = unfair(&leases_by_worker(&mut conn)) {
+            broken.push(why);
+        }
+        let done: Option<usize> = conn
+            .hget("fair:stats", "item_scraped_count")
+            .unwrap_or(None);
+        if done == Some(PAGES) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the crawl did not finish within 60 s ({done:?} items)"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for w in workers {
+        w.stop().await;
+    }
+    let items: Vec<String> = conn.lrange("fair:items", 0, -1).unwrap();
+    let mut pages: Vec<String> = items
+        .iter()
+        .map(|i| serde_json::from_str::<serde_json::Value>(i).unwrap()["url"].to_string())
+        .collect();
+    pages.sort();
+    pages.dedup();
+    assert_eq!((items.len(), pages.len()), (PAGES, PAGES), "each page once");
+    assert!(
+        broken.is_empty(),
+        "{} samples broke the fair share, the first: {}",
+        broken.len(),
+        broken[0]
+    );
+}
