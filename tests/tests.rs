@@ -51,6 +51,7 @@ mod spider_keys;
 mod split;
 mod split_drain;
 mod start_entries;
+mod structured_fields;
 mod takeover;
 mod terminal;
 mod tools;

@@ -35,6 +35,7 @@ pub mod news;
 pub mod pages;
 pub mod server;
 pub mod site;
+pub mod threads;
 
 pub use news::{Article, News, ARTICLES_PER_FRONT_PAGE};
 pub use pages::{escape, render, Page};

@@ -48,6 +48,9 @@ pub fn render(site: &Site, path_and_query: &str) -> Page {
     if let Some(page) = news::page(path, query) {
         return page;
     }
+    if let Some(page) = super::threads::page(path) {
+        return page;
+    }
     if let Some(page) = super::api::get(site, path, query) {
         return page;
     }
