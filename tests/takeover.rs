@@ -120,11 +120,22 @@ fn spider(dir: &Path) -> PathBuf {
     path
 }
 
+/// The demo forum on the fixtures' own address. The port is in the
+/// kernel's ephemeral range, so another test's socket may hold it for a
+/// moment: it is tried again for a minute before the test fails.
 async fn forum() -> FixtureServer {
     let addr: SocketAddr = ADDR.parse().unwrap();
-    FixtureServer::start_on(Site::demo(), addr, Duration::ZERO)
-        .await
-        .unwrap_or_else(|e| panic!("the fixtures need {addr} free: {e}"))
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match FixtureServer::start_on(Site::demo(), addr, Duration::ZERO).await {
+            Ok(server) => return server,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("{addr} is busy ({e}); trying again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("the fixtures need {addr} free, and it stayed busy for a minute: {e}"),
+        }
+    }
 }
 
 fn import(redis: &RedisServer, spider: &Path, args: &[&str]) -> std::process::Output {
