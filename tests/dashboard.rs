@@ -2,12 +2,11 @@
 //! chromium): during a crawl the page renders charts with data. The test
 //! reads the DOM the page's script built and looks at a screenshot.
 
+use crate::expect::Dashboard;
 use std::process::Command;
 use std::time::Duration;
 
-use crawlworker_testkit::process::binary;
-use crawlworker_testkit::redis::free_port;
-use crawlworker_testkit::{eventually_async, root, temp_dir, DemoCrawl, KillOnDrop, Worker};
+use crawlworker_testkit::{eventually_async, temp_dir, DemoCrawl, Worker};
 
 /// Headless Chromium with the flags a closed network needs.
 pub fn chromium(profile: &std::path::Path) -> Command {
@@ -40,29 +39,14 @@ async fn the_dashboard_draws_charts_with_data_in_a_real_browser() {
     let crawl = DemoCrawl::start(Duration::from_millis(100)).await;
     let (redis, spider, dir) = (&crawl.redis, &crawl.spider, &crawl.dir);
     let _worker = Worker::spawn(spider, &redis.url(), &["--concurrency", "2"], &[]);
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut dashboard = KillOnDrop::spawn(
-        Command::new(binary())
-            .args([
-                "dashboard",
-                spider.to_str().unwrap(),
-                "--listen",
-                &listen,
-                "--redis",
-                &redis.url(),
-            ])
-            .current_dir(root())
-            .stderr(std::process::Stdio::null()),
-    )
-    .unwrap();
+    let mut dashboard = Dashboard::spawn(spider, &redis.url());
+    let listen = dashboard.listen.clone();
     // Wait for a history of a few readings during the crawl.
-    let api = format!("http://{listen}/api/state");
     eventually_async(
         "the dashboard has a history",
         Duration::from_secs(30),
         || async {
-            let text = reqwest::get(&api).await.ok()?.text().await.ok()?;
-            let state: serde_json::Value = serde_json::from_str(&text).ok()?;
+            let state = dashboard.state().await?;
             let s = &state["spiders"][0];
             (s["history"].as_array()?.len() >= 3 && s["pages"].as_u64()? > 0).then_some(())
         },
@@ -136,6 +120,6 @@ async fn the_dashboard_draws_charts_with_data_in_a_real_browser() {
         "almost nothing drawn ({inked} of {})",
         pixels.len()
     );
-    dashboard.kill_now();
+    dashboard.process.kill_now();
     crawl.stop().await;
 }

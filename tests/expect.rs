@@ -108,3 +108,34 @@ pub fn assert_exact(got: &[String], want: &[String]) {
         want.len()
     );
 }
+
+/// `crawlworker dashboard` of one spider on a free loopback port, run
+/// from the repository root; stopped when dropped.
+pub struct Dashboard {
+    pub process: crawlworker_testkit::KillOnDrop,
+    /// Its address, `127.0.0.1:port`.
+    pub listen: String,
+}
+
+impl Dashboard {
+    pub fn spawn(spider: &std::path::Path, redis: &str) -> Dashboard {
+        let listen = format!("127.0.0.1:{}", crawlworker_testkit::redis::free_port());
+        let process = crawlworker_testkit::KillOnDrop::spawn(
+            std::process::Command::new(crawlworker_testkit::process::binary())
+                .arg("dashboard")
+                .arg(spider)
+                .args(["--listen", &listen, "--redis", redis])
+                .current_dir(crawlworker_testkit::root())
+                .stderr(std::process::Stdio::null()),
+        )
+        .unwrap_or_else(|e| panic!("cannot start crawlworker dashboard: {e}"));
+        Dashboard { process, listen }
+    }
+
+    /// Its `/api/state`, once it answers.
+    pub async fn state(&self) -> Option<Value> {
+        let api = format!("http://{}/api/state", self.listen);
+        let text = reqwest::get(&api).await.ok()?.text().await.ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}

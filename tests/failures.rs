@@ -4,17 +4,15 @@
 //! shown among the dashboard's recent failures, and explained by `parse`;
 //! a run that ends on its own with every request failed exits with code 3.
 
-use std::process::Command;
+use crate::expect::Dashboard;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crawlworker_demo::Site;
-use crawlworker_testkit::process::binary;
-use crawlworker_testkit::redis::free_port;
 use crawlworker_testkit::{
-    crawlworker, crawlworker_with_redis, eventually_async, push_urls, root, spider_for, stderr,
-    stdout, temp_dir, FixtureServer, KillOnDrop, RedisServer, Worker,
+    crawlworker, crawlworker_with_redis, eventually_async, push_urls, spider_for, stderr, stdout,
+    temp_dir, FixtureServer, RedisServer, Worker,
 };
 
 /// A forum the demo site does not have: its list page is a 404.
@@ -82,28 +80,12 @@ async fn a_404_is_logged_listed_shown_and_explained() {
     assert!(r["time"].as_f64().is_some_and(|t| t > 1e9), "{r}");
 
     // Shown among the dashboard's recent failures.
-    let listen = format!("127.0.0.1:{}", free_port());
-    let _dashboard = KillOnDrop::spawn(
-        Command::new(binary())
-            .args([
-                "dashboard",
-                spider_arg,
-                "--listen",
-                &listen,
-                "--redis",
-                &redis.url(),
-            ])
-            .current_dir(root())
-            .stderr(std::process::Stdio::null()),
-    )
-    .unwrap();
-    let api = format!("http://{listen}/api/state");
+    let dashboard = Dashboard::spawn(spider_arg.as_ref(), &redis.url());
     eventually_async(
         "the dashboard shows the 404",
         Duration::from_secs(30),
         || async {
-            let text = reqwest::get(&api).await.ok()?.text().await.ok()?;
-            let state: Value = serde_json::from_str(&text).ok()?;
+            let state = dashboard.state().await?;
             let recent = state["spiders"][0]["recent_failures"].as_array()?;
             recent
                 .iter()
@@ -119,8 +101,7 @@ async fn a_404_is_logged_listed_shown_and_explained() {
         "the dashboard shows the pause",
         Duration::from_secs(30),
         || async {
-            let text = reqwest::get(&api).await.ok()?.text().await.ok()?;
-            let state: Value = serde_json::from_str(&text).ok()?;
+            let state = dashboard.state().await?;
             (state["spiders"][0]["queues"]["paused"] == true).then_some(())
         },
     )

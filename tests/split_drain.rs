@@ -10,6 +10,7 @@
 //! exits only once all read drained, and a relation nobody renews is
 //! forgotten.
 
+use crate::expect::Dashboard;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,12 +20,10 @@ use crawlworker::frontier::pipeline::{UpstreamKeys, UpstreamRecord};
 use crawlworker::frontier::{now_secs, Backend, RedisFrontier};
 use crawlworker::spider::Spider;
 use crawlworker_demo::{demo_tasks, Site};
-use crawlworker_testkit::process::binary;
-use crawlworker_testkit::redis::free_port;
 use crawlworker_testkit::{
     crawlworker_with_redis, eventually, eventually_async, fault_spider, push_urls, root,
-    spider_for, stderr, stdout, temp_dir, FixtureServer, KillOnDrop, RedisCluster, RedisServer,
-    TempDir, Worker,
+    spider_for, stderr, stdout, temp_dir, FixtureServer, RedisCluster, RedisServer, TempDir,
+    Worker,
 };
 
 use crate::dashboard::chromium;
@@ -465,22 +464,13 @@ async fn a_worker_running_several_spiders_exits_only_when_all_read_drained() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_the_spiders_upstream() {
     let p = Pipeline::pair(Duration::ZERO).await;
-    let listen = format!("127.0.0.1:{}", free_port());
-    let _dashboard = KillOnDrop::spawn(
-        std::process::Command::new(binary())
-            .args(["dashboard", p.spider("bbs-detail").to_str().unwrap()])
-            .args(["--listen", &listen, "--redis", &p.redis.url()])
-            .current_dir(root())
-            .stderr(std::process::Stdio::null()),
-    )
-    .unwrap();
-    let api = format!("http://{listen}/api/state");
+    let dashboard = Dashboard::spawn(&p.spider("bbs-detail"), &p.redis.url());
+    let listen = &dashboard.listen;
     eventually_async(
         "the dashboard shows bbs-list",
         Duration::from_secs(30),
         || async {
-            let text = reqwest::get(&api).await.ok()?.text().await.ok()?;
-            let state: serde_json::Value = serde_json::from_str(&text).ok()?;
+            let state = dashboard.state().await?;
             let upstream = &state["spiders"][0]["queues"]["upstreams"][0];
             (upstream["spider"] == "bbs-list" && upstream["producing"] == true).then_some(())
         },
