@@ -273,6 +273,13 @@ fn reads_bytes(follow: &crate::spider::Follow) -> bool {
     matches!(follow.links, LinkSource::Sitemap | LinkSource::Feed)
 }
 
+/// Whether the rule reads the page's HTML: not a rule that only reads
+/// sitemaps or feeds (a 30 MB sitemap parsed as HTML would cost ten times
+/// its size for nothing, and stop at `extract_max_nodes`).
+fn reads_html(rule: &Rule) -> bool {
+    !rule.extract.is_empty() || !rule.follow.iter().all(reads_bytes)
+}
+
 /// The page as the rule reads it: its HTML parse, or for a JSON rule its
 /// JSON document (and an empty parse, for the follow entries that read the
 /// text, a sitemap or a feed); a binary body is neither, an empty parse.
@@ -285,7 +292,7 @@ fn read_document(
     budget: &Budget,
     out: &mut Extraction,
 ) -> Option<(Html, Option<Value>)> {
-    if binary {
+    if binary || !reads_html(rule) {
         // An empty page (not `Html::new_document()`: items need its root).
         return Some((Html::parse_document(""), None));
     }

@@ -624,6 +624,34 @@ fn sitemap_links_keep_their_extensions_even_in_a_gzip_file() {
 }
 
 #[test]
+fn a_rule_that_only_reads_sitemaps_does_not_parse_them_as_html() {
+    // Ten nodes at most: a sitemap of fifty entries parsed as HTML would
+    // be cut short (and cost ten times its size in memory for nothing).
+    let spider = files_spider(|s| {
+        s.replace("  [[rules.extract]]\n  item = \"page\"\n", "")
+            .replace("css = \"a::attr(href)\"", "sitemap = true")
+            .replace(
+                "name = \"files\"",
+                "name = \"files\"\n[settings]\nextract_max_nodes = 10",
+            )
+    });
+    let mut xml = String::from(r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">"#);
+    for i in 0..50 {
+        xml.push_str(&format!(
+            "<url><loc>http://127.0.0.1:8700/p/{i}</loc></url>"
+        ));
+    }
+    xml.push_str("</urlset>");
+    let x = served(
+        &spider,
+        &[("content-type", "application/xml")],
+        xml.as_bytes(),
+    );
+    assert_eq!(x.requests.len(), 50);
+    assert_eq!(x.cut_short, None);
+}
+
+#[test]
 fn a_binary_body_is_not_read_as_a_page() {
     let spider = files_spider(str::to_string);
     let html_links = b"<html><body>text <a href=\"/next.html\">next</a></body></html>";
