@@ -431,6 +431,71 @@ async fn the_dupefilter_filters_unless_dont_filter(h: &impl Harness) {
     }
 }
 
+/// A page of `n` links to distinct URLs, then `unfiltered` links that
+/// are not filtered, and one item.
+fn page_of_links(n: usize, unfiltered_links: usize) -> PageResult {
+    let mut requests: Vec<Request> = (0..n)
+        .map(|i| Request::get(&format!("http://127.0.0.1:8700/p/{i}")))
+        .collect();
+    requests.extend((0..unfiltered_links).map(|_| unfiltered("http://127.0.0.1:8700/again")));
+    PageResult {
+        requests,
+        ..page_with_item(1)
+    }
+}
+
+async fn a_page_of_many_links_queues_each_once_or_nothing_once_its_lease_is_lost(h: &impl Harness) {
+    // More links than one script call carries: the Redis frontier sends
+    // them in parts, each only while the lease is its worker's.
+    const LINKS: usize = 10_000;
+    let a = h
+        .frontier(options("worker-a", Duration::from_millis(200)))
+        .await;
+    let b = h.frontier(worker("worker-b")).await;
+    enqueue(&a, &[(1, 0)]).await;
+    let first = lease(&a, 1).await;
+    let page = page_of_links(LINKS, 3);
+    // Worker a's lease runs out and b takes the page: a's commit writes
+    // nothing, not even its first links.
+    until_queued(&b, 1).await;
+    let again = lease(&b, 1).await;
+    assert_eq!(commit(&a, &first[0], &page).await, Committed::LeaseLost);
+    let status = b.status().await.unwrap();
+    assert_eq!((status.queued, status.items), (0, 0));
+    assert_eq!(
+        commit(&b, &again[0], &page).await,
+        Committed::Done {
+            enqueued: LINKS as u64 + 3,
+            filtered: 0
+        }
+    );
+    let status = b.status().await.unwrap();
+    assert_eq!((status.queued, status.items), (LINKS as u64 + 3, 1));
+    assert_eq!(status.dupefilter, LINKS as u64);
+    assert_eq!(
+        b.stat(stats::SCHEDULER_ENQUEUED).await.unwrap(),
+        1 + LINKS as u64 + 3
+    );
+    // The same links again are all filtered.
+    enqueue(&b, &[(2, 0)]).await;
+    let leased = lease(&b, 3).await;
+    assert_eq!(
+        urls(&leased),
+        [
+            "http://127.0.0.1:8700/p/0",
+            "http://127.0.0.1:8700/p/1",
+            "http://127.0.0.1:8700/p/2"
+        ]
+    );
+    assert_eq!(
+        commit(&b, &leased[0], &page_of_links(LINKS, 0)).await,
+        Committed::Done {
+            enqueued: 0,
+            filtered: LINKS as u64
+        }
+    );
+}
+
 async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(h: &impl Harness) {
     let a = h
         .frontier(options("worker-a", Duration::from_millis(200)))
@@ -1527,6 +1592,7 @@ promises!(
     equal_priorities_come_out_fifo_and_higher_priorities_first,
     a_start_entry_is_claimed_once_and_a_refused_one_becomes_a_dead_letter,
     the_dupefilter_filters_unless_dont_filter,
+    a_page_of_many_links_queues_each_once_or_nothing_once_its_lease_is_lost,
     an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit,
     a_renewed_lease_is_kept_and_a_lost_one_is_named,
     the_same_page_twice_in_one_batch_is_committed_once,

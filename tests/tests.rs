@@ -31,6 +31,7 @@ mod hostile_pages;
 mod idle;
 mod json_api;
 mod local;
+mod many_links;
 mod memory;
 mod news;
 mod page_cache;

@@ -102,6 +102,12 @@ pub trait Backend: Send + Sync {
     /// a second commit of the same lease writes nothing. Then leases up to
     /// `lease_next` requests to replace it. With `may_wait`, the commit may
     /// wait a little for other pages to share its step.
+    ///
+    /// A page of more links than one step should carry may queue those
+    /// with a fingerprint ahead, in steps of their own, each only while
+    /// the lease is this worker's. If the lease is lost between them,
+    /// what they queued stays (the dupefilter filters it when the page is
+    /// fetched again) and the commit writes nothing more.
     async fn commit(
         &self,
         leased: &Leased,

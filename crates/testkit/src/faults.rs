@@ -45,6 +45,7 @@
 //! | `/fault/sitemap?to=U1+U2+…&lastmod=D&gzip=1` | A sitemap (`<urlset>`) with one `<url><loc>Ui</loc></url>` per space-separated value (`+` in the query; a URL with its own query goes percent-encoded), escaped, each with `<lastmod>D</lastmod>` when given. With `gzip=1` the body is the gzip file itself (`application/x-gzip`, no Content-Encoding), as a `sitemap.xml.gz` is served. |
 //! | `/fault/sitemap-index?to=S1+S2+…` | A sitemap index (`<sitemapindex>`) listing the sitemaps Si. |
 //! | `/fault/feed/rss?to=U1+…` and `/fault/feed/atom?to=U1+…` | An RSS 2.0 or Atom feed with one entry per Ui, linking to it. |
+//! | `…&many=N&prefix=P` on the sitemap and feed routes | N more entries, `P0` to `P{N-1}` (P an absolute URL, percent-encoded): a sitemap too large to list in its URL. |
 //! | `…&pad=N`, `…&cut=N` on the sitemap and feed routes | N spaces before the closing tag (a sitemap that unpacks past a limit while its gzip file stays small); the body cut to its first N bytes (before gzip), as a broken download. |
 //! | `/fault/changing?every=N&validators=V&key=K` | A page whose content changes every N requests for (path, key) (0: never; default 1): version = (request − 1) ÷ N, shown as `<p class="version">v</p>` (beside a `<p class="stable">` that never changes). Validators V: `etag` (default: `ETag: "v<version>"`), `last-modified` (one hour per version after 2023-11-14), `both` or `none`. A request whose `If-None-Match` or `If-Modified-Since` matches the current version answers 304 with no body (and counts as a request). With `gone_after=G`, requests after the G-th answer 410 Gone. |
 //!
@@ -629,6 +630,17 @@ fn xml_list(query: &Query, head: &str, entry: impl Fn(&str) -> String, tail: &st
     for to in query.get("to").unwrap_or("").split_whitespace() {
         body.push_str(&entry(&escape(to)));
         body.push('\n');
+    }
+    // Many generated entries: `prefix` followed by 0, 1, … (a sitemap too
+    // large to list in a URL).
+    if let (Some(n), Some(prefix)) = (
+        query.get("many").and_then(|n| n.parse::<usize>().ok()),
+        query.get("prefix"),
+    ) {
+        for i in 0..n {
+            body.push_str(&entry(&escape(&format!("{prefix}{i}"))));
+            body.push('\n');
+        }
     }
     // Room before the end (a sitemap that unpacks past the limit), and an
     // end cut off (a truncated download).

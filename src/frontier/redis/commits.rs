@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use super::protocol::{
-    CommitArgs, HandoffRecord, LinkRecord, PageRecord, StatRecord, TaskRecord, Wire,
+    CommitArgs, HandoffRecord, LinkRecord, LinksAheadArgs, PageRecord, StatRecord, TaskRecord, Wire,
 };
 use super::scripts::SCRIPTS;
 use super::{
@@ -43,6 +43,11 @@ const MAX_PAGES: usize = 64;
 /// …and at most about this many bytes of arguments (one page over it goes
 /// alone), so one call never keeps Redis busy for long.
 const MAX_BYTES: usize = 1 << 20;
+/// At most this many of a page's links go in one script call (each costs
+/// Redis a dupefilter look-up and a queue entry, a few microseconds): a
+/// page with more sends the rest ahead of its commit in parts of this
+/// many (see [`RedisFrontier::queue_ahead`]).
+const MAX_LINKS: usize = 4096;
 /// How often a commit also puts work that came due back in the queue
 /// (expired leases, retries, revisits). The lease script always does; a
 /// busy worker leases only through commits.
@@ -84,24 +89,119 @@ impl RedisFrontier {
         lease_next: usize,
         may_wait: bool,
     ) -> Result<(Committed, Vec<Leased>)> {
-        let mut args = self.page_args(leased, page, lease_next);
+        let mut split = LinkSplit::of(page);
+        let early = match self.queue_ahead(leased, page, &mut split).await? {
+            Some(early) => early,
+            None => {
+                self.let_go(1);
+                return Ok((Committed::LeaseLost, Vec::new()));
+            }
+        };
+        let mut args = self.page_args(leased, page, &split, lease_next);
         args.may_wait = may_wait;
         let batcher = self.batcher.get_or_init(|| self.start_batcher());
         let (reply, result) = oneshot::channel();
-        if let Err(mpsc::error::SendError(pending)) = batcher.send(Pending { page: args, reply }) {
+        let done = if let Err(mpsc::error::SendError(pending)) =
+            batcher.send(Pending { page: args, reply })
+        {
             // Cannot happen while `self` lives; commit alone all the same.
-            return self.commit_alone(pending.page).await;
-        }
-        match result.await {
-            Ok(done) => Ok(done),
-            // The task ended without answering (the runtime is shutting
-            // down): the page may or may not be committed; a repeat finds
-            // out safely.
-            Err(_) => {
-                self.commit_alone(self.page_args(leased, page, lease_next))
-                    .await
+            self.commit_alone(pending.page).await?
+        } else {
+            match result.await {
+                Ok(done) => done,
+                // The task ended without answering (the runtime is shutting
+                // down): the page may or may not be committed; a repeat
+                // finds out safely.
+                Err(_) => {
+                    self.commit_alone(self.page_args(leased, page, &split, lease_next))
+                        .await?
+                }
+            }
+        };
+        Ok(early.add_to(done))
+    }
+
+    /// Queues the links `split` sends ahead of `page`'s commit, a part of
+    /// at most [`MAX_LINKS`] links (and about [`MAX_BYTES`]) per script
+    /// call, each only while the page's lease is this worker's. Returns
+    /// what they queued and filtered, or `None` once the lease is lost
+    /// (the parts queued before stay: the page's next fetch finds them in
+    /// the dupefilter). Counts the links over the size bound in `split`.
+    async fn queue_ahead(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        split: &mut LinkSplit,
+    ) -> Result<Option<Early>> {
+        let mut early = Early::default();
+        let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
+        let mut part = Vec::new();
+        let mut bytes = 0;
+        let ahead = page.requests.iter().filter(|r| !r.dont_filter);
+        for (i, request) in ahead.take(split.ahead).enumerate() {
+            match link_record(request) {
+                Some(link) => {
+                    bytes += link.json.len() + link.fingerprint.len();
+                    part.push(link);
+                }
+                None => split.oversized += 1,
+            }
+            let last = i + 1 == split.ahead;
+            if part.len() >= MAX_LINKS || bytes >= MAX_BYTES || (last && !part.is_empty()) {
+                match self.send_ahead(leased, depth, &part).await? {
+                    Some((enqueued, filtered)) => {
+                        early.enqueued += enqueued;
+                        early.filtered += filtered;
+                    }
+                    None => return Ok(None),
+                }
+                part.clear();
+                bytes = 0;
             }
         }
+        Ok(Some(early))
+    }
+
+    /// One call of `links_ahead.lua`: what `links` queued and filtered, or
+    /// `None` when the lease is no longer this worker's. Rides out Redis
+    /// outages as a commit does: a repeat of a part that went through
+    /// finds its links in the dupefilter.
+    async fn send_ahead(
+        &self,
+        leased: &Leased,
+        depth: u32,
+        links: &[LinkRecord],
+    ) -> Result<Option<(u64, u64)>> {
+        let k = &self.keys;
+        let reply: Vec<i64> =
+            crate::frontier::outage::until_done("queue a page's links", &self.fatal, || {
+                let mut invocation = SCRIPTS.links_ahead.call(
+                    k,
+                    self.sink.sink,
+                    LinksAheadArgs {
+                        worker: self.worker.clone(),
+                        id: leased.id.clone(),
+                        wake: k.wake.clone(),
+                        dupe_spec: self.dupe_spec.clone(),
+                        depth: depth.to_string(),
+                    },
+                );
+                for link in links {
+                    invocation.record(link.clone());
+                }
+                let mut conn = self.conn.clone();
+                async move {
+                    invocation
+                        .invoke_async(&mut conn)
+                        .await
+                        .map_err(super::err("queue a page's links", &k.requests))
+                }
+            })
+            .await;
+        Ok(match reply.as_slice() {
+            [1, enqueued, filtered] => Some((*enqueued as u64, *filtered as u64)),
+            _ => None,
+        })
     }
 
     /// Commits one page in a script call of its own.
@@ -126,9 +226,11 @@ impl RedisFrontier {
         &self,
         leased: &Leased,
         page: &PageResult,
+        split: &LinkSplit,
         lease_next: usize,
     ) -> PageArgs {
-        let links: Vec<LinkRecord> = page.requests.iter().filter_map(link_record).collect();
+        let mine = split.left(page);
+        let links: Vec<LinkRecord> = mine.iter().copied().filter_map(link_record).collect();
         let tasks: Vec<TaskRecord> = page
             .tasks
             .iter()
@@ -136,7 +238,7 @@ impl RedisFrontier {
             .filter_map(task_record)
             .collect();
         // Requests over the size bound are not queued; say so and count them.
-        let oversized = page.requests.len() - links.len() + page.tasks.len() - tasks.len();
+        let oversized = mine.len() - links.len() + page.tasks.len() - tasks.len() + split.oversized;
         let mut extra = Tally::default();
         extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
         if oversized > 0 {
@@ -354,6 +456,66 @@ fn page_record(
             .as_ref()
             .map(Request::host_key)
             .unwrap_or_default(),
+    }
+}
+
+/// Which of a page's links go to Redis ahead of its commit: with more
+/// than [`MAX_LINKS`] links and handed links, all but the last
+/// [`MAX_LINKS`] of those with a fingerprint (see `links_ahead.lua` for
+/// why only those). The commit carries the rest.
+#[derive(Debug, Default)]
+pub(super) struct LinkSplit {
+    /// How many links with a fingerprint, the first in page order.
+    ahead: usize,
+    /// Of those, how many were over the size bound (counted with the
+    /// page's stats, in its commit).
+    oversized: usize,
+}
+
+impl LinkSplit {
+    fn of(page: &PageResult) -> LinkSplit {
+        if page.requests.len() + page.tasks.len() <= MAX_LINKS {
+            return LinkSplit::default();
+        }
+        let filtered = page.requests.iter().filter(|r| !r.dont_filter).count();
+        LinkSplit {
+            ahead: filtered.saturating_sub(MAX_LINKS),
+            oversized: 0,
+        }
+    }
+
+    /// The links the page's commit carries, in page order.
+    fn left<'p>(&self, page: &'p PageResult) -> Vec<&'p Request> {
+        let mut skipped = 0;
+        page.requests
+            .iter()
+            .filter(|r| {
+                let ahead = !r.dont_filter && skipped < self.ahead;
+                skipped += usize::from(!r.dont_filter);
+                !ahead
+            })
+            .collect()
+    }
+}
+
+/// What a page's links sent ahead of its commit queued and filtered.
+#[derive(Debug, Default)]
+struct Early {
+    enqueued: u64,
+    filtered: u64,
+}
+
+impl Early {
+    /// The page's commit, counting its links sent ahead.
+    fn add_to(self, (committed, leases): (Committed, Vec<Leased>)) -> (Committed, Vec<Leased>) {
+        let committed = match committed {
+            Committed::Done { enqueued, filtered } => Committed::Done {
+                enqueued: enqueued + self.enqueued,
+                filtered: filtered + self.filtered,
+            },
+            lost => lost,
+        };
+        (committed, leases)
     }
 }
 

@@ -399,6 +399,12 @@ wire! {
 }
 
 wire! {
+    /// `links_ahead.lua`: the page's lease (its request's id), and the
+    /// largest depth of its links.
+    LinksAheadArgs { worker, id, wake, dupe_spec, depth }
+}
+
+wire! {
     /// `claim_start.lua`.
     ClaimArgs { start_kind, wake, dupe_spec }
 }
@@ -599,6 +605,7 @@ fn queue_layouts() -> Vec<Layout> {
                 vec![&HANDOFF, &STAT_PAIR, &PAGE, &TASK, &LINK, &VALUE],
             )
         },
+        links_ahead_layout(),
         layout(
             "claim_start",
             vec![
@@ -656,6 +663,28 @@ fn queue_layouts() -> Vec<Layout> {
             )
         },
     ]
+}
+
+/// The layout of the script that queues a page's links ahead of its
+/// commit.
+fn links_ahead_layout() -> Layout {
+    layout(
+        "links_ahead",
+        vec![
+            K(Kk::Leases),
+            K(Kk::Dupefilter),
+            K(Kk::DupefilterMeta),
+            K(Kk::Stats),
+            K(Kk::Requests),
+            K(Kk::RequestData),
+            K(Kk::Sequence),
+            K(Kk::Inflight),
+            K(Kk::Crew),
+            K(Kk::Waiting),
+        ],
+        LinksAheadArgs::FIELDS,
+        vec![&LINK],
+    )
 }
 
 /// The layouts of the operator's scripts: pushing and re-queueing, flush,

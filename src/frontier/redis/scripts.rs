@@ -30,9 +30,9 @@ use super::link::Conn;
 use super::protocol::{self, Layout, Wire};
 use super::protocol::{
     AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, ImportArgs,
-    ImportStageArgs, LeaseArgs, NoArgs, PaceArgs, PushArgs, ReleaseArgs, RenewArgs, RequeueArgs,
-    RobotsLockArgs, SeedArgs, SessionLockArgs, SessionStaleArgs, SessionStoreArgs, StatusArgs,
-    SweepArgs,
+    ImportStageArgs, LeaseArgs, LinksAheadArgs, NoArgs, PaceArgs, PushArgs, ReleaseArgs, RenewArgs,
+    RequeueArgs, RobotsLockArgs, SeedArgs, SessionLockArgs, SessionStaleArgs, SessionStoreArgs,
+    StatusArgs, SweepArgs,
 };
 use crate::frontier::{ItemSink, Keys};
 
@@ -60,6 +60,7 @@ macro_rules! scripts {
 scripts! {
     lease: LeaseArgs,
     commit: CommitArgs,
+    links_ahead: LinksAheadArgs,
     claim_start: ClaimArgs,
     renew: RenewArgs,
     release: ReleaseArgs,

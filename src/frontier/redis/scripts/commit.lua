@@ -99,29 +99,16 @@ local release = A.release == '1'
 -- one SADD records the new ones. Otherwise each request goes through the
 -- dupefilter in turn, as handed links do (so a link both handed and
 -- queued is decided in page order).
-local known
-if dupe and dupe.mode == 'exact' and n_tasks_all == 0 then
-  known = {}
-  local fps = {}
+local link = {size = LINK.SIZE, fingerprint = LINK.fingerprint, priority = LINK.priority, json = LINK.json}
+local fps = nil
+if n_tasks_all == 0 then
+  fps = {}
   for _, page in ipairs(pages) do
-    local p, n_requests = page[1], page[2]
-    local first = p + PAGE.SIZE + TASK.SIZE * page[4]
-    for r = first, first + LINK.SIZE * (n_requests - 1), LINK.SIZE do
-      if ARGV[r + LINK.fingerprint] ~= '' then
-        fps[#fps + 1] = ARGV[r + LINK.fingerprint]
-      end
-    end
-  end
-  for first = 1, #fps, 1000 do
-    local last = math.min(first + 999, #fps)
-    local seen = prove_by('set', 'dupefilter', 'SMISMEMBER', dupe.key, unpack(fps, first, last))
-    for i = first, last do
-      if seen[i - first + 1] == 1 then
-        known[fps[i]] = true
-      end
-    end
+    link_fingerprints(page[1] + PAGE.SIZE + TASK.SIZE * page[4], page[2], link, fps)
   end
 end
+local now = now_ms()
+local gate = link_gate(dupe, fps, now)
 -- The stats the batch counts, read now (see flush_tally).
 local stat_fields = {STAT.SCHEDULER_ENQUEUED, STAT.DUPEFILTER_FILTERED, STAT.REQUEST_DEPTH_MAX,
                      STAT.SCHEDULER_DEQUEUED}
@@ -179,7 +166,6 @@ if n_tasks_all > 0 then
     need(t.key, t.kind, 'start_urls of a to_spider')
   end
 end
-local now = now_ms()
 -- Sequence numbers for every request the batch may queue (retries too);
 -- the first block is the batch's first write, and proves its key.
 local next_seq = seq_block(K.sequence, wanted, n_requests_all > 0 or retries)
@@ -187,22 +173,7 @@ for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
   count(ARGV[i + STAT_PAIR.field], ARGV[i + STAT_PAIR.delta])
 end
 
-local new_fps, queue_args, data_args = {}, {}, {}
-
--- Whether a request with fingerprint `fp` is new (and now remembered).
-local function first_seen(fp)
-  if fp == '' or not dupe then
-    return true
-  elseif known then
-    if known[fp] then
-      return false
-    end
-    known[fp] = true
-    new_fps[#new_fps + 1] = fp
-    return true
-  end
-  return dupe_add(dupe, fp, now)
-end
+local queue_args, data_args = {}, {}
 
 local out = {1}
 local items, done_data, dead, failed = {}, {}, {}, {}
@@ -264,7 +235,7 @@ for _, page in ipairs(pages) do
   for _ = 1, n_tasks do
     local t = targets[tonumber(ARGV[at + TASK.spider])]
     local entry = ARGV[at + TASK.entry]
-    if not first_seen(ARGV[at + TASK.fingerprint]) then
+    if not gate.first_seen(ARGV[at + TASK.fingerprint]) then
       filtered = filtered + 1
     else
       if t.kind == 'list' then
@@ -279,20 +250,9 @@ for _, page in ipairs(pages) do
     end
     at = at + TASK.SIZE
   end
-  for _ = 1, n_requests do
-    if first_seen(ARGV[at + LINK.fingerprint]) then
-      local n = next_seq()
-      local seq = int(n)
-      queue_args[#queue_args + 1] = int(queue_score(ARGV[at + LINK.priority], n))
-      queue_args[#queue_args + 1] = seq
-      data_args[#data_args + 1] = seq
-      data_args[#data_args + 1] = ARGV[at + LINK.json]
-      enqueued = enqueued + 1
-    else
-      filtered = filtered + 1
-    end
-    at = at + LINK.SIZE
-  end
+  local queued, dropped = queue_links(at, n_requests, link, gate, next_seq, queue_args, data_args)
+  enqueued, filtered = enqueued + queued, filtered + dropped
+  at = at + LINK.SIZE * n_requests
   if enqueued > 0 then
     depth_max = math.max(depth_max, tonumber(ARGV[p + PAGE.depth]))
   end
@@ -312,9 +272,7 @@ call_many('HSET', K.delayed_scores, retry_scores)
 call_many('ZADD', K.delayed, retry_due)
 call_many('RPUSH', K.dead, dead)
 call_many('RPUSH', K.failed, failed)
-if dupe then
-  call_many('SADD', dupe.key, new_fps)
-end
+gate.record()
 call_many('ZADD', K.requests, queue_args)
 call_many('HSET', K.request_data, data_args)
 push_items(K.items, K.sink, items)

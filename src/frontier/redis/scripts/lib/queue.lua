@@ -38,6 +38,86 @@ local function enqueue(requests, data, d, next_seq, fingerprint, priority, json,
   return 1
 end
 
+-- A page's links are LINK records in ARGV; the helpers below read them
+-- through `link`, a table of the record's size and field offsets that the
+-- calling script builds (`{size = LINK.SIZE, fingerprint =
+-- LINK.fingerprint, ...}`: record names are resolved in script bodies, not
+-- in these helpers).
+
+-- Appends to `fps` the fingerprints of the `n` LINK records from
+-- ARGV[at] on (dont_filter links, with none, are left out).
+local function link_fingerprints(at, n, link, fps)
+  for r = at, at + link.size * (n - 1), link.size do
+    local fp = ARGV[r + link.fingerprint]
+    if fp ~= '' then
+      fps[#fps + 1] = fp
+    end
+  end
+  return fps
+end
+
+-- The dupefilter `d` (see dupe_config) for one call's links. With the
+-- exact dupefilter (a set) and the call's fingerprints `fps` known up
+-- front, one SMISMEMBER per 1,000 tells which were seen (a read before the
+-- first write, so it proves the key) and one SADD records the new ones
+-- (gate.record, after the last first_seen); otherwise, or without `fps`,
+-- each goes through dupe_add in turn.
+local function link_gate(d, fps, now)
+  local known, new_fps = nil, {}
+  if fps and d.mode == 'exact' then
+    known = {}
+    for first = 1, #fps, 1000 do
+      local last = math.min(first + 999, #fps)
+      local seen = prove_by('set', 'dupefilter', 'SMISMEMBER', d.key, unpack(fps, first, last))
+      for i = first, last do
+        if seen[i - first + 1] == 1 then
+          known[fps[i]] = true
+        end
+      end
+    end
+  end
+  local gate = {}
+  -- Whether a request with fingerprint `fp` is new (and now remembered);
+  -- one with none (dont_filter) always is.
+  function gate.first_seen(fp)
+    if fp == '' then
+      return true
+    elseif known then
+      if known[fp] then
+        return false
+      end
+      known[fp] = true
+      new_fps[#new_fps + 1] = fp
+      return true
+    end
+    return dupe_add(d, fp, now)
+  end
+  function gate.record()
+    call_many('SADD', d.key, new_fps)
+  end
+  return gate
+end
+
+-- Queues the `n` LINK records from ARGV[at] on that `gate` finds new,
+-- each numbered by `next_seq` (see seq_block): appends their scores and
+-- ids to `queue_args` and their ids and JSON to `data_args`, for the
+-- caller's ZADD and HSET. Returns how many were queued and filtered.
+local function queue_links(at, n, link, gate, next_seq, queue_args, data_args)
+  local enqueued = 0
+  for r = at, at + link.size * (n - 1), link.size do
+    if gate.first_seen(ARGV[r + link.fingerprint]) then
+      local number = next_seq()
+      local seq = int(number)
+      queue_args[#queue_args + 1] = int(queue_score(ARGV[r + link.priority], number))
+      queue_args[#queue_args + 1] = seq
+      data_args[#data_args + 1] = seq
+      data_args[#data_args + 1] = ARGV[r + link.json]
+      enqueued = enqueued + 1
+    end
+  end
+  return enqueued, n - enqueued
+end
+
 -- The lease owner field is "<worker>|<queue score>": who holds the lease,
 -- and where the request goes back to if the lease is handed back.
 local function owned_by(owner, worker)
