@@ -107,4 +107,5 @@ def main():
     print(f'replayed {sent} commands, {errors} failed', file=sys.stderr)
 
 
-main()
+if __name__ == '__main__':
+    main()
