@@ -254,6 +254,25 @@ async fn the_sweep_deletes_only_what_can_no_longer_matter() {
 }
 
 #[tokio::test]
+async fn a_sweep_says_how_many_workers_take_turns_at_it() {
+    let redis = RedisServer::start();
+    let f = frontier(&redis).await;
+    let ttl = Duration::from_secs(3600);
+    // Nobody has leased: nobody shares the sweeping.
+    assert_eq!(f.sweep(10, ttl).await.unwrap().crew, 0);
+    // Two workers that leased (finding nothing) within a lease are the crew.
+    let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let client = redis::Client::open(redis.url()).unwrap();
+    for worker in ["w1", "w2"] {
+        let w = RedisFrontier::connect(&client.clone().into(), spider.frontier_options(worker))
+            .await
+            .unwrap();
+        w.lease(1, 0).await.unwrap();
+    }
+    assert_eq!(f.sweep(10, ttl).await.unwrap().crew, 2);
+}
+
+#[tokio::test]
 async fn a_swept_slot_was_no_slot_and_a_swept_crawl_delay_still_holds() {
     let redis = RedisServer::start();
     let f = frontier(&redis).await;

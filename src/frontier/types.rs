@@ -270,7 +270,7 @@ impl SinkOptions {
     }
 }
 
-/// What one sweep step deleted.
+/// What one sweep step deleted, and how many workers share the sweeping.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Swept {
     /// Politeness slots in the past.
@@ -285,4 +285,15 @@ pub struct Swept {
     pub workers: u64,
     /// Hand-off relations nobody renewed for an hour.
     pub upstreams: u64,
+    /// The workers crawling now (that leased or committed within a
+    /// lease), the sweeping one included; 0 where nobody shares the crawl.
+    /// They sweep in turn, each every `crew` steps' time.
+    pub crew: u64,
+}
+
+impl Swept {
+    /// Whether the step deleted nothing.
+    pub fn is_empty(&self) -> bool {
+        Swept { crew: 0, ..*self } == Swept::default()
+    }
 }

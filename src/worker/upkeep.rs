@@ -39,7 +39,8 @@ impl SpiderRun {
     }
 
     /// Deletes per-host entries that can no longer matter from Redis, every
-    /// [`SWEEP_EVERY`], a budget in proportion to the pages committed.
+    /// [`SWEEP_EVERY`] between the crew's workers, a budget in proportion
+    /// to the pages committed.
     fn spawn_sweep(&self) -> tokio::task::JoinHandle<()> {
         let frontier = self.frontier.clone();
         let progress = self.progress.clone();
@@ -47,16 +48,12 @@ impl SpiderRun {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(SWEEP_EVERY);
             let mut pages = progress.counts().commits;
-            // Steps skipped while the spider is idle and the last step
-            // found nothing to delete, so an idle worker costs Redis little
-            // (one step per SWEEP_IDLE_EVERY).
-            let mut skip = 0u32;
+            let mut turns = SweepTurns::default();
             loop {
                 tick.tick().await;
                 let now = progress.counts().commits;
                 let worked = now > pages;
-                if !worked && skip > 0 {
-                    skip -= 1;
+                if turns.wait(worked) {
                     continue;
                 }
                 let budget = sweep_budget(now.saturating_sub(pages));
@@ -64,10 +61,7 @@ impl SpiderRun {
                 match frontier.sweep(budget, robots_ttl).await {
                     Ok(swept) => {
                         tracing::trace!(?swept, "swept per-host entries");
-                        if !worked && swept == Swept::default() {
-                            skip = (SWEEP_IDLE_EVERY.as_secs() / SWEEP_EVERY.as_secs().max(1))
-                                .saturating_sub(1) as u32;
-                        }
+                        turns.swept(&swept, worked);
                     }
                     // Nothing is lost: the next step goes on from the same place.
                     Err(e) => {
@@ -152,6 +146,56 @@ const SWEEP_BASE: usize = 256;
 const SWEEP_PER_PAGE: usize = 2;
 /// …but at most this many, so one step stays short.
 const SWEEP_MAX: usize = 2048;
+
+/// When a worker's next sweep step is due. The workers of a crew take
+/// turns: with W of them each steps every W ticks (its first turn at a
+/// random tick among them, so they do not all step together), so the
+/// crew sweeps about once a second whatever its size, rather than W times
+/// (each step examines hundreds of entries; the budget, in proportion to
+/// the pages committed since the worker's last step, keeps the work the
+/// same). While the spider is idle and its last step found nothing to
+/// delete, a step comes only once per [`SWEEP_IDLE_EVERY`].
+#[derive(Debug, Default)]
+struct SweepTurns {
+    /// Ticks to skip before the next step.
+    skip: u64,
+    /// Ticks to skip only while idle.
+    idle_skip: u64,
+    /// Whether this worker has taken its place among the crew's turns.
+    placed: bool,
+}
+
+impl SweepTurns {
+    /// Whether to skip this tick; `worked`: pages were committed since
+    /// the last step.
+    fn wait(&mut self, worked: bool) -> bool {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return true;
+        }
+        if !worked && self.idle_skip > 0 {
+            self.idle_skip -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// After a step that deleted `swept`.
+    fn swept(&mut self, swept: &Swept, worked: bool) {
+        let crew = swept.crew.max(1);
+        self.skip = if self.placed || crew == 1 {
+            crew - 1
+        } else {
+            fastrand::u64(0..crew)
+        };
+        self.placed = crew > 1;
+        self.idle_skip = if !worked && swept.is_empty() {
+            (SWEEP_IDLE_EVERY.as_secs() / SWEEP_EVERY.as_secs().max(1)).saturating_sub(1)
+        } else {
+            0
+        };
+    }
+}
 
 /// The sweep's budget after `pages` committed since the last one.
 fn sweep_budget(pages: u64) -> usize {
@@ -249,5 +293,45 @@ mod tests {
                 "1 lease expired before this worker renewed it (the previous renewal was"
             )
         );
+    }
+
+    /// The ticks a worker steps on, over `ticks` ticks, with a crew of
+    /// `crew` and pages committed on every tick.
+    fn steps(turns: &mut SweepTurns, crew: u64, ticks: u64) -> Vec<u64> {
+        let swept = Swept {
+            crew,
+            ..Swept::default()
+        };
+        (0..ticks)
+            .filter(|_| {
+                let step = !turns.wait(true);
+                if step {
+                    turns.swept(&swept, true);
+                }
+                step
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_crews_workers_take_turns_to_sweep() {
+        // Alone: every tick.
+        assert_eq!(steps(&mut SweepTurns::default(), 1, 4), [0, 1, 2, 3]);
+        // One of four: every fourth tick, after a first turn somewhere in
+        // the first four.
+        let mut turns = SweepTurns::default();
+        let taken = steps(&mut turns, 4, 41);
+        assert_eq!(taken[0], 0);
+        assert!((1..=4).contains(&taken[1]), "{taken:?}");
+        assert!(
+            taken.windows(2).skip(1).all(|w| w[1] - w[0] == 4),
+            "{taken:?}"
+        );
+        // Idle with nothing to delete: once per idle period.
+        let mut idle = SweepTurns::default();
+        idle.swept(&Swept::default(), false);
+        let period = SWEEP_IDLE_EVERY.as_secs() / SWEEP_EVERY.as_secs();
+        let waited = (0..period * 2).take_while(|_| idle.wait(false)).count() as u64;
+        assert_eq!(waited, period - 1);
     }
 }

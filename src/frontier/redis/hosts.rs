@@ -3,8 +3,8 @@
 //! with them; this module only reads and writes them, each change one step.
 //!
 //! What Redis keeps per host is bounded by recent activity, not by the
-//! hosts a crawl has seen: [`Frontier::sweep`], which every worker calls
-//! about once a second, deletes entries that can no longer matter (slots
+//! hosts a crawl has seen: [`Frontier::sweep`], which the crawl's workers
+//! call in turns, about once a second between them, deletes entries that can no longer matter (slots
 //! in the past, back-off of hosts left alone, expired robots.txt records
 //! with their Crawl-delays, run-out locks), a bounded number per call.
 
@@ -123,20 +123,21 @@ impl RedisFrontier {
             robots_ttl_ms: ms(robots_ttl),
             workers_keep_ms: ms(Heartbeat::forgotten_after(self.lease)),
         };
-        let (slots, backoffs, robots, locks, workers, upstreams): (u64, u64, u64, u64, u64, u64) =
-            SCRIPTS
-                .sweep
-                .call(k, self.sink.sink, args)
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(err("sweep stale per-host entries from", &k.pace))?;
+        let reply: Vec<u64> = SCRIPTS
+            .sweep
+            .call(k, self.sink.sink, args)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err("sweep stale per-host entries from", &k.pace))?;
+        let at = |i: usize| reply.get(i).copied().unwrap_or(0);
         Ok(Swept {
-            slots,
-            backoffs,
-            robots,
-            locks,
-            workers,
-            upstreams,
+            slots: at(0),
+            backoffs: at(1),
+            robots: at(2),
+            locks: at(3),
+            workers: at(4),
+            upstreams: at(5),
+            crew: at(6),
         })
     }
 

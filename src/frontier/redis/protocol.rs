@@ -828,6 +828,7 @@ fn host_layouts() -> Vec<Layout> {
                 K(Kk::RobotsLocks),
                 K(Kk::Workers),
                 K(Kk::Upstreams),
+                K(Kk::Crew),
             ],
             SweepArgs::FIELDS,
             Vec::new(),

@@ -26,7 +26,8 @@
 --
 -- Keys and arguments: `sweep` in protocol.rs.
 -- Returns the entries deleted: {slots, back-off states, robots.txt
--- records, locks, workers, relations}.
+-- records, locks, workers, relations}, then the size of the crew (the
+-- workers that leased or committed within a lease: see fair_room).
 local pace, host_delay, backoff, errors = K.pace, K.host_delay, K.backoff, K.backoff_errors
 local cursors, robots, expiry, locks, workers = K.sweep, K.robots, K.robots_expiry, K.robots_locks, K.workers
 local n = math.max(1, tonumber(A.budget))
@@ -117,4 +118,5 @@ scan('upstreams', K.upstreams, n, function(name, json)
   end
 end)
 
-return {slots, states, records, unlocked, gone, forgotten}
+return {slots, states, records, unlocked, gone, forgotten,
+  prove_by('zset', 'crew', 'ZCOUNT', K.crew, '(' .. int(now), '+inf')}
