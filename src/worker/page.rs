@@ -364,6 +364,10 @@ fn cut_short_cause(cut: CutShort, settings: &Settings) -> String {
             "its HTML has more than extract_max_nodes ({}) nodes",
             settings.extract_max_nodes
         ),
+        CutShort::Attributes => format!(
+            "an element of its HTML has more than {} attributes (it is read up to that tag)",
+            crate::extract::attributes::MAX_ATTRIBUTES
+        ),
         CutShort::Time => format!(
             "its extraction took longer than extract_timeout ({})",
             crate::wording::duration(settings.extract_timeout)
