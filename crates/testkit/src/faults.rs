@@ -35,6 +35,7 @@
 //! | `/fault/loop/a`, `/fault/loop/b` `?code=C` | Status C (default 302) to `/fault/loop/b`, resp. `/fault/loop/a`: a redirect loop. |
 //! | `/fault/huge/{bytes}` | 200 with `Content-Length: {bytes}` and a body of exactly that many bytes (HTML-ish filler), streamed in 32 KiB chunks of one static buffer: no per-request allocation of the body. |
 //! | `/fault/huge-chunked/{bytes}` | The same without `Content-Length` (chunked transfer encoding). |
+//! | `…?delay_ms=T` on huge and huge-chunked | The response starts after T ms. |
 //! | `/fault/endless` | 200, chunked, an HTML start then filler chunks for ever, as fast as the client reads, until it disconnects or the server stops. |
 //! | `/fault/trickle?bytes_per_sec=N` | 200, chunked, an HTML start at once, then `.` bytes at N per second (1–1,000,000, default 10): one byte every 1/N s up to 1,000 per second, evenly spread over 1 ms ticks above. Never ends. |
 //! | `/fault/gzip` | 200 with `Content-Encoding: gzip`: a small page in a valid gzip member (stored deflate blocks, correct CRC-32 and size). |
@@ -298,6 +299,23 @@ fn route(conn: &ConnectionFaults, uri: &Uri, headers: &hyper::HeaderMap) -> Opti
     })
 }
 
+/// `response` at once, or after the query's `delay_ms`.
+fn delayed(
+    conn: &ConnectionFaults,
+    query: &Query,
+    response: Response<ResponseBody>,
+) -> Result<Reply, String> {
+    Ok(match query.get("delay_ms") {
+        None => Reply::Now(response),
+        Some(ms) => Reply::After {
+            delay: Duration::from_millis(number::<u64>("delay_ms", ms)?),
+            response,
+            in_progress: conn.in_progress(),
+            stop: conn.stop(),
+        },
+    })
+}
+
 /// Answers a fault route: `Ok(None)` for an unknown one, `Err(reason)` for
 /// bad parameters.
 fn dispatch(
@@ -422,11 +440,8 @@ fn dispatch(
                     exact: true,
                 },
             );
-            Reply::Now(with_header(
-                streaming(body),
-                CONTENT_LENGTH,
-                HeaderValue::from(bytes),
-            ))
+            let response = with_header(streaming(body), CONTENT_LENGTH, HeaderValue::from(bytes));
+            delayed(conn, query, response)?
         }
         ["huge-chunked", bytes] => {
             let bytes = number::<u64>("byte count", bytes)?;
@@ -437,7 +452,7 @@ fn dispatch(
                     exact: false,
                 },
             );
-            Reply::Now(streaming(body))
+            delayed(conn, query, streaming(body))?
         }
         ["endless"] => {
             let body = FaultBody::new(
