@@ -308,7 +308,7 @@ settings! {
     max_open_connections: u32 = 1024;
     /// Responses larger than this are cut off and fail into the failed key (0: no limit). Scrapy's 1 GiB would let a few large pages exhaust a worker: a page costs its size while downloaded and 3.5 to 13 times more while parsed (docs/memory.md).
     download_maxsize: Bytes = Bytes(32 << 20);
-    /// Bytes of response bodies one worker holds at once, its spiders together, from the download until the page is extracted; a download waits for room (0: no bound). A response larger than all of it fails as too large.
+    /// Bytes of response bodies, and of the items and links extracted from them, one worker holds at once, its spiders together: a body from its download until its page is extracted, what the page gave until it is committed; a download waits for room (0: no bound). A response larger than all of it fails as too large.
     download_memory_budget: Bytes = Bytes(256 << 20);
     /// Responses larger than this are logged as a warning (0: no warning).
     download_warnsize: Bytes = Bytes(32 << 20);

@@ -175,7 +175,7 @@ stats! {
     FOLLOW_FILTERED_PAGINATION = "follow/filtered/pagination", Counter => "links_filtered"("reason" = "pagination");
     /// Sitemap or feed entries not modified since the source's last visit (their `lastmod`).
     FOLLOW_FILTERED_NOT_MODIFIED = "follow/filtered/not_modified", Counter => "links_filtered"("reason" = "not_modified");
-    /// Pages extracted only in part: deeper or larger than `extract_max_depth` or `extract_max_nodes`, or slower than `extract_timeout` (`extract/cut_short_reason_count/<reason>`).
+    /// Pages extracted only in part: deeper or larger than `extract_max_depth` or `extract_max_nodes`, an element with more than 1,024 attributes, or slower than `extract_timeout` (`extract/cut_short_reason_count/<reason>`).
     EXTRACT_CUT_SHORT = "extract/cut_short_count", Counter => "pages_cut_short";
     /// Responses with a binary body (by their Content-Type, or by their first bytes without one) not extracted: their rule neither takes binary responses (`binary = true`) nor reads sitemaps or feeds.
     EXTRACT_BINARY_IGNORED = "extract/binary_ignored_count", Counter => "binary_responses_ignored";
@@ -266,7 +266,7 @@ families! {
     HTTPERROR_RESPONSE_IGNORED_STATUS = "httperror/response_ignored_status_count" / "status" => "responses_ignored";
     /// Items dropped, by reason.
     ITEM_DROPPED_REASONS = "item_dropped_reasons_count" / "reason" => "items_dropped";
-    /// Pages extracted only in part, by reason: `depth`, `nodes` or `time`.
+    /// Pages extracted only in part, by reason: `depth`, `nodes`, `attributes` or `time`.
     EXTRACT_CUT_SHORT_REASON = "extract/cut_short_reason_count" / "reason";
     /// Sources that gave nothing or not all they hold, by kind: `too_large`, `broken_gzip`, `malformed`, `not_a_sitemap`, `not_a_feed` or `not_json`.
     EXTRACT_UNREADABLE_KIND = "extract/unreadable_kind_count" / "kind";

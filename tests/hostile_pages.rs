@@ -1,8 +1,10 @@
 //! Pages built to hurt a parser, from the fixture server's
-//! `/fault/nested/<n>`: `<div>`s nested 100,000 deep and more. Extraction
+//! `/fault/nested/<n>`: `<div>`s nested 100,000 deep and more, and
+//! `/fault/attributes/<n>`: one element of 100,000 attributes. Extraction
 //! stops past `extract_max_depth` within a time bound and commits what it
-//! read, and a worker stopped while it extracts such a page without
-//! limits still exits within its grace period.
+//! read, stops before a tag of too many attributes, and a worker stopped
+//! while it extracts such a page without limits still exits within its
+//! grace period.
 
 use std::time::Duration;
 
@@ -105,6 +107,100 @@ async fn deeply_nested_html_is_cut_short_within_a_time_bound() {
         let item: serde_json::Value = serde_json::from_str(item).unwrap();
         assert_eq!(item["deep"], serde_json::Value::Null, "{item}");
     }
+    server.stop().await.unwrap();
+}
+
+/// One element of 100,000 distinct attributes (a tag whose parse costs n²
+/// steps: once 10 s for this 1 MB page) stops the parse before its tag:
+/// what came before it is extracted and committed, the cut is counted by
+/// reason, and `parse` shows it. An element of 500 attributes is read
+/// whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_element_with_too_many_attributes_stops_the_parse_before_it() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("hostile-pages");
+    let spider = dir.path().join("attributes.toml");
+    std::fs::write(
+        &spider,
+        r#"
+name = "attributes"
+
+[settings]
+allow_private_networks = true
+
+[items.page]
+url = { page = "url" }
+before = "p.before::text"
+after = "p.after::text"
+
+[[rules]]
+name = "page"
+match = '/fault/attributes/'
+  [[rules.extract]]
+  item = "page"
+"#,
+    )
+    .unwrap();
+    let (crowded, within) = (
+        server.url("/fault/attributes/100000"),
+        server.url("/fault/attributes/500"),
+    );
+    let out = crawlworker_testkit::crawlworker(&["parse", spider.to_str().unwrap(), &crowded]);
+    let parsed: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", crawlworker_testkit::stderr(&out)));
+    assert_eq!(parsed["cut_short"], "attributes", "{parsed}");
+    assert_eq!(parsed["items"][0]["fields"]["before"], "before", "{parsed}");
+    assert_eq!(
+        parsed["items"][0]["fields"]["after"],
+        serde_json::Value::Null
+    );
+
+    push_urls(&redis.url(), &spider, &[crowded.clone(), within.clone()]);
+    let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &[]);
+    let (status, log) = worker.wait(Duration::from_secs(120));
+    assert!(status.success(), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("page extracted only in part")
+                && l.contains(&crowded)
+                && l.contains("more than 1024 attributes")),
+        "{log}"
+    );
+    let mut conn = redis.conn();
+    let stats: std::collections::HashMap<String, String> =
+        conn.hgetall("attributes:stats").unwrap();
+    for (stat, n) in [
+        ("extract/cut_short_count", "1"),
+        ("extract/cut_short_reason_count/attributes", "1"),
+        ("item_scraped_count", "2"),
+    ] {
+        assert_eq!(
+            stats.get(stat).map(String::as_str),
+            Some(n),
+            "{stat}: {stats:?}"
+        );
+    }
+    let items: Vec<String> = conn.lrange("attributes:items", 0, -1).unwrap();
+    let items: Vec<serde_json::Value> = items
+        .iter()
+        .map(|i| serde_json::from_str(i).unwrap())
+        .collect();
+    let item = |url: &str| {
+        items
+            .iter()
+            .find(|i| i["url"] == url)
+            .unwrap_or_else(|| panic!("no item of {url}: {items:?}"))
+            .clone()
+    };
+    assert_eq!(item(&crowded)["before"], "before");
+    assert_eq!(item(&crowded)["after"], serde_json::Value::Null);
+    assert_eq!(item(&within)["before"], "before");
+    assert_eq!(
+        item(&within)["after"],
+        "after",
+        "500 attributes are read whole"
+    );
     server.stop().await.unwrap();
 }
 

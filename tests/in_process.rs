@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crawlworker::cli::load_spider;
 use crawlworker::config::Config;
+use crawlworker::downloader::budget::Budget;
 use crawlworker::downloader::Downloader;
 use crawlworker::settings::{Overrides, RedisUrl};
 use crawlworker::worker::shared::Shared;
@@ -27,6 +28,8 @@ pub struct InProcess {
     stop: watch::Sender<bool>,
     /// Its spider's downloader, to look at what it keeps.
     downloader: std::sync::Arc<Downloader>,
+    /// Its memory budget (`download_memory_budget`), if it has one.
+    budget: Option<std::sync::Arc<Budget>>,
 }
 
 impl InProcess {
@@ -51,7 +54,9 @@ impl InProcess {
         let settings = spider.settings.clone();
         let (stop, shutdown) = watch::channel(false);
         let id = format!("in-process-{}", SEQ.fetch_add(1, Ordering::Relaxed));
-        let shared = Shared::new(id, settings.concurrent_requests as usize, None);
+        let shared = Shared::new(id, settings.concurrent_requests as usize, None)
+            .with_memory_budget(settings.download_memory_budget.0);
+        let budget = shared.pool.budget();
         let run = SpiderRun::connect(spider, settings, &shared, &shutdown)
             .await
             .unwrap_or_else(|e| panic!("cannot start an in-process worker: {e:#}"))
@@ -61,7 +66,15 @@ impl InProcess {
             task: tokio::spawn(run.run(rules, shutdown)),
             stop,
             downloader,
+            budget,
         }
+    }
+
+    /// Its memory budget, to look at what it holds.
+    pub fn budget(&self) -> std::sync::Arc<Budget> {
+        self.budget
+            .clone()
+            .unwrap_or_else(|| panic!("the in-process worker has no memory budget"))
     }
 
     /// The running spider's downloader.

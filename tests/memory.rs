@@ -2,7 +2,8 @@
 //! bound docs/memory.md states for one page, and downloads hold their
 //! bodies in the worker's memory budget (`download_memory_budget`): a page
 //! that does not fit beside the others waits until one is dropped, and a
-//! page larger than the whole budget fails, counted, naming the budget.
+//! page larger than the whole budget fails, counted, naming the budget; a
+//! page's items and links hold the budget until the page is committed.
 
 use std::time::Duration;
 
@@ -218,5 +219,85 @@ async fn a_worker_crawls_pages_beyond_its_budget_one_share_at_a_time() {
         )
         .unwrap();
     assert_eq!(too_large, 1);
+    server.stop().await.unwrap();
+}
+
+/// A page's output (its items and links) is counted in the worker's memory
+/// budget from its extraction until its commit. While Redis refuses writes
+/// (CLIENT PAUSE WRITE, as a busy Redis does), a page whose items hold its
+/// text twice and its markup once waits for its commit holding the budget
+/// for them: more than its whole 1 MiB, since an output larger than the
+/// budget still goes through (alone). Once committed, it gives it all back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pages_output_holds_the_memory_budget_until_its_commit() {
+    use crate::in_process::InProcess;
+    use crawlworker::worker::StopRules;
+
+    const PAGE: u64 = 300_000;
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("memory");
+    let spider = dir.path().join("output.toml");
+    std::fs::write(
+        &spider,
+        r#"
+name = "output"
+
+[settings]
+allow_private_networks = true
+download_memory_budget = "1 MiB"
+
+[items.page]
+url = { page = "url" }
+text = { css = "body ::text", join = "" }
+spaced = { css = "body ::text", join = " " }
+markup = { css = "body" }
+
+[[rules]]
+name = "page"
+match = '/fault/huge/'
+  [[rules.extract]]
+  item = "page"
+"#,
+    )
+    .unwrap();
+    // The page starts after 3 s, time to pause Redis once it is leased.
+    let url = server.url(&format!("/fault/huge/{PAGE}?delay_ms=3000"));
+    push_urls(&redis.url(), &spider, std::slice::from_ref(&url));
+    let worker = InProcess::start(&spider, &redis.url(), &[], StopRules::default()).await;
+    let budget = worker.budget();
+    let mut conn = redis.conn();
+    eventually_async("the worker leases the page", PATIENCE, || {
+        let leased = conn.zcard::<_, u64>("output:inflight").unwrap() == 1;
+        async move { leased.then_some(()) }
+    })
+    .await;
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "60000", "WRITE"])
+        .query(&mut conn)
+        .unwrap();
+    // Its body alone holds at most PAGE bytes.
+    let waiting = eventually_async("the page's output holds the budget", PATIENCE, || {
+        let held = budget.held();
+        async move { (held >= 2 * PAGE).then_some(held) }
+    })
+    .await;
+    assert!(waiting > budget.total(), "{budget:?}");
+    assert_eq!(conn.llen::<_, u64>("output:items").unwrap(), 0);
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut conn)
+        .unwrap();
+    eventually_async("the page is committed", PATIENCE, || {
+        let committed = conn.llen::<_, u64>("output:items").unwrap() == 1;
+        async move { committed.then_some(()) }
+    })
+    .await;
+    eventually_async("its output is given back", PATIENCE, || {
+        let held = budget.held();
+        async move { (held == 0).then_some(()) }
+    })
+    .await;
+    worker.stop().await;
     server.stop().await.unwrap();
 }

@@ -1,6 +1,7 @@
-//! The worker's memory budget for response bodies (`download_memory_budget`):
-//! the bytes of every body being downloaded, or downloaded and not yet
-//! extracted, by all the spiders of one worker process, together.
+//! The worker's memory budget (`download_memory_budget`): the bytes of
+//! every body being downloaded, or downloaded and not yet extracted, and of
+//! every page's output (its items and links) from its extraction until its
+//! commit, by all the spiders of one worker process, together.
 //!
 //! A download opens a [`Reservation`] with its *claim*, the most it may
 //! come to hold (its Content-Length, else `download_maxsize`, never more
@@ -25,6 +26,27 @@
 //! pages are parsed one after another; a page whose estimate is larger
 //! than all of it is parsed alone. docs/memory.md gives the factors
 //! measured.
+//!
+//! What the extraction gives (items, links) is made during the parse, in
+//! its allowance; once the parse is done it is [charged](Budget::charge)
+//! to the budget until the page is committed or dropped. That charge never
+//! waits: the output exists already, and a page that had to wait for room
+//! while holding its parse's allowance could wait on pages that wait for
+//! that allowance. So it may take the budget past its total, a page whose
+//! output is larger than the whole budget too. Then the budget gives no
+//! bytes to downloads, and no parse starts ([`Budget::within`]), until
+//! commits have brought it back within its total: what passes the total is
+//! at most the outputs of the parses that were running when it filled.
+//!
+//! Why nothing deadlocks: a download waits for bytes held by bodies,
+//! outputs or other downloads. An output is given back by its commit,
+//! which waits for Redis only. A body is given back after its extraction,
+//! which waits for the parse allowance (held by extractions, which wait
+//! for nothing), for the budget to be within its total (which only
+//! commits bring about) and for a CPU turn (held by extractions). None of
+//! them waits for a download; and downloads among themselves keep the
+//! banker's order above, in which a body whose download is done, or an
+//! output, counts as able to finish.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -48,7 +70,9 @@ pub struct Budget {
 
 #[derive(Default)]
 struct State {
-    available: u64,
+    /// Bytes held by all reservations: past the total while outputs
+    /// charged at once need more than was left.
+    held: u64,
     /// Open reservations by id.
     claims: HashMap<u64, Claim>,
     next: u64,
@@ -73,7 +97,7 @@ impl fmt::Debug for Budget {
         let state = self.lock();
         f.debug_struct("Budget")
             .field("total", &self.total)
-            .field("available", &state.available)
+            .field("held", &state.held)
             .field("reservations", &state.claims.len())
             .finish()
     }
@@ -84,10 +108,7 @@ impl Budget {
     pub fn new(total: u64) -> Arc<Budget> {
         Arc::new(Budget {
             total,
-            state: Mutex::new(State {
-                available: total,
-                ..State::default()
-            }),
+            state: Mutex::new(State::default()),
             freed: Notify::new(),
         })
     }
@@ -97,9 +118,10 @@ impl Budget {
         self.total
     }
 
-    /// Bytes held by reservations now.
+    /// Bytes held by reservations now (more than the total while outputs
+    /// charged past it wait for their commits).
     pub fn held(&self) -> u64 {
-        self.total - self.lock().available
+        self.lock().held
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -127,16 +149,49 @@ impl Budget {
             held: 0,
         }
     }
+
+    /// Charges a page's output of `bytes` (its items and links) at once,
+    /// whatever is left, until the returned reservation is dropped: it
+    /// never waits (see the module doc).
+    pub fn charge(self: &Arc<Budget>, bytes: u64) -> Reservation {
+        let mut reservation = self.open(0);
+        let mut state = self.lock();
+        state.held += bytes;
+        if let Some(c) = state.claims.get_mut(&reservation.id) {
+            *c = Claim {
+                held: bytes,
+                max: bytes,
+            };
+        }
+        reservation.held = bytes;
+        reservation
+    }
+
+    /// Waits until the bytes held are within the whole budget (outputs
+    /// charged past it have been committed).
+    pub async fn within(&self) {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before looking, so a release in between wakes it.
+            freed.as_mut().enable();
+            if self.lock().held <= self.total {
+                return;
+            }
+            freed.await;
+        }
+    }
 }
 
 impl State {
     /// Whether giving `extra` bytes to reservation `id` leaves an order in
     /// which every reservation can reach its claim (and then be dropped).
-    fn safe_after(&self, id: u64, extra: u64) -> bool {
-        if extra > self.available {
+    fn safe_after(&self, id: u64, extra: u64, total: u64) -> bool {
+        let available = total.saturating_sub(self.held);
+        if extra > available {
             return false;
         }
-        let mut work = self.available - extra;
+        let mut work = available - extra;
         let mut left: Vec<Claim> = self
             .claims
             .iter()
@@ -211,8 +266,8 @@ impl Reservation {
             freed.as_mut().enable();
             {
                 let mut state = budget.lock();
-                if state.safe_after(self.id, extra) {
-                    state.available -= extra;
+                if state.safe_after(self.id, extra, budget.total) {
+                    state.held += extra;
                     if let Some(c) = state.claims.get_mut(&self.id) {
                         c.held = bytes;
                         c.max = c.max.max(bytes);
@@ -240,7 +295,7 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         let mut state = self.budget.lock();
-        state.available += self.held;
+        state.held -= self.held;
         state.claims.remove(&self.id);
         drop(state);
         self.budget.freed.notify_waiters();
@@ -363,6 +418,45 @@ mod tests {
         assert!(tiny.is_err());
         drop(huge);
         assert!(gate.enter(1).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn an_output_is_charged_at_once_and_holds_back_downloads_and_parses() {
+        let budget = Budget::new(100);
+        let mut body = budget.open(60);
+        body.grow_to(60).await.unwrap();
+        body.settle();
+        // Past the total, at once: the output exists already.
+        let output = budget.charge(80);
+        assert_eq!(budget.held(), 140);
+        let mut next = budget.open(30);
+        let waiting = tokio::spawn(async move {
+            next.grow_to(30).await.unwrap();
+            next
+        });
+        let parse = {
+            let budget = budget.clone();
+            tokio::spawn(async move { budget.within().await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "a download grew past the total");
+        assert!(!parse.is_finished(), "a parse started past the total");
+        // Its commit gives it back: both go on.
+        drop(output);
+        let next = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the download goes on once the output is committed")
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), parse)
+            .await
+            .expect("the parse starts once the budget is within its total")
+            .unwrap();
+        assert_eq!(budget.held(), 90);
+        // An output larger than the whole budget is charged too.
+        let huge = budget.charge(1000);
+        assert_eq!(budget.held(), 1090);
+        drop((huge, next, body));
+        assert_eq!(budget.held(), 0);
     }
 
     #[tokio::test]

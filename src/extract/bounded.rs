@@ -12,7 +12,10 @@
 //! of the element created last, which is where the parser is inserting);
 //! past a limit, or past the time, the parse stops there and the page is
 //! extracted as far as it was read. Browsers stop nesting at 512 too
-//! (Blink's parser); real pages rarely go beyond 100–200.
+//! (Blink's parser); real pages rarely go beyond 100–200. An element with
+//! too many attributes costs the parser n² steps too; the page is scanned
+//! for it before the parse, and the parse stops before its tag
+//! ([`super::attributes`]).
 //!
 //! The clock is the one thing here that is not pure: the rest of the
 //! extractor reads no clock, so given the same limits it gives the same
@@ -27,6 +30,7 @@ use html5ever::tendril::{StrTendril, TendrilSink};
 use scraper::{Html, HtmlTreeSink};
 use serde::Serialize;
 
+use super::attributes;
 use crate::settings::Settings;
 
 /// Bytes of a page fed to the parser between two looks at the tree: small
@@ -43,6 +47,9 @@ pub enum CutShort {
     Depth,
     /// More nodes than `extract_max_nodes`.
     Nodes,
+    /// An element with more attributes than
+    /// [`super::attributes::MAX_ATTRIBUTES`].
+    Attributes,
     /// The extraction took longer than `extract_timeout`.
     Time,
     /// The worker stopped and abandoned the page (its lease goes back to
@@ -55,6 +62,7 @@ impl CutShort {
         match self {
             CutShort::Depth => "depth",
             CutShort::Nodes => "nodes",
+            CutShort::Attributes => "attributes",
             CutShort::Time => "time",
             CutShort::Stopped => "stopped",
         }
@@ -138,12 +146,15 @@ pub struct Parsed {
 }
 
 /// Parses an HTML document as [`Html::parse_document`] does, stopping
-/// where the budget says (see the module doc).
+/// where the budget says, or before a tag that gives an element too many
+/// attributes (see the module doc).
 pub fn parse_document(text: &str, budget: &Budget) -> Parsed {
     let mut parser = driver::parse_document(
         HtmlTreeSink::new(Html::new_document()),
         ParseOpts::default(),
     );
+    let crowded = attributes::first_crowded_tag(text, attributes::MAX_ATTRIBUTES);
+    let text = &text[..crowded.unwrap_or(text.len())];
     let mut at = 0;
     let mut cut_short = None;
     while at < text.len() {
@@ -162,7 +173,7 @@ pub fn parse_document(text: &str, budget: &Budget) -> Parsed {
     }
     Parsed {
         html: parser.finish(),
-        cut_short,
+        cut_short: cut_short.or(crowded.map(|_| CutShort::Attributes)),
     }
 }
 
@@ -225,6 +236,33 @@ mod tests {
         let parsed = parse_document(&page, &limits(0, 1000));
         assert_eq!(parsed.cut_short, Some(CutShort::Nodes));
         assert!(parsed.html.tree.nodes().len() < 1500);
+    }
+
+    /// A page with one `<div>` of `n` distinct attributes between two
+    /// paragraphs.
+    fn crowded(n: usize) -> String {
+        let names: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
+        format!(
+            "<p class=\"before\">b</p><div {}>x</div><p class=\"after\">a</p>",
+            names.join(" ")
+        )
+    }
+
+    #[test]
+    fn an_element_with_too_many_attributes_stops_the_parse_before_it() {
+        let parsed = parse_document(&crowded(100_000), &Budget::unlimited());
+        assert_eq!(parsed.cut_short, Some(CutShort::Attributes));
+        let classes: Vec<&str> = parsed
+            .html
+            .tree
+            .nodes()
+            .filter_map(|n| n.value().as_element()?.attr("class"))
+            .collect();
+        assert_eq!(classes, ["before"]);
+        let page = crowded(500);
+        let whole = parse_document(&page, &Budget::unlimited());
+        assert_eq!(whole.cut_short, None);
+        assert_eq!(whole.html.html(), Html::parse_document(&page).html());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde_json::{Map, Number, Value};
 use super::page::Page;
 use super::DropReason;
 use crate::request::absolute_url;
-use crate::spider::selector::Selected;
+use crate::spider::selector::{Selected, Selector};
 use crate::spider::xpath::Found;
 use crate::spider::{
     Each, Field, FieldChecks, FieldSource, FieldType, ItemDef, PageValue, ValueKind, Whitespace,
@@ -301,25 +301,23 @@ fn one_value(
     if let FieldSource::Object(fields) = &field.source {
         return object(fields, scope, page, jsonld_types).map(|o| Some(Value::Object(o)));
     }
-    let mut raw = source_values(field, scope, page, jsonld_types);
     // A joined field is cleaned as one text, so the whitespace between text
     // nodes ("in <a>our archive</a>.") separates words as on the page.
-    if let Some(sep) = &field.join {
-        if raw.is_empty() {
-            return Ok(None);
-        }
-        let mut joined = String::new();
-        for (i, v) in raw.iter().enumerate() {
-            if i > 0 {
-                joined.push_str(sep);
+    let raw = match (&field.join, &field.source, scope) {
+        (Some(sep), FieldSource::Css(sel), Scope::Html(scope)) => match joined_css(sel, scope, sep)
+        {
+            Some(joined) => vec![Value::String(joined)],
+            None => return Ok(None),
+        },
+        (Some(sep), _, _) => {
+            let raw = source_values(field, scope, page, jsonld_types);
+            if raw.is_empty() {
+                return Ok(None);
             }
-            match v {
-                Value::String(s) => joined.push_str(s),
-                other => joined.push_str(&other.to_string()),
-            }
+            vec![Value::String(join(raw.iter().map(text), sep))]
         }
-        raw = vec![Value::String(joined)];
-    }
+        (None, _, _) => source_values(field, scope, page, jsonld_types),
+    };
     let mut values = Vec::new();
     for v in raw {
         let Value::String(s) = v else {
@@ -362,6 +360,45 @@ fn one_value(
     } else {
         typed.into_iter().next()
     })
+}
+
+/// A value as joined text: a string as it is, anything else as JSON.
+fn text(v: &Value) -> Cow<'_, str> {
+    match v {
+        Value::String(s) => Cow::Borrowed(s),
+        other => Cow::Owned(other.to_string()),
+    }
+}
+
+/// `parts` with `sep` between them, in a string allocated once at its
+/// size.
+fn join<'a>(parts: impl Iterator<Item = Cow<'a, str>> + Clone, sep: &str) -> String {
+    let (n, len) = parts
+        .clone()
+        .fold((0usize, 0usize), |(n, len), p| (n + 1, len + p.len()));
+    let mut joined = String::with_capacity(len + sep.len() * n.saturating_sub(1));
+    for (i, p) in parts.enumerate() {
+        if i > 0 {
+            joined.push_str(sep);
+        }
+        joined.push_str(&p);
+    }
+    joined
+}
+
+/// What a CSS field with `join` selects, joined: text is borrowed from the
+/// page until it is copied once into the result, so a field that joins a
+/// whole page's text costs about that text once, not a value per text node
+/// as well (measured: 30 MB pages, docs/memory.md).
+fn joined_css(sel: &Selector, scope: ElementRef<'_>, sep: &str) -> Option<String> {
+    let mut parts: Vec<Cow<'_, str>> = Vec::new();
+    sel.each(scope, |s| {
+        parts.push(match s {
+            Selected::Element(e) => Cow::Owned(e.html()),
+            Selected::Text(t) => Cow::Borrowed(t),
+        })
+    });
+    (!parts.is_empty()).then(|| join(parts.iter().map(|p| Cow::Borrowed(&**p)), sep))
 }
 
 fn source_values(
@@ -452,8 +489,14 @@ fn headers(headers: &[(String, String)]) -> Value {
 fn clean(s: String, mode: Whitespace) -> String {
     match mode {
         Whitespace::Keep => s,
-        Whitespace::Strip if s.trim().len() == s.len() => s,
-        Whitespace::Strip => s.trim().to_string(),
+        Whitespace::Strip => {
+            // In place: a field may hold a whole page's text.
+            let mut s = s;
+            s.truncate(s.trim_end().len());
+            let start = s.len() - s.trim_start().len();
+            s.drain(..start);
+            s
+        }
         Whitespace::Normalize => {
             let mut out = String::with_capacity(s.len());
             for word in s.split_whitespace() {

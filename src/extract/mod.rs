@@ -13,6 +13,7 @@
 //! known without reading it (URL, status, headers), and only sitemap and
 //! feed entries (a gzip file) find links in it; otherwise it is counted.
 
+pub mod attributes;
 pub mod bounded;
 pub mod charset;
 pub mod content;

@@ -299,6 +299,8 @@ name = "j"
 [items.p]
 text = { css = "p ::text", join = "", whitespace = "normalize" }
 spaced = { css = "p ::text", join = "|" }
+stripped = { css = "p ::text", join = "" }
+links = { css = "a", join = "+" }
 img = { css = "img::attr(src)", url = true }
 [[rules]]
 name = "p"
@@ -309,7 +311,7 @@ match = '.'
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let html =
-        "<meta charset=gbk><p>in <a>our\n archive</a>.</p><p> Next</p><img src='i/图.png?q=图#f'>";
+        "<meta charset=gbk><p>in <a>our\n archive</a>.</p><p> Next </p><a>x</a><img src='i/图.png?q=图#f'>";
     let body = encoding_rs::GBK.encode(html).0;
     let request = Request::get("http://127.0.0.1:8700/a/b");
     let x = extract(
@@ -326,6 +328,8 @@ match = '.'
     let f = &x.items[0].fields;
     assert_eq!(f["text"], "in our archive. Next");
     assert_eq!(f["spaced"], "in |our\n archive|.| Next");
+    assert_eq!(f["stripped"], "in our\n archive. Next");
+    assert_eq!(f["links"], "<a>our\n archive</a>+<a>x</a>");
     // Resolved like a link: UTF-8 path, GBK query, fragment kept.
     assert_eq!(
         f["img"],

@@ -20,6 +20,7 @@
 
 pub mod failures;
 mod offload;
+mod output;
 mod page;
 mod pause;
 pub mod pool;

@@ -2,16 +2,19 @@
 //! response to extract or an outcome it decided (retry later, follow a
 //! redirect, give up, robots.txt said no); the extractor turns a response
 //! into items and follow-up requests (a large page off the async runtime,
-//! every page within the spider's limits: see [`super::offload`]); the
-//! outcome is committed in one atomic step. Whatever happens, the request
-//! ends committed (done, retried, failed or set aside) or, if the worker
-//! dies, its lease expires and another worker takes it.
+//! every page within the spider's limits: see [`super::offload`]), which
+//! are counted in the worker's memory budget until the commit
+//! ([`super::output`]); the outcome is committed in one atomic step.
+//! Whatever happens, the request ends committed (done, retried, failed or
+//! set aside) or, if the worker dies, its lease expires and another worker
+//! takes it.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::failures::{self, FailureLog};
+use crate::downloader::budget::Reservation;
 use crate::downloader::{Downloaded, Downloader, Fetched, GiveUp};
 use crate::extract::bounded::{Budget, CutShort};
 use crate::extract::{self, Response};
@@ -56,9 +59,11 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
 }
 
 async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
-    let result = match &leased.request {
+    // The output's charge in the memory budget lives until the commit is
+    // done (or the page dropped).
+    let (result, _output) = match &leased.request {
         Ok(request) => match process(ctx, request, leased.wait, leased.paced_with).await {
-            Some(result) => result,
+            Some(processed) => processed,
             None => {
                 hand_back(ctx, &leased.id).await;
                 return Vec::new();
@@ -66,10 +71,11 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
         },
         Err(dead) => {
             tracing::warn!(key = %ctx.frontier.keys().requests, id = %leased.id, entry = %super::preview(&dead.entry), reason = %dead.reason, "malformed request set aside in the dead-letter key");
-            PageResult {
+            let dead = PageResult {
                 dead: Some(dead.clone()),
                 ..PageResult::default()
-            }
+            };
+            (dead, None)
         }
     };
     // A page being committed is finished through an outage, whatever the
@@ -145,14 +151,15 @@ async fn hand_back(ctx: &Context, id: &str) {
     }
 }
 
-/// Downloads one request and, if it gave a page, extracts it; `None` when
-/// the download did not start and the request goes back to the queue.
+/// Downloads one request and, if it gave a page, extracts it, with its
+/// output's charge in the memory budget; `None` when the download did not
+/// start and the request goes back to the queue.
 async fn process(
     ctx: &Context,
     request: &Request,
     wait: Duration,
     paced_with: Duration,
-) -> Option<PageResult> {
+) -> Option<(PageResult, Option<Reservation>)> {
     let mut stats = Tally::default();
     let give_up = GiveUp {
         shutdown: ctx.shutdown.clone(),
@@ -162,6 +169,7 @@ async fn process(
         .downloader
         .download(request, wait, paced_with, &mut stats, give_up)
         .await;
+    let mut output = None;
     let mut result = match downloaded {
         Downloaded::Decided(mut result) => {
             if let Some(failed) = &mut result.failed {
@@ -197,11 +205,15 @@ async fn process(
                         failures: &failures,
                     };
                     let result = extract_page(page, host, &mut counted, &budget);
-                    (result, fetched, counted)
+                    let bytes = super::output::bytes(&result);
+                    (result, fetched, counted, bytes)
                 })
                 .await;
                 // The runtime is shutting down: the page goes back to the queue.
-                let (result, fetched, counted) = extracted?;
+                let (result, fetched, counted, bytes) = extracted?;
+                // Charged before the parse's permit goes (see
+                // downloader::budget).
+                output = ctx.share.charge_output(bytes);
                 stats = counted;
                 (result, fetched)
             };
@@ -217,7 +229,7 @@ async fn process(
         Downloaded::NotStarted => return None,
     };
     result.stats = stats;
-    Some(result)
+    Some((result, output))
 }
 
 /// A downloaded page and what its extraction needs.
@@ -363,6 +375,10 @@ fn cut_short_cause(cut: CutShort, settings: &Settings) -> String {
         CutShort::Nodes => format!(
             "its HTML has more than extract_max_nodes ({}) nodes",
             settings.extract_max_nodes
+        ),
+        CutShort::Attributes => format!(
+            "an element of its HTML has more than {} attributes (it is read up to that tag)",
+            crate::extract::attributes::MAX_ATTRIBUTES
         ),
         CutShort::Time => format!(
             "its extraction took longer than extract_timeout ({})",

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::downloader::budget::{Budget, ParseGate};
+use crate::downloader::budget::{Budget, ParseGate, Reservation};
 
 /// Leases a spider holds per download slot of its share.
 const LEASES_AHEAD: usize = 2;
@@ -64,6 +64,11 @@ impl Pool {
 
     pub fn total(&self) -> usize {
         self.total
+    }
+
+    /// Its memory budget, if it has one.
+    pub fn budget(&self) -> Option<Arc<Budget>> {
+        self.budget.clone()
     }
 
     /// A spider's place in the pool; `own` is its `concurrent_requests`.
@@ -192,12 +197,25 @@ impl Share {
     }
 
     /// Waits until a page with a body of `bytes` may be parsed (see
-    /// [`ParseGate`]); it may while the permit lives.
+    /// [`ParseGate`]), and the memory budget is within its total (no
+    /// output charged past it waits for its commit); it may while the
+    /// permit lives.
     pub async fn parsing(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        match &self.pool.parsing {
+        let permit = match &self.pool.parsing {
             Some(gate) => gate.enter(bytes).await,
             None => None,
+        };
+        if let Some(budget) = &self.pool.budget {
+            budget.within().await;
         }
+        permit
+    }
+
+    /// Charges a page's output of `bytes` to the worker's memory budget
+    /// until the returned reservation is dropped (see [`Budget::charge`]);
+    /// none when the worker has no budget.
+    pub fn charge_output(&self, bytes: u64) -> Option<Reservation> {
+        self.pool.budget.as_ref().map(|b| b.charge(bytes))
     }
 
     /// Waits for one of the worker's download slots.

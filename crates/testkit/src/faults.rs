@@ -35,10 +35,12 @@
 //! | `/fault/loop/a`, `/fault/loop/b` `?code=C` | Status C (default 302) to `/fault/loop/b`, resp. `/fault/loop/a`: a redirect loop. |
 //! | `/fault/huge/{bytes}` | 200 with `Content-Length: {bytes}` and a body of exactly that many bytes (HTML-ish filler), streamed in 32 KiB chunks of one static buffer: no per-request allocation of the body. |
 //! | `/fault/huge-chunked/{bytes}` | The same without `Content-Length` (chunked transfer encoding). |
+//! | `…?delay_ms=T` on huge and huge-chunked | The response starts after T ms. |
 //! | `/fault/endless` | 200, chunked, an HTML start then filler chunks for ever, as fast as the client reads, until it disconnects or the server stops. |
 //! | `/fault/trickle?bytes_per_sec=N` | 200, chunked, an HTML start at once, then `.` bytes at N per second (1–1,000,000, default 10): one byte every 1/N s up to 1,000 per second, evenly spread over 1 ms ticks above. Never ends. |
 //! | `/fault/gzip` | 200 with `Content-Encoding: gzip`: a small page in a valid gzip member (stored deflate blocks, correct CRC-32 and size). |
 //! | `/fault/nested/{n}` | 200, a page of `n` (at most 10,000,000) nested `<div>`s holding a link to `/fault/nested-end` and a `<p class="deep">`: HTML whose parse costs n² steps without a depth limit. |
+//! | `/fault/attributes/{n}` | 200, a `<p class="before">` then one `<div>` of `n` (at most 1,000,000) distinct attributes, then a `<p class="after">`: a tag whose parse costs n² steps. |
 //! | `/fault/file/{name}?type=T` | A downloadable file, typed and filled as a static file server would by the name's extension (any case): `.pdf` `application/pdf` (a PDF start), `.zip` `application/zip`, `.png` `image/png` (a PNG's first bytes), `.py` `text/x-python` (a line of Python), `.html` `text/html` (a small page); any other name `application/octet-stream` with bytes 0–255. `type=T` sends `Content-Type: T` instead, `type=none` no Content-Type at all. Other parameters are ignored (`logo.PNG?x=1` is a PNG). |
 //! | `/fault/downloads` | 200, a page linking `/fault/file/report.pdf`, `src.zip`, `logo.PNG?x=1`, `example.py` (the kinds of file Scrapy's link extractor skips) and `notes.html` (one it follows). |
 //! | `/fault/links?to=P1,P2,…` | 200 with one `<a href="Pi">` per comma-separated value (escaped), so a spider can be led into fault routes. |
@@ -298,6 +300,23 @@ fn route(conn: &ConnectionFaults, uri: &Uri, headers: &hyper::HeaderMap) -> Opti
     })
 }
 
+/// `response` at once, or after the query's `delay_ms`.
+fn delayed(
+    conn: &ConnectionFaults,
+    query: &Query,
+    response: Response<ResponseBody>,
+) -> Result<Reply, String> {
+    Ok(match query.get("delay_ms") {
+        None => Reply::Now(response),
+        Some(ms) => Reply::After {
+            delay: Duration::from_millis(number::<u64>("delay_ms", ms)?),
+            response,
+            in_progress: conn.in_progress(),
+            stop: conn.stop(),
+        },
+    })
+}
+
 /// Answers a fault route: `Ok(None)` for an unknown one, `Err(reason)` for
 /// bad parameters.
 fn dispatch(
@@ -422,11 +441,8 @@ fn dispatch(
                     exact: true,
                 },
             );
-            Reply::Now(with_header(
-                streaming(body),
-                CONTENT_LENGTH,
-                HeaderValue::from(bytes),
-            ))
+            let response = with_header(streaming(body), CONTENT_LENGTH, HeaderValue::from(bytes));
+            delayed(conn, query, response)?
         }
         ["huge-chunked", bytes] => {
             let bytes = number::<u64>("byte count", bytes)?;
@@ -437,7 +453,7 @@ fn dispatch(
                     exact: false,
                 },
             );
-            Reply::Now(streaming(body))
+            delayed(conn, query, streaming(body))?
         }
         ["endless"] => {
             let body = FaultBody::new(
@@ -483,6 +499,18 @@ fn dispatch(
                 "</div>".repeat(n)
             );
             Reply::Now(page(StatusCode::OK, "Nested", &body))
+        }
+        ["attributes", n] => {
+            let n = number::<usize>("attributes", n)?;
+            if n > 1_000_000 {
+                return Err(format!("attributes must be at most 1000000, not {n}"));
+            }
+            let mut body = String::from("<p class=\"before\">before</p><div");
+            for i in 0..n {
+                let _ = write!(body, " a{i}");
+            }
+            body.push_str(">inside</div><p class=\"after\">after</p>");
+            Reply::Now(page(StatusCode::OK, "Attributes", &body))
         }
         ["file", name] => file(name, query.get("type"))?,
         ["downloads"] => {
