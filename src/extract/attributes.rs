@@ -9,8 +9,9 @@
 //! a 1 MB page, took 10 s (a release build; 263 s a debug one). And the
 //! tree builder merges the attributes of every further `<html>` or
 //! `<body>` tag into that one element, each new name inserted into a
-//! sorted list: 100 `<body>` tags of 1,000 new names each took 2.9 s. The parser has no hook while a tag is read, so the page is
-//! scanned first, following the tokenizer's states far enough to count the
+//! sorted list: 100 `<body>` tags of 1,000 new names each took 2.9 s. The
+//! parser has no hook while a tag is read, so the page is scanned first,
+//! following the tokenizer's states far enough to count the
 //! attributes of each tag, and the parse is stopped at the tag that passes
 //! the limit.
 //!
@@ -29,8 +30,8 @@ use std::collections::HashSet;
 /// Most attributes an element may get. Real pages stay far below it (a
 /// rich element carries tens: classes, data-, aria- and framework
 /// attributes; 1,500 pages of documentation and templates had at most
-/// 18), so it is no setting. At the limit a tag costs the parser about half a million
-/// comparisons: a page made of nothing but such tags parses about ten
+/// 18), so it is no setting. At the limit a tag costs the parser about
+/// half a million comparisons: a page made of nothing but such tags parses about ten
 /// times slower than ordinary markup, and in time linear in its size.
 pub const MAX_ATTRIBUTES: usize = 1024;
 
