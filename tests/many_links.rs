@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use redis::Commands;
@@ -180,16 +179,6 @@ async fn a_huge_sitemaps_links_go_to_redis_in_bounded_parts_each_queued_once() {
     server.stop().await.unwrap();
 }
 
-/// Stops (SIGSTOP) or resumes (SIGCONT) a worker.
-fn signal(worker: &Worker, signal: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(worker.child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal} failed");
-}
-
 /// Starts a worker on the sitemap and stops it (SIGSTOP) between two of
 /// its parts: once some links are queued and the sitemap is not
 /// committed. `None` if the sitemap was committed before it could be
@@ -210,7 +199,7 @@ async fn stopped_between_parts(
     eventually("a first part is queued", Duration::from_secs(60), || {
         (conn.zcard::<_, u64>("bigmap:requests").unwrap() > 0).then_some(())
     });
-    signal(&worker, "STOP");
+    worker.signal("STOP");
     let queued: usize = conn.zcard("bigmap:requests").unwrap();
     let leased: u64 = conn.zcard("bigmap:inflight").unwrap();
     if queued < URLS && leased == 1 {

@@ -4,7 +4,6 @@
 //! up without a restart (by watching the directory, and on SIGHUP).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
@@ -224,9 +223,7 @@ async fn spider_files_added_changed_broken_and_removed_are_picked_up_without_a_r
         "beta",
         &spider_text("beta", r#"version = { const = "2" }"#),
     );
-    let _ = Command::new("kill")
-        .args(["-HUP", &worker.child.id().to_string()])
-        .status();
+    worker.signal("HUP");
     eventually("beta is reloaded", Duration::from_secs(20), || {
         worker
             .log()

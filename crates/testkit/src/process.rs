@@ -124,12 +124,24 @@ impl Worker {
         self.child.kill_now();
     }
 
-    /// Sends SIGTERM (a graceful stop).
+    /// Sends SIGTERM (a graceful stop); nothing if the worker has exited.
     pub fn terminate(&self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
+        let _ = self.send("TERM");
+    }
+
+    /// Sends the signal `name` (`"STOP"` freezes the worker where it is,
+    /// `"CONT"` resumes it); panics if it cannot be sent.
+    pub fn signal(&self, name: &str) {
+        assert!(self.send(name), "kill -{name} {} failed", self.child.id());
+    }
+
+    /// Whether `kill -<name>` reached the worker.
+    fn send(&self, name: &str) -> bool {
+        Command::new("kill")
+            .arg(format!("-{name}"))
             .arg(self.child.id().to_string())
-            .status();
+            .status()
+            .is_ok_and(|s| s.success())
     }
 
     /// Waits up to `limit` for the worker to exit; its exit status and

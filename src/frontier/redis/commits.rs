@@ -229,8 +229,7 @@ impl RedisFrontier {
         split: &LinkSplit,
         lease_next: usize,
     ) -> PageArgs {
-        let mine = split.left(page);
-        let links: Vec<LinkRecord> = mine.iter().copied().filter_map(link_record).collect();
+        let links: Vec<LinkRecord> = split.left(page).filter_map(link_record).collect();
         let tasks: Vec<TaskRecord> = page
             .tasks
             .iter()
@@ -238,7 +237,9 @@ impl RedisFrontier {
             .filter_map(task_record)
             .collect();
         // Requests over the size bound are not queued; say so and count them.
-        let oversized = mine.len() - links.len() + page.tasks.len() - tasks.len() + split.oversized;
+        // The links sent ahead are `split.ahead` of the page's requests.
+        let carried = page.requests.len() - split.ahead;
+        let oversized = carried - links.len() + page.tasks.len() - tasks.len() + split.oversized;
         let mut extra = Tally::default();
         extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
         if oversized > 0 {
@@ -484,17 +485,16 @@ impl LinkSplit {
         }
     }
 
-    /// The links the page's commit carries, in page order.
-    fn left<'p>(&self, page: &'p PageResult) -> Vec<&'p Request> {
+    /// The links the page's commit carries, in page order: all but the
+    /// first [`LinkSplit::ahead`] with a fingerprint.
+    fn left<'p>(&self, page: &'p PageResult) -> impl Iterator<Item = &'p Request> {
         let mut skipped = 0;
-        page.requests
-            .iter()
-            .filter(|r| {
-                let ahead = !r.dont_filter && skipped < self.ahead;
-                skipped += usize::from(!r.dont_filter);
-                !ahead
-            })
-            .collect()
+        let ahead = self.ahead;
+        page.requests.iter().filter(move |r| {
+            let sent = !r.dont_filter && skipped < ahead;
+            skipped += usize::from(!r.dont_filter);
+            !sent
+        })
     }
 }
 

@@ -94,11 +94,10 @@ local release = A.release == '1'
 -- not at all. The reads the batch needs come first, and prove their keys
 -- without a TYPE each.
 --
--- With the exact dupefilter (a set) and no links handed to other spiders,
--- one SMISMEMBER tells which of the batch's fingerprints were seen, and
--- one SADD records the new ones. Otherwise each request goes through the
--- dupefilter in turn, as handed links do (so a link both handed and
--- queued is decided in page order).
+-- The batch's fingerprints are read up front (see link_gate) unless it
+-- hands links to other spiders: then each request goes through the
+-- dupefilter in turn, as handed links do, so a link both handed and
+-- queued is decided in page order.
 local link = {size = LINK.SIZE, fingerprint = LINK.fingerprint, priority = LINK.priority, json = LINK.json}
 local fps = nil
 if n_tasks_all == 0 then
