@@ -430,7 +430,10 @@ mod tests {
     #[test]
     fn a_scripts_stat_table_names_exactly_the_stats_it_uses() {
         let table = lua_table("x(STAT.ITEM_SCRAPED_COUNT) y(STAT.ITEM_SCRAPED_COUNTS, STAT.)");
-        assert_eq!(table, "local STAT = {\n  ITEM_SCRAPED_COUNT = 'item_scraped_count',\n}\n");
+        assert_eq!(
+            table,
+            "local STAT = {\n  ITEM_SCRAPED_COUNT = 'item_scraped_count',\n}\n"
+        );
         assert_eq!(lua_table("no stats here"), "local STAT = {\n}\n");
     }
 

@@ -46,6 +46,7 @@ mod revisit;
 mod robots;
 mod scripts;
 mod sessions;
+mod shard_handoff;
 mod sinks;
 mod sources;
 mod spider_keys;

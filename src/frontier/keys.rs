@@ -173,6 +173,8 @@ key_kinds! {
     Crew, crew = "{name}:inflight:workers", "zset", Requests;
     /// Worker id → how many requests its last lease asked for and did not get; a commit that queues more than it leases wakes as many of these as the new work can use (on `{name}:wake:<worker id>`) and forgets them.
     Waiting, waiting = "{name}:inflight:waiting", "hash", Requests;
+    /// In a sharded spider (see `docs/scaling.md`): source shard → the number of the last request this shard took from that shard's outbox (`{name}:requests:outbox:<this shard>`, a list of numbered requests its commits handed on); a mover that delivers again what was delivered already is skipped by it.
+    Inbox, inbox = "{name}:requests:inbox", "hash", Requests;
     /// Request id waiting to be retried → due time (ms).
     Delayed, delayed = "{name}:delayed", "zset", Requests;
     /// Waiting retry id → its queue score.
@@ -236,6 +238,20 @@ impl Keys {
     /// [`KeyKind::Waiting`]).
     pub fn worker_wake(&self, worker: &str) -> String {
         format!("{}:{worker}", self.wake)
+    }
+}
+
+impl Keys {
+    /// The list of requests this shard's commits hand to shard `to` (see
+    /// [`KeyKind::Inbox`]), in this shard's slot.
+    pub fn outbox(&self, to: usize) -> String {
+        format!("{}:outbox:{to}", self.requests)
+    }
+
+    /// The lock of the mover moving [`Keys::outbox`]`(to)`: its token,
+    /// until a deadline.
+    pub fn outbox_lock(&self, to: usize) -> String {
+        format!("{}:outbox:{to}:lock", self.requests)
     }
 }
 

@@ -17,7 +17,8 @@
 //! ([`types`]), the per-host politeness rule ([`politeness`]: slot spacing,
 //! jitter, adaptive back-off), key names ([`keys`]), the JSON records
 //! ([`records`]), the dupefilter's modes ([`dupefilter`]), which spiders
-//! hand work to which ([`pipeline`]), the one error
+//! hand work to which ([`pipeline`]), which shard of a sharded spider a
+//! request belongs to and its keys ([`shards`], being built), the one error
 //! ([`FrontierError`]) and how callers ride out a Redis outage
 //! ([`outage`]).
 
@@ -33,6 +34,7 @@ pub mod politeness;
 pub mod records;
 pub mod redis;
 pub mod session;
+pub mod shards;
 pub mod types;
 
 use std::sync::Arc;

@@ -17,7 +17,8 @@
 //! [`admin`] serves the operator's commands (`push-urls`, `flush`,
 //! `stats`), [`unreadable`] sets aside entries that are not UTF-8 text,
 //! [`takeover`] moves a scrapy-redis queue aside and converts it
-//! (`import-queue`).
+//! (`import-queue`), [`outbox`] hands requests between the shards of a
+//! sharded spider.
 //! Connections, each module using only those before it: [`url`] parses and
 //! redacts Redis URLs, `link` holds one connection ([`Conn`]), [`wake`]
 //! and [`pickup`] wake idle workers when work arrives (announced, or
@@ -29,6 +30,7 @@ mod commits;
 pub mod connection;
 pub mod hosts;
 mod link;
+pub mod outbox;
 pub mod pickup;
 mod protocol;
 mod scripts;

@@ -405,6 +405,25 @@ wire! {
 }
 
 wire! {
+    /// `outbox_take.lua`: the mover's token (unique to this move), how
+    /// long its lock lasts, and how many entries to read at most.
+    OutboxTakeArgs { mover, lock_ms, max }
+}
+
+wire! {
+    /// `outbox_deliver.lua`: the shard whose outbox the entries come from
+    /// and the outbox's key (named in dead letters), the mover delivering
+    /// them (counted in the crew's fair share when waking workers), the
+    /// wake channel and the dupefilter.
+    OutboxDeliverArgs { source, outbox, mover, wake, dupe_spec }
+}
+
+wire! {
+    /// `outbox_trim.lua`: the mover's token, and how many entries it read.
+    OutboxTrimArgs { mover, count }
+}
+
+wire! {
     /// `claim_start.lua`.
     ClaimArgs { start_kind, wake, dupe_spec }
 }
@@ -568,6 +587,7 @@ fn layout(
 pub fn layouts() -> Vec<Layout> {
     [
         queue_layouts(),
+        outbox_layouts(),
         admin_layouts(),
         host_layouts(),
         session_layouts(),
@@ -685,6 +705,41 @@ fn links_ahead_layout() -> Layout {
         LinksAheadArgs::FIELDS,
         vec![&LINK],
     )
+}
+
+/// The layouts of the scripts that hand requests between a sharded
+/// spider's shards (see `scripts/lib/outbox.lua`). An outbox and its lock
+/// are chosen by the caller: a shard has one per other shard.
+fn outbox_layouts() -> Vec<Layout> {
+    let outbox = || vec![Slot::Chosen("outbox"), Slot::Chosen("outbox_lock")];
+    vec![
+        layout(
+            "outbox_push",
+            vec![K(Kk::Sequence), Slot::Chosen("outbox")],
+            NoArgs::FIELDS,
+            vec![&LINK],
+        ),
+        layout("outbox_take", outbox(), OutboxTakeArgs::FIELDS, Vec::new()),
+        layout(
+            "outbox_deliver",
+            vec![
+                K(Kk::Inbox),
+                K(Kk::Dupefilter),
+                K(Kk::DupefilterMeta),
+                K(Kk::Stats),
+                K(Kk::Requests),
+                K(Kk::RequestData),
+                K(Kk::Sequence),
+                K(Kk::Inflight),
+                K(Kk::Crew),
+                K(Kk::Waiting),
+                K(Kk::Dead),
+            ],
+            OutboxDeliverArgs::FIELDS,
+            vec![&VALUE],
+        ),
+        layout("outbox_trim", outbox(), OutboxTrimArgs::FIELDS, Vec::new()),
+    ]
 }
 
 /// The layouts of the operator's scripts: pushing and re-queueing, flush,

@@ -30,9 +30,9 @@ use super::link::Conn;
 use super::protocol::{self, Layout, Wire};
 use super::protocol::{
     AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, ImportArgs,
-    ImportStageArgs, LeaseArgs, LinksAheadArgs, NoArgs, PaceArgs, PushArgs, ReleaseArgs, RenewArgs,
-    RequeueArgs, RobotsLockArgs, SeedArgs, SessionLockArgs, SessionStaleArgs, SessionStoreArgs,
-    StatusArgs, SweepArgs,
+    ImportStageArgs, LeaseArgs, LinksAheadArgs, NoArgs, OutboxDeliverArgs, OutboxTakeArgs,
+    OutboxTrimArgs, PaceArgs, PushArgs, ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs,
+    SeedArgs, SessionLockArgs, SessionStaleArgs, SessionStoreArgs, StatusArgs, SweepArgs,
 };
 use crate::frontier::{ItemSink, Keys};
 
@@ -83,6 +83,10 @@ scripts! {
     session_lock: SessionLockArgs,
     session_store: SessionStoreArgs,
     session_stale: SessionStaleArgs,
+    outbox_push: NoArgs,
+    outbox_take: OutboxTakeArgs,
+    outbox_deliver: OutboxDeliverArgs,
+    outbox_trim: OutboxTrimArgs,
 }
 
 /// The helpers every script has, in the order they build on each other:
@@ -98,6 +102,7 @@ const HELPERS: &[(&str, &str)] = &[
         include_str!("scripts/lib/politeness.lua"),
     ),
     ("lib/queue.lua", include_str!("scripts/lib/queue.lua")),
+    ("lib/outbox.lua", include_str!("scripts/lib/outbox.lua")),
     ("lib/sinks.lua", include_str!("scripts/lib/sinks.lua")),
     ("lib/leasing.lua", include_str!("scripts/lib/leasing.lua")),
     ("lib/call.lua", include_str!("scripts/lib/call.lua")),

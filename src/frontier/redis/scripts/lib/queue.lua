@@ -98,20 +98,22 @@ local function link_gate(d, fps, now)
   return gate
 end
 
--- Queues the `n` LINK records from ARGV[at] on that `gate` finds new,
--- each numbered by `next_seq` (see seq_block): appends their scores and
--- ids to `queue_args` and their ids and JSON to `data_args`, for the
--- caller's ZADD and HSET. Returns how many were queued and filtered.
-local function queue_links(at, n, link, gate, next_seq, queue_args, data_args)
+-- Queues the `n` LINK records from ARGV[at] on (or from `src`[at] on, a
+-- list of the same shape) that `gate` finds new, each numbered by
+-- `next_seq` (see seq_block): appends their scores and ids to
+-- `queue_args` and their ids and JSON to `data_args`, for the caller's
+-- ZADD and HSET. Returns how many were queued and filtered.
+local function queue_links(at, n, link, gate, next_seq, queue_args, data_args, src)
+  src = src or ARGV
   local enqueued = 0
   for r = at, at + link.size * (n - 1), link.size do
-    if gate.first_seen(ARGV[r + link.fingerprint]) then
+    if gate.first_seen(src[r + link.fingerprint]) then
       local number = next_seq()
       local seq = int(number)
-      queue_args[#queue_args + 1] = int(queue_score(ARGV[r + link.priority], number))
+      queue_args[#queue_args + 1] = int(queue_score(src[r + link.priority], number))
       queue_args[#queue_args + 1] = seq
       data_args[#data_args + 1] = seq
-      data_args[#data_args + 1] = ARGV[r + link.json]
+      data_args[#data_args + 1] = src[r + link.json]
       enqueued = enqueued + 1
     end
   end

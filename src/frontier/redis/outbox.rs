@@ -1,0 +1,212 @@
+//! Handing requests between the shards of a sharded spider (see
+//! `docs/scaling.md`, "Hand-offs between shards", and
+//! `scripts/lib/outbox.lua`). A shard's frontier pushes the requests of
+//! another shard to its outbox for it; a mover takes the outbox's first
+//! entries under a lock, delivers them to their shard, and trims them
+//! while the lock is still its own. Each step is one script call, and a
+//! target skips the entries it took before, so a mover killed or stalled
+//! between its steps costs a repeat, never a lost or doubled request.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::protocol::{LinkRecord, NoArgs, OutboxDeliverArgs, OutboxTakeArgs, OutboxTrimArgs};
+use super::scripts::SCRIPTS;
+use super::{clamped, encode, fingerprint_arg, ms, RedisFrontier, Result};
+use crate::request::Request;
+
+/// How many entries one move takes, delivers and trims at most, so that
+/// no call holds Redis for long (as a commit's parts of links).
+pub const MOVE_BATCH: usize = 1024;
+
+/// How long a mover's lock lasts: long enough for its three calls, short
+/// enough that entries a dead mover held move again soon.
+pub const MOVER_LOCK: Duration = Duration::from_secs(10);
+
+/// What one delivery did with the entries it was given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivered {
+    /// Queued on the target.
+    pub enqueued: u64,
+    /// Found in the target's dupefilter.
+    pub filtered: u64,
+    /// Taken by the target before (a repeat by another mover).
+    pub skipped: u64,
+    /// Not an outbox entry (written by something else than crawlworker).
+    pub unreadable: u64,
+}
+
+impl Delivered {
+    fn add(&mut self, other: Delivered) {
+        self.enqueued += other.enqueued;
+        self.filtered += other.filtered;
+        self.skipped += other.skipped;
+        self.unreadable += other.unreadable;
+    }
+}
+
+/// Numbers the moves of this process, so that each move's lock token is
+/// its own (a retried call of the same move finds its own lock).
+static MOVES: AtomicU64 = AtomicU64::new(0);
+
+impl RedisFrontier {
+    /// Pushes `requests` to this shard's outbox for shard `to`, numbered
+    /// from this shard's sequence. Requests over the size bound are left
+    /// out; returns how many were pushed.
+    pub async fn outbox_push(&self, to: usize, requests: &[Request]) -> Result<u64> {
+        let outbox = self.keys.outbox(to);
+        let mut call = SCRIPTS.outbox_push.call_choosing(
+            &self.keys,
+            self.sink.sink,
+            &[("outbox", &outbox)],
+            NoArgs {},
+        );
+        let mut pushed = 0;
+        for request in requests {
+            if let Some(json) = encode(request) {
+                call.record(LinkRecord {
+                    fingerprint: fingerprint_arg(request),
+                    priority: clamped(request.priority).to_string(),
+                    json,
+                });
+                pushed += 1;
+            }
+        }
+        if pushed == 0 {
+            return Ok(0);
+        }
+        call.invoke_async::<u64>(&mut self.conn.clone())
+            .await
+            .map_err(super::err("hand requests to another shard", &outbox))
+    }
+
+    /// A token for one move by this worker.
+    pub fn mover_token(&self) -> String {
+        format!("{}#{}", self.worker, MOVES.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The first step of a move: takes the lock of this shard's outbox for
+    /// shard `to` as `mover` for `lock`, and reads up to `max` entries.
+    /// Empty when the outbox is, or another mover holds its lock.
+    pub async fn outbox_take(
+        &self,
+        to: usize,
+        mover: &str,
+        lock: Duration,
+        max: usize,
+    ) -> Result<Vec<String>> {
+        let (outbox, outbox_lock) = (self.keys.outbox(to), self.keys.outbox_lock(to));
+        SCRIPTS
+            .outbox_take
+            .call_choosing(
+                &self.keys,
+                self.sink.sink,
+                &[("outbox", &outbox), ("outbox_lock", &outbox_lock)],
+                OutboxTakeArgs {
+                    mover: mover.to_string(),
+                    lock_ms: ms(lock),
+                    max: max.to_string(),
+                },
+            )
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(super::err("take entries from an outbox", &outbox))
+    }
+
+    /// The second step, on the target shard: queues the `entries` of
+    /// shard `source`'s outbox (`outbox`, named in the dead letters of
+    /// entries crawlworker did not write) that this shard has not taken
+    /// before.
+    pub async fn outbox_deliver(
+        &self,
+        source: usize,
+        outbox: &str,
+        mover: &str,
+        entries: &[String],
+    ) -> Result<Delivered> {
+        let k = &self.keys;
+        let mut call = SCRIPTS.outbox_deliver.call(
+            k,
+            self.sink.sink,
+            OutboxDeliverArgs {
+                source: source.to_string(),
+                outbox: outbox.to_string(),
+                mover: mover.to_string(),
+                wake: k.wake.clone(),
+                dupe_spec: self.dupe_spec.clone(),
+            },
+        );
+        call.values(entries);
+        let reply: Vec<u64> =
+            call.invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(super::err(
+                    "deliver requests from another shard",
+                    &k.requests,
+                ))?;
+        let n = |i: usize| reply.get(i).copied().unwrap_or(0);
+        Ok(Delivered {
+            enqueued: n(0),
+            filtered: n(1),
+            skipped: n(2),
+            unreadable: n(3),
+        })
+    }
+
+    /// The last step: trims the `count` entries `mover` took from this
+    /// shard's outbox for shard `to`, if its lock is still its own.
+    /// Returns whether it was.
+    pub async fn outbox_trim(&self, to: usize, mover: &str, count: usize) -> Result<bool> {
+        let (outbox, outbox_lock) = (self.keys.outbox(to), self.keys.outbox_lock(to));
+        SCRIPTS
+            .outbox_trim
+            .call_choosing(
+                &self.keys,
+                self.sink.sink,
+                &[("outbox", &outbox), ("outbox_lock", &outbox_lock)],
+                OutboxTrimArgs {
+                    mover: mover.to_string(),
+                    count: count.to_string(),
+                },
+            )
+            .invoke_async::<u64>(&mut self.conn.clone())
+            .await
+            .map(|trimmed| trimmed == 1)
+            .map_err(super::err("trim an outbox", &outbox))
+    }
+
+    /// Moves this shard's (shard `source`'s) outbox for shard `to` into
+    /// `target`, that shard's frontier, a batch at a time, until it is
+    /// empty or another mover holds it. Returns what the deliveries did.
+    pub async fn move_outbox(
+        &self,
+        source: usize,
+        to: usize,
+        target: &RedisFrontier,
+    ) -> Result<Delivered> {
+        let mut moved = Delivered::default();
+        loop {
+            let mover = self.mover_token();
+            let entries = self.outbox_take(to, &mover, MOVER_LOCK, MOVE_BATCH).await?;
+            if entries.is_empty() {
+                return Ok(moved);
+            }
+            let outbox = self.keys.outbox(to);
+            let delivered = target
+                .outbox_deliver(source, &outbox, &mover, &entries)
+                .await?;
+            if delivered.unreadable > 0 {
+                tracing::warn!(
+                    %outbox,
+                    count = delivered.unreadable,
+                    "outbox entries crawlworker did not write were set aside as dead letters"
+                );
+            }
+            moved.add(delivered);
+            if !self.outbox_trim(to, &mover, entries.len()).await? {
+                // Another mover took over: it delivers what is left.
+                return Ok(moved);
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! One spider over several shards (see `docs/scaling.md`, "one spider over
+//! N nodes"): which shard a request belongs to, and each shard's key
+//! names. Both are the data layout of a sharded crawl, so they are defined
+//! here once and never change: a request's shard is a function of its host
+//! alone, and shard 0 is the spider's keys as an unsharded spider has them.
+//!
+//! The hand-off of requests between shards (outboxes, movers) is
+//! [`crate::frontier::redis`]'s `outbox` module.
+
+use sha1::{Digest, Sha1};
+
+use super::keys::{KeyMode, Keys};
+use crate::request::host_key;
+
+/// The shard, of `shards`, that the requests of `url` belong to: the
+/// first eight bytes of the SHA-1 of the URL's politeness key (`host:port`
+/// in lower case, [`host_key`]) as a big-endian number, modulo `shards`.
+/// A host's requests, fingerprints and politeness state so all live on one
+/// shard. One shard (or none) is shard 0.
+pub fn shard_of(url: &str, shards: usize) -> usize {
+    if shards <= 1 {
+        return 0;
+    }
+    let digest = Sha1::digest(host_key(url).as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (u64::from_be_bytes(first) % shards as u64) as usize
+}
+
+/// The name shard `shard` of spider `name` builds its keys from: the
+/// spider's own for shard 0, `<name>.<shard>` for the others (so in
+/// cluster mode each shard has its own hash tag, `{bbs.1}`, and its own
+/// slot).
+pub fn shard_name(name: &str, shard: usize) -> String {
+    if shard == 0 {
+        name.to_string()
+    } else {
+        format!("{name}.{shard}")
+    }
+}
+
+/// The keys of shard `shard` of a spider whose own keys `Keys::resolve`
+/// builds from these arguments: those very keys for shard 0; for the
+/// others, the same templates under the shard's name, every key in the
+/// shard's slot. A shard's start key other than shard 0's stays empty:
+/// producers push to shard 0's, where start entries are claimed (a lease
+/// reads its shard's start key, so it must be in the shard's slot).
+pub fn shard_keys(
+    name: &str,
+    mode: KeyMode,
+    templates: &[(super::KeyKind, String)],
+    start: Option<&str>,
+    shard: usize,
+) -> Keys {
+    if shard == 0 {
+        Keys::resolve(name, mode, None, templates, start)
+    } else {
+        Keys::resolve(&shard_name(name, shard), mode, None, templates, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosts_requests_share_a_shard_whatever_their_path_scheme_or_case() {
+        for shards in [2, 3, 16] {
+            let home = shard_of("http://Forum.Example:8080/list/1", shards);
+            for url in [
+                "https://forum.example:8080/post/7?x=1",
+                "http://user@FORUM.example:8080",
+                "http://forum.example:8080#top",
+            ] {
+                assert_eq!(shard_of(url, shards), home, "{url}");
+            }
+        }
+        assert_eq!(shard_of("http://a.example/", 1), 0);
+        assert_eq!(shard_of("http://a.example/", 0), 0);
+    }
+
+    #[test]
+    fn the_shard_function_is_the_data_layout_and_never_changes() {
+        // SHA-1("127.0.0.1:8700") begins bc71ff90f65abe9f; these values,
+        // computed apart (Python's hashlib), pin the function.
+        let shards: Vec<usize> = (1..=8)
+            .map(|i| shard_of(&format!("http://127.0.0.{i}:8700/"), 3))
+            .collect();
+        assert_eq!(shards, [2, 2, 2, 0, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn hosts_spread_over_the_shards() {
+        let mut counts = [0usize; 3];
+        for i in 0..300 {
+            counts[shard_of(&format!("http://site{i}.example/"), 3)] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (70..=130).contains(&c)),
+            "{counts:?}"
+        );
+    }
+
+    #[test]
+    fn shard_zero_has_the_spiders_own_keys_and_the_others_a_tag_each() {
+        let zero = shard_keys("bbs", KeyMode::Cluster, &[], None, 0);
+        assert_eq!(
+            zero,
+            Keys::resolve("bbs", KeyMode::Cluster, None, &[], None)
+        );
+        let two = shard_keys("bbs", KeyMode::Cluster, &[], None, 2);
+        assert_eq!(two.requests, "{bbs.2}:requests");
+        assert_eq!(two.dupefilter, "{bbs.2}:dupefilter");
+        assert_eq!(two.start_urls, "{bbs.2}:start_urls");
+        let plain = shard_keys("bbs", KeyMode::Plain, &[], None, 1);
+        assert_eq!(plain.items, "bbs.1:items");
+    }
+}

@@ -1,0 +1,252 @@
+//! Handing requests between the shards of a sharded spider (see
+//! `docs/scaling.md`, "Hand-offs between shards"): a shard pushes another
+//! shard's requests to its outbox, and a mover takes, delivers and trims
+//! them in three script calls. Run on a real redis-server, with the
+//! shards' own key names (`q` and `q.1`); the promise is that each
+//! request handed on is queued on its shard exactly once, `dont_filter`
+//! ones included, however a mover dies between its steps.
+
+use std::time::Duration;
+
+use ::redis::Commands;
+
+use crawlworker::frontier::redis::outbox::Delivered;
+use crawlworker::frontier::shards::shard_keys;
+use crawlworker::frontier::{Frontier, KeyMode, RedisFrontier, RedisTarget};
+use crawlworker::request::Request;
+use crawlworker::spider::Spider;
+use crawlworker_testkit::{RedisCluster, RedisServer};
+
+const SPIDER: &str = r#"
+name = "q"
+[start]
+url = "http://127.0.0.1:8700/list/{n}/1"
+[items.x]
+n = { meta = "n" }
+[[rules]]
+name = "list"
+match = '/list/'
+  [[rules.extract]]
+  item = "x"
+"#;
+
+/// Shard `shard` (of the spider's shards) of spider `q`, as `worker`.
+async fn shard(redis: &RedisServer, shard: usize, worker: &str) -> RedisFrontier {
+    let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let options = crawlworker::frontier::Options {
+        keys: shard_keys("q", KeyMode::Plain, &[], None, shard),
+        ..spider.frontier_options(worker)
+    };
+    let client = ::redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    RedisFrontier::connect(&client.into(), options)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()))
+}
+
+/// `n` requests for `/post/<from + i>`, the last `dont_filter` ones of
+/// them `dont_filter`.
+fn requests(from: u32, n: u32, dont_filter: u32) -> Vec<Request> {
+    (from..from + n)
+        .map(|i| {
+            let mut r = Request::get(&format!("http://127.0.0.1:8700/post/{i}"));
+            r.dont_filter = i >= from + n - dont_filter;
+            r
+        })
+        .collect()
+}
+
+/// The URLs queued on a shard, leased all at once, sorted.
+async fn queued_urls(f: &RedisFrontier) -> Vec<String> {
+    let frontier = Frontier::from(f.clone());
+    let (leased, _) = frontier
+        .lease(1000, 0)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut urls: Vec<String> = leased
+        .into_iter()
+        .map(|l| l.request.unwrap_or_else(|d| panic!("{d:?}")).url)
+        .collect();
+    urls.sort();
+    urls
+}
+
+fn urls(requests: &[Request]) -> Vec<String> {
+    let mut urls: Vec<String> = requests.iter().map(|r| r.url.clone()).collect();
+    urls.sort();
+    urls
+}
+
+fn outbox_len(redis: &RedisServer) -> usize {
+    redis
+        .conn()
+        .llen("q:requests:outbox:1")
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn requests_handed_to_another_shard_are_queued_there_once_each() {
+    let redis = RedisServer::start();
+    let (zero, one) = (shard(&redis, 0, "w0").await, shard(&redis, 1, "w1").await);
+    let handed = requests(1, 5, 2);
+    assert_eq!(zero.outbox_push(1, &handed).await.unwrap(), 5);
+    // A second hand-off of the same pages: the fingerprinted ones are
+    // filtered on shard 1, the dont_filter ones are new requests.
+    assert_eq!(zero.outbox_push(1, &handed[..3]).await.unwrap(), 3);
+    assert_eq!(
+        outbox_len(&redis),
+        8,
+        "pushed to shard 0's outbox for shard 1"
+    );
+    assert!(
+        queued_urls(&one).await.is_empty(),
+        "nothing reaches shard 1 unmoved"
+    );
+
+    let moved = zero.move_outbox(0, 1, &one).await.unwrap();
+    assert_eq!(
+        moved,
+        Delivered {
+            enqueued: 5,
+            filtered: 3,
+            skipped: 0,
+            unreadable: 0
+        }
+    );
+    assert_eq!(outbox_len(&redis), 0, "trimmed once delivered");
+    assert_eq!(queued_urls(&one).await, urls(&handed));
+    assert!(
+        queued_urls(&zero).await.is_empty(),
+        "shard 0 queues none of them"
+    );
+    let stat = |key: &str, field: &str| -> u64 {
+        redis
+            .conn()
+            .hget(key, field)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    assert_eq!(
+        stat("q.1:stats", crawlworker::stats::SCHEDULER_ENQUEUED.name),
+        5
+    );
+    assert_eq!(
+        stat("q.1:stats", crawlworker::stats::DUPEFILTER_FILTERED.name),
+        3
+    );
+}
+
+#[tokio::test]
+async fn a_mover_that_dies_before_trimming_is_repeated_and_nothing_is_queued_twice() {
+    let redis = RedisServer::start();
+    let (zero, one) = (shard(&redis, 0, "w0").await, shard(&redis, 1, "w1").await);
+    let handed = requests(1, 4, 2);
+    zero.outbox_push(1, &handed).await.unwrap();
+
+    // Mover A takes and delivers, and dies before it trims.
+    let a = zero.mover_token();
+    let entries = zero
+        .outbox_take(1, &a, Duration::from_millis(300), 100)
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 4);
+    let outbox = "q:requests:outbox:1";
+    let first = one.outbox_deliver(0, outbox, &a, &entries).await.unwrap();
+    assert_eq!(first.enqueued, 4);
+    // While A's lock lasts, no other mover takes the entries.
+    let b = zero.mover_token();
+    let busy = zero
+        .outbox_take(1, &b, Duration::from_secs(10), 100)
+        .await
+        .unwrap();
+    assert!(busy.is_empty(), "another mover's lock holds: {busy:?}");
+
+    // Once it runs out, the next move delivers the same entries again,
+    // and shard 1 skips every one, the dont_filter ones included.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    zero.outbox_push(1, &requests(10, 1, 1)).await.unwrap();
+    let moved = zero.move_outbox(0, 1, &one).await.unwrap();
+    assert_eq!(
+        moved,
+        Delivered {
+            enqueued: 1,
+            filtered: 0,
+            skipped: 4,
+            unreadable: 0
+        }
+    );
+    let mut expected = handed.clone();
+    expected.extend(requests(10, 1, 1));
+    assert_eq!(queued_urls(&one).await, urls(&expected), "each queued once");
+
+    // A's late trim is refused, and removes nothing pushed since.
+    zero.outbox_push(1, &requests(20, 2, 0)).await.unwrap();
+    assert!(
+        !zero.outbox_trim(1, &a, 4).await.unwrap(),
+        "A's lock ran out"
+    );
+    assert_eq!(outbox_len(&redis), 2);
+}
+
+#[tokio::test]
+async fn an_outbox_entry_crawlworker_did_not_write_is_set_aside() {
+    let redis = RedisServer::start();
+    let (zero, one) = (shard(&redis, 0, "w0").await, shard(&redis, 1, "w1").await);
+    let _: () = redis
+        .conn()
+        .rpush("q:requests:outbox:1", "not an entry")
+        .unwrap_or_else(|e| panic!("{e}"));
+    zero.outbox_push(1, &requests(1, 1, 0)).await.unwrap();
+    let moved = zero.move_outbox(0, 1, &one).await.unwrap();
+    assert_eq!((moved.enqueued, moved.unreadable), (1, 1));
+    assert_eq!(outbox_len(&redis), 0);
+    let dead: Vec<String> = redis
+        .conn()
+        .lrange("q.1:dead", 0, -1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(dead[0].contains("q:requests:outbox:1") && dead[0].contains("not an entry"));
+}
+
+/// Shard `shard` of spider `q` in cluster mode, on `cluster`.
+async fn cluster_shard(cluster: &RedisCluster, shard: usize) -> RedisFrontier {
+    let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let options = crawlworker::frontier::Options {
+        keys: shard_keys("q", KeyMode::Cluster, &[], None, shard),
+        ..spider.frontier_options("w")
+    };
+    let url = cluster.url();
+    let nodes: Vec<String> = url
+        .trim_start_matches("redis+cluster://")
+        .split(',')
+        .map(|node| format!("redis://{node}"))
+        .collect();
+    let target = RedisTarget::cluster(&nodes).unwrap_or_else(|e| panic!("{url}: {e}"));
+    RedisFrontier::connect(&target, options)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
+}
+
+/// Each step of a hand-off touches one shard's slot only, so shards on
+/// different masters of a Redis Cluster hand requests to each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_on_two_masters_of_a_cluster_hand_requests_to_each_other() {
+    let cluster = RedisCluster::start();
+    assert_ne!(
+        cluster.master_of("{q}:requests"),
+        cluster.master_of("{q.2}:requests"),
+        "the test needs shards 0 and 2 of `q` on two masters"
+    );
+    let (zero, two) = (
+        cluster_shard(&cluster, 0).await,
+        cluster_shard(&cluster, 2).await,
+    );
+    let handed = requests(1, 3, 1);
+    zero.outbox_push(2, &handed).await.unwrap();
+    let moved = zero.move_outbox(0, 2, &two).await.unwrap();
+    assert_eq!((moved.enqueued, moved.skipped), (3, 0));
+    assert_eq!(queued_urls(&two).await, urls(&handed));
+    let left: usize = cluster
+        .conn_for("{q}:requests:outbox:2")
+        .llen("{q}:requests:outbox:2")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(left, 0);
+}
