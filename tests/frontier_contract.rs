@@ -22,10 +22,12 @@ use std::time::{Duration, Instant};
 use ::redis::Commands;
 
 use crawlworker::frontier::politeness::golden;
+use crawlworker::frontier::shards::{shard_keys, shard_of_host};
+use crawlworker::frontier::KeyMode;
 use crawlworker::frontier::{
     Claimed, Committed, DeadLetter, FailedRecord, Frontier, Heartbeat, HostOutcome, Leased,
     LocalFrontier, Options, Pacing, PageResult, Quota, RedisFrontier, Refused, Retry, Revisit,
-    RobotsError, RobotsRecord, SessionLock, SessionLogin, StartClaim, Swept,
+    RobotsError, RobotsRecord, SessionLock, SessionLogin, ShardedFrontier, StartClaim, Swept,
 };
 use crawlworker::request::Request;
 use crawlworker::spider::session::SecretText;
@@ -89,6 +91,46 @@ impl Harness for OnRedis {
 
     fn redis(&self) -> Option<&RedisServer> {
         Some(&self.server)
+    }
+}
+
+/// A sharded spider's frontier: three shards on one redis-server (see
+/// `docs/scaling.md`). The promises' URLs are all on one host, so their
+/// requests live on one shard, and start entries, claimed on shard 0,
+/// reach it through shard 0's outbox.
+struct OnShards {
+    server: RedisServer,
+}
+
+/// The shards of the sharded backend.
+const SHARDS: usize = 3;
+
+impl Harness for OnShards {
+    async fn frontier(&self, options: Options) -> Frontier {
+        let client = ::redis::Client::open(self.server.url())
+            .unwrap_or_else(|e| panic!("{}: {e}", self.server.url()));
+        ShardedFrontier::connect(&client.into(), options, SHARDS, |i| {
+            shard_keys("q", KeyMode::Plain, &[], None, i)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.server.url()))
+        .into()
+    }
+
+    async fn backoff(&self, host: &str) -> (u64, u64) {
+        let keys = shard_keys("q", KeyMode::Plain, &[], None, shard_of_host(host, SHARDS));
+        let mut conn = self.server.conn();
+        let mut number = |key: &str| {
+            conn.hget::<_, _, Option<u64>>(key, host)
+                .unwrap_or_else(|e| panic!("HGET {key} {host}: {e}"))
+                .unwrap_or(0)
+        };
+        (number(&keys.backoff), number(&keys.backoff_errors))
+    }
+
+    /// Its keys are not the unsharded spider's.
+    fn redis(&self) -> Option<&RedisServer> {
+        None
     }
 }
 
@@ -1572,6 +1614,17 @@ macro_rules! promises {
                 #[tokio::test]
                 async fn $promise() {
                     super::$promise(&super::OnRedis::start()).await;
+                }
+            )+
+        }
+
+        /// Every promise against a sharded spider's frontier, each on a
+        /// redis-server of its own.
+        mod sharded {
+            $(
+                #[tokio::test]
+                async fn $promise() {
+                    super::$promise(&super::OnShards { server: super::RedisServer::start() }).await;
                 }
             )+
         }

@@ -39,6 +39,7 @@ pub mod types;
 
 use std::sync::Arc;
 
+pub use self::redis::sharded::ShardedFrontier;
 pub use self::redis::{admin, connection, hosts, pickup, takeover, url as redis_url, wake};
 pub use self::redis::{Conn, RedisFrontier, RedisTarget};
 pub use contract::Backend;
@@ -67,6 +68,12 @@ impl std::ops::Deref for Frontier {
 
 impl From<RedisFrontier> for Frontier {
     fn from(f: RedisFrontier) -> Frontier {
+        Frontier(Arc::new(f))
+    }
+}
+
+impl From<ShardedFrontier> for Frontier {
+    fn from(f: ShardedFrontier) -> Frontier {
         Frontier(Arc::new(f))
     }
 }

@@ -10,7 +10,7 @@
 use sha1::{Digest, Sha1};
 
 use super::keys::{KeyMode, Keys};
-use crate::request::host_key;
+use crate::request::{host_key, Request};
 
 /// The shard, of `shards`, that the requests of `url` belong to: the
 /// first eight bytes of the SHA-1 of the URL's politeness key (`host:port`
@@ -18,10 +18,15 @@ use crate::request::host_key;
 /// A host's requests, fingerprints and politeness state so all live on one
 /// shard. One shard (or none) is shard 0.
 pub fn shard_of(url: &str, shards: usize) -> usize {
+    shard_of_host(&host_key(url), shards)
+}
+
+/// The shard of a politeness key (`host:port`, see [`shard_of`]).
+pub fn shard_of_host(host: &str, shards: usize) -> usize {
     if shards <= 1 {
         return 0;
     }
-    let digest = Sha1::digest(host_key(url).as_bytes());
+    let digest = Sha1::digest(host.as_bytes());
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     (u64::from_be_bytes(first) % shards as u64) as usize
@@ -44,7 +49,9 @@ pub fn shard_name(name: &str, shard: usize) -> String {
 /// others, the same templates under the shard's name, every key in the
 /// shard's slot. A shard's start key other than shard 0's stays empty:
 /// producers push to shard 0's, where start entries are claimed (a lease
-/// reads its shard's start key, so it must be in the shard's slot).
+/// reads its shard's start key, so it must be in the shard's slot). The
+/// wake-up channels are shard 0's in every shard (a channel is no key: a
+/// script on any slot publishes to it), so a worker listens to one.
 pub fn shard_keys(
     name: &str,
     mode: KeyMode,
@@ -52,10 +59,46 @@ pub fn shard_keys(
     start: Option<&str>,
     shard: usize,
 ) -> Keys {
+    let own = Keys::resolve(name, mode, None, templates, start);
     if shard == 0 {
-        Keys::resolve(name, mode, None, templates, start)
-    } else {
-        Keys::resolve(&shard_name(name, shard), mode, None, templates, None)
+        return own;
+    }
+    Keys {
+        wake: own.wake,
+        ..Keys::resolve(&shard_name(name, shard), mode, None, templates, None)
+    }
+}
+
+/// Where one shard's frontier sits among its spider's shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardPlace {
+    /// This shard.
+    pub index: usize,
+    /// The spider's number of shards.
+    pub count: usize,
+}
+
+impl ShardPlace {
+    /// The shard `request` belongs to, if it is not this one.
+    pub fn elsewhere(&self, request: &Request) -> Option<usize> {
+        let to = shard_of(&request.url, self.count);
+        (to != self.index).then_some(to)
+    }
+
+    /// The other shards, in the order a commit's outboxes for them come
+    /// (see `commit.lua`).
+    pub fn others(&self) -> impl Iterator<Item = usize> {
+        let index = self.index;
+        (0..self.count).filter(move |&s| s != index)
+    }
+
+    /// The place of shard `to` (not this one) among [`ShardPlace::others`].
+    pub fn position_of(&self, to: usize) -> usize {
+        if to < self.index {
+            to
+        } else {
+            to - 1
+        }
     }
 }
 
@@ -90,6 +133,16 @@ mod tests {
     }
 
     #[test]
+    fn a_shards_outboxes_follow_the_other_shards_in_order() {
+        let place = ShardPlace { index: 1, count: 4 };
+        let others: Vec<usize> = place.others().collect();
+        assert_eq!(others, [0, 2, 3]);
+        for (i, to) in others.into_iter().enumerate() {
+            assert_eq!(place.position_of(to), i);
+        }
+    }
+
+    #[test]
     fn hosts_spread_over_the_shards() {
         let mut counts = [0usize; 3];
         for i in 0..300 {
@@ -112,6 +165,7 @@ mod tests {
         assert_eq!(two.requests, "{bbs.2}:requests");
         assert_eq!(two.dupefilter, "{bbs.2}:dupefilter");
         assert_eq!(two.start_urls, "{bbs.2}:start_urls");
+        assert_eq!(two.wake, "{bbs}:wake");
         let plain = shard_keys("bbs", KeyMode::Plain, &[], None, 1);
         assert_eq!(plain.items, "bbs.1:items");
     }

@@ -138,13 +138,19 @@ impl RedisFrontier {
         let mut part = Vec::new();
         let mut bytes = 0;
         let ahead = page.requests.iter().filter(|r| !r.dont_filter);
+        // In a sharded spider, the links of other shards go to their outboxes.
+        let mut elsewhere: Vec<(usize, &Request)> = Vec::new();
         for (i, request) in ahead.take(split.ahead).enumerate() {
-            match link_record(request) {
-                Some(link) => {
-                    bytes += link.json.len() + link.fingerprint.len();
-                    part.push(link);
+            if let Some(to) = self.shard.and_then(|place| place.elsewhere(request)) {
+                elsewhere.push((to, request));
+            } else {
+                match link_record(request) {
+                    Some(link) => {
+                        bytes += link.json.len() + link.fingerprint.len();
+                        part.push(link);
+                    }
+                    None => split.oversized += 1,
                 }
-                None => split.oversized += 1,
             }
             let last = i + 1 == split.ahead;
             if part.len() >= MAX_LINKS || bytes >= MAX_BYTES || (last && !part.is_empty()) {
@@ -159,7 +165,34 @@ impl RedisFrontier {
                 bytes = 0;
             }
         }
+        split.oversized += self.hand_ahead(&elsewhere).await?;
         Ok(Some(early))
+    }
+
+    /// Pushes the links of other shards a page sends ahead of its commit
+    /// to this shard's outboxes, [`MAX_LINKS`] per script call. Like the
+    /// links queued ahead these have fingerprints, so a repeat (the page
+    /// fetched again after its worker died) is filtered where they are
+    /// delivered. Returns how many were over the size bound.
+    async fn hand_ahead(&self, links: &[(usize, &Request)]) -> Result<usize> {
+        let mut oversized = 0;
+        for to in self.shard.iter().flat_map(|place| place.others()) {
+            let mine: Vec<&Request> = links
+                .iter()
+                .filter(|(t, _)| *t == to)
+                .map(|(_, r)| *r)
+                .collect();
+            for part in mine.chunks(MAX_LINKS) {
+                let pushed = crate::frontier::outage::until_done(
+                    "hand a page's links to another shard",
+                    &self.fatal,
+                    || self.outbox_push(to, part.iter().copied()),
+                )
+                .await;
+                oversized += part.len() - pushed as usize;
+            }
+        }
+        Ok(oversized)
     }
 
     /// One call of `links_ahead.lua`: what `links` queued and filtered, or
@@ -229,17 +262,33 @@ impl RedisFrontier {
         split: &LinkSplit,
         lease_next: usize,
     ) -> PageArgs {
-        let links: Vec<LinkRecord> = split.left(page).filter_map(link_record).collect();
-        let tasks: Vec<TaskRecord> = page
+        let mut tasks: Vec<TaskRecord> = page
             .tasks
             .iter()
             .filter(|t| t.to < self.handoffs.len())
             .filter_map(task_record)
             .collect();
+        let handed = tasks.len();
+        // In a sharded spider, the links of other shards go to their
+        // outboxes, which follow the hand-offs among the commit's targets.
+        let mut links: Vec<LinkRecord> = Vec::new();
+        for request in split.left(page) {
+            match self
+                .shard
+                .and_then(|place| Some((place, place.elsewhere(request)?)))
+            {
+                Some((place, to)) => {
+                    let target = self.handoffs.len() + place.position_of(to) + 1;
+                    tasks.extend(shard_task(request, target));
+                }
+                None => links.extend(link_record(request)),
+            }
+        }
         // Requests over the size bound are not queued; say so and count them.
         // The links sent ahead are `split.ahead` of the page's requests.
         let carried = page.requests.len() - split.ahead;
-        let oversized = carried - links.len() + page.tasks.len() - tasks.len() + split.oversized;
+        let oversized = carried - links.len() - (tasks.len() - handed) + page.tasks.len() - handed
+            + split.oversized;
         let mut extra = Tally::default();
         extra.add(stats::SCHEDULER_REQUEST_TOO_LARGE, oversized as i64);
         if oversized > 0 {
@@ -355,6 +404,7 @@ impl RedisFrontier {
                 }
             }
         }
+        let outboxes: Vec<usize> = self.shard.iter().flat_map(|p| p.others()).collect();
         let args = CommitArgs {
             worker: self.worker.clone(),
             wake: k.wake.clone(),
@@ -364,7 +414,7 @@ impl RedisFrontier {
             backoff_max_ms: ms(self.pacing.backoff_max),
             max_wait_ms: self.max_wait_ms().to_string(),
             dupe_spec: self.dupe_spec.clone(),
-            handoffs: self.handoffs.len().to_string(),
+            handoffs: (self.handoffs.len() + outboxes.len()).to_string(),
             max_pages: self.quota.max_pages.to_string(),
             max_per_host: self.quota.max_pages_per_host.to_string(),
             release: flag(release),
@@ -383,6 +433,12 @@ impl RedisFrontier {
             invocation.more_key(&h.start_key).record(HandoffRecord {
                 kind: h.kind.as_str().to_string(),
                 wake: h.wake.clone(),
+            });
+        }
+        for to in outboxes {
+            invocation.more_key(&k.outbox(to)).record(HandoffRecord {
+                kind: "outbox".to_string(),
+                wake: String::new(),
             });
         }
         for (field, delta) in &stats {
@@ -537,6 +593,18 @@ fn task_record(task: &Task) -> Option<TaskRecord> {
         fingerprint: fingerprint_arg(&task.request),
         priority: clamped(task.request.priority).to_string(),
         entry,
+    })
+}
+
+/// A link handed to shard `target` (its place among the commit's
+/// targets, from 1), unless it is over the size bound: its entry is the
+/// request's JSON.
+fn shard_task(request: &Request, target: usize) -> Option<TaskRecord> {
+    Some(TaskRecord {
+        spider: target.to_string(),
+        fingerprint: fingerprint_arg(request),
+        priority: clamped(request.priority).to_string(),
+        entry: encode(request)?,
     })
 }
 

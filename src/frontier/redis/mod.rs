@@ -35,6 +35,7 @@ pub mod pickup;
 mod protocol;
 mod scripts;
 mod session;
+pub mod sharded;
 pub mod takeover;
 mod unreadable;
 mod upstreams;
@@ -59,6 +60,7 @@ use super::{
 };
 use crate::frontier::outage::Fatal;
 use crate::frontier::pipeline::{Found, Relation};
+use crate::frontier::shards::ShardPlace;
 use crate::frontier::{SessionLock, SessionLogin, SessionRecord};
 use crate::request::Request;
 use crate::stats::{Stat, Tally};
@@ -102,6 +104,9 @@ pub struct RedisFrontier {
     pub fatal: Fatal,
     /// The last reason given that the Bloom chain cannot grow (said once).
     bloom_refusal_said: Arc<std::sync::Mutex<Option<String>>>,
+    /// In a sharded spider, which shard this frontier is: its commits hand
+    /// the requests of other shards to its outboxes (see [`outbox`]).
+    shard: Option<ShardPlace>,
 }
 
 /// The request as the queue stores it.
@@ -168,7 +173,20 @@ impl RedisFrontier {
             held: Arc::default(),
             fatal: Fatal::default(),
             bloom_refusal_said: Arc::default(),
+            shard: None,
         })
+    }
+
+    /// This frontier as shard `place` of a sharded spider (its keys must
+    /// be that shard's, see [`crate::frontier::shards::shard_keys`]).
+    pub fn in_shard(mut self, place: ShardPlace) -> RedisFrontier {
+        self.shard = Some(place);
+        self
+    }
+
+    /// Which shard this frontier is, in a sharded spider.
+    pub fn shard(&self) -> Option<ShardPlace> {
+        self.shard
     }
 
     fn max_wait_ms(&self) -> u64 {
@@ -354,6 +372,9 @@ impl RedisFrontier {
             dupe_spec: self.dupe_spec.clone(),
         };
         let mut invocation = SCRIPTS.claim_start.call(k, self.sink.sink, args);
+        for to in self.shard.iter().flat_map(|place| place.others()) {
+            invocation.more_key(&k.outbox(to));
+        }
         for c in claims {
             invocation.record(self.claim_record(c));
         }
@@ -382,7 +403,10 @@ impl RedisFrontier {
         match outcome {
             Ok((r, json)) => ClaimRecord {
                 entry: c.entry.clone(),
-                outcome: "req".to_string(),
+                outcome: match self.shard.and_then(|p| Some((p, p.elsewhere(r)?))) {
+                    Some((place, to)) => (place.position_of(to) + 1).to_string(),
+                    None => "req".to_string(),
+                },
                 fingerprint_or_stat: fingerprint_arg(r),
                 priority: clamped(r.priority).to_string(),
                 json,

@@ -37,7 +37,7 @@ pub struct Delivered {
 }
 
 impl Delivered {
-    fn add(&mut self, other: Delivered) {
+    pub fn add(&mut self, other: Delivered) {
         self.enqueued += other.enqueued;
         self.filtered += other.filtered;
         self.skipped += other.skipped;
@@ -53,7 +53,11 @@ impl RedisFrontier {
     /// Pushes `requests` to this shard's outbox for shard `to`, numbered
     /// from this shard's sequence. Requests over the size bound are left
     /// out; returns how many were pushed.
-    pub async fn outbox_push(&self, to: usize, requests: &[Request]) -> Result<u64> {
+    pub async fn outbox_push<'r>(
+        &self,
+        to: usize,
+        requests: impl IntoIterator<Item = &'r Request>,
+    ) -> Result<u64> {
         let outbox = self.keys.outbox(to);
         let mut call = SCRIPTS.outbox_push.call_choosing(
             &self.keys,
@@ -78,6 +82,21 @@ impl RedisFrontier {
         call.invoke_async::<u64>(&mut self.conn.clone())
             .await
             .map_err(super::err("hand requests to another shard", &outbox))
+    }
+
+    /// How many requests wait in this shard's outboxes.
+    pub async fn outboxes_len(&self) -> Result<u64> {
+        let mut sum = 0;
+        for to in self.shard.iter().flat_map(|place| place.others()) {
+            let outbox = self.keys.outbox(to);
+            let len: u64 = redis::cmd("LLEN")
+                .arg(&outbox)
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(super::err("read the length of", &outbox))?;
+            sum += len;
+        }
+        Ok(sum)
     }
 
     /// A token for one move by this worker.

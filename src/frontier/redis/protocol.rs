@@ -260,7 +260,8 @@ wire! {
     ClaimRecord {
         /// The entry as read.
         entry,
-        /// 'req' (queue `json`) or 'dead' (set `json` aside).
+        /// 'req' (queue `json`), 'dead' (set `json` aside), or in a
+        /// sharded spider the place (from 1) of the outbox `json` goes to.
         outcome,
         /// A request's fingerprint ('' for dont_filter), or a dead
         /// letter's extra stat ('' for none).
@@ -626,21 +627,24 @@ fn queue_layouts() -> Vec<Layout> {
             )
         },
         links_ahead_layout(),
-        layout(
-            "claim_start",
-            vec![
-                K(Kk::Start),
-                K(Kk::Requests),
-                K(Kk::RequestData),
-                K(Kk::Dupefilter),
-                K(Kk::Sequence),
-                K(Kk::Dead),
-                K(Kk::Stats),
-                K(Kk::DupefilterMeta),
-            ],
-            ClaimArgs::FIELDS,
-            vec![&CLAIM],
-        ),
+        Layout {
+            more_keys: Some("outboxes"),
+            ..layout(
+                "claim_start",
+                vec![
+                    K(Kk::Start),
+                    K(Kk::Requests),
+                    K(Kk::RequestData),
+                    K(Kk::Dupefilter),
+                    K(Kk::Sequence),
+                    K(Kk::Dead),
+                    K(Kk::Stats),
+                    K(Kk::DupefilterMeta),
+                ],
+                ClaimArgs::FIELDS,
+                vec![&CLAIM],
+            )
+        },
         layout(
             "renew",
             vec![K(Kk::Inflight), K(Kk::Leases)],

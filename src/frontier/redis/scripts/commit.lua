@@ -15,7 +15,9 @@
 --
 -- Keys, arguments and records: `commit` in protocol.rs. After the head
 -- arguments (A) come the spiders links are handed to (HANDOFF records,
--- their start keys in K.handoff_starts), the stat increments (STAT_PAIR:
+-- their start keys in K.handoff_starts; in a sharded spider, also this
+-- shard's outboxes, of kind 'outbox': see lib/outbox.lua), the stat
+-- increments (STAT_PAIR:
 -- the pages' stats summed), then each page: a PAGE record followed by its
 -- n_tasks TASK records, n_links LINK records and n_items item JSON
 -- strings.
@@ -43,7 +45,7 @@ at = at + STAT_PAIR.SIZE * n_stats
 -- anything is written.
 -- What the batch will do besides releasing its leases, for the keys to
 -- check.
-local pages, ids, wanted, n_tasks_all = {}, {}, 0, 0
+local pages, ids, wanted, n_tasks_all, n_dupe_tasks = {}, {}, 0, 0, 0
 local n_requests_all, retries, deads, fails, news_host, revisits, leases = 0, false, false, false, nil, false, 0
 for i = 1, n_pages do
   local p = at
@@ -51,8 +53,15 @@ for i = 1, n_pages do
   local n_tasks = num(ARGV[p + PAGE.n_tasks])
   pages[i] = {p, n_requests, n_items, n_tasks}
   ids[i] = ARGV[p + PAGE.id]
-  wanted = wanted + n_requests + 1
+  wanted = wanted + n_requests + n_tasks + 1
   n_tasks_all = n_tasks_all + n_tasks
+  -- Links handed to another spider pass this spider's dupefilter; those
+  -- handed to another shard pass that shard's, when they are delivered.
+  for r = p + PAGE.SIZE, p + PAGE.SIZE + TASK.SIZE * (n_tasks - 1), TASK.SIZE do
+    if targets[tonumber(ARGV[r + TASK.spider])].kind ~= 'outbox' then
+      n_dupe_tasks = n_dupe_tasks + 1
+    end
+  end
   n_requests_all = n_requests_all + n_requests
   retries = retries or ARGV[p + PAGE.retry_ms] ~= '-1'
   deads = deads or ARGV[p + PAGE.dead] ~= ''
@@ -95,12 +104,15 @@ local release = A.release == '1'
 -- without a TYPE each.
 --
 -- The batch's fingerprints are read up front (see link_gate) unless it
--- hands links to other spiders: then each request goes through the
+-- hands links to other spiders (not shards): then each request goes through the
 -- dupefilter in turn, as handed links do, so a link both handed and
 -- queued is decided in page order.
 local link = {size = LINK.SIZE, fingerprint = LINK.fingerprint, priority = LINK.priority, json = LINK.json}
+-- A TASK record handed to another shard, read as a link (its entry is the
+-- request's JSON).
+local task_link = {size = TASK.SIZE, fingerprint = TASK.fingerprint, priority = TASK.priority, json = TASK.entry}
 local fps = nil
-if n_tasks_all == 0 then
+if n_dupe_tasks == 0 then
   fps = {}
   for _, page in ipairs(pages) do
     link_fingerprints(page[1] + PAGE.SIZE + TASK.SIZE * page[4], page[2], link, fps)
@@ -157,17 +169,21 @@ end
 if fails then
   need(K.failed, 'list', 'failed')
 end
-if n_requests_all > 0 or n_tasks_all > 0 then
+if n_requests_all > 0 or n_dupe_tasks > 0 then
   need_dupe(dupe)
 end
 if n_tasks_all > 0 then
   for _, t in ipairs(targets) do
-    need(t.key, t.kind, 'start_urls of a to_spider')
+    if t.kind == 'outbox' then
+      need(t.key, 'list', 'outbox')
+    else
+      need(t.key, t.kind, 'start_urls of a to_spider')
+    end
   end
 end
 -- Sequence numbers for every request the batch may queue (retries too);
 -- the first block is the batch's first write, and proves its key.
-local next_seq = seq_block(K.sequence, wanted, n_requests_all > 0 or retries)
+local next_seq = seq_block(K.sequence, wanted, n_requests_all > 0 or retries or n_tasks_all > 0)
 for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
   count(ARGV[i + STAT_PAIR.field], ARGV[i + STAT_PAIR.delta])
 end
@@ -229,12 +245,16 @@ for _, page in ipairs(pages) do
   end
 
   local enqueued, filtered = 0, 0
-  -- A handed link passes this spider's dupefilter, then becomes a task on
-  -- the other spider's start key.
+  -- A link handed to another spider passes this spider's dupefilter, then
+  -- becomes a task on the other spider's start key; one handed to another
+  -- shard goes to this shard's outbox for it, numbered.
   for _ = 1, n_tasks do
     local t = targets[tonumber(ARGV[at + TASK.spider])]
     local entry = ARGV[at + TASK.entry]
-    if not gate.first_seen(ARGV[at + TASK.fingerprint]) then
+    if t.kind == 'outbox' then
+      outbox_push(t.key, at, 1, task_link, next_seq)
+      t.pushed = t.pushed + 1
+    elseif not gate.first_seen(ARGV[at + TASK.fingerprint]) then
       filtered = filtered + 1
     else
       if t.kind == 'list' then
@@ -276,7 +296,7 @@ call_many('ZADD', K.requests, queue_args)
 call_many('HSET', K.request_data, data_args)
 push_items(K.items, K.sink, items)
 for _, t in ipairs(targets) do
-  if t.pushed > 0 then
+  if t.pushed > 0 and t.kind ~= 'outbox' then
     redis.call('PUBLISH', t.channel, int(t.pushed))
   end
 end

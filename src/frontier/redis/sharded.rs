@@ -1,0 +1,533 @@
+//! One spider over several shards (see `docs/scaling.md`): the contract
+//! kept by N Redis frontiers, one per shard, each with its own keys and
+//! hash tag. A request's home is the shard of its host
+//! ([`crate::frontier::shards::shard_of`]), where it is queued, leased,
+//! committed and deduplicated, all as an unsharded spider does, each step
+//! one script call on that shard. What crosses shards goes through
+//! outboxes (see [`super::outbox`]): a commit or a claim hands the
+//! requests of other shards to its own shard's outboxes in its one script
+//! call, then moves them to their shards before it returns, so they are
+//! queued there as an unsharded commit's are. A mover per pair of shards
+//! in every worker looks at the outboxes every second, for what a worker
+//! killed between its commit and its move left behind.
+//!
+//! Lease ids carry their shard (`<shard>/<id>`), so commits, renewals and
+//! hand-backs go to the shard that leased. Shard 0 holds what a crawl has
+//! once: the start key, the login session, the heartbeats, the worker
+//! stats; reading the crawl (status, stats, failures) sums or merges the
+//! shards.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::outbox::Delivered;
+use super::{pickup, wake, RedisFrontier, RedisTarget, Result};
+use crate::frontier::outage::Fatal;
+use crate::frontier::shards::{shard_of_host, ShardPlace};
+use crate::frontier::{
+    Backend, Claimed, Committed, DeadLetter, FailedRecord, Heartbeat, Keys, Leased, Options,
+    PageResult, QueueStatus, RobotsRecord, SessionLock, SessionLogin, SessionRecord, StartClaim,
+    Swept,
+};
+use crate::stats::{Stat, Tally};
+
+/// How often a mover looks at its outbox with nothing announced: for
+/// entries whose committer died before moving them.
+const MOVER_RECHECK: Duration = Duration::from_secs(1);
+
+/// A sharded spider's frontier, as one worker holds it.
+pub struct ShardedFrontier {
+    inner: Arc<Shards>,
+}
+
+struct Shards {
+    /// Shard i's frontier at i.
+    shards: Vec<RedisFrontier>,
+    /// Where the next lease starts, so the shards take turns.
+    next: AtomicUsize,
+}
+
+impl ShardedFrontier {
+    /// Connects to `shards` shards of one spider on `target`; `keys(i)`
+    /// gives shard i's keys (see [`crate::frontier::shards::shard_keys`]),
+    /// `options` the rest. Starts the worker's movers.
+    pub async fn connect(
+        target: &RedisTarget,
+        options: Options,
+        shards: usize,
+        keys: impl Fn(usize) -> Keys,
+    ) -> Result<ShardedFrontier> {
+        let mut frontiers = Vec::with_capacity(shards);
+        let fatal = Fatal::default();
+        for index in 0..shards {
+            let options = Options {
+                keys: keys(index),
+                ..options.clone()
+            };
+            let mut shard = RedisFrontier::connect(target, options)
+                .await?
+                .in_shard(ShardPlace {
+                    index,
+                    count: shards,
+                });
+            shard.fatal = fatal.clone();
+            frontiers.push(shard);
+        }
+        let inner = Arc::new(Shards {
+            shards: frontiers,
+            next: AtomicUsize::new(0),
+        });
+        for source in 0..shards {
+            for to in (0..shards).filter(|&t| t != source) {
+                tokio::spawn(mover(Arc::downgrade(&inner), source, to));
+            }
+        }
+        Ok(ShardedFrontier { inner })
+    }
+
+    /// Shard `index`'s frontier.
+    pub fn shard(&self, index: usize) -> &RedisFrontier {
+        &self.inner.shards[index]
+    }
+
+    fn zero(&self) -> &RedisFrontier {
+        &self.inner.shards[0]
+    }
+
+    fn count(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    /// The shard of politeness key `host`.
+    fn of_host(&self, host: &str) -> &RedisFrontier {
+        &self.inner.shards[shard_of_host(host, self.count())]
+    }
+
+    /// Moves `source`'s outboxes for the shards `to` now, so that what a
+    /// commit or claim handed on is queued on its shard when the call
+    /// returns, as an unsharded frontier's is. A move that finds another
+    /// mover at work leaves the outbox to it, and this worker's own mover
+    /// looks again within [`MOVER_RECHECK`]. Returns what the deliveries
+    /// queued and filtered (with what other commits had handed on, if
+    /// they had not moved it yet).
+    async fn move_now(
+        &self,
+        source: usize,
+        to: impl IntoIterator<Item = usize>,
+    ) -> Result<Delivered> {
+        let shards = &self.inner.shards;
+        let mut moved = Delivered::default();
+        for to in to {
+            moved.add(shards[source].move_outbox(source, to, &shards[to]).await?);
+        }
+        Ok(moved)
+    }
+}
+
+/// One mover: moves shard `source`'s outbox for shard `to` every
+/// [`MOVER_RECHECK`], for what a worker that died after its commit left
+/// there (commits and claims move what they hand on themselves); ends
+/// with the frontier.
+async fn mover(shards: Weak<Shards>, source: usize, to: usize) {
+    loop {
+        tokio::time::sleep(MOVER_RECHECK).await;
+        let Some(s) = shards.upgrade() else { return };
+        let from = &s.shards[source];
+        if let Err(e) = from.move_outbox(source, to, &s.shards[to]).await {
+            tracing::warn!(
+                outbox = %from.keys.outbox(to),
+                "cannot move requests to shard {to} ({e}); trying again in {MOVER_RECHECK:?}"
+            );
+        }
+    }
+}
+
+/// `id` as the sharded frontier gives it out: with its shard.
+fn tagged(shard: usize, mut leased: Leased) -> Leased {
+    leased.id = format!("{shard}/{}", leased.id);
+    leased
+}
+
+/// The shard and the shard's own id of an id given out by [`tagged`].
+fn untagged(id: &str) -> Option<(usize, &str)> {
+    let (shard, id) = id.split_once('/')?;
+    Some((shard.parse().ok()?, id))
+}
+
+/// `ids` by the shard they came from, as the shards know them.
+fn by_shard(ids: &[String], shards: usize) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new(); shards];
+    for (shard, id) in ids.iter().filter_map(|id| untagged(id)) {
+        if let Some(list) = out.get_mut(shard) {
+            list.push(id.to_string());
+        }
+    }
+    out
+}
+
+/// The crawl's stats from each shard's: counters summed, the earliest
+/// start, the latest finish and the deepest request kept.
+fn merge_stats(shards: Vec<Vec<(String, String)>>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (field, value) in shards.into_iter().flatten() {
+        let Some(i) = out.iter().position(|(f, _)| *f == field) else {
+            out.push((field, value));
+            continue;
+        };
+        let old = &out[i].1;
+        let merged = match field.as_str() {
+            "start_time" => old.clone().min(value),
+            "finish_time" | "finish_reason" => old.clone().max(value),
+            f if f.ends_with("_max") || f.starts_with("elapsed_time") => {
+                match (old.parse::<f64>(), value.parse::<f64>()) {
+                    (Ok(a), Ok(b)) if b > a => value,
+                    _ => old.clone(),
+                }
+            }
+            _ => match (old.parse::<i64>(), value.parse::<i64>()) {
+                (Ok(a), Ok(b)) => (a + b).to_string(),
+                _ => old.clone(),
+            },
+        };
+        out[i].1 = merged;
+    }
+    out
+}
+
+/// The last `n` of `records`.
+fn last<T>(mut records: Vec<T>, n: usize) -> Vec<T> {
+    let from = records.len().saturating_sub(n);
+    records.split_off(from)
+}
+
+fn add_status(sum: &mut QueueStatus, s: QueueStatus) {
+    sum.start += s.start;
+    sum.queued += s.queued;
+    sum.inflight += s.inflight;
+    sum.dead += s.dead;
+    sum.failed += s.failed;
+    sum.dupefilter += s.dupefilter;
+    sum.items += s.items;
+    sum.delayed += s.delayed;
+    sum.scheduled += s.scheduled;
+    sum.overdue += s.overdue;
+    sum.paused |= s.paused;
+    sum.page_limit_reached |= s.page_limit_reached;
+    sum.items_backlog_full |= s.items_backlog_full;
+}
+
+fn add_swept(sum: &mut Swept, s: Swept) {
+    sum.crew = sum.crew.max(s.crew);
+    sum.slots += s.slots;
+    sum.backoffs += s.backoffs;
+    sum.robots += s.robots;
+    sum.locks += s.locks;
+    sum.workers += s.workers;
+    sum.upstreams += s.upstreams;
+}
+
+#[async_trait]
+impl Backend for ShardedFrontier {
+    fn keys(&self) -> &Keys {
+        &self.zero().keys
+    }
+
+    fn worker(&self) -> &str {
+        self.zero().worker()
+    }
+
+    fn items_key(&self) -> &str {
+        self.zero().items_key()
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn fatal(&self) -> Fatal {
+        self.zero().fatal.clone()
+    }
+
+    fn wake(&self) -> wake::Wake {
+        Backend::wake(self.zero())
+    }
+
+    async fn watch_start(&self, recheck: Duration) -> pickup::StartWatch {
+        Backend::watch_start(self.zero(), recheck).await
+    }
+
+    /// Leases from the shards in turn (start entries are peeked on shard
+    /// 0, where they are claimed), until `max` are leased. Every shard is
+    /// asked, for none once `max` are leased: a lease also puts the work
+    /// that came due back in its shard's queue.
+    async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
+        let n = self.count();
+        let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        let (mut leased, mut entries) = (Vec::new(), Vec::new());
+        for k in 0..n {
+            let shard = (first + k) % n;
+            let want = max.saturating_sub(leased.len());
+            let peek = if shard == 0 { peek } else { 0 };
+            let (got, seen) = self.inner.shards[shard].lease(want, peek).await?;
+            leased.extend(got.into_iter().map(|l| tagged(shard, l)));
+            if shard == 0 {
+                entries = seen;
+            }
+        }
+        Ok((leased, entries))
+    }
+
+    fn next_due_in(&self) -> Option<Duration> {
+        self.inner
+            .shards
+            .iter()
+            .filter_map(|s| s.next_due_in())
+            .min()
+    }
+
+    async fn commit(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        lease_next: usize,
+        may_wait: bool,
+    ) -> Result<(Committed, Vec<Leased>)> {
+        let Some((shard, id)) = untagged(&leased.id) else {
+            return Ok((Committed::LeaseLost, Vec::new()));
+        };
+        let own = Leased {
+            id: id.to_string(),
+            ..leased.clone()
+        };
+        let frontier = &self.inner.shards[shard];
+        let (committed, next) = frontier.commit(&own, page, lease_next, may_wait).await?;
+        let place = ShardPlace {
+            index: shard,
+            count: self.count(),
+        };
+        let committed = match committed {
+            Committed::Done { enqueued, filtered } => {
+                let mut handed: Vec<usize> = page
+                    .requests
+                    .iter()
+                    .filter_map(|r| place.elsewhere(r))
+                    .collect();
+                handed.sort_unstable();
+                handed.dedup();
+                let moved = self.move_now(shard, handed).await?;
+                Committed::Done {
+                    enqueued: enqueued + moved.enqueued,
+                    filtered: filtered + moved.filtered,
+                }
+            }
+            lost => lost,
+        };
+        Ok((
+            committed,
+            next.into_iter().map(|l| tagged(shard, l)).collect(),
+        ))
+    }
+
+    async fn renew(&self, ids: &[String]) -> Result<Vec<String>> {
+        let mut lost = Vec::new();
+        for (shard, ids) in by_shard(ids, self.count()).into_iter().enumerate() {
+            if !ids.is_empty() {
+                let gone = self.inner.shards[shard].renew(&ids).await?;
+                lost.extend(gone.into_iter().map(|id| format!("{shard}/{id}")));
+            }
+        }
+        Ok(lost)
+    }
+
+    async fn release(&self, ids: &[String]) -> Result<u64> {
+        let mut released = 0;
+        for (shard, ids) in by_shard(ids, self.count()).into_iter().enumerate() {
+            if !ids.is_empty() {
+                released += self.inner.shards[shard].release(&ids).await?;
+            }
+        }
+        Ok(released)
+    }
+
+    async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed> {
+        let mut claimed = self.zero().claim_start(claims).await?;
+        if claimed.claimed > claimed.enqueued + claimed.filtered + claimed.dead {
+            let moved = self.move_now(0, 1..self.count()).await?;
+            claimed.enqueued += moved.enqueued;
+            claimed.filtered += moved.filtered;
+        }
+        Ok(claimed)
+    }
+
+    /// The shards' queues summed, with what waits in their outboxes as
+    /// queued.
+    async fn status(&self) -> Result<QueueStatus> {
+        let mut sum = self.zero().status().await?;
+        sum.queued += self.zero().outboxes_len().await?;
+        for shard in &self.inner.shards[1..] {
+            let mut s = Backend::status(shard).await?;
+            s.queued += shard.outboxes_len().await?;
+            add_status(&mut sum, s);
+        }
+        Ok(sum)
+    }
+
+    async fn reserve_slot(
+        &self,
+        host: &str,
+        spacing: Duration,
+        hold: Duration,
+        limit: Option<Duration>,
+    ) -> Result<Option<Duration>> {
+        self.of_host(host)
+            .reserve_slot(host, spacing, hold, limit)
+            .await
+    }
+
+    async fn hosts_backed_off(&self) -> Result<u64> {
+        let mut sum = 0;
+        for shard in &self.inner.shards {
+            sum += shard.hosts_backed_off().await?;
+        }
+        Ok(sum)
+    }
+
+    async fn robots_cached(&self, host: &str) -> Result<Option<RobotsRecord>> {
+        self.of_host(host).robots_cached(host).await
+    }
+
+    async fn robots_store(
+        &self,
+        host: &str,
+        record: &RobotsRecord,
+        crawl_delay: Duration,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.of_host(host)
+            .robots_store(host, record, crawl_delay, ttl)
+            .await
+    }
+
+    async fn robots_lock(&self, host: &str, ttl: Duration) -> Result<bool> {
+        self.of_host(host).robots_lock(host, ttl).await
+    }
+
+    async fn sweep(&self, budget: usize, robots_ttl: Duration) -> Result<Swept> {
+        let mut sum = Swept::default();
+        for shard in &self.inner.shards {
+            add_swept(&mut sum, shard.sweep(budget, robots_ttl).await?);
+        }
+        Ok(sum)
+    }
+
+    async fn grow_dupefilter(&self) -> Result<()> {
+        for shard in &self.inner.shards {
+            Backend::grow_dupefilter(shard).await?;
+        }
+        Ok(())
+    }
+
+    async fn session(&self) -> Result<SessionRecord> {
+        Backend::session(self.zero()).await
+    }
+
+    async fn session_lock(&self, seen: u64, holder: &str, ttl: Duration) -> Result<SessionLock> {
+        Backend::session_lock(self.zero(), seen, holder, ttl).await
+    }
+
+    async fn session_store(&self, holder: &str, login: &SessionLogin) -> Result<bool> {
+        Backend::session_store(self.zero(), holder, login).await
+    }
+
+    async fn session_stale(&self, generation: u64) -> Result<bool> {
+        Backend::session_stale(self.zero(), generation).await
+    }
+
+    async fn add_stats(&self, tally: &Tally, start_time: Option<&str>) -> Result<()> {
+        self.zero().add_stats(tally, start_time).await
+    }
+
+    async fn record_finish(&self, reason: &str) -> Result<()> {
+        self.zero().record_finish(reason).await
+    }
+
+    async fn stat(&self, stat: Stat) -> Result<u64> {
+        let mut sum = 0;
+        for shard in &self.inner.shards {
+            sum += shard.stat(stat).await?;
+        }
+        Ok(sum)
+    }
+
+    async fn stats(&self) -> Result<Vec<(String, String)>> {
+        let mut each = Vec::new();
+        for shard in &self.inner.shards {
+            each.push(shard.stats().await?);
+        }
+        Ok(merge_stats(each))
+    }
+
+    /// The `n` most recent failures of all shards, oldest first.
+    async fn failures(&self, n: usize) -> Result<Vec<FailedRecord>> {
+        let mut all = Vec::new();
+        for shard in &self.inner.shards {
+            all.extend(Backend::failures(shard, n).await?);
+        }
+        all.sort_by(|a, b| a.time.total_cmp(&b.time));
+        Ok(last(all, n))
+    }
+
+    /// The `n` most recent dead letters of all shards, oldest first.
+    async fn dead_letters(&self, n: usize) -> Result<Vec<DeadLetter>> {
+        let mut all = Vec::new();
+        for shard in &self.inner.shards {
+            all.extend(Backend::dead_letters(shard, n).await?);
+        }
+        all.sort_by(|a, b| a.time.total_cmp(&b.time));
+        Ok(last(all, n))
+    }
+
+    async fn push_start(&self, entries: &[String]) -> Result<u64> {
+        Backend::push_start(self.zero(), entries).await
+    }
+
+    /// Pauses every shard (each shard's leases read its own control).
+    async fn pause(&self) -> Result<bool> {
+        let mut paused = false;
+        for shard in &self.inner.shards {
+            paused |= shard.pause().await?;
+        }
+        Ok(paused)
+    }
+
+    async fn resume(&self) -> Result<bool> {
+        let mut resumed = false;
+        for shard in &self.inner.shards {
+            resumed |= shard.resume().await?;
+        }
+        Ok(resumed)
+    }
+
+    async fn paused(&self) -> Result<bool> {
+        self.zero().paused().await
+    }
+
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<()> {
+        self.zero().heartbeat(beat).await
+    }
+
+    /// Leaves every shard's crew (and shard 0's heartbeats).
+    async fn unregister(&self) -> Result<()> {
+        for shard in &self.inner.shards {
+            shard.unregister().await?;
+        }
+        Ok(())
+    }
+
+    async fn workers(&self) -> Result<Vec<(String, Heartbeat)>> {
+        self.zero().workers().await
+    }
+}
