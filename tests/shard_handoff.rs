@@ -12,7 +12,10 @@ use ::redis::Commands;
 
 use crawlworker::frontier::redis::outbox::Delivered;
 use crawlworker::frontier::shards::shard_keys;
-use crawlworker::frontier::{Frontier, KeyMode, RedisFrontier, RedisTarget};
+use crawlworker::frontier::{
+    Committed, Frontier, KeyMode, Leased, PageResult, RedisFrontier, RedisTarget, ShardedFrontier,
+    StartClaim,
+};
 use crawlworker::request::Request;
 use crawlworker::spider::Spider;
 use crawlworker_testkit::{RedisCluster, RedisServer};
@@ -249,4 +252,160 @@ async fn shards_on_two_masters_of_a_cluster_hand_requests_to_each_other() {
         .llen("{q}:requests:outbox:2")
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(left, 0);
+}
+
+/// Spider `q` over three shards on `redis`, as `worker`.
+async fn sharded(redis: &RedisServer, worker: &str) -> Frontier {
+    let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let client = ::redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    ShardedFrontier::connect(&client.into(), spider.frontier_options(worker), 3, |i| {
+        shard_keys("q", KeyMode::Plain, &[], None, i)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()))
+    .into()
+}
+
+/// A URL on loopback address 127.0.0.`host`, whose shard of three is
+/// [2, 2, 2, 0, 0, 0, 0, 1] for hosts 1 to 8 (see `frontier::shards`).
+fn on_host(host: u32, path: &str) -> Request {
+    Request::get(&format!("http://127.0.0.{host}:8700{path}"))
+}
+
+/// Every request `f` can lease, with their URLs sorted.
+async fn lease_all(f: &Frontier) -> (Vec<Leased>, Vec<String>) {
+    let mut all = Vec::new();
+    loop {
+        let (leased, _) = f.lease(1000, 0).await.unwrap_or_else(|e| panic!("{e}"));
+        if leased.is_empty() {
+            break;
+        }
+        all.extend(leased);
+    }
+    let mut urls: Vec<String> = all
+        .iter()
+        .map(|l| {
+            l.request
+                .as_ref()
+                .unwrap_or_else(|d| panic!("{d:?}"))
+                .url
+                .clone()
+        })
+        .collect();
+    urls.sort();
+    (all, urls)
+}
+
+/// A page's commit queues its links on their hosts' shards, each once,
+/// `dont_filter` ones included, and a page of more links than one call
+/// carries sends each shard's share ahead, filtered where it lands.
+#[tokio::test]
+async fn a_pages_links_are_queued_once_each_on_their_hosts_shards() {
+    let redis = RedisServer::start();
+    let f = sharded(&redis, "w").await;
+    let start = on_host(4, "/list");
+    let entry = serde_json::to_string(&start).unwrap_or_default();
+    f.push_start(std::slice::from_ref(&entry)).await.unwrap();
+    let claimed = f
+        .claim_start(&[StartClaim {
+            entry,
+            outcome: Ok(start.clone()),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(claimed.enqueued, 1);
+    let (leased, _) = f.lease(1, 0).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    let mut again = on_host(8, "/again");
+    again.dont_filter = true;
+    let links = vec![
+        on_host(1, "/a"),
+        on_host(8, "/b"),
+        on_host(5, "/c"),
+        on_host(1, "/a"),
+        again.clone(),
+        again,
+    ];
+    let page = PageResult {
+        requests: links,
+        ..PageResult::default()
+    };
+    let (done, _) = f.commit(&leased[0], &page, 0, false).await.unwrap();
+    assert_eq!(
+        done,
+        Committed::Done {
+            enqueued: 5,
+            filtered: 1
+        }
+    );
+    let urls: Vec<String> = [
+        "http://127.0.0.1:8700/a",
+        "http://127.0.0.5:8700/c",
+        "http://127.0.0.8:8700/again",
+        "http://127.0.0.8:8700/again",
+        "http://127.0.0.8:8700/b",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (leased, leased_urls) = lease_all(&f).await;
+    assert_eq!(leased_urls, urls);
+    let queued_on =
+        |key: &str| -> usize { redis.conn().hlen(key).unwrap_or_else(|e| panic!("{e}")) };
+    assert_eq!(
+        (
+            queued_on("q:requests:data"),
+            queued_on("q.1:requests:data"),
+            queued_on("q.2:requests:data")
+        ),
+        (1, 3, 1),
+        "shard 0: /c (the start page is committed); 1: /b and /again twice; 2: /a"
+    );
+
+    // 6,000 links over the three shards (more than a commit carries),
+    // half of them seen before: each new one queued once.
+    let many: Vec<Request> = (0..6000)
+        .map(|i| on_host(1 + i % 8, &format!("/p/{}", i % 3000)))
+        .collect();
+    let page = PageResult {
+        requests: many,
+        ..PageResult::default()
+    };
+    let (done, _) = f.commit(&leased[0], &page, 0, false).await.unwrap();
+    let Committed::Done { enqueued, filtered } = done else {
+        panic!("lost: {done:?}")
+    };
+    let distinct: std::collections::HashSet<String> =
+        page.requests.iter().map(|r| r.url.clone()).collect();
+    assert_eq!(
+        (enqueued, filtered),
+        (distinct.len() as u64, 6000 - distinct.len() as u64)
+    );
+    assert_eq!(f.status().await.unwrap().queued, distinct.len() as u64);
+    let stat = f
+        .stat(crawlworker::stats::SCHEDULER_ENQUEUED)
+        .await
+        .unwrap();
+    assert_eq!(stat, 1 + 5 + distinct.len() as u64);
+}
+
+/// Requests a worker handed to an outbox and did not move (it was killed
+/// between its commit and its move) are moved by another worker's movers.
+#[tokio::test]
+async fn an_outbox_a_killed_worker_left_is_moved_by_another_worker() {
+    let redis = RedisServer::start();
+    let zero = shard(&redis, 0, "killed").await;
+    let left = vec![on_host(8, "/left")];
+    zero.outbox_push(1, &left).await.unwrap();
+    let other = sharded(&redis, "other").await;
+    let urls = crawlworker_testkit::eventually_async(
+        "another worker's mover delivers the request",
+        Duration::from_secs(10),
+        || async {
+            let (_, urls) = lease_all(&other).await;
+            (!urls.is_empty()).then_some(urls)
+        },
+    )
+    .await;
+    assert_eq!(urls, ["http://127.0.0.8:8700/left"]);
+    assert_eq!(outbox_len(&redis), 0);
 }
