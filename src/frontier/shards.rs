@@ -12,6 +12,10 @@ use sha1::{Digest, Sha1};
 use super::keys::{KeyMode, Keys};
 use crate::request::{host_key, Request};
 
+/// The most shards a spider may have: one per master of a large Redis
+/// Cluster, with room.
+pub const MAX_SHARDS: usize = 64;
+
 /// The shard, of `shards`, that the requests of `url` belong to: the
 /// first eight bytes of the SHA-1 of the URL's politeness key (`host:port`
 /// in lower case, [`host_key`]) as a big-endian number, modulo `shards`.

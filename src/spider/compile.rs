@@ -151,9 +151,13 @@ impl Compiler<'_> {
         let start = self.start(&file.start, &rule_names);
         let keys = self.keys(&file.keys, &file.start, &spider_name);
         let handoffs: Vec<(Handoff, Loc)> = self.handoffs.take();
-        if let Some(keys) = keys.as_ref().filter(|_| self.resolve_handoffs) {
+        if let Some((keys, _)) = keys.as_ref().filter(|_| self.resolve_handoffs) {
             self.check_handoff_slots(keys, &handoffs);
         }
+        if let Some((_, shards)) = &keys {
+            self.check_sharded_handoffs(shards.len(), &handoffs);
+        }
+        let (keys, shards) = keys.unzip();
         let scrapy_redis = self.scrapy_redis(file.scrapy_redis.as_ref(), &rule_names);
         let session = self.session(file.session.as_ref());
         let graph = Graph::new(file, &rule_names, start.as_ref());
@@ -177,6 +181,7 @@ impl Compiler<'_> {
             overrides,
             start,
             keys: keys?,
+            shards: shards?,
             handoffs: handoffs.into_iter().map(|(h, _)| h).collect(),
             relations: Vec::new(),
             warnings: Vec::new(),

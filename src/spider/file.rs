@@ -47,6 +47,8 @@ pub struct ScrapyRedisFile {
 pub struct KeysFile {
     pub mode: Option<At<String>>,
     pub hash_tag: Option<At<String>>,
+    /// How many shards the spider's frontier is spread over.
+    pub shards: Option<At<i64>>,
     pub templates: Vec<(At<String>, At<String>)>,
 }
 
@@ -343,6 +345,17 @@ fn read_scrapy_redis(t: &TableReader<'_>) -> ScrapyRedisFile {
 fn read_keys(t: &TableReader<'_>) -> KeysFile {
     let mut keys = KeysFile::default();
     for (name, node, loc) in t.entries() {
+        if name.value == "shards" {
+            match node.as_integer() {
+                Some(n) => keys.shards = Some(At::new(n, loc)),
+                None => t.reader().problem(
+                    &loc,
+                    format!("expected a whole number, found {}", node.type_name()),
+                    Some("write the number of shards, e.g. `shards = 3`".into()),
+                ),
+            }
+            continue;
+        }
         match node.as_str() {
             Some(v) if name.value == "mode" => keys.mode = Some(At::new(v.to_string(), loc)),
             Some(v) if name.value == "hash_tag" => {

@@ -96,6 +96,9 @@ pub struct Spider {
     pub start: Start,
     /// Its Redis key names, resolved from `[keys]` and `[start] key`.
     pub keys: Keys,
+    /// Its shards' key names (`[keys] shards`), shard 0's first (the same
+    /// as `keys`): one for a spider that is not sharded.
+    pub shards: Vec<Keys>,
     /// The spiders its follow entries hand links to (`to_spider`).
     pub handoffs: Vec<Handoff>,
     /// The hand-offs of its whole pipeline (its own, and those of the

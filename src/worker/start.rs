@@ -15,9 +15,84 @@ use super::shared::Shared;
 use super::{sink_mismatch_message, SpiderRun};
 use crate::downloader::Downloader;
 use crate::frontier::admin::DupefilterMismatch;
-use crate::frontier::{Frontier, FrontierError, LocalFrontier, RedisFrontier};
+use crate::frontier::{Frontier, FrontierError, LocalFrontier, RedisFrontier, ShardedFrontier};
 use crate::settings::Settings;
 use crate::spider::Spider;
+
+/// Why a spider's frontier cannot start: Redis (`Ok`, ridden out when it
+/// is an outage) or what the spider or its keys hold (`Err`, a message).
+type Refusal = std::result::Result<FrontierError, String>;
+
+/// The checks a frontier (or a shard's) passes before a crawl uses it: the
+/// dupefilter's mode, the item sink, and no scrapy-redis queue left in it.
+async fn check_frontier(spider: &Spider, f: &mut RedisFrontier) -> Result<(), Refusal> {
+    f.prepare_dupefilter().await.map_err(|e| match e {
+        DupefilterMismatch::Redis(e) => Ok(e),
+        mismatch => Err(format!("spider `{}`: {mismatch}", spider.name)),
+    })?;
+    if let Some(found) = f.sink_mismatch().await.map_err(Ok)? {
+        return Err(Err(sink_mismatch_message(spider, f, &found)));
+    }
+    if f.holds_scrapy_queue().await.map_err(Ok)? {
+        return Err(Err(format!(
+            "spider `{}`: the request queue `{}` holds requests a scrapy-redis crawl queued (pickles), which a worker cannot lease; nothing was crawled. Convert them first: crawlworker import-queue {}",
+            spider.name,
+            f.keys.requests,
+            spider.source.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a spider whose `[keys] shards` is not the number its crawl
+/// was started with (recorded by its first worker): its requests and
+/// fingerprints are where that number put them.
+async fn check_shard_count(spider: &Spider, zero: &RedisFrontier) -> Result<(), Refusal> {
+    let shards = spider.shards.len();
+    match zero.record_shards(shards).await.map_err(Ok)? {
+        Some(recorded) if recorded != shards as u64 => Err(Err(format!(
+            "spider `{}`: its crawl in Redis was started with `[keys] shards = {recorded}` (recorded in `{}`), and the spider now says {shards}; each request and fingerprint is on the shard that number chose. Set `shards = {recorded}` again, or start a new crawl (`crawlworker flush {} --all`)",
+            spider.name,
+            zero.keys.control,
+            spider.source.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A sharded spider's frontier: every shard checked, the shard count
+/// recorded, the seeds queued on their hosts' shards.
+async fn connect_shards(
+    spider: &Spider,
+    redis: &crate::frontier::RedisTarget,
+    worker: &str,
+) -> Result<(Frontier, u64), Refusal> {
+    let keys = |i: usize| spider.shards[i].clone();
+    let options = spider.frontier_options(worker);
+    let mut shards = ShardedFrontier::connect_each(redis, options, spider.shards.len(), keys)
+        .await
+        .map_err(Ok)?;
+    check_shard_count(spider, &shards[0]).await?;
+    for shard in &mut shards {
+        check_frontier(spider, shard).await?;
+    }
+    let sharded = ShardedFrontier::new(shards);
+    let seeded = sharded.seed(&spider.start.seeds).await.map_err(Ok)?;
+    Ok((sharded.into(), seeded))
+}
+
+/// What a sharded spider cannot do yet, said at its start: `max_pages`
+/// is counted by each shard on its own node.
+fn refuse_sharded_quota(spider: &Spider, settings: &Settings) -> anyhow::Result<()> {
+    if spider.shards.len() > 1 && settings.max_pages > 0 {
+        anyhow::bail!(
+            "spider `{}`: `max_pages` cannot be kept by a spider over {} shards yet (each shard counts its own pages); remove `max_pages`, or `[keys] shards`",
+            spider.name,
+            spider.shards.len()
+        );
+    }
+    Ok(())
+}
 
 impl SpiderRun {
     /// Connects a spider to Redis, retrying while Redis is unreachable
@@ -34,9 +109,12 @@ impl SpiderRun {
         let worker = &shared.worker;
         let shown = settings.redis_url.to_string();
         if settings.redis_url.is_cluster() {
-            crate::frontier::connection::check_one_slot(&spider.keys, &spider.handoffs)
-                .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
+            for keys in &spider.shards {
+                crate::frontier::connection::check_one_slot(keys, &spider.handoffs)
+                    .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
+            }
         }
+        refuse_sharded_quota(&spider, &settings)?;
         let redis = shared
             .redis(&settings.redis_url)
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;
@@ -46,28 +124,20 @@ impl SpiderRun {
         // ride out an outage (Redis may go away between any two of them).
         let (frontier, seeded) = loop {
             let started = async {
-                let mut f = RedisFrontier::connect(&redis, spider.frontier_options(worker))
-                    .await
-                    .map_err(Ok)?;
-                f.prepare_dupefilter().await.map_err(|e| match e {
-                    DupefilterMismatch::Redis(e) => Ok(e),
-                    mismatch => Err(format!("spider `{}`: {mismatch}", spider.name)),
-                })?;
-                if let Some(found) = f.sink_mismatch().await.map_err(Ok)? {
-                    return Err(Err(sink_mismatch_message(&spider, &f, &found)));
-                }
-                if f.holds_scrapy_queue().await.map_err(Ok)? {
-                    return Err(Err(format!(
-                        "spider `{}`: the request queue `{}` holds requests a scrapy-redis crawl queued (pickles), which a worker cannot lease; nothing was crawled. Convert them first: crawlworker import-queue {}",
-                        spider.name,
-                        f.keys.requests,
-                        spider.source.display()
-                    )));
-                }
-                // Before any spider it feeds looks whether it is drained.
-                f.record_relations().await.map_err(Ok)?;
-                let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
-                Ok::<_, std::result::Result<FrontierError, String>>((f, seeded))
+                let (frontier, seeded) = if spider.shards.len() > 1 {
+                    connect_shards(&spider, &redis, worker).await?
+                } else {
+                    let mut f = RedisFrontier::connect(&redis, spider.frontier_options(worker))
+                        .await
+                        .map_err(Ok)?;
+                    check_shard_count(&spider, &f).await?;
+                    check_frontier(&spider, &mut f).await?;
+                    // Before any spider it feeds looks whether it is drained.
+                    f.record_relations().await.map_err(Ok)?;
+                    let seeded = f.seed(&spider.start.seeds).await.map_err(Ok)?;
+                    (Frontier::from(f), seeded)
+                };
+                Ok::<_, Refusal>((frontier, seeded))
             };
             match started.await {
                 Ok(done) => {
@@ -100,7 +170,7 @@ impl SpiderRun {
         if seeded > 0 {
             tracing::info!(spider = %spider.name, "queued {seeded} of the spider's sitemaps and feeds ([start] sitemap and feed)");
         }
-        Self::assemble(spider, settings, shared, frontier.into()).map(Some)
+        Self::assemble(spider, settings, shared, frontier).map(Some)
     }
 
     /// A spider crawled in this process alone, with a local frontier (`run

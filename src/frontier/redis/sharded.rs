@@ -60,22 +60,42 @@ impl ShardedFrontier {
         shards: usize,
         keys: impl Fn(usize) -> Keys,
     ) -> Result<ShardedFrontier> {
+        Ok(ShardedFrontier::new(
+            ShardedFrontier::connect_each(target, options, shards, keys).await?,
+        ))
+    }
+
+    /// Each shard's frontier, connected, for the caller to check before
+    /// [`ShardedFrontier::new`].
+    pub async fn connect_each(
+        target: &RedisTarget,
+        options: Options,
+        shards: usize,
+        keys: impl Fn(usize) -> Keys,
+    ) -> Result<Vec<RedisFrontier>> {
         let mut frontiers = Vec::with_capacity(shards);
-        let fatal = Fatal::default();
         for index in 0..shards {
             let options = Options {
                 keys: keys(index),
                 ..options.clone()
             };
-            let mut shard = RedisFrontier::connect(target, options)
-                .await?
-                .in_shard(ShardPlace {
-                    index,
-                    count: shards,
-                });
-            shard.fatal = fatal.clone();
-            frontiers.push(shard);
+            let shard = RedisFrontier::connect(target, options).await?;
+            frontiers.push(shard.in_shard(ShardPlace {
+                index,
+                count: shards,
+            }));
         }
+        Ok(frontiers)
+    }
+
+    /// The frontier of the shards `frontiers` (shard i at i; see
+    /// [`ShardedFrontier::connect_each`]); starts the worker's movers.
+    pub fn new(mut frontiers: Vec<RedisFrontier>) -> ShardedFrontier {
+        let fatal = Fatal::default();
+        for shard in &mut frontiers {
+            shard.fatal = fatal.clone();
+        }
+        let shards = frontiers.len();
         let inner = Arc::new(Shards {
             shards: frontiers,
             next: AtomicUsize::new(0),
@@ -85,12 +105,34 @@ impl ShardedFrontier {
                 tokio::spawn(mover(Arc::downgrade(&inner), source, to));
             }
         }
-        Ok(ShardedFrontier { inner })
+        ShardedFrontier { inner }
     }
 
     /// Shard `index`'s frontier.
     pub fn shard(&self, index: usize) -> &RedisFrontier {
         &self.inner.shards[index]
+    }
+
+    /// Every shard's frontier, shard 0's first.
+    pub fn shards(&self) -> &[RedisFrontier] {
+        &self.inner.shards
+    }
+
+    /// Queues each seed (see [`RedisFrontier::seed`]) on its host's shard,
+    /// once per crawl; returns how many were new.
+    pub async fn seed(&self, seeds: &[crate::request::Request]) -> Result<u64> {
+        let mut queued = 0;
+        for (index, shard) in self.inner.shards.iter().enumerate() {
+            let mine: Vec<crate::request::Request> = seeds
+                .iter()
+                .filter(|r| crate::frontier::shards::shard_of(&r.url, self.count()) == index)
+                .cloned()
+                .collect();
+            if !mine.is_empty() {
+                queued += shard.seed(&mine).await?;
+            }
+        }
+        Ok(queued)
     }
 
     fn zero(&self) -> &RedisFrontier {

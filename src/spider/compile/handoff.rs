@@ -142,6 +142,25 @@ impl Compiler<'_> {
             }
         }
     }
+
+    /// A sharded spider cannot hand links to another spider yet: a page's
+    /// commit runs on its shard's slot, and the other spider's start key
+    /// is in another (see `docs/scaling.md`).
+    pub(super) fn check_sharded_handoffs(&self, shards: usize, handoffs: &[(Handoff, Loc)]) {
+        if shards <= 1 {
+            return;
+        }
+        if let Some((h, loc)) = handoffs.first() {
+            self.problem(
+                loc,
+                format!(
+                    "a spider over {shards} shards cannot hand links to another spider (`to_spider = \"{}\"`) yet: each shard commits in its own slot, and the other spider's start key is in another",
+                    h.spider
+                ),
+                "remove `[keys] shards`, or crawl the pair unsharded",
+            );
+        }
+    }
 }
 
 /// The relations of `spider`'s own hand-offs: it hands work to each.

@@ -7,6 +7,7 @@
 use super::values::valid_name;
 use super::Compiler;
 use crate::frontier::keys::{KeyKind, KeyMode, Keys};
+use crate::frontier::shards::{shard_keys, MAX_SHARDS};
 use crate::reader::diagnostic::did_you_mean;
 use crate::reader::{At, Loc};
 use crate::spider::file::{KeysFile, StartFile};
@@ -15,8 +16,15 @@ use crate::spider::file::{KeysFile, StartFile};
 type Written<'k> = Vec<(KeyKind, &'k Loc)>;
 
 impl Compiler<'_> {
-    /// Resolves the spider's key names from `[keys]` and `[start] key`.
-    pub(super) fn keys(&self, k: &KeysFile, start: &StartFile, spider: &str) -> Option<Keys> {
+    /// Resolves the spider's key names from `[keys]` and `[start] key`,
+    /// with those of each of its shards (`[keys] shards`; shard 0's are
+    /// the spider's own).
+    pub(super) fn keys(
+        &self,
+        k: &KeysFile,
+        start: &StartFile,
+        spider: &str,
+    ) -> Option<(Keys, Vec<Keys>)> {
         let mode = self.key_mode(k);
         let mut ok = true;
         let mut templates = Vec::new();
@@ -49,7 +57,38 @@ impl Compiler<'_> {
         ok &= self.check_own_names(&all, k, spider, &tagged);
         ok &= self.check_shared_keys(&all, &written, k);
         ok &= self.check_below_dupefilter(&keys, &all, &written, k);
-        ok.then_some(keys)
+        let shards = self.shard_count(k)?;
+        let start_key = start.key.as_ref().map(|k| k.value.as_str());
+        let shard_keys = (0..shards)
+            .map(|i| shard_keys(spider, mode, &templates, start_key, i))
+            .collect();
+        ok.then_some((keys, shard_keys))
+    }
+
+    /// `[keys] shards`: 1 (the default) to [`MAX_SHARDS`]; a sharded
+    /// spider may not share its hash tag (its shards have tags of their
+    /// own). `None` when it is a problem.
+    fn shard_count(&self, k: &KeysFile) -> Option<usize> {
+        let Some(n) = &k.shards else { return Some(1) };
+        if !(1..=MAX_SHARDS as i64).contains(&n.value) {
+            self.problem(
+                &n.loc,
+                format!("`shards = {}` is out of range", n.value),
+                format!("give 1 (not sharded, the default) to {MAX_SHARDS}, e.g. one per master of the Redis Cluster"),
+            );
+            return None;
+        }
+        if n.value > 1 {
+            if let Some(tag) = &k.hash_tag {
+                self.problem(
+                    &tag.loc,
+                    "a sharded spider cannot share a hash tag: each shard has its own (`{name.1}`, …)",
+                    "remove `hash_tag`, or `shards`",
+                );
+                return None;
+            }
+        }
+        Some(n.value as usize)
     }
 
     /// `[keys] mode`: plain, or cluster (hash tags).

@@ -1,0 +1,108 @@
+//! A spider over several shards (`[keys] shards`, see `docs/scaling.md`)
+//! crawled by `crawlworker run` processes on a real Redis: the item set is
+//! exactly the expected one with workers SIGKILLed mid-crawl, and a
+//! spider whose shard count changed is refused.
+
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+
+use crawlworker_demo::Site;
+use crawlworker_testkit::{
+    crawlworker_with_redis, spider_for, stderr, temp_dir, FixtureServer, RedisServer, Worker,
+};
+
+use crate::expect::{assert_exact, expected, scraped_from};
+
+/// Settings that make recovery fast enough for a test.
+const FAST: &[(&str, &str)] = &[
+    ("CRAWLWORKER_LEASE_TIMEOUT", "1s"),
+    ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
+];
+
+/// The bbs spider over `shards` shards, for the demo forum at `base`.
+fn sharded_spider(base: &str, dir: &std::path::Path, shards: usize) -> std::path::PathBuf {
+    let path = spider_for("bbs", base, dir);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    let text = text.replacen(
+        "[start]\n",
+        &format!("[keys]\nshards = {shards}\n\n[start]\n"),
+        1,
+    );
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+/// Every shard's items, canonical and sorted.
+fn items_of_shards(redis: &RedisServer, shards: usize) -> Vec<String> {
+    let mut conn = redis.conn();
+    let mut items: Vec<String> = (0..shards)
+        .flat_map(|i| {
+            let key = if i == 0 {
+                "bbs:items".to_string()
+            } else {
+                format!("bbs.{i}:items")
+            };
+            scraped_from(&mut conn, &key)
+        })
+        .collect();
+    items.sort();
+    items
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_spider_crawls_the_demo_forum_exactly_with_workers_killed() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(120))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = temp_dir("shards");
+    let spider = sharded_spider(&server.base_url(), dir.path(), 3);
+    let tasks = crawlworker_demo::demo_tasks();
+    let mut args = vec!["push-urls", spider.to_str().unwrap_or_default()];
+    args.extend(tasks.iter().map(String::as_str));
+    let out = crawlworker_with_redis(&redis.url(), &args);
+    assert!(out.status.success(), "push-urls failed: {}", stderr(&out));
+
+    let run = ["--until-drained", "--concurrency", "3"];
+    let mut workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&spider, &redis.url(), &run, FAST))
+        .collect();
+    let (mut kills, started) = (0, Instant::now());
+    while kills < 4 && started.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let items: usize = items_of_shards(&redis, 3).len();
+        if items >= 200 {
+            break;
+        }
+        workers.remove(kills % workers.len()).kill();
+        kills += 1;
+        workers.push(Worker::spawn(&spider, &redis.url(), &run, FAST));
+    }
+    assert!(kills >= 2, "the crawl ended before enough kills ({kills})");
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(90));
+        assert!(status.success(), "worker failed:\n{log}");
+    }
+    assert_exact(&items_of_shards(&redis, 3), &expected(&server.base_url()));
+    let recorded: Option<u64> = redis
+        .conn()
+        .hget("bbs:control", "shards")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        recorded,
+        Some(3),
+        "the first worker records the shard count"
+    );
+
+    // The same crawl with another shard count is refused, naming both.
+    let other = sharded_spider(&server.base_url(), &dir.path().join("two"), 2);
+    let (status, log) =
+        Worker::spawn(&other, &redis.url(), &run, FAST).wait(Duration::from_secs(30));
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("`[keys] shards = 3`") && log.contains("now says 2"),
+        "{log}"
+    );
+    server.stop().await.unwrap_or_else(|e| panic!("{e}"));
+}
