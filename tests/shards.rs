@@ -104,5 +104,40 @@ async fn a_sharded_spider_crawls_the_demo_forum_exactly_with_workers_killed() {
         log.contains("`[keys] shards = 3`") && log.contains("now says 2"),
         "{log}"
     );
+    tools_work_across_the_shards(&redis, &spider);
     server.stop().await.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The operator's tools on the sharded crawl just done: `items` prints
+/// every shard's, `pause` pauses every shard, `flush --all` leaves no key,
+/// and a tool that cannot read across the shards yet says so.
+fn tools_work_across_the_shards(redis: &RedisServer, spider: &std::path::Path) {
+    let spider = spider.to_str().unwrap_or_default();
+    let out = crawlworker_with_redis(&redis.url(), &["items", spider]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(printed, items_of_shards(redis, 3).len());
+
+    let out = crawlworker_with_redis(&redis.url(), &["pause", spider]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for control in ["bbs:control", "bbs.1:control", "bbs.2:control"] {
+        let paused: bool = redis
+            .conn()
+            .hexists(control, "paused")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(paused, "{control} says paused");
+    }
+
+    let out = crawlworker_with_redis(&redis.url(), &["stats", spider]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("does not work across the 3 shards"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = crawlworker_with_redis(&redis.url(), &["flush", spider, "--all", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let left: Vec<String> = redis.conn().keys("bbs*").unwrap_or_else(|e| panic!("{e}"));
+    assert!(left.is_empty(), "flush --all left {left:?}");
 }

@@ -29,6 +29,7 @@ pub struct List {
 
 pub async fn failed(path: &Path, redis: &RedisArgs, list: List) -> anyhow::Result<ExitCode> {
     let (spider, frontier) = tools::open(path, redis).await?;
+    tools::unsharded(&spider, "failed")?;
     let total = frontier.status().await?.failed as usize;
     let records = newest(&frontier, total, &list).await?;
     if list.json {

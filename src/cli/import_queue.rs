@@ -34,6 +34,7 @@ pub async fn import_queue(
     dry_run: bool,
 ) -> anyhow::Result<ExitCode> {
     let (spider, frontier) = tools::open(path, redis).await?;
+    tools::unsharded(&spider, "import-queue")?;
     let takeover = Takeover { spider: &spider };
     let tally = if dry_run {
         survey(&frontier, &takeover).await?

@@ -207,6 +207,7 @@ async fn dashboard(
     let mut watched = Vec::new();
     for path in paths {
         let (spider, frontier) = tools::open(path, redis).await?;
+        tools::unsharded(&spider, "dashboard")?;
         watched.push(crate::dashboard::Watched {
             name: spider.name.clone(),
             frontier,

@@ -91,6 +91,7 @@ struct Reading {
 
 pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let (spider, frontier) = open(path, redis).await?;
+    super::tools::unsharded(&spider, "stats")?;
     let reading = read(&spider, &frontier).await?;
     if as_json {
         let report = json_report(&spider, &frontier, reading);

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::{load_spider, output, InvalidInput, RedisArgs};
+use crate::frontier::shards::ShardPlace;
 use crate::frontier::{KeyGroup, RedisFrontier};
 use crate::request::Request;
 use crate::settings::Overrides;
@@ -17,10 +18,23 @@ use crate::wording::plural;
 
 /// Loads the spider (with the configuration `redis` names) and connects to
 /// its Redis, failing at once with what to do when Redis does not answer.
+/// For a sharded spider this is shard 0, which holds the start key, the
+/// workers and the session (see [`open_shards`] for every shard).
 pub(super) async fn open(
     path: &Path,
     redis: &RedisArgs,
 ) -> anyhow::Result<(Spider, RedisFrontier)> {
+    let (spider, mut shards) = open_shards(path, redis).await?;
+    let zero = shards.swap_remove(0);
+    Ok((spider, zero))
+}
+
+/// [`open`], with a frontier for each of the spider's shards (one for a
+/// spider that is not sharded), shard 0's first.
+pub(super) async fn open_shards(
+    path: &Path,
+    redis: &RedisArgs,
+) -> anyhow::Result<(Spider, Vec<RedisFrontier>)> {
     let config = super::load_config(&redis.config)?;
     let cli = Overrides {
         redis_url: redis.redis.clone(),
@@ -29,21 +43,51 @@ pub(super) async fn open(
     let spider = load_spider(&config, path, &cli)?;
     let url = &spider.settings.redis_url;
     if url.is_cluster() {
-        crate::frontier::connection::check_one_slot(&spider.keys, &spider.handoffs)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        for keys in &spider.shards {
+            crate::frontier::connection::check_one_slot(keys, &spider.handoffs)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        }
     }
     let target = crate::frontier::RedisTarget::open(url)
         .map_err(|e| anyhow::anyhow!("invalid Redis address {url}: {e}"))?;
-    let options = spider.frontier_options("tool");
-    let frontier = RedisFrontier::connect(&target, options)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot reach Redis at {url}: {}; start redis-server there, or give the address with --redis or REDIS_URL",
-                e.said()
-            )
-        })?;
-    Ok((spider, frontier))
+    let count = spider.shards.len();
+    let mut shards = Vec::with_capacity(count);
+    for (index, keys) in spider.shards.iter().enumerate() {
+        let options = crate::frontier::Options {
+            keys: keys.clone(),
+            ..spider.frontier_options("tool")
+        };
+        let frontier = RedisFrontier::connect(&target, options)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot reach Redis at {url}: {}; start redis-server there, or give the address with --redis or REDIS_URL",
+                    e.said()
+                )
+            })?;
+        shards.push(if count > 1 {
+            frontier.in_shard(ShardPlace { index, count })
+        } else {
+            frontier
+        });
+    }
+    Ok((spider, shards))
+}
+
+/// Refuses `command` on a sharded spider, which it does not read or act
+/// on across the shards yet.
+pub(super) fn unsharded(spider: &Spider, command: &str) -> anyhow::Result<()> {
+    if spider.shards.len() > 1 {
+        return Err(InvalidInput(format!(
+            "`crawlworker {command}` does not work across the {} shards of spider `{}` yet; read a shard's keys with redis-cli meanwhile ({} and `{}`)",
+            spider.shards.len(),
+            spider.name,
+            spider.keys.stats,
+            spider.shards[1].stats
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// What `push-urls` pushes, and how.
@@ -61,13 +105,17 @@ pub struct Push {
 
 /// `crawlworker pause` (`pause`) and `resume`.
 pub async fn pause(path: &Path, redis: &RedisArgs, pause: bool) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = open(path, redis).await?;
+    let (spider, shards) = open_shards(path, redis).await?;
     let name = &spider.name;
-    let changed = if pause {
-        frontier.pause().await?
-    } else {
-        frontier.resume().await?
-    };
+    // Every shard's leases read its own control hash.
+    let mut changed = false;
+    for frontier in &shards {
+        changed |= if pause {
+            frontier.pause().await?
+        } else {
+            frontier.resume().await?
+        };
+    }
     println!(
         "{}",
         match (pause, changed) {
@@ -219,7 +267,8 @@ pub(super) fn valid_entries(
 
 /// `push-urls --from-failed`: failed requests back into the queue.
 pub async fn requeue_failed(path: &Path, redis: &RedisArgs) -> anyhow::Result<ExitCode> {
-    let (_, frontier) = open(path, redis).await?;
+    let (spider, frontier) = open(path, redis).await?;
+    unsharded(&spider, "push-urls --from-failed")?;
     frontier.record_relations().await?;
     let (mut moved, mut unreadable) = (0u64, 0usize);
     loop {
@@ -281,8 +330,11 @@ pub async fn flush(
     if groups.is_empty() && fingerprint.is_none() {
         return Err(InvalidInput("say what to delete: --start-urls, --requests, --dupefilter, --items, --stats, --dead, --politeness, --all, or --fingerprint URL".into()).into());
     }
-    let (spider, frontier) = open(path, redis).await?;
-    let keys = frontier.keys.in_groups(groups);
+    let (spider, shards) = open_shards(path, redis).await?;
+    let keys: Vec<String> = shards
+        .iter()
+        .flat_map(|f| f.keys_in_groups(groups))
+        .collect();
     if !yes && !keys.is_empty() {
         if !std::io::stdin().is_terminal() {
             return Err(InvalidInput(
@@ -305,12 +357,16 @@ pub async fn flush(
         }
     }
     // A key that does not exist held nothing: only the deleted are named.
-    let deleted: Vec<(String, u64)> = frontier
-        .flush(groups)
-        .await?
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .collect();
+    let mut deleted: Vec<(String, u64)> = Vec::new();
+    for frontier in &shards {
+        deleted.extend(
+            frontier
+                .flush(groups)
+                .await?
+                .into_iter()
+                .filter(|(_, n)| *n > 0),
+        );
+    }
     for (key, n) in &deleted {
         output::line(format_args!(
             "deleted {key} ({})",
@@ -322,6 +378,8 @@ pub async fn flush(
     }
     if let Some(url) = fingerprint {
         let fp = Request::get(&url).fingerprint();
+        // The fingerprint's home is its host's shard.
+        let frontier = &shards[crate::frontier::shards::shard_of(&url, shards.len())];
         let dupefilter = &frontier.keys.dupefilter;
         match frontier.forget_fingerprint(&fp).await? {
             Some(true) => output::line(format_args!(

@@ -169,6 +169,7 @@ pub fn render(spider: &str, redis: &str, now: &Sample, before: &Sample) -> Strin
 /// Runs the view until Ctrl-C.
 pub async fn watch(path: &Path, redis: &RedisArgs) -> anyhow::Result<ExitCode> {
     let (spider, frontier) = tools::open(path, redis).await?;
+    tools::unsharded(&spider, "stats --watch")?;
     let shown = spider.settings.redis_url.to_string();
     let lease = spider.settings.lease_timeout;
     let terminal = std::io::stdout().is_terminal();

@@ -185,10 +185,28 @@ impl RedisFrontier {
             .map_err(err("re-queue failed requests from", &k.failed))
     }
 
+    /// The keys of `groups`: the spider's (see [`Keys::in_groups`]), and
+    /// with the requests a shard's outboxes and their movers' locks.
+    pub fn keys_in_groups(&self, groups: &[KeyGroup]) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .keys
+            .in_groups(groups)
+            .into_iter()
+            .map(String::from)
+            .collect();
+        if groups.contains(&KeyGroup::Requests) {
+            for to in self.shard.iter().flat_map(|place| place.others()) {
+                keys.push(self.keys.outbox(to));
+                keys.push(self.keys.outbox_lock(to));
+            }
+        }
+        keys
+    }
+
     /// Deletes the keys of `groups` in one step; returns each key deleted
     /// with the entries it held (0 for keys that did not exist).
     pub async fn flush(&self, groups: &[KeyGroup]) -> Result<Vec<(String, u64)>> {
-        let keys = self.keys.in_groups(groups);
+        let keys = self.keys_in_groups(groups);
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -203,7 +221,7 @@ impl RedisFrontier {
         let flat: Vec<redis::Value> = inv
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(err("flush", keys[0]))?;
+            .map_err(err("flush", &keys[0]))?;
         let mut out = Vec::new();
         let mut values = flat.into_iter();
         while let (Some(key), Some(n)) = (values.next(), values.next()) {
