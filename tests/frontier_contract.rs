@@ -110,7 +110,7 @@ impl Harness for OnShards {
         let client = ::redis::Client::open(self.server.url())
             .unwrap_or_else(|e| panic!("{}: {e}", self.server.url()));
         ShardedFrontier::connect(&client.into(), options, SHARDS, |i| {
-            shard_keys("q", KeyMode::Plain, &[], None, i)
+            shard_keys("q", KeyMode::Plain, &[], None, i, SHARDS)
         })
         .await
         .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.server.url()))
@@ -118,7 +118,14 @@ impl Harness for OnShards {
     }
 
     async fn backoff(&self, host: &str) -> (u64, u64) {
-        let keys = shard_keys("q", KeyMode::Plain, &[], None, shard_of_host(host, SHARDS));
+        let keys = shard_keys(
+            "q",
+            KeyMode::Plain,
+            &[],
+            None,
+            shard_of_host(host, SHARDS),
+            SHARDS,
+        );
         let mut conn = self.server.conn();
         let mut number = |key: &str| {
             conn.hget::<_, _, Option<u64>>(key, host)

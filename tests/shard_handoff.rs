@@ -2,7 +2,7 @@
 //! `docs/scaling.md`, "Hand-offs between shards"): a shard pushes another
 //! shard's requests to its outbox, and a mover takes, delivers and trims
 //! them in three script calls. Run on a real redis-server, with the
-//! shards' own key names (`q` and `q.1`); the promise is that each
+//! shards' own key names (see `frontier::shards::shard_name`); the promise is that each
 //! request handed on is queued on its shard exactly once, `dont_filter`
 //! ones included, however a mover dies between its steps.
 
@@ -11,7 +11,7 @@ use std::time::Duration;
 use ::redis::Commands;
 
 use crawlworker::frontier::redis::outbox::Delivered;
-use crawlworker::frontier::shards::shard_keys;
+use crawlworker::frontier::shards::{shard_keys, shard_name};
 use crawlworker::frontier::{
     Committed, Frontier, KeyMode, Leased, PageResult, RedisFrontier, RedisTarget, ShardedFrontier,
     StartClaim,
@@ -33,11 +33,16 @@ match = '/list/'
   item = "x"
 "#;
 
-/// Shard `shard` (of the spider's shards) of spider `q`, as `worker`.
+/// The name shard `shard` of spider `q`'s three builds its keys from.
+fn name(shard: usize) -> String {
+    shard_name("q", shard, 3)
+}
+
+/// Shard `shard` (of three) of spider `q`, as `worker`.
 async fn shard(redis: &RedisServer, shard: usize, worker: &str) -> RedisFrontier {
     let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
     let options = crawlworker::frontier::Options {
-        keys: shard_keys("q", KeyMode::Plain, &[], None, shard),
+        keys: shard_keys("q", KeyMode::Plain, &[], None, shard, 3),
         ..spider.frontier_options(worker)
     };
     let client = ::redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
@@ -128,11 +133,17 @@ async fn requests_handed_to_another_shard_are_queued_there_once_each() {
             .unwrap_or_else(|e| panic!("{e}"))
     };
     assert_eq!(
-        stat("q.1:stats", crawlworker::stats::SCHEDULER_ENQUEUED.name),
+        stat(
+            &format!("{}:stats", name(1)),
+            crawlworker::stats::SCHEDULER_ENQUEUED.name
+        ),
         5
     );
     assert_eq!(
-        stat("q.1:stats", crawlworker::stats::DUPEFILTER_FILTERED.name),
+        stat(
+            &format!("{}:stats", name(1)),
+            crawlworker::stats::DUPEFILTER_FILTERED.name
+        ),
         3
     );
 }
@@ -203,7 +214,7 @@ async fn an_outbox_entry_crawlworker_did_not_write_is_set_aside() {
     assert_eq!(outbox_len(&redis), 0);
     let dead: Vec<String> = redis
         .conn()
-        .lrange("q.1:dead", 0, -1)
+        .lrange(format!("{}:dead", name(1)), 0, -1)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(dead.len(), 1, "{dead:?}");
     assert!(dead[0].contains("q:requests:outbox:1") && dead[0].contains("not an entry"));
@@ -213,7 +224,7 @@ async fn an_outbox_entry_crawlworker_did_not_write_is_set_aside() {
 async fn cluster_shard(cluster: &RedisCluster, shard: usize) -> RedisFrontier {
     let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
     let options = crawlworker::frontier::Options {
-        keys: shard_keys("q", KeyMode::Cluster, &[], None, shard),
+        keys: shard_keys("q", KeyMode::Cluster, &[], None, shard, 3),
         ..spider.frontier_options("w")
     };
     let url = cluster.url();
@@ -235,7 +246,7 @@ async fn shards_on_two_masters_of_a_cluster_hand_requests_to_each_other() {
     let cluster = RedisCluster::start();
     assert_ne!(
         cluster.master_of("{q}:requests"),
-        cluster.master_of("{q.2}:requests"),
+        cluster.master_of(&format!("{{{}}}:requests", name(2))),
         "the test needs shards 0 and 2 of `q` on two masters"
     );
     let (zero, two) = (
@@ -259,7 +270,7 @@ async fn sharded(redis: &RedisServer, worker: &str) -> Frontier {
     let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
     let client = ::redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
     ShardedFrontier::connect(&client.into(), spider.frontier_options(worker), 3, |i| {
-        shard_keys("q", KeyMode::Plain, &[], None, i)
+        shard_keys("q", KeyMode::Plain, &[], None, i, 3)
     })
     .await
     .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()))
@@ -354,8 +365,8 @@ async fn a_pages_links_are_queued_once_each_on_their_hosts_shards() {
     assert_eq!(
         (
             queued_on("q:requests:data"),
-            queued_on("q.1:requests:data"),
-            queued_on("q.2:requests:data")
+            queued_on(&format!("{}:requests:data", name(1))),
+            queued_on(&format!("{}:requests:data", name(2)))
         ),
         (1, 3, 1),
         "shard 0: /c (the start page is committed); 1: /b and /again twice; 2: /a"

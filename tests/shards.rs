@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 
+use crawlworker::frontier::shards::shard_name;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
     crawlworker_with_redis, spider_for, stderr, temp_dir, FixtureServer, RedisServer, Worker,
@@ -38,11 +39,7 @@ fn items_of_shards(redis: &RedisServer, shards: usize) -> Vec<String> {
     let mut conn = redis.conn();
     let mut items: Vec<String> = (0..shards)
         .flat_map(|i| {
-            let key = if i == 0 {
-                "bbs:items".to_string()
-            } else {
-                format!("bbs.{i}:items")
-            };
+            let key = format!("{}:items", shard_name("bbs", i, shards));
             scraped_from(&mut conn, &key)
         })
         .collect();
@@ -120,10 +117,11 @@ fn tools_work_across_the_shards(redis: &RedisServer, spider: &std::path::Path) {
 
     let out = crawlworker_with_redis(&redis.url(), &["pause", spider]);
     assert!(out.status.success(), "{}", stderr(&out));
-    for control in ["bbs:control", "bbs.1:control", "bbs.2:control"] {
+    for shard in 0..3 {
+        let control = format!("{}:control", shard_name("bbs", shard, 3));
         let paused: bool = redis
             .conn()
-            .hexists(control, "paused")
+            .hexists(&control, "paused")
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(paused, "{control} says paused");
     }

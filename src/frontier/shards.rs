@@ -36,21 +36,45 @@ pub fn shard_of_host(host: &str, shards: usize) -> usize {
     (u64::from_be_bytes(first) % shards as u64) as usize
 }
 
-/// The name shard `shard` of spider `name` builds its keys from: the
-/// spider's own for shard 0, `<name>.<shard>` for the others (so in
-/// cluster mode each shard has its own hash tag, `{bbs.1}`, and its own
-/// slot).
-pub fn shard_name(name: &str, shard: usize) -> String {
-    if shard == 0 {
-        name.to_string()
-    } else {
-        format!("{name}.{shard}")
-    }
+/// A Redis Cluster's hash slots.
+const SLOTS: usize = 16384;
+
+/// The Redis Cluster slot of hash tag `tag` (CRC16-XMODEM, as Redis).
+pub fn slot_of(tag: &str) -> usize {
+    crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) as usize % SLOTS
 }
 
-/// The keys of shard `shard` of a spider whose own keys `Keys::resolve`
-/// builds from these arguments: those very keys for shard 0; for the
-/// others, the same templates under the shard's name, every key in the
+/// The name shard `shard` of the `shards` of spider `name` builds its
+/// keys from: the spider's own for shard 0; for the others
+/// `<name>.<shard>`, or `<name>.<shard>.<n>` with the first `n` that puts
+/// its hash tag in the shard's part of the cluster's slots. The slots are
+/// cut into `shards` equal ranges; shard 0 has the range its name falls
+/// in, and the others the rest in order. A cluster whose masters split
+/// the slots evenly (as `redis-cli --cluster create` does) with as many
+/// masters as shards so has one shard on each master.
+pub fn shard_name(name: &str, shard: usize, shards: usize) -> String {
+    if shard == 0 || shards <= 1 {
+        return name.to_string();
+    }
+    let range = |slot: usize| slot * shards / SLOTS;
+    let own = range(slot_of(name));
+    let Some(target) = (0..shards).filter(|&r| r != own).nth(shard - 1) else {
+        return format!("{name}.{shard}");
+    };
+    let first = format!("{name}.{shard}");
+    if range(slot_of(&first)) == target {
+        return first;
+    }
+    (1..)
+        .map(|n| format!("{name}.{shard}.{n}"))
+        .find(|candidate| range(slot_of(candidate)) == target)
+        .unwrap_or(first)
+}
+
+/// The keys of shard `shard` (of `shards`) of a spider whose own keys
+/// `Keys::resolve` builds from these arguments: those very keys for shard
+/// 0; for the others, the same templates under the shard's name
+/// ([`shard_name`]), every key in the
 /// shard's slot. A shard's start key other than shard 0's stays empty:
 /// producers push to shard 0's, where start entries are claimed (a lease
 /// reads its shard's start key, so it must be in the shard's slot). The
@@ -62,6 +86,7 @@ pub fn shard_keys(
     templates: &[(super::KeyKind, String)],
     start: Option<&str>,
     shard: usize,
+    shards: usize,
 ) -> Keys {
     let own = Keys::resolve(name, mode, None, templates, start);
     if shard == 0 {
@@ -69,7 +94,13 @@ pub fn shard_keys(
     }
     Keys {
         wake: own.wake,
-        ..Keys::resolve(&shard_name(name, shard), mode, None, templates, None)
+        ..Keys::resolve(
+            &shard_name(name, shard, shards),
+            mode,
+            None,
+            templates,
+            None,
+        )
     }
 }
 
@@ -160,17 +191,43 @@ mod tests {
 
     #[test]
     fn shard_zero_has_the_spiders_own_keys_and_the_others_a_tag_each() {
-        let zero = shard_keys("bbs", KeyMode::Cluster, &[], None, 0);
+        let zero = shard_keys("bbs", KeyMode::Cluster, &[], None, 0, 3);
         assert_eq!(
             zero,
             Keys::resolve("bbs", KeyMode::Cluster, None, &[], None)
         );
-        let two = shard_keys("bbs", KeyMode::Cluster, &[], None, 2);
-        assert_eq!(two.requests, "{bbs.2}:requests");
-        assert_eq!(two.dupefilter, "{bbs.2}:dupefilter");
-        assert_eq!(two.start_urls, "{bbs.2}:start_urls");
+        // Slots, as `redis-cli CLUSTER KEYSLOT` gives them: bbs 5815 (the
+        // middle third), so shard 1 takes the first third and shard 2 the
+        // last: bbs.1 is 11046, bbs.1.1 4335, bbs.2 6981, bbs.2.1 10950,
+        // bbs.2.2 14812.
+        assert_eq!(slot_of("bbs"), 5815);
+        assert_eq!(slot_of("bbs.1"), 11046);
+        assert_eq!(shard_name("bbs", 1, 3), "bbs.1.1");
+        assert_eq!(shard_name("bbs", 2, 3), "bbs.2.2");
+        let two = shard_keys("bbs", KeyMode::Cluster, &[], None, 2, 3);
+        assert_eq!(two.requests, "{bbs.2.2}:requests");
+        assert_eq!(two.start_urls, "{bbs.2.2}:start_urls");
         assert_eq!(two.wake, "{bbs}:wake");
-        let plain = shard_keys("bbs", KeyMode::Plain, &[], None, 1);
-        assert_eq!(plain.items, "bbs.1:items");
+        let plain = shard_keys("bbs", KeyMode::Plain, &[], None, 1, 3);
+        assert_eq!(plain.items, "bbs.1.1:items");
+    }
+
+    #[test]
+    fn shards_take_a_range_of_slots_each() {
+        for name in ["bbs", "q", "forum", "news"] {
+            for shards in [2, 3, 5, 16] {
+                let mut ranges: Vec<usize> = (0..shards)
+                    .map(|s| slot_of(&shard_name(name, s, shards)) * shards / SLOTS)
+                    .collect();
+                ranges.sort_unstable();
+                assert_eq!(
+                    ranges,
+                    (0..shards).collect::<Vec<_>>(),
+                    "{name} over {shards}"
+                );
+            }
+        }
+        assert_eq!(shard_name("bbs", 0, 3), "bbs");
+        assert_eq!(shard_name("q", 2, 3), "q.2");
     }
 }

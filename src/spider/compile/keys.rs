@@ -60,7 +60,7 @@ impl Compiler<'_> {
         let shards = self.shard_count(k)?;
         let start_key = start.key.as_ref().map(|k| k.value.as_str());
         let shard_keys = (0..shards)
-            .map(|i| shard_keys(spider, mode, &templates, start_key, i))
+            .map(|i| shard_keys(spider, mode, &templates, start_key, i, shards))
             .collect();
         ok.then_some((keys, shard_keys))
     }
