@@ -10,10 +10,11 @@ use redis::Commands;
 use crawlworker::frontier::shards::shard_name;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    crawlworker_with_redis, spider_for, stderr, temp_dir, FixtureServer, RedisServer, Worker,
+    crawlworker_with_redis, spider_for, stderr, temp_dir, FixtureServer, RedisCluster, RedisServer,
+    Worker,
 };
 
-use crate::expect::{assert_exact, expected, scraped_from};
+use crate::expect::{assert_exact, canonical, expected, scraped_from};
 
 /// Settings that make recovery fast enough for a test.
 const FAST: &[(&str, &str)] = &[
@@ -138,4 +139,99 @@ fn tools_work_across_the_shards(redis: &RedisServer, spider: &std::path::Path) {
     assert!(out.status.success(), "{}", stderr(&out));
     let left: Vec<String> = redis.conn().keys("bbs*").unwrap_or_else(|e| panic!("{e}"));
     assert!(left.is_empty(), "flush --all left {left:?}");
+}
+
+/// The demo forum served three times, on three ports (three hosts, so
+/// three homes among the shards), each crawled for one of the demo's
+/// forum tasks, by a spider over three shards on a real 3-master Redis
+/// Cluster, one shard per master; a worker is SIGKILLed mid-crawl. The
+/// items of all shards are exactly those of the three sites.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_spider_crawls_three_sites_through_a_three_master_cluster_exactly() {
+    let cluster = RedisCluster::start();
+    let masters: std::collections::HashSet<u16> = (0..3)
+        .map(|s| cluster.master_of(&format!("{{{}}}:requests", shard_name("bbs", s, 3))))
+        .collect();
+    assert_eq!(masters.len(), 3, "one shard per master");
+    let mut servers = Vec::new();
+    for _ in 0..3 {
+        servers.push(
+            FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(60))
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+    }
+    let dir = temp_dir("shards-cluster");
+    let spider = dir.path().join("bbs.toml");
+    let text = std::fs::read_to_string(crawlworker_testkit::root().join("spiders/bbs.toml"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .replace(
+            "http://127.0.0.1:8700/list/{forum_id}/1",
+            "http://127.0.0.1:{port}/list/{forum_id}/1",
+        )
+        .replace(
+            r#"task_fields = ["forum_id", "max_page"]"#,
+            r#"task_fields = ["forum_id", "max_page", "port"]"#,
+        )
+        .replacen(
+            "[start]\n",
+            "[keys]\nmode = \"cluster\"\nshards = 3\n\n[start]\n",
+            1,
+        );
+    std::fs::write(&spider, text).unwrap_or_else(|e| panic!("{e}"));
+    let forums = crawlworker_demo::demo_forum_tasks();
+    let tasks: Vec<String> = forums
+        .iter()
+        .zip(&servers)
+        .map(|(task, server)| {
+            let port = server
+                .base_url()
+                .rsplit(':')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            serde_json::json!({"forum_id": task.forum_id, "max_page": task.max_page, "port": port})
+                .to_string()
+        })
+        .collect();
+    let mut args = vec!["push-urls", spider.to_str().unwrap_or_default()];
+    args.extend(tasks.iter().map(String::as_str));
+    let out = crawlworker_with_redis(&cluster.url(), &args);
+    assert!(out.status.success(), "push-urls failed: {}", stderr(&out));
+
+    let run = ["--until-drained", "--concurrency", "3"];
+    let mut workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&spider, &cluster.url(), &run, FAST))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    workers.remove(0).kill();
+    workers.push(Worker::spawn(&spider, &cluster.url(), &run, FAST));
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(120));
+        assert!(status.success(), "worker failed:\n{log}");
+    }
+    let mut got: Vec<String> = (0..3)
+        .flat_map(|s| {
+            let key = format!("{{{}}}:items", shard_name("bbs", s, 3));
+            scraped_from(&mut cluster.conn_for(&key), &key)
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = forums
+        .iter()
+        .zip(&servers)
+        .flat_map(|(task, server)| {
+            crawlworker_demo::expected::bbs_items(
+                &Site::demo(),
+                std::slice::from_ref(task),
+                &server.base_url(),
+            )
+        })
+        .map(|s| canonical(&serde_json::from_str(&s).unwrap_or_default()))
+        .collect();
+    want.sort();
+    assert_exact(&got, &want);
+    for server in servers {
+        server.stop().await.unwrap_or_else(|e| panic!("{e}"));
+    }
 }
