@@ -127,7 +127,19 @@ fn tools_work_across_the_shards(redis: &RedisServer, spider: &std::path::Path) {
         assert!(paused, "{control} says paused");
     }
 
-    let out = crawlworker_with_redis(&redis.url(), &["stats", spider]);
+    // `stats` sums the shards: every item counted (by the commits that
+    // pushed them), nothing left queued.
+    let stats = crate::expect::stats_json(&redis.url(), spider);
+    let counted = &stats["stats"][crawlworker::stats::ITEM_SCRAPED_COUNT.name];
+    assert_eq!(counted.as_u64(), Some(printed as u64), "{stats}");
+    assert_eq!(
+        stats["queues"]["items"].as_u64(),
+        Some(printed as u64),
+        "{stats}"
+    );
+    assert_eq!(stats["queues"]["queued"], 0, "{stats}");
+    assert_eq!(stats["queues"]["inflight"], 0, "{stats}");
+    let out = crawlworker_with_redis(&redis.url(), &["failed", spider]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("does not work across the 3 shards"),

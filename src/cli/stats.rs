@@ -9,9 +9,10 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::tools::open;
+use super::tools::open_shards;
 use super::{output, RedisArgs};
 use crate::frontier::admin::{DupefilterInfo, HeldLeases};
+use crate::frontier::redis::sharded;
 use crate::frontier::{now_secs, Heartbeat, QueueStatus, RedisFrontier};
 use crate::spider::Spider;
 use crate::wording::count;
@@ -90,15 +91,15 @@ struct Reading {
 }
 
 pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = open(path, redis).await?;
-    super::tools::unsharded(&spider, "stats")?;
-    let reading = read(&spider, &frontier).await?;
+    let (spider, shards) = open_shards(path, redis).await?;
+    let reading = read(&spider, &shards).await?;
+    let frontier = &shards[0];
     if as_json {
-        let report = json_report(&spider, &frontier, reading);
+        let report = json_report(&spider, frontier, reading);
         output::line(serde_json::to_string_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    output::print(render(&spider, &frontier, &reading))?;
+    output::print(render(&spider, frontier, &reading))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -107,21 +108,35 @@ fn round(s: f64) -> f64 {
     (s * 10.0).round() / 10.0
 }
 
-async fn read(spider: &Spider, frontier: &RedisFrontier) -> anyhow::Result<Reading> {
-    let status = frontier.status().await?;
-    let dupefilter = frontier.dupefilter_info().await?;
-    let mut stats = frontier.stats().await?;
+/// What `stats` shows, read from each of the spider's shards (one for a
+/// spider that is not sharded) and summed: a sharded crawl reads as one.
+async fn read(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<Reading> {
+    let frontier = &shards[0];
+    let (mut statuses, mut dupefilters, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut leases: BTreeMap<String, HeldLeases> = BTreeMap::new();
+    for shard in shards {
+        let mut status = shard.status().await?;
+        status.queued += shard.outboxes_len().await?;
+        statuses.push(status);
+        dupefilters.push(shard.dupefilter_info().await?);
+        hashes.push(shard.stats().await?);
+        for held in shard.leases().await? {
+            let sum = leases.entry(held.worker.clone()).or_insert(HeldLeases {
+                count: 0,
+                ..held.clone()
+            });
+            sum.count += held.count;
+            sum.expire_within = sum.expire_within.max(held.expire_within);
+        }
+    }
+    let status = sharded::sum_status(statuses);
+    let dupefilter = sharded::sum_dupefilters(dupefilters);
+    let mut stats = sharded::merge_stats(hashes);
     stats.sort();
     let now = now_secs();
     // A worker that missed three heartbeats (or a lease's time) is gone:
     // its leases are lost, or will be soon.
     let live_within = Heartbeat::gone_after(spider.settings.lease_timeout).as_secs_f64();
-    let mut leases: BTreeMap<String, HeldLeases> = frontier
-        .leases()
-        .await?
-        .into_iter()
-        .map(|l| (l.worker.clone(), l))
-        .collect();
     let (mut workers, mut gone) = (Vec::new(), Vec::new());
     for (id, beat) in frontier.workers().await? {
         let age = (now - beat.heartbeat).max(0.0);
@@ -240,6 +255,18 @@ fn json_report<'a>(
 fn render(spider: &Spider, frontier: &RedisFrontier, reading: &Reading) -> String {
     let mut o = String::new();
     o += &format!("spider {} at {}\n", spider.name, spider.settings.redis_url);
+    if spider.shards.len() > 1 {
+        let tags: Vec<&str> = spider
+            .shards
+            .iter()
+            .map(|k| crate::frontier::connection::hash_tag(&k.requests))
+            .collect();
+        o += &format!(
+            "over {} shards ({}), read and summed as one crawl\n",
+            tags.len(),
+            tags.join(", ")
+        );
+    }
     render_holds(&mut o, spider, frontier, &reading.status);
     render_crawl(&mut o, &reading.stats, reading.workers.is_empty());
     render_queues(&mut o, frontier, &reading.status);

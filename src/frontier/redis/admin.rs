@@ -21,7 +21,7 @@ use crate::stats::{self, Tally};
 const BLOOM_HEADROOM_PERMILLE: u32 = 900;
 
 /// What `stats` shows of the dupefilter.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DupefilterInfo {
     pub mode: String,
     pub entries: u64,

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::admin::DupefilterInfo;
 use super::outbox::Delivered;
 use super::{pickup, wake, RedisFrontier, RedisTarget, Result};
 use crate::frontier::outage::Fatal;
@@ -212,7 +213,7 @@ fn by_shard(ids: &[String], shards: usize) -> Vec<Vec<String>> {
 
 /// The crawl's stats from each shard's: counters summed, the earliest
 /// start, the latest finish and the deepest request kept.
-fn merge_stats(shards: Vec<Vec<(String, String)>>) -> Vec<(String, String)> {
+pub fn merge_stats(shards: Vec<Vec<(String, String)>>) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for (field, value) in shards.into_iter().flatten() {
         let Some(i) = out.iter().position(|(f, _)| *f == field) else {
@@ -243,6 +244,32 @@ fn merge_stats(shards: Vec<Vec<(String, String)>>) -> Vec<(String, String)> {
 fn last<T>(mut records: Vec<T>, n: usize) -> Vec<T> {
     let from = records.len().saturating_sub(n);
     records.split_off(from)
+}
+
+/// The crawl's queues from each shard's (shard 0's first: its upstreams
+/// are the crawl's).
+pub fn sum_status(shards: Vec<QueueStatus>) -> QueueStatus {
+    let mut shards = shards.into_iter();
+    let mut sum = shards.next().unwrap_or_default();
+    for s in shards {
+        add_status(&mut sum, s);
+    }
+    sum
+}
+
+/// The crawl's dupefilter from each shard's: entries, bytes and capacity
+/// summed, shard 0's mode.
+pub fn sum_dupefilters(shards: Vec<DupefilterInfo>) -> DupefilterInfo {
+    let mut shards = shards.into_iter();
+    let mut sum = shards.next().unwrap_or_default();
+    for d in shards {
+        sum.entries += d.entries;
+        sum.bytes += d.bytes;
+        sum.capacity += d.capacity;
+        sum.filters = sum.filters.max(d.filters);
+        sum.newest_entries += d.newest_entries;
+    }
+    sum
 }
 
 fn add_status(sum: &mut QueueStatus, s: QueueStatus) {
