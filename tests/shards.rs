@@ -140,6 +140,9 @@ fn tools_work_across_the_shards(redis: &RedisServer, spider: &std::path::Path) {
     assert_eq!(stats["queues"]["queued"], 0, "{stats}");
     assert_eq!(stats["queues"]["inflight"], 0, "{stats}");
     let out = crawlworker_with_redis(&redis.url(), &["failed", spider]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing failed"), "{}", stderr(&out));
+    let out = crawlworker_with_redis(&redis.url(), &["stats", spider, "--watch"]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("does not work across the 3 shards"),

@@ -28,10 +28,18 @@ pub struct List {
 }
 
 pub async fn failed(path: &Path, redis: &RedisArgs, list: List) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = tools::open(path, redis).await?;
-    tools::unsharded(&spider, "failed")?;
-    let total = frontier.status().await?.failed as usize;
-    let records = newest(&frontier, total, &list).await?;
+    let (spider, shards) = tools::open_shards(path, redis).await?;
+    // A sharded spider's failures are on its shards: the newest of each,
+    // merged by time.
+    let (mut total, mut records) = (0, Vec::new());
+    for shard in &shards {
+        let failed = shard.status().await?.failed as usize;
+        records.extend(newest(shard, failed, &list).await?);
+        total += failed;
+    }
+    records.sort_by(|a, b| a.time.total_cmp(&b.time));
+    let records = records.split_off(records.len().saturating_sub(list.limit));
+    let frontier = &shards[0];
     if list.json {
         for r in &records {
             output::line(serde_json::to_string(r)?)?;
@@ -39,10 +47,15 @@ pub async fn failed(path: &Path, redis: &RedisArgs, list: List) -> anyhow::Resul
     } else {
         output::print(table(&records))?;
     }
-    eprintln!(
-        "{}",
-        footer(&spider.name, &frontier.keys.failed, total, &records, &list)
-    );
+    let key = match shards.len() {
+        1 => frontier.keys.failed.clone(),
+        n => format!(
+            "{} and the failed keys of its other {} shards",
+            frontier.keys.failed,
+            n - 1
+        ),
+    };
+    eprintln!("{}", footer(&spider.name, &key, total, &records, &list));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -267,9 +267,18 @@ pub(super) fn valid_entries(
 
 /// `push-urls --from-failed`: failed requests back into the queue.
 pub async fn requeue_failed(path: &Path, redis: &RedisArgs) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = open(path, redis).await?;
-    unsharded(&spider, "push-urls --from-failed")?;
-    frontier.record_relations().await?;
+    let (_, shards) = open_shards(path, redis).await?;
+    shards[0].record_relations().await?;
+    // A sharded spider's failed requests go back to the queue of the shard
+    // they failed on: their host's.
+    for frontier in &shards {
+        requeue_failed_of(frontier).await?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Re-queues the failed requests of one frontier (one shard's).
+async fn requeue_failed_of(frontier: &RedisFrontier) -> anyhow::Result<()> {
     let (mut moved, mut unreadable) = (0u64, 0usize);
     loop {
         // Unreadable entries stay at the head of the list; read past them.
@@ -317,7 +326,7 @@ pub async fn requeue_failed(path: &Path, redis: &RedisArgs) -> anyhow::Result<Ex
             String::new()
         }
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 pub async fn flush(
