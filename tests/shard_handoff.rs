@@ -17,21 +17,10 @@ use crawlworker::frontier::{
     StartClaim,
 };
 use crawlworker::request::Request;
-use crawlworker::spider::Spider;
 use crawlworker_testkit::{RedisCluster, RedisServer};
 
-const SPIDER: &str = r#"
-name = "q"
-[start]
-url = "http://127.0.0.1:8700/list/{n}/1"
-[items.x]
-n = { meta = "n" }
-[[rules]]
-name = "list"
-match = '/list/'
-  [[rules.extract]]
-  item = "x"
-"#;
+// Spider `q` of the frontier contract suite.
+use crate::frontier_contract::spider;
 
 /// The name shard `shard` of spider `q`'s three builds its keys from.
 fn name(shard: usize) -> String {
@@ -40,7 +29,7 @@ fn name(shard: usize) -> String {
 
 /// Shard `shard` (of three) of spider `q`, as `worker`.
 async fn shard(redis: &RedisServer, shard: usize, worker: &str) -> RedisFrontier {
-    let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let spider = spider();
     let options = crawlworker::frontier::Options {
         keys: shard_keys("q", KeyMode::Plain, &[], None, shard, 3),
         ..spider.frontier_options(worker)
@@ -222,7 +211,7 @@ async fn an_outbox_entry_crawlworker_did_not_write_is_set_aside() {
 
 /// Shard `shard` of spider `q` in cluster mode, on `cluster`.
 async fn cluster_shard(cluster: &RedisCluster, shard: usize) -> RedisFrontier {
-    let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let spider = spider();
     let options = crawlworker::frontier::Options {
         keys: shard_keys("q", KeyMode::Cluster, &[], None, shard, 3),
         ..spider.frontier_options("w")
@@ -267,7 +256,7 @@ async fn shards_on_two_masters_of_a_cluster_hand_requests_to_each_other() {
 
 /// Spider `q` over three shards on `redis`, as `worker`.
 async fn sharded(redis: &RedisServer, worker: &str) -> Frontier {
-    let spider = Spider::from_str("q.toml".as_ref(), SPIDER).unwrap_or_else(|e| panic!("{e}"));
+    let spider = spider();
     let client = ::redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
     ShardedFrontier::connect(&client.into(), spider.frontier_options(worker), 3, |i| {
         shard_keys("q", KeyMode::Plain, &[], None, i, 3)

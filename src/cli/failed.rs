@@ -37,8 +37,7 @@ pub async fn failed(path: &Path, redis: &RedisArgs, list: List) -> anyhow::Resul
         records.extend(newest(shard, failed, &list).await?);
         total += failed;
     }
-    records.sort_by(|a, b| a.time.total_cmp(&b.time));
-    let records = records.split_off(records.len().saturating_sub(list.limit));
+    let records = crate::frontier::redis::sharded::newest(records, list.limit, |r| r.time);
     let frontier = &shards[0];
     if list.json {
         for r in &records {

@@ -240,8 +240,9 @@ pub fn merge_stats(shards: Vec<Vec<(String, String)>>) -> Vec<(String, String)> 
     out
 }
 
-/// The last `n` of `records`.
-fn last<T>(mut records: Vec<T>, n: usize) -> Vec<T> {
+/// The `n` newest of the shards' `records` by their `time`, oldest first.
+pub fn newest<T>(mut records: Vec<T>, n: usize, time: impl Fn(&T) -> f64) -> Vec<T> {
+    records.sort_by(|a, b| time(a).total_cmp(&time(b)));
     let from = records.len().saturating_sub(n);
     records.split_off(from)
 }
@@ -545,8 +546,7 @@ impl Backend for ShardedFrontier {
         for shard in &self.inner.shards {
             all.extend(Backend::failures(shard, n).await?);
         }
-        all.sort_by(|a, b| a.time.total_cmp(&b.time));
-        Ok(last(all, n))
+        Ok(newest(all, n, |r| r.time))
     }
 
     /// The `n` most recent dead letters of all shards, oldest first.
@@ -555,8 +555,7 @@ impl Backend for ShardedFrontier {
         for shard in &self.inner.shards {
             all.extend(Backend::dead_letters(shard, n).await?);
         }
-        all.sort_by(|a, b| a.time.total_cmp(&b.time));
-        Ok(last(all, n))
+        Ok(newest(all, n, |r| r.time))
     }
 
     async fn push_start(&self, entries: &[String]) -> Result<u64> {
