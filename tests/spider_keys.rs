@@ -212,7 +212,7 @@ match = '/fault/'
     let _: () = conn.hset(&keys.waiting, "a-worker", 1).unwrap();
     // A shard's inbox is written only by requests another shard of a
     // sharded spider hands it: made by hand.
-    let _: () = conn.hset(&keys.inbox, "1", 7).unwrap();
+    let _: () = conn.zadd(&keys.inbox, "w#1", 7).unwrap();
     let missing: Vec<&str> = KeyKind::ALL
         .iter()
         .filter(|k| k.group() != KeyGroup::Channel)

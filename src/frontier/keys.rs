@@ -173,8 +173,8 @@ key_kinds! {
     Crew, crew = "{name}:inflight:workers", "zset", Requests;
     /// Worker id → how many requests its last lease asked for and did not get; a commit that queues more than it leases wakes as many of these as the new work can use (on `{name}:wake:<worker id>`) and forgets them.
     Waiting, waiting = "{name}:inflight:waiting", "hash", Requests;
-    /// In a sharded spider (see `docs/scaling.md`): source shard → the number of the last request this shard took from that shard's outbox (`{name}:requests:outbox:<this shard>`, a list of numbered requests its commits handed on); a mover that delivers again what was delivered already is skipped by it.
-    Inbox, inbox = "{name}:requests:inbox", "hash", Requests;
+    /// In a sharded spider (see `docs/scaling.md`): the token of each request without fingerprint that another shard handed this one (through its outbox, `<its requests key>:outbox:<this shard>`) → when this shard queued it (ms); a mover that delivers it again is skipped by it. Kept a day.
+    Inbox, inbox = "{name}:requests:inbox", "zset", Requests;
     /// Request id waiting to be retried → due time (ms).
     Delayed, delayed = "{name}:delayed", "zset", Requests;
     /// Waiting retry id → its queue score.

@@ -253,6 +253,24 @@ impl RedisFrontier {
         tx
     }
 
+    /// A link handed to another shard (`target`: its place among the
+    /// commit's targets, from 1), unless it is over the size bound: its
+    /// entry is the request's JSON, and without fingerprint it has a
+    /// token (see `scripts/lib/outbox.lua`).
+    fn shard_task(&self, request: &Request, target: usize) -> Option<TaskRecord> {
+        Some(TaskRecord {
+            spider: target.to_string(),
+            fingerprint: fingerprint_arg(request),
+            priority: clamped(request.priority).to_string(),
+            entry: encode(request)?,
+            token: if request.dont_filter {
+                super::outbox::hand_token(&self.worker)
+            } else {
+                String::new()
+            },
+        })
+    }
+
     /// One page's arguments: its [`PageRecord`], then its tasks, links and
     /// items (see `commit` in [`super::protocol`]).
     pub(super) fn page_args(
@@ -279,7 +297,7 @@ impl RedisFrontier {
             {
                 Some((place, to)) => {
                     let target = self.handoffs.len() + place.position_of(to) + 1;
-                    tasks.extend(shard_task(request, target));
+                    tasks.extend(self.shard_task(request, target));
                 }
                 None => links.extend(link_record(request)),
             }
@@ -593,18 +611,7 @@ fn task_record(task: &Task) -> Option<TaskRecord> {
         fingerprint: fingerprint_arg(&task.request),
         priority: clamped(task.request.priority).to_string(),
         entry,
-    })
-}
-
-/// A link handed to shard `target` (its place among the commit's
-/// targets, from 1), unless it is over the size bound: its entry is the
-/// request's JSON.
-fn shard_task(request: &Request, target: usize) -> Option<TaskRecord> {
-    Some(TaskRecord {
-        spider: target.to_string(),
-        fingerprint: fingerprint_arg(request),
-        priority: clamped(request.priority).to_string(),
-        entry: encode(request)?,
+        token: String::new(),
     })
 }
 

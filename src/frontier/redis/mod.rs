@@ -401,16 +401,24 @@ impl RedisFrontier {
             })
         });
         match outcome {
-            Ok((r, json)) => ClaimRecord {
-                entry: c.entry.clone(),
-                outcome: match self.shard.and_then(|p| Some((p, p.elsewhere(r)?))) {
-                    Some((place, to)) => (place.position_of(to) + 1).to_string(),
-                    None => "req".to_string(),
-                },
-                fingerprint_or_stat: fingerprint_arg(r),
-                priority: clamped(r.priority).to_string(),
-                json,
-            },
+            Ok((r, json)) => {
+                let to = self.shard.and_then(|p| Some((p, p.elsewhere(r)?)));
+                ClaimRecord {
+                    entry: c.entry.clone(),
+                    outcome: match to {
+                        Some((place, to)) => (place.position_of(to) + 1).to_string(),
+                        None => "req".to_string(),
+                    },
+                    token: if to.is_some() && r.dont_filter {
+                        outbox::hand_token(&self.worker)
+                    } else {
+                        String::new()
+                    },
+                    fingerprint_or_stat: fingerprint_arg(r),
+                    priority: clamped(r.priority).to_string(),
+                    json,
+                }
+            }
             Err(refused) => ClaimRecord {
                 entry: c.entry.clone(),
                 outcome: "dead".to_string(),
@@ -421,6 +429,7 @@ impl RedisFrontier {
                     &c.entry,
                     &refused.reason,
                 )),
+                token: String::new(),
             },
         }
     }

@@ -4,13 +4,15 @@
 //! another shard to its outbox for it; a mover takes the outbox's first
 //! entries under a lock, delivers them to their shard, and trims them
 //! while the lock is still its own. Each step is one script call, and a
-//! target skips the entries it took before, so a mover killed or stalled
-//! between its steps costs a repeat, never a lost or doubled request.
+//! repeated delivery is filtered by the target's dupefilter, or for a
+//! request without fingerprint skipped by its token, so a mover killed or
+//! stalled between its steps costs a repeat, never a lost or doubled
+//! request.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::protocol::{LinkRecord, NoArgs, OutboxDeliverArgs, OutboxTakeArgs, OutboxTrimArgs};
+use super::protocol::{NoArgs, OutboxDeliverArgs, OutboxRecord, OutboxTakeArgs, OutboxTrimArgs};
 use super::scripts::SCRIPTS;
 use super::{clamped, encode, fingerprint_arg, ms, RedisFrontier, Result};
 use crate::request::Request;
@@ -30,9 +32,11 @@ pub struct Delivered {
     pub enqueued: u64,
     /// Found in the target's dupefilter.
     pub filtered: u64,
-    /// Taken by the target before (a repeat by another mover).
+    /// Without fingerprint, and queued by the target before (a repeat by
+    /// another mover).
     pub skipped: u64,
-    /// Not an outbox entry (written by something else than crawlworker).
+    /// Not an outbox entry (written by something else than crawlworker),
+    /// set aside as a dead letter.
     pub unreadable: u64,
 }
 
@@ -49,10 +53,22 @@ impl Delivered {
 /// its own (a retried call of the same move finds its own lock).
 static MOVES: AtomicU64 = AtomicU64::new(0);
 
+/// Numbers the requests without fingerprint this process hands to other
+/// shards, for their tokens.
+static HANDED: AtomicU64 = AtomicU64::new(0);
+
+/// The token of a request without fingerprint that `worker` hands to
+/// another shard: unique to this hand-off (the worker id is unique to the
+/// process), and made here, not in Redis, so that a failover that loses a
+/// shard's last writes cannot hand out one of its tokens again.
+pub(super) fn hand_token(worker: &str) -> String {
+    format!("{worker}#{}", HANDED.fetch_add(1, Ordering::Relaxed))
+}
+
 impl RedisFrontier {
-    /// Pushes `requests` to this shard's outbox for shard `to`, numbered
-    /// from this shard's sequence. Requests over the size bound are left
-    /// out; returns how many were pushed.
+    /// Pushes `requests` to this shard's outbox for shard `to`, each
+    /// without fingerprint with a token of its own. Requests over the size
+    /// bound are left out; returns how many were pushed.
     pub async fn outbox_push<'r>(
         &self,
         to: usize,
@@ -68,7 +84,12 @@ impl RedisFrontier {
         let mut pushed = 0;
         for request in requests {
             if let Some(json) = encode(request) {
-                call.record(LinkRecord {
+                call.record(OutboxRecord {
+                    token: if request.dont_filter {
+                        hand_token(&self.worker)
+                    } else {
+                        String::new()
+                    },
                     fingerprint: fingerprint_arg(request),
                     priority: clamped(request.priority).to_string(),
                     json,
@@ -150,12 +171,11 @@ impl RedisFrontier {
     }
 
     /// The second step, on the target shard: queues the `entries` of
-    /// shard `source`'s outbox (`outbox`, named in the dead letters of
-    /// entries crawlworker did not write) that this shard has not taken
-    /// before.
+    /// another shard's outbox (`outbox`, named in the dead letters of
+    /// entries crawlworker did not write), each through this shard's
+    /// dupefilter, but those with a token this shard queued before.
     pub async fn outbox_deliver(
         &self,
-        source: usize,
         outbox: &str,
         mover: &str,
         entries: &[String],
@@ -165,7 +185,6 @@ impl RedisFrontier {
             k,
             self.sink.sink,
             OutboxDeliverArgs {
-                source: source.to_string(),
                 outbox: outbox.to_string(),
                 mover: mover.to_string(),
                 wake: k.wake.clone(),
@@ -211,15 +230,10 @@ impl RedisFrontier {
             .map_err(super::err("trim an outbox", &outbox))
     }
 
-    /// Moves this shard's (shard `source`'s) outbox for shard `to` into
-    /// `target`, that shard's frontier, a batch at a time, until it is
-    /// empty or another mover holds it. Returns what the deliveries did.
-    pub async fn move_outbox(
-        &self,
-        source: usize,
-        to: usize,
-        target: &RedisFrontier,
-    ) -> Result<Delivered> {
+    /// Moves this shard's outbox for shard `to` into `target`, that
+    /// shard's frontier, a batch at a time, until it is empty or another
+    /// mover holds it. Returns what the deliveries did.
+    pub async fn move_outbox(&self, to: usize, target: &RedisFrontier) -> Result<Delivered> {
         let mut moved = Delivered::default();
         loop {
             let mover = self.mover_token();
@@ -228,9 +242,7 @@ impl RedisFrontier {
                 return Ok(moved);
             }
             let outbox = self.keys.outbox(to);
-            let delivered = target
-                .outbox_deliver(source, &outbox, &mover, &entries)
-                .await?;
+            let delivered = target.outbox_deliver(&outbox, &mover, &entries).await?;
             if delivered.unreadable > 0 {
                 tracing::warn!(
                     %outbox,

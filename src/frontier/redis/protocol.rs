@@ -220,13 +220,20 @@ wire! {
 }
 
 wire! {
-    /// A link a page hands to another spider.
+    /// A link a page hands to another spider, or in a sharded spider to
+    /// another shard.
     TaskRecord {
-        /// Which spider (its number among the commit's handoffs, from 1).
+        /// Which spider or outbox (its number among the commit's
+        /// handoffs, from 1).
         spider,
         fingerprint, priority,
-        /// The task's JSON, for the spider's start key.
+        /// The task's JSON, for the spider's start key; for a shard, the
+        /// request's.
         entry,
+        /// For a shard, a request without fingerprint: a token no other
+        /// hand-off has, which its shard remembers (see `outbox_deliver`);
+        /// '' otherwise.
+        token,
     }
 }
 
@@ -237,6 +244,16 @@ wire! {
         fingerprint,
         priority,
         json,
+    }
+}
+
+wire! {
+    /// A request handed to another shard's outbox (`outbox_push`).
+    OutboxRecord {
+        /// For a request without fingerprint, its token (see
+        /// `TaskRecord::token`); '' otherwise.
+        token,
+        fingerprint, priority, json,
     }
 }
 
@@ -268,6 +285,9 @@ wire! {
         fingerprint_or_stat,
         priority,
         json,
+        /// For an outbox, a request without fingerprint: its token (see
+        /// `TaskRecord::token`); '' otherwise.
+        token,
     }
 }
 
@@ -336,6 +356,10 @@ pub static TASK: Record = Record {
 pub static LINK: Record = Record {
     lua: "LINK",
     fields: LinkRecord::FIELDS,
+};
+pub static OUTBOX: Record = Record {
+    lua: "OUTBOX",
+    fields: OutboxRecord::FIELDS,
 };
 pub static HANDOFF: Record = Record {
     lua: "HANDOFF",
@@ -412,11 +436,11 @@ wire! {
 }
 
 wire! {
-    /// `outbox_deliver.lua`: the shard whose outbox the entries come from
-    /// and the outbox's key (named in dead letters), the mover delivering
-    /// them (counted in the crew's fair share when waking workers), the
-    /// wake channel and the dupefilter.
-    OutboxDeliverArgs { source, outbox, mover, wake, dupe_spec }
+    /// `outbox_deliver.lua`: the outbox the entries come from (named in
+    /// dead letters), the mover delivering them (counted in the crew's
+    /// fair share when waking workers), the wake channel and the
+    /// dupefilter.
+    OutboxDeliverArgs { outbox, mover, wake, dupe_spec }
 }
 
 wire! {
@@ -719,9 +743,9 @@ fn outbox_layouts() -> Vec<Layout> {
     vec![
         layout(
             "outbox_push",
-            vec![K(Kk::Sequence), Slot::Chosen("outbox")],
+            vec![Slot::Chosen("outbox")],
             NoArgs::FIELDS,
-            vec![&LINK],
+            vec![&OUTBOX],
         ),
         layout("outbox_take", outbox(), OutboxTakeArgs::FIELDS, Vec::new()),
         layout(

@@ -164,7 +164,7 @@ impl ShardedFrontier {
         let shards = &self.inner.shards;
         let mut moved = Delivered::default();
         for to in to {
-            moved.add(shards[source].move_outbox(source, to, &shards[to]).await?);
+            moved.add(shards[source].move_outbox(to, &shards[to]).await?);
         }
         Ok(moved)
     }
@@ -179,7 +179,7 @@ async fn mover(shards: Weak<Shards>, source: usize, to: usize) {
         tokio::time::sleep(MOVER_RECHECK).await;
         let Some(s) = shards.upgrade() else { return };
         let from = &s.shards[source];
-        if let Err(e) = from.move_outbox(source, to, &s.shards[to]).await {
+        if let Err(e) = from.move_outbox(to, &s.shards[to]).await {
             tracing::warn!(
                 outbox = %from.keys.outbox(to),
                 "cannot move requests to shard {to} ({e}); trying again in {MOVER_RECHECK:?}"

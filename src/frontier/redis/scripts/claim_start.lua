@@ -2,8 +2,8 @@
 -- which also enqueues its request (or sets it aside as a dead letter). An
 -- entry another worker claimed first is skipped. In a sharded spider
 -- (claimed on shard 0), a request of another shard goes to this shard's
--- outbox for it (K.outboxes, in the order of the other shards), numbered:
--- its outcome is the outbox's place in K.outboxes.
+-- outbox for it (K.outboxes, in the order of the other shards; see
+-- lib/outbox.lua): its outcome is the outbox's place in K.outboxes.
 --
 -- Keys, arguments and CLAIM records: `claim_start` in protocol.rs.
 -- Returns {claimed, enqueued, filtered, dead}.
@@ -20,8 +20,8 @@ need_dupe(dupe)
 for _, outbox in ipairs(K.outboxes) do
   need(outbox, 'list', 'outbox')
 end
-local claim_link = {size = CLAIM.SIZE, fingerprint = CLAIM.fingerprint_or_stat, priority = CLAIM.priority,
-                    json = CLAIM.json}
+local claim_link = {size = CLAIM.SIZE, token = CLAIM.token, fingerprint = CLAIM.fingerprint_or_stat,
+                    priority = CLAIM.priority, json = CLAIM.json}
 local now = now_ms()
 local claimed, enqueued, filtered, dead = 0, 0, 0, 0
 local next_seq = seq_block(K.sequence, (#ARGV - REST + 1) / CLAIM.SIZE)
@@ -40,7 +40,7 @@ for i = REST, #ARGV, CLAIM.SIZE do
     local json, mark = ARGV[i + CLAIM.json], ARGV[i + CLAIM.fingerprint_or_stat]
     local outbox = K.outboxes[tonumber(ARGV[i + CLAIM.outcome]) or 0]
     if outbox then
-      outbox_push(outbox, i, 1, claim_link, next_seq)
+      outbox_push(outbox, i, 1, claim_link)
     elseif ARGV[i + CLAIM.outcome] == 'dead' then
       redis.call('RPUSH', K.dead, json)
       dead = dead + 1

@@ -53,7 +53,7 @@ for i = 1, n_pages do
   local n_tasks = num(ARGV[p + PAGE.n_tasks])
   pages[i] = {p, n_requests, n_items, n_tasks}
   ids[i] = ARGV[p + PAGE.id]
-  wanted = wanted + n_requests + n_tasks + 1
+  wanted = wanted + n_requests + 1
   n_tasks_all = n_tasks_all + n_tasks
   -- Links handed to another spider pass this spider's dupefilter; those
   -- handed to another shard pass that shard's, when they are delivered.
@@ -110,7 +110,8 @@ local release = A.release == '1'
 local link = {size = LINK.SIZE, fingerprint = LINK.fingerprint, priority = LINK.priority, json = LINK.json}
 -- A TASK record handed to another shard, read as a link (its entry is the
 -- request's JSON).
-local task_link = {size = TASK.SIZE, fingerprint = TASK.fingerprint, priority = TASK.priority, json = TASK.entry}
+local task_link = {size = TASK.SIZE, token = TASK.token, fingerprint = TASK.fingerprint, priority = TASK.priority,
+                   json = TASK.entry}
 local fps = nil
 if n_dupe_tasks == 0 then
   fps = {}
@@ -183,7 +184,7 @@ if n_tasks_all > 0 then
 end
 -- Sequence numbers for every request the batch may queue (retries too);
 -- the first block is the batch's first write, and proves its key.
-local next_seq = seq_block(K.sequence, wanted, n_requests_all > 0 or retries or n_tasks_all > 0)
+local next_seq = seq_block(K.sequence, wanted, n_requests_all > 0 or retries)
 for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
   count(ARGV[i + STAT_PAIR.field], ARGV[i + STAT_PAIR.delta])
 end
@@ -247,12 +248,12 @@ for _, page in ipairs(pages) do
   local enqueued, filtered = 0, 0
   -- A link handed to another spider passes this spider's dupefilter, then
   -- becomes a task on the other spider's start key; one handed to another
-  -- shard goes to this shard's outbox for it, numbered.
+  -- shard goes to this shard's outbox for it (see lib/outbox.lua).
   for _ = 1, n_tasks do
     local t = targets[tonumber(ARGV[at + TASK.spider])]
     local entry = ARGV[at + TASK.entry]
     if t.kind == 'outbox' then
-      outbox_push(t.key, at, 1, task_link, next_seq)
+      outbox_push(t.key, at, 1, task_link)
       t.pushed = t.pushed + 1
     elseif not gate.first_seen(ARGV[at + TASK.fingerprint]) then
       filtered = filtered + 1
