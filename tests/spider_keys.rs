@@ -334,3 +334,27 @@ fn check_refuses_two_kinds_sharing_a_key() {
         stderr(&out)
     );
 }
+
+/// `[keys] shards`: shard 0's keys are the spider's own, its hash tag
+/// included, and the other shards' are each in a slot of their own.
+#[test]
+fn a_spiders_shards_start_with_its_own_keys() {
+    let spider = |keys: &str| {
+        let text = format!(
+            "name = \"bbs-detail\"\n[keys]\n{keys}\n[start]\nurl = \"http://127.0.0.1:8700/{{n}}\"\n[[rules]]\nname = \"r\"\nmatch = '/'\n  [[rules.follow]]\n  css = \"a::attr(href)\"\n"
+        );
+        Spider::from_str("bbs-detail.toml".as_ref(), &text).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let tagged = spider("mode = \"cluster\"\nhash_tag = \"bbs\"");
+    assert_eq!(tagged.shards, vec![tagged.keys.clone()]);
+    assert_eq!(tagged.shards[0].requests, "{bbs}bbs-detail:requests");
+    let sharded = spider("mode = \"cluster\"\nshards = 3");
+    assert_eq!(sharded.shards.len(), 3);
+    assert_eq!(sharded.shards[0], sharded.keys);
+    let tags: std::collections::HashSet<&str> = sharded
+        .shards
+        .iter()
+        .map(|k| crawlworker::frontier::connection::hash_tag(&k.requests))
+        .collect();
+    assert_eq!(tags.len(), 3, "{tags:?}");
+}

@@ -59,8 +59,10 @@ impl Compiler<'_> {
         ok &= self.check_below_dupefilter(&keys, &all, &written, k);
         let shards = self.shard_count(k)?;
         let start_key = start.key.as_ref().map(|k| k.value.as_str());
-        let shard_keys = (0..shards)
-            .map(|i| shard_keys(spider, mode, &templates, start_key, i, shards))
+        // Shard 0's are the spider's own (a hash tag included: only a
+        // spider that is not sharded may have one).
+        let shard_keys = std::iter::once(keys.clone())
+            .chain((1..shards).map(|i| shard_keys(spider, mode, &templates, start_key, i, shards)))
             .collect();
         ok.then_some((keys, shard_keys))
     }
