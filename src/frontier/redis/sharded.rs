@@ -155,18 +155,22 @@ impl ShardedFrontier {
     /// mover at work leaves the outbox to it, and this worker's own mover
     /// looks again within [`MOVER_RECHECK`]. Returns what the deliveries
     /// queued and filtered (with what other commits had handed on, if
-    /// they had not moved it yet).
-    async fn move_now(
-        &self,
-        source: usize,
-        to: impl IntoIterator<Item = usize>,
-    ) -> Result<Delivered> {
+    /// they had not moved it yet). A move that fails (Redis unreachable)
+    /// is said and left to the movers: the commit or claim is done, and
+    /// what it handed on waits in the outbox.
+    async fn move_now(&self, source: usize, to: impl IntoIterator<Item = usize>) -> Delivered {
         let shards = &self.inner.shards;
         let mut moved = Delivered::default();
         for to in to {
-            moved.add(shards[source].move_outbox(to, &shards[to]).await?);
+            match shards[source].move_outbox(to, &shards[to]).await {
+                Ok(delivered) => moved.add(delivered),
+                Err(e) => tracing::warn!(
+                    outbox = %shards[source].keys.outbox(to),
+                    "cannot move requests to shard {to} now ({e}); the outbox keeps them, and a mover tries again within {MOVER_RECHECK:?}"
+                ),
+            }
         }
-        Ok(moved)
+        moved
     }
 }
 
@@ -329,18 +333,23 @@ impl Backend for ShardedFrontier {
         Backend::watch_start(self.zero(), recheck).await
     }
 
-    /// Leases from the shards in turn (start entries are peeked on shard
-    /// 0, where they are claimed), until `max` are leased. Every shard is
-    /// asked, for none once `max` are leased: a lease also puts the work
-    /// that came due back in its shard's queue.
+    /// Leases from the shards in turn, starting with the next one each
+    /// time (start entries are peeked on shard 0, where they are
+    /// claimed), until `max` are leased. A lease of nothing (`max` 0, no
+    /// peek), which a caller makes to put the work that came due back in
+    /// the queue, asks every shard.
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
         let n = self.count();
         let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        let every = max == 0 && peek == 0;
         let (mut leased, mut entries) = (Vec::new(), Vec::new());
         for k in 0..n {
             let shard = (first + k) % n;
             let want = max.saturating_sub(leased.len());
             let peek = if shard == 0 { peek } else { 0 };
+            if want == 0 && peek == 0 && !every {
+                continue;
+            }
             let (got, seen) = self.inner.shards[shard].lease(want, peek).await?;
             leased.extend(got.into_iter().map(|l| tagged(shard, l)));
             if shard == 0 {
@@ -387,7 +396,7 @@ impl Backend for ShardedFrontier {
                     .collect();
                 handed.sort_unstable();
                 handed.dedup();
-                let moved = self.move_now(shard, handed).await?;
+                let moved = self.move_now(shard, handed).await;
                 Committed::Done {
                     enqueued: enqueued + moved.enqueued,
                     filtered: filtered + moved.filtered,
@@ -425,7 +434,7 @@ impl Backend for ShardedFrontier {
     async fn claim_start(&self, claims: &[StartClaim]) -> Result<Claimed> {
         let mut claimed = self.zero().claim_start(claims).await?;
         if claimed.claimed > claimed.enqueued + claimed.filtered + claimed.dead {
-            let moved = self.move_now(0, 1..self.count()).await?;
+            let moved = self.move_now(0, 1..self.count()).await;
             claimed.enqueued += moved.enqueued;
             claimed.filtered += moved.filtered;
         }
