@@ -353,8 +353,15 @@ async fn private_addresses_are_refused_unless_allowed() {
     env.finish().await;
 }
 
-async fn measured_rate(workers: usize) -> (f64, usize) {
-    let env = Env::new("max_requests_per_second = 5\nconcurrent_requests = 8").await;
+/// The rate and the busiest second of 16 requests to one host, limited to
+/// 5 a second, crawled by `workers` workers; `more` is added to the
+/// spider's settings (or tables after them). With the shard count the
+/// crawl recorded (none for a spider that is not sharded).
+async fn measured_rate(workers: usize, more: &str) -> (f64, usize, Option<u64>) {
+    let env = Env::new(&format!(
+        "max_requests_per_second = 5\nconcurrent_requests = 8\n{more}"
+    ))
+    .await;
     let paths: Vec<String> = (0..16)
         .map(|i| format!("/fault/status/200?key=rate{i}"))
         .collect();
@@ -366,14 +373,15 @@ async fn measured_rate(workers: usize) -> (f64, usize) {
     let span = (*arrivals.last().unwrap() - arrivals[0]).as_secs_f64();
     let rate = (arrivals.len() - 1) as f64 / span;
     let p = peak(&arrivals, Duration::from_secs(1));
+    let shards: Option<u64> = env.redis.conn().hget("faults:control", "shards").unwrap();
     env.finish().await;
-    (rate, p)
+    (rate, p, shards)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_request_rate_limit_holds_for_the_whole_cluster() {
     for workers in [1, 4] {
-        let (rate, peak) = measured_rate(workers).await;
+        let (rate, peak, _) = measured_rate(workers, "").await;
         assert!(
             rate <= 5.25,
             "{workers} workers: {rate:.2} requests/s over a 5/s limit"
@@ -386,6 +394,18 @@ async fn the_request_rate_limit_holds_for_the_whole_cluster() {
             "{workers} workers: {peak} requests in one second"
         );
     }
+}
+
+/// A sharded spider's workers lease from every shard in turn, and a
+/// host's politeness slot is on its home shard: the rate still holds for
+/// the cluster (its start entries reach that shard through shard 0's
+/// outbox when it is another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_rate_limit_holds_for_a_sharded_spiders_workers() {
+    let (rate, peak, shards) = measured_rate(4, "\n[keys]\nshards = 3").await;
+    assert_eq!(shards, Some(3), "the crawl ran over three shards");
+    assert!(rate <= 5.25, "{rate:.2} requests/s over a 5/s limit");
+    assert!(peak <= 6, "{peak} requests in one second");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
