@@ -142,7 +142,7 @@ fn tools_work_across_the_shards(redis: &RedisServer, spider: &std::path::Path) {
     let out = crawlworker_with_redis(&redis.url(), &["failed", spider]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("nothing failed"), "{}", stderr(&out));
-    let out = crawlworker_with_redis(&redis.url(), &["stats", spider, "--watch"]);
+    let out = crawlworker_with_redis(&redis.url(), &["import-queue", spider]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("does not work across the 3 shards"),

@@ -48,15 +48,16 @@ impl Sample {
 }
 
 /// Reads one sample.
-async fn read(frontier: &RedisFrontier, lease: Duration) -> anyhow::Result<Sample> {
-    let queues = frontier.status().await?;
-    let stats = frontier.stats().await?.into_iter().collect();
+async fn read(shards: &[RedisFrontier], lease: Duration) -> anyhow::Result<Sample> {
+    let frontier = &shards[0];
+    let crawl = super::stats::read_crawl(shards).await?;
+    let queues = crawl.status;
+    let stats = crawl.stats.into_iter().collect();
     let now = now_secs();
     let live_within = Heartbeat::gone_after(lease).as_secs_f64();
-    let mut leases: BTreeMap<String, u64> = frontier
-        .leases()
-        .await?
-        .into_iter()
+    let mut leases: BTreeMap<String, u64> = crawl
+        .leases
+        .into_values()
         .map(|l| (l.worker, l.count))
         .collect();
     let mut workers = Vec::new();
@@ -168,8 +169,7 @@ pub fn render(spider: &str, redis: &str, now: &Sample, before: &Sample) -> Strin
 
 /// Runs the view until Ctrl-C.
 pub async fn watch(path: &Path, redis: &RedisArgs) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = tools::open(path, redis).await?;
-    tools::unsharded(&spider, "stats --watch")?;
+    let (spider, shards) = tools::open_shards(path, redis).await?;
     let shown = spider.settings.redis_url.to_string();
     let lease = spider.settings.lease_timeout;
     let terminal = std::io::stdout().is_terminal();
@@ -181,7 +181,7 @@ pub async fn watch(path: &Path, redis: &RedisArgs) -> anyhow::Result<ExitCode> {
     tokio::pin!(interrupted);
     let mut before = Sample::default();
     let result = loop {
-        let now = match read(&frontier, lease).await {
+        let now = match read(&shards, lease).await {
             Ok(s) => s,
             Err(e) => break Err(e),
         };
