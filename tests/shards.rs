@@ -102,6 +102,18 @@ async fn a_sharded_spider_crawls_the_demo_forum_exactly_with_workers_killed() {
         log.contains("`[keys] shards = 3`") && log.contains("now says 2"),
         "{log}"
     );
+    // The dashboard shows the crawl summed over its shards.
+    let dashboard = crate::expect::Dashboard::spawn(&spider, &redis.url());
+    let want = items_of_shards(&redis, 3).len() as u64;
+    crawlworker_testkit::eventually_async(
+        "the dashboard shows every shard's items",
+        Duration::from_secs(20),
+        || async {
+            let state = dashboard.state().await?;
+            (state["spiders"][0]["items"].as_u64() == Some(want)).then_some(())
+        },
+    )
+    .await;
     tools_work_across_the_shards(&redis, &spider);
     server.stop().await.unwrap_or_else(|e| panic!("{e}"));
 }

@@ -206,11 +206,10 @@ async fn dashboard(
 ) -> anyhow::Result<ExitCode> {
     let mut watched = Vec::new();
     for path in paths {
-        let (spider, frontier) = tools::open(path, redis).await?;
-        tools::unsharded(&spider, "dashboard")?;
+        let (spider, shards) = tools::open_shards(path, redis).await?;
         watched.push(crate::dashboard::Watched {
             name: spider.name.clone(),
-            frontier,
+            shards,
             lease: spider.settings.lease_timeout,
         });
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::tools::open_shards;
 use super::{output, RedisArgs};
-use crate::frontier::admin::{DupefilterInfo, HeldLeases};
+use crate::frontier::admin::DupefilterInfo;
 use crate::frontier::redis::sharded;
 use crate::frontier::{now_secs, Heartbeat, QueueStatus, RedisFrontier};
 use crate::spider::Spider;
@@ -108,49 +108,15 @@ fn round(s: f64) -> f64 {
     (s * 10.0).round() / 10.0
 }
 
-/// The queues, the stats hash and who holds leases, read from each of a
-/// spider's shards (one for a spider that is not sharded) and summed.
-pub(super) struct CrawlReading {
-    pub status: QueueStatus,
-    pub stats: Vec<(String, String)>,
-    /// Worker id → its leases over the shards.
-    pub leases: BTreeMap<String, HeldLeases>,
-}
-
-/// Reads a [`CrawlReading`] (for `stats` and `stats --watch`).
-pub(super) async fn read_crawl(shards: &[RedisFrontier]) -> anyhow::Result<CrawlReading> {
-    let (mut statuses, mut hashes) = (Vec::new(), Vec::new());
-    let mut leases: BTreeMap<String, HeldLeases> = BTreeMap::new();
-    for shard in shards {
-        let mut status = shard.status().await?;
-        status.queued += shard.outboxes_len().await?;
-        statuses.push(status);
-        hashes.push(shard.stats().await?);
-        for held in shard.leases().await? {
-            let sum = leases.entry(held.worker.clone()).or_insert(HeldLeases {
-                count: 0,
-                ..held.clone()
-            });
-            sum.count += held.count;
-            sum.expire_within = sum.expire_within.max(held.expire_within);
-        }
-    }
-    Ok(CrawlReading {
-        status: sharded::sum_status(statuses),
-        stats: sharded::merge_stats(hashes),
-        leases,
-    })
-}
-
 /// What `stats` shows, read from each of the spider's shards (one for a
 /// spider that is not sharded) and summed: a sharded crawl reads as one.
 async fn read(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<Reading> {
     let frontier = &shards[0];
-    let CrawlReading {
+    let sharded::CrawlReading {
         status,
         mut stats,
         mut leases,
-    } = read_crawl(shards).await?;
+    } = sharded::read_crawl(shards).await?;
     let mut dupefilters = Vec::new();
     for shard in shards {
         dupefilters.push(shard.dupefilter_info().await?);

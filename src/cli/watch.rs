@@ -50,7 +50,7 @@ impl Sample {
 /// Reads one sample.
 async fn read(shards: &[RedisFrontier], lease: Duration) -> anyhow::Result<Sample> {
     let frontier = &shards[0];
-    let crawl = super::stats::read_crawl(shards).await?;
+    let crawl = crate::frontier::redis::sharded::read_crawl(shards).await?;
     let queues = crawl.status;
     let stats = crawl.stats.into_iter().collect();
     let now = now_secs();

@@ -84,7 +84,9 @@ struct State {
 /// One spider the dashboard reads.
 pub struct Watched {
     pub name: String,
-    pub frontier: RedisFrontier,
+    /// Its shards' frontiers, shard 0's first (one for a spider that is
+    /// not sharded): the page shows them summed, as one crawl.
+    pub shards: Vec<RedisFrontier>,
     pub lease: Duration,
 }
 
@@ -194,9 +196,10 @@ async fn sample(spiders: Vec<Watched>, state: Arc<Mutex<State>>) {
 
 /// One reading of a spider.
 async fn read(spider: &Watched) -> anyhow::Result<SpiderState> {
-    let f = &spider.frontier;
-    let queues = f.status().await?;
-    let hash: BTreeMap<String, String> = f.stats().await?.into_iter().collect();
+    let f = &spider.shards[0];
+    let crawl = crate::frontier::redis::sharded::read_crawl(&spider.shards).await?;
+    let queues = crawl.status;
+    let hash: BTreeMap<String, String> = crawl.stats.into_iter().collect();
     let number = |k: &str| hash.get(k).and_then(|v| v.parse().ok()).unwrap_or(0u64);
     let prefix = format!("{}/", stats::DOWNLOADER_RESPONSE_STATUS.prefix);
     let statuses = hash
@@ -217,12 +220,15 @@ async fn read(spider: &Watched) -> anyhow::Result<SpiderState> {
             seen_seconds_ago: ((now - b.heartbeat).max(0.0) * 10.0).round() / 10.0,
         })
         .collect();
-    let recent_failures = f
-        .recent_failures(RECENT_FAILURES)
-        .await?
-        .into_iter()
-        .rev()
-        .collect();
+    let mut failures = Vec::new();
+    for shard in &spider.shards {
+        failures.extend(shard.recent_failures(RECENT_FAILURES).await?);
+    }
+    let recent_failures =
+        crate::frontier::redis::sharded::newest(failures, RECENT_FAILURES, |r| r.time)
+            .into_iter()
+            .rev()
+            .collect();
     Ok(SpiderState {
         name: spider.name.clone(),
         pages: number(stats::DOWNLOADER_RESPONSE_COUNT.name),

@@ -17,13 +17,14 @@
 //! stats; reading the crawl (status, stats, failures) sums or merges the
 //! shards.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::admin::DupefilterInfo;
+use super::admin::{DupefilterInfo, HeldLeases};
 use super::outbox::Delivered;
 use super::{pickup, wake, RedisFrontier, RedisTarget, Result};
 use crate::frontier::outage::Fatal;
@@ -172,6 +173,41 @@ impl ShardedFrontier {
         }
         moved
     }
+}
+
+/// The queues, the stats hash and who holds leases, read from each of a
+/// spider's shards (one for a spider that is not sharded) and summed.
+pub struct CrawlReading {
+    pub status: QueueStatus,
+    pub stats: Vec<(String, String)>,
+    /// Worker id → its leases over the shards.
+    pub leases: BTreeMap<String, HeldLeases>,
+}
+
+/// Reads a [`CrawlReading`] (for `stats`, `stats --watch` and the
+/// dashboard).
+pub async fn read_crawl(shards: &[RedisFrontier]) -> Result<CrawlReading> {
+    let (mut statuses, mut hashes) = (Vec::new(), Vec::new());
+    let mut leases: BTreeMap<String, HeldLeases> = BTreeMap::new();
+    for shard in shards {
+        let mut status = shard.status().await?;
+        status.queued += shard.outboxes_len().await?;
+        statuses.push(status);
+        hashes.push(shard.stats().await?);
+        for held in shard.leases().await? {
+            let sum = leases.entry(held.worker.clone()).or_insert(HeldLeases {
+                count: 0,
+                ..held.clone()
+            });
+            sum.count += held.count;
+            sum.expire_within = sum.expire_within.max(held.expire_within);
+        }
+    }
+    Ok(CrawlReading {
+        status: sum_status(statuses),
+        stats: merge_stats(hashes),
+        leases,
+    })
 }
 
 /// One mover: moves shard `source`'s outbox for shard `to` every
