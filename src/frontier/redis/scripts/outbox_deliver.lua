@@ -33,7 +33,7 @@ for first = 1, #tokens, 1000 do
     end
   end
 end
-local new, fps, skipped = {}, {}, 0
+local new, skipped = {}, 0
 for i = 1, #flat, R.size do
   if seen[flat[i + R.token]] then
     skipped = skipped + 1
@@ -41,12 +41,10 @@ for i = 1, #flat, R.size do
     for f = 0, R.size - 1 do
       new[#new + 1] = flat[i + f]
     end
-    if flat[i + R.fingerprint] ~= '' then
-      fps[#fps + 1] = flat[i + R.fingerprint]
-    end
   end
 end
 local queued = #new / R.size
+local fps = link_fingerprints(1, queued, R, {}, new)
 if queued == 0 and #bad == 0 then
   return {0, 0, skipped, 0}
 end

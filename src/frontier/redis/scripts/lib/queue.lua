@@ -45,10 +45,12 @@ end
 -- in these helpers).
 
 -- Appends to `fps` the fingerprints of the `n` LINK records from
--- ARGV[at] on (dont_filter links, with none, are left out).
-local function link_fingerprints(at, n, link, fps)
+-- ARGV[at] on (or from `src`[at] on, a list of the same shape);
+-- dont_filter links, with none, are left out.
+local function link_fingerprints(at, n, link, fps, src)
+  src = src or ARGV
   for r = at, at + link.size * (n - 1), link.size do
-    local fp = ARGV[r + link.fingerprint]
+    local fp = src[r + link.fingerprint]
     if fp ~= '' then
       fps[#fps + 1] = fp
     end
