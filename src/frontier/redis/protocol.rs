@@ -15,6 +15,8 @@
 //! (Model: mini-redis's `cmd/set.rs`, where one type owns both ends of its
 //! wire format.)
 
+use std::sync::LazyLock;
+
 use super::super::keys::{KeyKind, Keys};
 use super::super::ItemSink;
 
@@ -148,8 +150,12 @@ pub fn lua_preamble(layout: &Layout) -> String {
 /// built, so reading an argument by name costs a script nothing more than
 /// reading it by position. A name the layout does not declare is an error.
 pub fn resolve_names(layout: &Layout, body: &str) -> Result<String, String> {
-    let names = regex::Regex::new(r"\b(A|[A-Z][A-Z_]*)\.([A-Za-z_][A-Za-z0-9_]*)\b|\bREST\b")
-        .map_err(|e| e.to_string())?;
+    static NAMES: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
+        regex::Regex::new(r"\b(A|[A-Z][A-Z_]*)\.([A-Za-z_][A-Za-z0-9_]*)\b|\bREST\b").ok()
+    });
+    let names = NAMES
+        .as_ref()
+        .ok_or("the pattern of argument names does not compile")?;
     let mut unknown = Vec::new();
     let out = names.replace_all(body, |c: &regex::Captures| {
         let (Some(table), Some(field)) = (c.get(1), c.get(2)) else {

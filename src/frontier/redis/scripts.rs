@@ -21,7 +21,7 @@
 //! refusal on.
 
 use std::marker::PhantomData;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use redis::{FromRedisValue, RedisError, RedisResult, Script, ToRedisArgs};
 use sha1::{Digest, Sha1};
@@ -130,7 +130,8 @@ pub(super) struct FrontierScript<A> {
     layout: &'static Layout,
     /// The function's name in [`LIBRARY`].
     function: String,
-    eval: Script,
+    /// For `EVALSHA`, made (and hashed) only on a server without Functions.
+    eval: OnceLock<Script>,
     args: PhantomData<fn(A)>,
 }
 
@@ -161,6 +162,7 @@ impl<A: Wire> FrontierScript<A> {
         Call {
             function: &self.function,
             eval: &self.eval,
+            layout: self.layout,
             keys,
             args: head,
             error,
@@ -172,7 +174,8 @@ impl<A: Wire> FrontierScript<A> {
 /// then what follows them.
 pub(super) struct Call<'a> {
     function: &'a str,
-    eval: &'a Script,
+    eval: &'a OnceLock<Script>,
+    layout: &'static Layout,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
     /// A key the layout asks for and the caller did not give.
@@ -226,7 +229,11 @@ impl Call<'_> {
                 done => return done,
             }
         }
-        let mut eval = self.eval.prepare_invoke();
+        let layout = self.layout;
+        let mut eval = self
+            .eval
+            .get_or_init(|| eval_script(layout))
+            .prepare_invoke();
         for key in &self.keys {
             eval.key(key.as_slice());
         }
@@ -317,6 +324,15 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     }
 });
 
+/// A script for `EVALSHA`: its body after the `STAT` table of the stats it
+/// (or the helpers) names, the generated constants and the helpers.
+fn eval_script(layout: &Layout) -> Script {
+    let shared = shared();
+    let text = with_preamble(layout);
+    let stats = crate::stats::lua_table(&format!("{shared}{text}"));
+    Script::new(&format!("{stats}\n{shared}{text}"))
+}
+
 pub(super) fn body(name: &str) -> &'static str {
     BODIES
         .iter()
@@ -325,21 +341,17 @@ pub(super) fn body(name: &str) -> &'static str {
         .unwrap_or_else(|| panic!("no script {name}"))
 }
 
-/// The script `name`: a function of [`LIBRARY`], and for `EVALSHA` its
-/// body after the `STAT` table of the stats it (or the helpers) names, the
-/// generated constants and the helpers.
+/// The script `name`: a function of [`LIBRARY`], and for `EVALSHA` the
+/// same script on its own (see [`eval_script`]).
 fn script<A>(name: &str) -> FrontierScript<A> {
     let layout = LAYOUTS
         .iter()
         .find(|l| l.name == name)
         .unwrap_or_else(|| panic!("no layout for script {name}"));
-    let shared = shared();
-    let text = with_preamble(layout);
-    let stats = crate::stats::lua_table(&format!("{shared}{text}"));
     FrontierScript {
         layout,
         function: format!("{}_{name}", LIBRARY.prefix),
-        eval: Script::new(&format!("{stats}\n{shared}{text}")),
+        eval: OnceLock::new(),
         args: PhantomData,
     }
 }
