@@ -167,53 +167,122 @@ async fn a_page_that_may_not_wait_sends_its_batch_at_once() {
 /// `cargo bench --bench pickup`.
 const NO_POLL: Duration = Duration::from_secs(10);
 
-/// A commit that queues work wakes as many of the workers waiting for
-/// work as its new requests can use, each on its own channel, not every
-/// worker: with one new request and two workers waiting, one is woken
-/// (and no longer noted as waiting) and the other still waits.
+/// Leases nothing for `f` (worker `name`) until its lease notes it as
+/// waiting and taking handed leases: Redis has confirmed its wake-up
+/// subscription.
+async fn wait_listening(redis: &RedisServer, spider: &Spider, f: &RedisFrontier, name: &str) {
+    eventually_async(
+        "the worker's wake-up subscription is confirmed",
+        NO_POLL,
+        || async {
+            assert!(f.lease(4, 0).await.unwrap().0.is_empty());
+            let note: Option<String> = redis.conn().hget(&spider.keys.waiting, name).unwrap();
+            note.is_some_and(|n| n.ends_with("|h")).then_some(())
+        },
+    )
+    .await;
+}
+
+/// A commit that queues work gives it to the workers waiting for work,
+/// as many as its new requests can use, not to every worker. One whose
+/// wake-up subscription Redis has confirmed is leased its share in the
+/// commit itself and handed the leases in its wake-up: its next lease
+/// takes them without a script call. One that does not take handed leases
+/// (a worker of an older version) is woken to lease, as before.
 #[tokio::test]
-async fn a_commit_wakes_only_as_many_waiting_workers_as_its_requests_can_use() {
+async fn a_commit_hands_its_new_work_to_as_many_waiting_workers_as_can_use_it() {
     let redis = RedisServer::start();
     let (spider, a) = frontier(&redis, "worker-a", Duration::from_secs(60)).await;
     let (_, b) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
     let (_, c) = frontier(&redis, "worker-c", Duration::from_secs(60)).await;
-    let wakes = [Backend::wake(&b), Backend::wake(&c)];
-    // A subscription, once made, wakes its spider once (for what was
-    // announced before it): two channels each, the spider's and its own.
-    for wake in &wakes {
-        for _ in 0..2 {
-            assert!(wake.wait(Duration::from_secs(10)).await, "subscribed");
-        }
-    }
+    let (_, d) = frontier(&redis, "worker-d", Duration::from_secs(60)).await;
+    let (_, e) = frontier(&redis, "worker-e", Duration::from_secs(60)).await;
+    let wakes = [&b, &c, &d, &e].map(Backend::wake);
     enqueue(&a.clone().into(), &[(1, 0)]).await;
     let held = a.lease(1, 0).await.unwrap().0;
-    assert!(b.lease(4, 0).await.unwrap().0.is_empty());
-    assert!(c.lease(4, 0).await.unwrap().0.is_empty());
+    for (f, name) in [
+        (&b, "worker-b"),
+        (&c, "worker-c"),
+        (&d, "worker-d"),
+        (&e, "worker-e"),
+    ] {
+        wait_listening(&redis, &spider, f, name).await;
+    }
     let mut conn = redis.conn();
-    let waiting = |conn: &mut redis::Connection| -> Vec<String> {
-        let mut w: Vec<String> = conn.hkeys(&spider.keys.waiting).unwrap();
-        w.sort();
-        w
+    let _: () = conn.hset(&spider.keys.waiting, "worker-c", "4").unwrap();
+    let page = PageResult {
+        requests: (1..=3)
+            .map(|i| {
+                crawlworker::request::Request::get(&format!("http://127.0.0.1:8700/list/9/{i}"))
+            })
+            .collect(),
+        ..PageResult::default()
     };
-    assert_eq!(waiting(&mut conn), vec!["worker-b", "worker-c"]);
+    let (done, _) = a.commit(&held[0], &page, 0, false).await.unwrap();
+    assert!(
+        matches!(done, Committed::Done { enqueued: 3, .. }),
+        "{done:?}"
+    );
+    // The fair share: 3 requests out among 5 workers, 1 each, to b, c
+    // (woken) and d, in the order they said they wait.
+    let calls = redis.command_calls("fcall");
+    for (f, name) in [(&b, "b"), (&d, "d")] {
+        let handed = eventually_async("the handed lease arrives", NO_POLL, || async {
+            let got = Backend::take_handed(f);
+            (!got.is_empty()).then_some(got)
+        })
+        .await;
+        assert_eq!(handed.len(), 1, "{name}: {handed:?}");
+    }
+    assert_eq!(redis.command_calls("fcall"), calls, "taken with no call");
+    assert!(wakes[1].wait(Duration::from_secs(10)).await, "c is woken");
+    assert_eq!(c.lease(4, 0).await.unwrap().0.len(), 1, "and leases one");
+    // A worker that takes handed leases waits for its fair share at most
+    // (1 here, of 1 request out among 5 workers when it leased): b and d
+    // got it and are no longer noted; e, not needed, still waits.
+    let waiting: std::collections::HashMap<String, String> =
+        conn.hgetall(&spider.keys.waiting).unwrap();
+    assert_eq!(waiting.get("worker-b"), None, "{waiting:?}");
+    assert_eq!(waiting.get("worker-d"), None, "{waiting:?}");
+    assert_eq!(waiting.get("worker-e").map(String::as_str), Some("1|h"));
+    let queued: u64 = conn.zcard(&spider.keys.requests).unwrap();
+    assert_eq!(queued, 0);
+}
+
+/// A worker stopping hands back the leases other workers' commits handed
+/// it and it never started: they are queued again at once, not left to
+/// expire.
+#[tokio::test]
+async fn leases_handed_to_a_worker_that_stops_go_back_to_the_queue_at_once() {
+    let redis = RedisServer::start();
+    let (spider, a) = frontier(&redis, "worker-a", Duration::from_secs(60)).await;
+    let (_, b) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
+    let wake = Backend::wake(&b);
+    enqueue(&a.clone().into(), &[(1, 0)]).await;
+    let held = a.lease(1, 0).await.unwrap().0;
+    wait_listening(&redis, &spider, &b, "worker-b").await;
     let page = PageResult {
         requests: vec![crawlworker::request::Request::get(
             "http://127.0.0.1:8700/list/9/1",
         )],
         ..PageResult::default()
     };
-    let (done, _) = a.commit(&held[0], &page, 0, false).await.unwrap();
-    assert!(
-        matches!(done, Committed::Done { enqueued: 1, .. }),
-        "{done:?}"
-    );
-    let left = waiting(&mut conn);
-    assert_eq!(left.len(), 1, "one woken, one still waiting: {left:?}");
-    let woken = usize::from(left[0] == "worker-b");
-    assert!(
-        wakes[woken].wait(Duration::from_secs(10)).await,
-        "the worker woken hears it"
-    );
+    a.commit(&held[0], &page, 0, false).await.unwrap();
+    assert!(wake.wait(Duration::from_secs(10)).await);
+    let mut conn = redis.conn();
+    let inflight: u64 = conn.zcard(&spider.keys.inflight).unwrap();
+    assert_eq!(inflight, 1, "leased to b in the commit");
+    Backend::stop_waiting(&b).await.unwrap();
+    let handed = eventually_async("b's handed lease arrives", NO_POLL, || async {
+        let got = Backend::take_handed(&b);
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
+    let ids: Vec<String> = handed.into_iter().map(|l| l.id).collect();
+    assert_eq!(b.release(&ids).await.unwrap(), 1);
+    let waiting: Vec<String> = conn.hkeys(&spider.keys.waiting).unwrap();
+    assert!(!waiting.contains(&"worker-b".to_string()), "{waiting:?}");
+    assert_eq!(a.lease(4, 0).await.unwrap().0.len(), 1, "queued again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

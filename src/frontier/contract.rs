@@ -95,6 +95,22 @@ pub trait Backend: Send + Sync {
     /// request left queued waits for.
     fn next_due_in(&self) -> Option<Duration>;
 
+    /// Leases other workers' commits handed to this worker and it has not
+    /// taken (its next [`Backend::lease`] takes them first): a stopping
+    /// worker hands them back. A backend whose commits hand nothing has
+    /// none.
+    fn take_handed(&self) -> Vec<Leased> {
+        Vec::new()
+    }
+
+    /// The requests in flight at any worker as the last lease that asked
+    /// the backend saw them (none: not known). While some are, the crawl
+    /// is not drained, and an idle worker need not read the status to
+    /// know it.
+    fn in_flight_seen(&self) -> Option<u64> {
+        None
+    }
+
     /// Commits one page in one step, only while its lease is this
     /// worker's: releases the lease, queues its new requests through the
     /// dupefilter, writes its items, dead letter, failure, retry and
@@ -240,6 +256,13 @@ pub trait Backend: Send + Sync {
     /// Takes this worker's heartbeat away (it stopped), and its place in
     /// the crew the fair share of leases is divided among.
     async fn unregister(&self) -> Result<()>;
+
+    /// Says this worker waits for no more work (it stops): no commit
+    /// hands it leases from now on. A backend whose commits hand nothing
+    /// has nothing to do.
+    async fn stop_waiting(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// The workers of the crawl, with their heartbeats.
     async fn workers(&self) -> Result<Vec<(String, Heartbeat)>>;

@@ -242,11 +242,20 @@ impl SpiderRun {
         self.say_started();
         let mut turns = Turns::new(&self, rules, shutdown).await;
         let reason = turns.run().await;
+        // No commit hands it work from now on; what was handed before
+        // still arrives on its wake-up subscription, kept until handed back.
+        if let Err(e) = self.frontier.stop_waiting().await {
+            tracing::debug!(error = %e, "cannot say this worker waits for no more work; leases other workers hand it expire and go back to the queue");
+        }
         // Its blocking wait, if any, ends now (its connection is free for
         // the next spider, e.g. this one's reloaded version).
-        let Turns { mut tasks, .. } = turns;
+        let Turns {
+            mut tasks, wake, ..
+        } = turns;
         let fatal = self.frontier.fatal().get();
         self.stop_pages(&mut tasks, fatal.is_some(), reason).await;
+        self.hand_back_handed().await;
+        drop(wake);
         self.share.set_active(false);
         background.stop();
         self.record_stop(reason).await;

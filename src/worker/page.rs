@@ -63,7 +63,8 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     // done (or the page dropped).
     let (result, _output) = match &leased.request {
         Ok(request) => match process(ctx, request, leased.wait, leased.paced_with).await {
-            Some(processed) => processed,
+            // No longer finishing: about to be committed.
+            Some((result, output, _finishing)) => (result, output),
             None => {
                 hand_back(ctx, &leased.id).await;
                 return Vec::new();
@@ -154,12 +155,12 @@ async fn hand_back(ctx: &Context, id: &str) {
 /// Downloads one request and, if it gave a page, extracts it, with its
 /// output's charge in the memory budget; `None` when the download did not
 /// start and the request goes back to the queue.
-async fn process(
-    ctx: &Context,
+async fn process<'c>(
+    ctx: &'c Context,
     request: &Request,
     wait: Duration,
     paced_with: Duration,
-) -> Option<(PageResult, Option<Reservation>)> {
+) -> Option<(PageResult, Option<Reservation>, super::pool::Finishing<'c>)> {
     let mut stats = Tally::default();
     let give_up = GiveUp {
         shutdown: ctx.shutdown.clone(),
@@ -169,6 +170,10 @@ async fn process(
         .downloader
         .download(request, wait, paced_with, &mut stats, give_up)
         .await;
+    if matches!(downloaded, Downloaded::NotStarted) {
+        return None;
+    }
+    let finishing = ctx.share.finishing();
     let mut output = None;
     let mut result = match downloaded {
         Downloaded::Decided(mut result) => {
@@ -229,7 +234,7 @@ async fn process(
         Downloaded::NotStarted => return None,
     };
     result.stats = stats;
-    Some((result, output))
+    Some((result, output, finishing))
 }
 
 /// A downloaded page and what its extraction needs.

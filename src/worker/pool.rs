@@ -80,6 +80,7 @@ impl Pool {
             pages: AtomicUsize::new(0),
             committing: AtomicUsize::new(0),
             asked: AtomicUsize::new(0),
+            finishing: AtomicUsize::new(0),
         }
     }
 }
@@ -97,6 +98,18 @@ pub struct Share {
     /// The requests their commits lease (to replace them, or to fill the
     /// leases held ahead).
     asked: AtomicUsize,
+    /// Its pages downloaded and not yet being committed (parsing).
+    finishing: AtomicUsize,
+}
+
+/// A page downloaded and not yet being committed, while it lives (see
+/// [`Share::finishing`]).
+pub struct Finishing<'a>(&'a Share);
+
+impl Drop for Finishing<'_> {
+    fn drop(&mut self) {
+        self.0.finishing.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Leases one commit asks for at most: its page's replacement, and one
@@ -165,7 +178,8 @@ impl Share {
     /// for others to share the script call while the spider still has a
     /// page in progress (leased and not being committed) for each slot of
     /// its share: thanks to the leases held ahead, the wait leaves no slot
-    /// idle.
+    /// idle. Or while another of its pages is downloaded and about to be
+    /// committed (see [`Share::finishing`]).
     pub fn commit(&self, replace: bool) -> Commit<'_> {
         let committing = self.committing.fetch_add(1, Ordering::Relaxed) + 1;
         let in_progress = self
@@ -182,8 +196,18 @@ impl Share {
         Commit {
             share: self,
             lease_next,
-            may_wait: in_progress >= self.limit(),
+            may_wait: in_progress >= self.limit() || self.finishing.load(Ordering::Relaxed) > 0,
         }
+    }
+
+    /// Counts a page downloaded until the guard is dropped, just before its
+    /// commit: while one is, a commit may wait the moment it takes for
+    /// that page to share its script call (pages leased together finish
+    /// together). The wait is `commit_wait` at most, and ends when the last
+    /// such page joins (its own commit may not wait for another).
+    pub fn finishing(&self) -> Finishing<'_> {
+        self.finishing.fetch_add(1, Ordering::Relaxed);
+        Finishing(self)
     }
 
     /// Whether commits in flight lease requests for the spider.

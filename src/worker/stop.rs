@@ -66,6 +66,29 @@ impl SpiderRun {
         }
     }
 
+    /// Hands back the leases other workers' commits handed this one and
+    /// it never started (see `frontier::redis::handed`).
+    pub(super) async fn hand_back_handed(&self) {
+        let handed: Vec<String> = self
+            .frontier
+            .take_handed()
+            .into_iter()
+            .map(|l| l.id)
+            .collect();
+        if handed.is_empty() {
+            return;
+        }
+        match self.frontier.release(&handed).await {
+            Ok(n) => tracing::debug!(
+                handed_back = n,
+                "leases handed to this worker and not started handed back to the queue"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not hand back the leases other workers handed this one; they expire and go back to the queue")
+            }
+        }
+    }
+
     /// Records the finish in the stats and takes this worker off the
     /// list of live workers.
     pub(super) async fn record_stop(&self, reason: StopReason) {

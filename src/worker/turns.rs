@@ -18,6 +18,10 @@ use crate::frontier::wake::Wake;
 use crate::frontier::{Heartbeat, Leased, QueueStatus, Refused, StartClaim};
 use crate::stats::Tally;
 
+/// How often an idle worker of a crawl with pages in flight elsewhere
+/// reads its status all the same (see `Turns::may_be_drained`).
+const STATUS_EVERY: Duration = Duration::from_secs(5);
+
 /// What the loop keeps between turns.
 pub(super) struct Turns<'a> {
     run: &'a SpiderRun,
@@ -26,7 +30,7 @@ pub(super) struct Turns<'a> {
     /// While set (the spider is paused), nothing is leased.
     paused: watch::Receiver<bool>,
     fatal: Fatal,
-    wake: Wake,
+    pub wake: Wake,
     /// The start key's watch, for entries pushed without a wake-up.
     pub start_watch: StartWatch,
     /// Each page task returns the requests its commit leased to replace it.
@@ -40,6 +44,8 @@ pub(super) struct Turns<'a> {
     /// The last look at the crawl found this spider drained but for its
     /// upstreams: their finishing announces nothing, so look again soon.
     waits_for_upstreams: bool,
+    /// When it last read the crawl's status (`--until-drained`).
+    status_read: Option<Instant>,
     /// The loop's last lease got less than it asked for: it asks again
     /// only once something may be there (a wake-up: a commit that queues
     /// work wakes the workers waiting for it; or `idle_recheck`), not on
@@ -89,6 +95,7 @@ impl<'a> Turns<'a> {
             said_waiting: None,
             said_upstreams: None,
             waits_for_upstreams: false,
+            status_read: None,
             quiet: false,
         }
     }
@@ -287,7 +294,7 @@ impl<'a> Turns<'a> {
     /// else wait for work.
     async fn when_idle(&mut self, start_empty: bool) -> Option<StopReason> {
         self.run.share.set_active(false);
-        if self.rules.until_drained {
+        if self.rules.until_drained && self.may_be_drained() {
             if let Some(reason) = self.drained().await {
                 return Some(reason);
             }
@@ -313,12 +320,23 @@ impl<'a> Turns<'a> {
         None
     }
 
+    /// Whether the crawl may be drained, so that the status is worth
+    /// reading: not while the last lease saw pages in flight (the commit
+    /// of a crawl's last page wakes every idle worker), unless the status
+    /// was last read [`STATUS_EVERY`] ago (what it says is logged).
+    fn may_be_drained(&self) -> bool {
+        self.run.frontier.in_flight_seen().is_none_or(|n| n == 0)
+            || self.status_read.is_none_or(|t| t.elapsed() >= STATUS_EVERY)
+            || self.waits_for_upstreams
+    }
+
     /// For `--until-drained`: whether the whole crawl is finished (or has
     /// reached `max_pages`): this spider's queues and those of every
     /// spider that hands it work, read in one step, are empty. Says so
     /// when only other workers' leases, or those spiders, keep it open.
     async fn drained(&mut self) -> Option<StopReason> {
         let run = self.run;
+        self.status_read = Some(Instant::now());
         let status = with_redis("read queue status", &self.shutdown, &self.fatal, || {
             run.frontier.status()
         })

@@ -657,6 +657,17 @@ impl RedisFrontier {
             .map_err(err("unregister from", &self.keys.workers))
     }
 
+    /// Takes this worker off the workers waiting for work (see
+    /// [`super::handed`]).
+    pub async fn stop_waiting(&self) -> Result<()> {
+        redis::cmd("HDEL")
+            .arg(&self.keys.waiting)
+            .arg(&self.worker)
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(err("stop waiting in", &self.keys.waiting))
+    }
+
     /// Who holds the in-flight leases, per worker.
     pub async fn leases(&self) -> Result<Vec<HeldLeases>> {
         let raw: Vec<redis::Value> = SCRIPTS

@@ -119,6 +119,25 @@ impl RedisTarget {
             .subscribe(channel, own)
     }
 
+    /// Whether this worker's subscription to `channel` is confirmed now
+    /// (see [`Wakes::confirmed`]).
+    pub fn listens(&self, channel: &str) -> bool {
+        self.shared
+            .wakes
+            .get()
+            .is_some_and(|w| w.confirmed(channel))
+    }
+
+    /// The handed-leases messages that came on a worker's own `channel`
+    /// (see [`super::handed`]); none before anything subscribed.
+    pub fn take_handed(&self, channel: &str) -> Vec<Vec<u8>> {
+        self.shared
+            .wakes
+            .get()
+            .map(|w| w.take_handed(channel))
+            .unwrap_or_default()
+    }
+
     /// A watch on a spider's start key, for pushes that publish no wake-up
     /// (see [`super::pickup`]); the watches of every clone of this target
     /// share its blocking connections.

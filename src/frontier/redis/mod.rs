@@ -28,6 +28,7 @@
 pub mod admin;
 mod commits;
 pub mod connection;
+pub mod handed;
 pub mod hosts;
 mod link;
 pub mod outbox;
@@ -92,6 +93,8 @@ pub struct RedisFrontier {
     sink: SinkOptions,
     /// When work nothing announces may be due, as the last lease saw.
     next_due: Arc<std::sync::Mutex<Option<Instant>>>,
+    /// The requests in flight at any worker, as the last lease saw them.
+    in_flight_seen: Arc<std::sync::Mutex<Option<u64>>>,
     /// The task that commits pages in batches (see [`commits`]).
     batcher: commits::Batcher,
     /// How long a finished page may wait for others to share its commit.
@@ -168,6 +171,7 @@ impl RedisFrontier {
             quota: options.quota,
             sink: options.sink,
             next_due: Arc::default(),
+            in_flight_seen: Arc::default(),
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
             held: Arc::default(),
@@ -206,6 +210,12 @@ impl RedisFrontier {
     /// Leases up to `max` requests; when fewer are queued, also returns up
     /// to `peek` start entries (not yet claimed) to convert and claim.
     pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
+        if max > 0 {
+            let handed = self.take_handed();
+            if !handed.is_empty() {
+                return Ok((handed, Vec::new()));
+            }
+        }
         let args = LeaseArgs {
             worker: self.worker.clone(),
             lease_ms: ms(self.lease),
@@ -219,14 +229,20 @@ impl RedisFrontier {
             max_per_host: self.quota.max_pages_per_host.to_string(),
             sink: self.sink.arg(),
             held: self.held.load(Ordering::Relaxed).to_string(),
+            // Leases handed in a wake-up reach it only once Redis has
+            // confirmed its subscription (see `handed`).
+            takes_handed: flag(self.target.listens(&self.keys.worker_wake(&self.worker))),
         };
         let inv = SCRIPTS.lease.call(&self.keys, self.sink.sink, args);
         // Start entries as bytes: one that is not UTF-8 text must not make
         // the whole reply unreadable (see `unreadable`).
-        let (leases, start, next_due): (Vec<redis::Value>, Vec<Vec<u8>>, i64) = inv
+        let (leases, start, next_due, in_flight): (Vec<redis::Value>, Vec<Vec<u8>>, i64, u64) = inv
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err("lease", &self.keys.requests))?;
+        if let Ok(mut seen) = self.in_flight_seen.lock() {
+            *seen = Some(in_flight);
+        }
         if let Ok(mut due) = self.next_due.lock() {
             *due = u64::try_from(next_due)
                 .ok()
@@ -235,6 +251,44 @@ impl RedisFrontier {
         let leased = self.decode_leases(leases.into_iter());
         self.held.fetch_add(leased.len(), Ordering::Relaxed);
         Ok((leased, self.readable_start(start).await))
+    }
+
+    /// The leases commits handed to this worker in its wake-ups and it has
+    /// not taken yet (see [`handed`]). A shard's are taken by its sharded
+    /// frontier, which reads the one wake channel its shards share.
+    pub fn take_handed(&self) -> Vec<Leased> {
+        if self.shard.is_some() {
+            return Vec::new();
+        }
+        self.handed_messages()
+            .into_iter()
+            .filter(|h| h.queue == self.keys.requests)
+            .flat_map(|h| self.adopt(h.fields))
+            .collect()
+    }
+
+    /// The handed-leases messages that came on this worker's channel.
+    pub(super) fn handed_messages(&self) -> Vec<handed::Handed> {
+        let channel = self.keys.worker_wake(&self.worker);
+        self.target
+            .take_handed(&channel)
+            .into_iter()
+            .filter_map(|raw| {
+                let parsed = handed::parse(&raw);
+                if parsed.is_none() {
+                    tracing::warn!(channel = %channel, "a wake-up's handed leases cannot be read; they expire and go back to the queue");
+                }
+                parsed
+            })
+            .collect()
+    }
+
+    /// Leases handed to this worker (`id, JSON, wait, interval` groups),
+    /// now its own.
+    pub(super) fn adopt(&self, fields: Vec<Vec<u8>>) -> Vec<Leased> {
+        let leased = self.decode_leases(fields.into_iter().map(redis::Value::BulkString));
+        self.held.fetch_add(leased.len(), Ordering::Relaxed);
+        leased
     }
 
     /// Forgets `n` leases of this worker's count (committed, lost or
@@ -485,6 +539,14 @@ impl Backend for RedisFrontier {
         RedisFrontier::next_due_in(self)
     }
 
+    fn take_handed(&self) -> Vec<Leased> {
+        RedisFrontier::take_handed(self)
+    }
+
+    fn in_flight_seen(&self) -> Option<u64> {
+        *self.in_flight_seen.lock().ok()?
+    }
+
     async fn commit(
         &self,
         leased: &Leased,
@@ -616,6 +678,10 @@ impl Backend for RedisFrontier {
 
     async fn unregister(&self) -> Result<()> {
         RedisFrontier::unregister(self).await
+    }
+
+    async fn stop_waiting(&self) -> Result<()> {
+        RedisFrontier::stop_waiting(self).await
     }
 
     async fn workers(&self) -> Result<Vec<(String, Heartbeat)>> {

@@ -417,7 +417,7 @@ wire! {
     /// `lease.lua`.
     LeaseArgs {
         worker, lease_ms, max, start_kind, peek, interval_ms, jitter, max_wait_ms, max_pages,
-        max_per_host, sink, held,
+        max_per_host, sink, held, takes_handed,
     }
 }
 

@@ -113,6 +113,7 @@ const HELPERS: &[(&str, &str)] = &[
 fn shared() -> String {
     let mut out = crate::frontier::politeness::lua_constants();
     out.push_str(&crate::frontier::fairness::lua_constants());
+    out.push_str(&super::handed::lua_constants());
     out.push_str(&format!(
         "local MAX_PRIORITY = {}\n",
         crate::frontier::MAX_PRIORITY

@@ -382,6 +382,12 @@ impl Backend for ShardedFrontier {
     /// peek), which a caller makes to put the work that came due back in
     /// the queue, asks every shard.
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
+        if max > 0 {
+            let handed = Backend::take_handed(self);
+            if !handed.is_empty() {
+                return Ok((handed, Vec::new()));
+            }
+        }
         let n = self.count();
         let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
         let every = max == 0 && peek == 0;
@@ -400,6 +406,25 @@ impl Backend for ShardedFrontier {
             }
         }
         Ok((leased, entries))
+    }
+
+    /// The leases handed to this worker by any shard's commits: they come
+    /// on shard 0's wake channel, each message naming its shard's queue.
+    fn take_handed(&self) -> Vec<Leased> {
+        let shards = &self.inner.shards;
+        self.zero()
+            .handed_messages()
+            .into_iter()
+            .filter_map(|h| {
+                let shard = shards.iter().position(|s| s.keys.requests == h.queue)?;
+                Some((shard, shards[shard].adopt(h.fields)))
+            })
+            .flat_map(|(shard, leased)| leased.into_iter().map(move |l| tagged(shard, l)))
+            .collect()
+    }
+
+    fn in_flight_seen(&self) -> Option<u64> {
+        self.inner.shards.iter().map(Backend::in_flight_seen).sum()
     }
 
     fn next_due_in(&self) -> Option<Duration> {
@@ -640,6 +665,13 @@ impl Backend for ShardedFrontier {
     }
 
     /// Leaves every shard's crew (and shard 0's heartbeats).
+    async fn stop_waiting(&self) -> Result<()> {
+        for shard in &self.inner.shards {
+            shard.stop_waiting().await?;
+        }
+        Ok(())
+    }
+
     async fn unregister(&self) -> Result<()> {
         for shard in &self.inner.shards {
             shard.unregister().await?;

@@ -15,12 +15,12 @@
 //! idle, learns within milliseconds that it should read the pause again
 //! ([`Wake::control`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, Notify};
 
 use super::url::redact;
@@ -32,6 +32,26 @@ pub const CONTROL: &str = "control";
 
 /// The channels subscribed to, each with its listeners.
 type Channels = Arc<Mutex<HashMap<String, Listeners>>>;
+
+/// Handed-leases messages (see [`super::handed`]) per worker channel,
+/// until its frontier takes them.
+type HandedBox = Arc<Mutex<HashMap<String, Vec<Vec<u8>>>>>;
+
+/// The channels whose subscription Redis has confirmed, on the connection
+/// now up.
+type Confirmed = Arc<Mutex<HashSet<String>>>;
+
+fn confirm(confirmed: &Confirmed, channels: &[String], up: bool) {
+    if let Ok(mut c) = confirmed.lock() {
+        for channel in channels {
+            if up {
+                c.insert(channel.clone());
+            } else {
+                c.remove(channel);
+            }
+        }
+    }
+}
 
 /// Who listens on one channel.
 struct Listeners {
@@ -61,6 +81,8 @@ enum Change {
 /// One worker's subscription to the wake channels of its spiders.
 pub struct Wakes {
     channels: Channels,
+    handed: HandedBox,
+    confirmed: Confirmed,
     changes: mpsc::UnboundedSender<Change>,
     task: tokio::task::JoinHandle<()>,
     /// The subscription is up (see [`Wake::live`]).
@@ -94,8 +116,12 @@ impl Wakes {
     /// the next is tried.
     pub fn start(nodes: Vec<redis::Client>) -> Wakes {
         let channels: Channels = Arc::default();
+        let handed: HandedBox = Arc::default();
         let (changes, mut pending) = mpsc::unbounded_channel();
         let listening = channels.clone();
+        let inbox = handed.clone();
+        let confirmed: Confirmed = Arc::default();
+        let subscribed = confirmed.clone();
         let live = Arc::new(AtomicBool::new(false));
         let up = live.clone();
         let task = tokio::spawn(async move {
@@ -117,6 +143,7 @@ impl Wakes {
                             }
                         }
                         backoff.reset();
+                        confirm(&subscribed, &now, true);
                         up.store(true, Ordering::Relaxed);
                         if let Ok(c) = listening.lock() {
                             c.values().for_each(Listeners::wake_all);
@@ -125,13 +152,14 @@ impl Wakes {
                             tokio::select! {
                                 message = messages.next() => {
                                     let Some(message) = message else { break };
-                                    dispatch(&listening, &message);
+                                    dispatch(&listening, &inbox, &message);
                                 }
                                 change = pending.recv() => {
                                     let done = match change {
                                         None => return,
                                         Some(Change::Subscribe(c)) => {
                                             let done = sink.subscribe(&c).await;
+                                            confirm(&subscribed, std::slice::from_ref(&c), done.is_ok());
                                             // Whatever was announced before
                                             // the subscription took is looked for.
                                             if let (Ok(()), Ok(l)) = (&done, listening.lock()) {
@@ -139,7 +167,10 @@ impl Wakes {
                                             }
                                             done
                                         }
-                                        Some(Change::Unsubscribe(c)) => sink.unsubscribe(&c).await,
+                                        Some(Change::Unsubscribe(c)) => {
+                                            confirm(&subscribed, std::slice::from_ref(&c), false);
+                                            sink.unsubscribe(&c).await
+                                        }
                                     };
                                     if done.is_err() {
                                         break;
@@ -148,6 +179,9 @@ impl Wakes {
                             }
                         }
                         up.store(false, Ordering::Relaxed);
+                        if let Ok(mut c) = subscribed.lock() {
+                            c.clear();
+                        }
                         tracing::warn!(redis = %address, "wake-up subscription lost; resubscribing");
                     }
                     Err(e) => tracing::debug!(
@@ -161,10 +195,28 @@ impl Wakes {
         });
         Wakes {
             channels,
+            handed,
+            confirmed,
             changes,
             task,
             live,
         }
+    }
+
+    /// Whether Redis has confirmed the subscription to `channel` on the
+    /// connection now up: a message published now reaches this worker.
+    pub fn confirmed(&self, channel: &str) -> bool {
+        self.confirmed.lock().is_ok_and(|c| c.contains(channel))
+    }
+
+    /// The handed-leases messages that came on `channel` (a worker's own)
+    /// since the last call.
+    pub fn take_handed(&self, channel: &str) -> Vec<Vec<u8>> {
+        self.handed
+            .lock()
+            .ok()
+            .and_then(|mut h| h.remove(channel))
+            .unwrap_or_default()
     }
 
     /// Wake-ups for `channel`, and for `own` (a worker's own channel) if
@@ -205,15 +257,25 @@ impl Wakes {
 }
 
 /// Wakes the listeners of the channel `message` came on: its control
-/// too when it is [`CONTROL`].
-fn dispatch(listening: &Channels, message: &redis::Msg) {
+/// too when it is [`CONTROL`]. Leases handed in it are kept in `handed`
+/// for the worker's frontier to take.
+fn dispatch(listening: &Channels, handed: &HandedBox, message: &redis::Msg) {
     let Ok(channels) = listening.lock() else {
         return;
     };
-    if let Some(l) = channels.get(message.get_channel_name()) {
-        if message.get_payload_bytes() == CONTROL.as_bytes() {
+    let channel = message.get_channel_name();
+    if let Some(l) = channels.get(channel) {
+        let payload = message.get_payload_bytes();
+        if payload == CONTROL.as_bytes() {
             l.wake_all();
         } else {
+            if super::handed::is_handed(payload) {
+                if let Ok(mut h) = handed.lock() {
+                    h.entry(channel.to_string())
+                        .or_default()
+                        .push(payload.to_vec());
+                }
+            }
             wake_up(&l.work);
         }
     }
@@ -255,7 +317,12 @@ impl Wake {
     }
 
     /// Waits until a message arrives on the channel (or the subscription
-    /// was re-made: something may have been missed).
+    /// was re-made: something may have been missed). A wake-up that found
+    /// this spider waiting also left a permit for the next wait (see
+    /// [`wake_up`]); it is dropped here, since the spider looks now: kept,
+    /// it woke the spider again at once, for a lease that found nothing
+    /// (half the leases of a 16-worker crawl). What arrives from now on
+    /// leaves a permit again.
     pub async fn notified(&self) {
         match &self.own {
             Some((_, own)) => tokio::select! {
@@ -263,6 +330,10 @@ impl Wake {
                 _ = own.notified() => {}
             },
             None => self.notify.notified().await,
+        }
+        let _ = self.notify.notified().now_or_never();
+        if let Some((_, own)) = &self.own {
+            let _ = own.notified().now_or_never();
         }
     }
 

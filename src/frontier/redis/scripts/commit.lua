@@ -9,9 +9,9 @@
 --
 -- Stats are summed over the batch (by the worker, and here for what the
 -- script counts) and written once each. The requests it queues and does
--- not lease itself wake as many waiting workers as can use them, each on
--- its own channel (see wake_waiting); its leases stay within the worker's
--- fair share (see fair_room).
+-- not lease itself are leased to as many waiting workers as can use them
+-- and handed to each in its wake-up (see hand_waiting); its own leases
+-- stay within the worker's fair share (see fair_room).
 --
 -- Keys, arguments and records: `commit` in protocol.rs. After the head
 -- arguments (A) come the spiders links are handed to (HANDOFF records,
@@ -160,7 +160,7 @@ if revisits then
   need(K.schedule_data, 'hash', 'schedule_data')
   need(K.schedule_due, 'zset', 'schedule_due')
 end
-if leases > 0 or release then
+if leases > 0 or release or n_requests_all > 0 then
   need_lease_keys(K, tonumber(A.max_per_host), release)
 end
 if n_requests_all > 0 then
@@ -305,16 +305,22 @@ if enqueued_all > 0 and depth_max > stat_values[STAT.REQUEST_DEPTH_MAX] then
   redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, int(depth_max))
 end
 local before = #out
-lease_requests(K, worker, tonumber(A.lease_ms), lease_next, now, tonumber(A.interval_ms), A.jitter == '1',
-  tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), release, tonumber(A.held), out)
--- The requests queued that this commit did not lease go to the workers
--- waiting for work, as many as can use them (see wake_waiting), not to
--- every worker: a wake-up that finds nothing is a script call for nothing.
+local function lease(to, max, into, held, again)
+  lease_requests(K, to, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
+    tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), again, held, into)
+end
+lease(worker, lease_next, out, tonumber(A.held), release)
+-- The requests queued that this commit did not lease are leased to the
+-- workers waiting for work, as many as can use them, and handed to them
+-- in their wake-ups (see hand_waiting): neither a wake-up that finds
+-- nothing nor one that must ask Redis for its work costs a script call.
 if enqueued_all > 0 then
   local avail = enqueued_all - (#out - before) / 4
   if avail > 0 then
     local fair = fair_room(K, worker, 0, now)
-    wake_waiting(K, channel, avail, fair)
+    hand_waiting(K, channel, avail, fair, worker, function(to, max, into)
+      lease(to, max, into, 0, false)
+    end)
   end
 end
 if lease_next > 0 or release then

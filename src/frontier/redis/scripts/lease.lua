@@ -10,7 +10,8 @@
 -- Keys and arguments: `lease` in protocol.rs.
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
 -- the next work nothing will announce may be due (see next_due; -1: none
--- known)}.
+-- known), the requests in flight (leased by any worker, this one's new
+-- leases included)}.
 K.sink = item_sink(A.sink)
 local max = tonumber(A.max)
 -- Proved once the lease is about to write (see before_write); the start
@@ -21,11 +22,14 @@ write_checks = function()
 end
 local now = now_ms()
 local out = {}
-lease_requests(K, A.worker, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
+local fair = lease_requests(K, A.worker, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
   tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), true, tonumber(A.held), out)
 -- What it did not get, a commit that queues work wakes it for; until
--- then (or the next_due below) it does not ask again.
-note_waiting(K, A.worker, max - #out / 4)
+-- then (or the next_due below) it does not ask again. A worker that takes
+-- handed leases waits for no more than its fair share: a commit leases
+-- to it without knowing what it holds.
+local takes = A.takes_handed == '1'
+note_waiting(K, A.worker, (takes and math.max(1, fair) or max) - #out / 4, takes)
 crew_renew(K, A.worker, now, tonumber(A.lease_ms))
 flush_hosts()
 flush_tally(K.stats)
@@ -33,4 +37,4 @@ local start = {}
 if #out / 4 < max or max == 0 then
   start = peek_start(K.start_urls, A.start_kind, tonumber(A.peek))
 end
-return {out, start, next_due(K, now)}
+return {out, start, next_due(K, now), prove_by('zset', 'inflight', 'ZCARD', K.inflight)}

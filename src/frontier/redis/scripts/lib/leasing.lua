@@ -96,7 +96,8 @@ end
 -- fair share (see fair_room).
 --
 -- Sets `slot_due` to the ms until the first request left queued for its
--- host's slot may be leased (nil: none was left), for next_due.
+-- host's slot may be leased (nil: none was left), for next_due. Returns
+-- `max` after the fair share's cut.
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
                               release, held, out)
   if release then
@@ -110,7 +111,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     max, crew = math.min(max, room), n
   end
   if max <= 0 or paused(K) or sink_full(K, now, release) then
-    return
+    return max
   end
   if max_pages > 0 then
     local used = tonumber(redis.call('HGET', K.stats, STAT.RESPONSE_RECEIVED_COUNT) or '0')
@@ -120,7 +121,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
       if redis.call('HSETNX', K.control, 'max_pages_reached', now) == 1 then
         count(STAT.QUOTA_MAX_PAGES_REACHED, 1)
       end
-      return
+      return max
     end
     -- A limit raised since it was reached.
     redis.call('HDEL', K.control, 'max_pages_reached')
@@ -203,6 +204,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
   end
   call_many('HSET', K.leases, owners)
   count(STAT.SCHEDULER_DEQUEUED, leased)
+  return max
 end
 
 -- Milliseconds until work that announces itself to nobody may be there
@@ -288,14 +290,24 @@ local function crew_renew(K, worker, now, lease_ms)
 end
 
 -- Records what a worker's lease asked for and did not get (`want`; 0:
--- it got all), so a commit that queues work wakes it (see wake_waiting).
-local function note_waiting(K, worker, want)
+-- it got all), so a commit that queues work wakes it (see wake_waiting),
+-- or, when it `takes` handed leases (its own wake channel is subscribed),
+-- leases that work to it (see hand_waiting). The entry is the number,
+-- then '|h' for a worker that takes handed leases.
+local function note_waiting(K, worker, want, takes)
   need(K.waiting, 'hash', 'waiting')
   if want > 0 then
-    redis.call('HSET', K.waiting, worker, int(want))
+    redis.call('HSET', K.waiting, worker, int(want) .. (takes and '|h' or ''))
   else
     redis.call('HDEL', K.waiting, worker)
   end
+end
+
+-- A waiting entry (see note_waiting): what the worker waits for, and
+-- whether it takes handed leases.
+local function waiting_entry(value)
+  local want, flag = string.match(value or '', '^(%d+)(.*)$')
+  return tonumber(want) or 1, flag == '|h'
 end
 
 -- Wakes, on their own channels (`channel`:<worker>), as many waiting
@@ -315,7 +327,73 @@ local function wake_waiting(K, channel, avail, fair)
     end
     woken[#woken + 1] = waiting[i]
     redis.call('PUBLISH', channel .. ':' .. waiting[i], int(avail))
-    avail = avail - math.max(1, math.min(tonumber(waiting[i + 1]) or 1, fair))
+    avail = avail - math.max(1, math.min(waiting_entry(waiting[i + 1]), fair))
   end
   call_many('HDEL', K.waiting, woken)
+end
+
+-- What a handed lease's wake-up carries (frontier::redis::handed reads
+-- it): HANDED_MARK, then the queue key the leases are of and each lease's
+-- id, JSON, wait and interval, every one as <length>:<bytes>.
+local function handed_message(queue, out)
+  local parts = {HANDED_MARK, #queue, ':', queue}
+  for _, v in ipairs(out) do
+    v = tostring(v)
+    parts[#parts + 1] = #v
+    parts[#parts + 1] = ':'
+    parts[#parts + 1] = v
+  end
+  return table.concat(parts)
+end
+
+-- Gives the `avail` requests a commit queued and did not lease to the
+-- workers waiting for work, other than the committer `self`. One that
+-- takes handed leases is leased what it waits for, up to the fair share
+-- `fair`, in this same step, and gets the leases in its wake-up (on its
+-- own channel, `channel`:<worker>), so it need not ask Redis for them; if
+-- it got less than it waits for, it stays noted for the rest. One that
+-- does not is woken to lease, as wake_waiting does. Stops at the first
+-- worker that could be leased nothing: the rest is not leasable now (its
+-- hosts' turns have not come, the spider is paused), and a wake-up would
+-- find nothing. `lease(worker, max, out)` leases as the committer's own
+-- lease does. A lease whose wake-up never arrives (the worker is gone)
+-- expires and goes back to the queue.
+local function hand_waiting(K, channel, avail, fair, self, lease)
+  if avail <= 0 then
+    return
+  end
+  local waiting = redis.call('HGETALL', K.waiting)
+  local done, short = {}, {}
+  for i = 1, #waiting, 2 do
+    if avail <= 0 then
+      break
+    end
+    local worker = waiting[i]
+    local wants, takes = waiting_entry(waiting[i + 1])
+    local max = math.max(1, math.min(wants, fair))
+    if worker == self then
+      -- Its own commit leased what it asked for.
+    elseif not takes then
+      redis.call('PUBLISH', channel .. ':' .. worker, int(avail))
+      done[#done + 1] = worker
+      avail = avail - max
+    else
+      local out = {}
+      lease(worker, math.min(max, avail), out)
+      local got = #out / 4
+      if got == 0 then
+        break
+      end
+      redis.call('PUBLISH', channel .. ':' .. worker, handed_message(K.requests, out))
+      avail = avail - got
+      if got < wants then
+        short[#short + 1] = worker
+        short[#short + 1] = int(wants - got) .. '|h'
+      else
+        done[#done + 1] = worker
+      end
+    end
+  end
+  call_many('HDEL', K.waiting, done)
+  call_many('HSET', K.waiting, short)
 end
