@@ -198,3 +198,32 @@ fn check_on_a_huge_deny_list_fails_fast() {
         );
     }
 }
+
+/// `check` names a sharded spider's shards by the hash tag their keys
+/// carry on a Redis Cluster, and the slot each is in: one in each third of
+/// the slots, so a cluster of three evenly split masters serves one each.
+#[test]
+fn check_shows_which_cluster_slot_each_shard_is_in() {
+    let dir = temp_dir("check-shards");
+    let path = dir.path().join("bbs.toml");
+    let text = std::fs::read_to_string(root().join("spiders/bbs.toml")).unwrap();
+    std::fs::write(&path, format!("{text}\n[keys]\nshards = 3\n")).unwrap();
+    let out = crawlworker(&["check", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    let slots: Vec<usize> = line
+        .split(" slot ")
+        .skip(1)
+        .map(|s| {
+            let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap()
+        })
+        .collect();
+    assert!(
+        line.contains("3 shards, on a Redis Cluster: {bbs} slot "),
+        "{line}"
+    );
+    let mut thirds: Vec<usize> = slots.iter().map(|s| s * 3 / 16384).collect();
+    thirds.sort();
+    assert_eq!(thirds, [0, 1, 2], "{line}");
+}

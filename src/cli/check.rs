@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{output, spider_files};
+use crate::frontier::shards::{shard_name, slot_of};
 use crate::spider::Spider;
 use crate::wording::plural;
 
@@ -36,12 +37,13 @@ pub(super) fn check(paths: &[PathBuf]) -> ExitCode {
                     .map(|h| format!(", hands links to `{}` ({})", h.spider, h.start_key))
                     .collect();
                 let _ = output::line(format_args!(
-                    "{}: ok (spider `{}`, {}, {}{}{})",
+                    "{}: ok (spider `{}`, {}, {}{}{}{})",
                     path.display(),
                     s.name,
                     plural(s.rules.len(), "rule", "rules"),
                     plural(s.items.len(), "item type", "item types"),
                     handed.concat(),
+                    shard_slots(&s),
                     match s.warnings.len() {
                         0 => String::new(),
                         n => format!(", {}", plural(n, "warning", "warnings")),
@@ -59,4 +61,22 @@ pub(super) fn check(paths: &[PathBuf]) -> ExitCode {
     } else {
         ExitCode::from(2)
     }
+}
+
+/// A sharded spider's shards: the hash tag each one's keys carry on a
+/// Redis Cluster and the slot it is in, so an operator can see (with
+/// `CLUSTER SHARDS`) which master serves which shard. Nothing for a
+/// spider of one shard.
+fn shard_slots(spider: &Spider) -> String {
+    let n = spider.shards.len();
+    if n < 2 {
+        return String::new();
+    }
+    let tags: Vec<String> = (0..n)
+        .map(|shard| {
+            let tag = shard_name(&spider.name, shard, n);
+            format!("{{{tag}}} slot {}", slot_of(&tag))
+        })
+        .collect();
+    format!(", {n} shards, on a Redis Cluster: {}", tags.join(", "))
 }
