@@ -1,7 +1,8 @@
 //! A spider over several shards (`[keys] shards`, see `docs/scaling.md`)
 //! crawled by `crawlworker run` processes on a real Redis: the item set is
-//! exactly the expected one with workers SIGKILLed mid-crawl, and a
-//! spider whose shard count changed is refused.
+//! exactly the expected one with workers SIGKILLed mid-crawl (and, on a
+//! real 3-master Redis Cluster, a shard's master SIGKILLed), and a spider
+//! whose shard count changed is refused.
 
 use std::time::{Duration, Instant};
 
@@ -10,8 +11,8 @@ use redis::Commands;
 use crawlworker::frontier::shards::shard_name;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
-    crawlworker_with_redis, spider_for, stderr, temp_dir, FixtureServer, RedisCluster, RedisServer,
-    Worker,
+    crawlworker_with_redis, eventually, spider_for, stderr, temp_dir, FixtureServer, RedisCluster,
+    RedisServer, Worker,
 };
 
 use crate::expect::{assert_exact, canonical, expected, scraped_from};
@@ -175,7 +176,21 @@ fn tools_work_across_the_shards(redis: &RedisServer, spider: &std::path::Path) {
 /// items of all shards are exactly those of the three sites.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_spider_crawls_three_sites_through_a_three_master_cluster_exactly() {
-    let cluster = RedisCluster::start();
+    crawl_three_sites_on_the_cluster(false).await;
+}
+
+/// The same crawl, with the master of a shard whose hosts' pages (and
+/// the other shards' hand-offs to it) are in flight SIGKILLed mid-crawl
+/// as well, and its replica promoted: every item once all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_spider_rides_out_a_killed_master_with_exactly_the_expected_items() {
+    crawl_three_sites_on_the_cluster(true).await;
+}
+
+/// The three-site crawl of the tests above; with `kill`, a shard's master
+/// is SIGKILLed once the crawl is under way.
+async fn crawl_three_sites_on_the_cluster(kill: bool) {
+    let mut cluster = RedisCluster::start();
     let masters: std::collections::HashSet<u16> = (0..3)
         .map(|s| cluster.master_of(&format!("{{{}}}:requests", shard_name("bbs", s, 3))))
         .collect();
@@ -204,7 +219,9 @@ async fn a_sharded_spider_crawls_three_sites_through_a_three_master_cluster_exac
             "[start]\n",
             "[keys]\nmode = \"cluster\"\nshards = 3\n\n[start]\n",
             1,
-        );
+        )
+        // Work a killed master forgot comes back soon.
+        .replace("[settings]\n", "[settings]\nlease_timeout = \"3s\"\n");
     std::fs::write(&spider, text).unwrap_or_else(|e| panic!("{e}"));
     let forums = crawlworker_demo::demo_forum_tasks();
     let tasks: Vec<String> = forums
@@ -233,6 +250,22 @@ async fn a_sharded_spider_crawls_three_sites_through_a_three_master_cluster_exac
     tokio::time::sleep(Duration::from_millis(700)).await;
     workers.remove(0).kill();
     workers.push(Worker::spawn(&spider, &cluster.url(), &run, FAST));
+    if kill {
+        // The hosts' ports decide their shards: the master killed is that
+        // of the first shard with pages committed.
+        let items = eventually(
+            "a shard's crawl is under way",
+            Duration::from_secs(60),
+            || {
+                (0..3).find_map(|s| {
+                    let key = format!("{{{}}}:items", shard_name("bbs", s, 3));
+                    let n: u64 = cluster.conn_for(&key).llen(&key).ok()?;
+                    (n >= 5).then_some(key)
+                })
+            },
+        );
+        cluster.kill_master_of(&items);
+    }
     for w in workers {
         let (status, log) = w.wait(Duration::from_secs(120));
         assert!(status.success(), "worker failed:\n{log}");

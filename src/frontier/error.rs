@@ -45,15 +45,29 @@ impl FrontierError {
             )
     }
 
+    /// Whether Redis redirected the call elsewhere (`MOVED`, `ASK`). A
+    /// cluster client follows redirects itself; one it still returns means
+    /// a failover or a slot migration is under way, an outage on a
+    /// cluster. (On a single server it means the address is a cluster
+    /// node named without `redis+cluster://`: a mistake.)
+    pub fn is_redirect(&self) -> bool {
+        matches!(
+            self.cause.kind(),
+            redis::ErrorKind::Moved | redis::ErrorKind::Ask
+        )
+    }
+
     /// What an outage is, for the log: Redis busy with a long script,
-    /// loading its data, slow to answer, a cluster resharding, or
-    /// unreachable. Only an error that [`FrontierError::is_outage`].
+    /// loading its data, slow to answer, a cluster resharding or failing
+    /// over, or unreachable. Only an error that
+    /// [`FrontierError::is_outage`] (or, on a cluster, [`FrontierError::is_redirect`]).
     pub fn outage(&self) -> &'static str {
         let e = &self.cause;
         match e.code() {
             Some("BUSY") => "Redis is busy running a long script or function (BUSY)",
             Some("LOADING") => "Redis is loading its data set (LOADING)",
             Some("TRYAGAIN" | "CLUSTERDOWN") => "the Redis Cluster is resharding or down",
+            Some("MOVED" | "ASK") => "the Redis Cluster is failing over or moving slots",
             _ if e.is_timeout() => {
                 "Redis did not answer in time (busy with a long script, or overloaded?)"
             }

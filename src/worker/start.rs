@@ -146,12 +146,13 @@ impl SpiderRun {
                     }
                     break done;
                 }
-                Err(Ok(e)) if e.is_outage() => {
+                Err(Ok(e)) if e.is_outage() || (redis.is_cluster() && e.is_redirect()) => {
                     attempts += 1;
                     // Said at once, then every half minute, not per attempt.
                     if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
                         tracing::warn!(
-                            "cannot reach Redis at {shown} ({}); retrying every few seconds until it answers ({} so far). Is redis-server running there? The address comes from --redis, REDIS_URL or the redis_url setting",
+                            "cannot reach Redis at {shown} ({}: {}); retrying every few seconds until it answers ({} so far). Is redis-server running there? The address comes from --redis, REDIS_URL or the redis_url setting",
+                            e.outage(),
                             e.said(),
                             crate::wording::count(attempts as usize, "attempt")
                         );
