@@ -95,10 +95,10 @@ pub trait Backend: Send + Sync {
     /// request left queued waits for.
     fn next_due_in(&self) -> Option<Duration>;
 
-    /// Leases other workers' commits handed to this worker and it has not
-    /// taken (its next [`Backend::lease`] takes them first): a stopping
-    /// worker hands them back. A backend whose commits hand nothing has
-    /// none.
+    /// Leases other workers' commits handed to this worker in its wake-ups
+    /// and it has not taken: now its own, to start (a worker looks here
+    /// before it asks for a lease) or, when it stops, to hand back. A
+    /// backend whose commits hand nothing has none.
     fn take_handed(&self) -> Vec<Leased> {
         Vec::new()
     }

@@ -207,6 +207,16 @@ impl<'a> Turns<'a> {
             return Leasing::Nothing { stopping: false };
         }
         let run = self.run;
+        // Leases another worker's commit handed this one: no need to ask.
+        let handed = run.frontier.take_handed();
+        if !handed.is_empty() {
+            let got = handed.len();
+            self.start_leased(handed);
+            return Leasing::Leased {
+                got,
+                start_empty: false,
+            };
+        }
         let peek = run.spider.start.batch_size.min(room);
         let asked = Instant::now();
         let Some((leased, start)) =
@@ -217,20 +227,27 @@ impl<'a> Turns<'a> {
         else {
             return Leasing::Nothing { stopping: true };
         };
-        let got = leased.len();
         if let Some(m) = &run.metrics {
             m.observe_redis(&run.spider.name, "lease", asked.elapsed().as_secs_f64());
-            let mut t = Tally::default();
-            t.add(crate::stats::SCHEDULER_DEQUEUED, got as i64);
-            m.count(&run.spider.name, &t);
         }
-        self.spawn_pages(leased);
+        let got = leased.len();
+        self.start_leased(leased);
         let start_empty = start.is_empty();
         if got < room && !start_empty && self.claim_start(start).await > 0 {
             self.idle_since = Instant::now();
             return Leasing::Claimed;
         }
         Leasing::Leased { got, start_empty }
+    }
+
+    /// Counts leased requests in the metrics and starts their pages.
+    fn start_leased(&mut self, leased: Vec<Leased>) {
+        if let Some(m) = &self.run.metrics {
+            let mut t = Tally::default();
+            t.add(crate::stats::SCHEDULER_DEQUEUED, leased.len() as i64);
+            m.count(&self.run.spider.name, &t);
+        }
+        self.spawn_pages(leased);
     }
 
     /// Starts a page task per leased request.

@@ -1,10 +1,10 @@
 //! Leases handed to a waiting worker in its wake-up. A commit that queues
 //! more work than it leases itself leases the rest to the workers waiting
 //! for work, in the same atomic step, and publishes each worker's leases
-//! on its own wake channel (`scripts/lib/leasing.lua`, `hand_waiting`). The
-//! worker's next lease takes them from here instead of asking Redis: a
-//! list page's new posts reach the idle workers with no script call per
-//! worker.
+//! on its own wake channel (`scripts/lib/leasing.lua`, `hand_waiting`).
+//! The worker takes them from here (`Backend::take_handed`) before it
+//! would ask Redis for a lease: a list page's new posts reach the idle
+//! workers with no script call per worker.
 //!
 //! The lease is in Redis before the message is sent, so nothing depends on
 //! the message: one that never arrives (the worker stopped, its

@@ -210,12 +210,6 @@ impl RedisFrontier {
     /// Leases up to `max` requests; when fewer are queued, also returns up
     /// to `peek` start entries (not yet claimed) to convert and claim.
     pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
-        if max > 0 {
-            let handed = self.take_handed();
-            if !handed.is_empty() {
-                return Ok((handed, Vec::new()));
-            }
-        }
         let args = LeaseArgs {
             worker: self.worker.clone(),
             lease_ms: ms(self.lease),

@@ -382,12 +382,6 @@ impl Backend for ShardedFrontier {
     /// peek), which a caller makes to put the work that came due back in
     /// the queue, asks every shard.
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
-        if max > 0 {
-            let handed = Backend::take_handed(self);
-            if !handed.is_empty() {
-                return Ok((handed, Vec::new()));
-            }
-        }
         let n = self.count();
         let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
         let every = max == 0 && peek == 0;
