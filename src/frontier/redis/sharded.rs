@@ -658,7 +658,7 @@ impl Backend for ShardedFrontier {
         self.zero().heartbeat(beat).await
     }
 
-    /// Leaves every shard's crew (and shard 0's heartbeats).
+    /// Leaves every shard's workers waiting for work.
     async fn stop_waiting(&self) -> Result<()> {
         for shard in &self.inner.shards {
             shard.stop_waiting().await?;
@@ -666,6 +666,7 @@ impl Backend for ShardedFrontier {
         Ok(())
     }
 
+    /// Leaves every shard's crew (and shard 0's heartbeats).
     async fn unregister(&self) -> Result<()> {
         for shard in &self.inner.shards {
             shard.unregister().await?;
