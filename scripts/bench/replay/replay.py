@@ -77,8 +77,10 @@ def main():
     def reply():
         line = replies.readline()
         kind = line[:1]
-        if kind == b'$' and int(line[1:]) >= 0:
-            replies.read(int(line[1:]) + 2)
+        if kind == b'$':
+            # A nil bulk string ($-1) has no body.
+            if int(line[1:]) >= 0:
+                replies.read(int(line[1:]) + 2)
         elif kind == b'*':
             for _ in range(max(int(line[1:]), 0)):
                 reply()
