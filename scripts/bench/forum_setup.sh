@@ -8,7 +8,9 @@
 #   forum_redis COMMAND…        starts `COMMAND --port $port …` (redis-server,
 #                               or it under valgrind) and waits for it;
 #                               its pid is $redis_pid
-#   forum_site                  builds and starts the demo forum; writes the
+#   forum_site                  builds and starts the demo forum (SIZE, and
+#                               SERVE: more `serve` flags such as
+#                               `--latency 100ms`); writes the
 #                               spider ($work/bbs.toml) and the tasks
 #                               ($work/tasks.txt, and the array `tasks`)
 #   script_calls                the script calls (EVAL, EVALSHA, FCALL) Redis ran
@@ -16,7 +18,8 @@
 forum_work() {
   work=$(mktemp -d)
   pids=()
-  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+  # Waits for what it killed, so a run right after finds the ports free.
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; rm -rf "$work"' EXIT
 }
 
 forum_redis() {
@@ -32,7 +35,7 @@ forum_site() {
   cargo build --release --quiet -p crawlworker-demo
   demo_bin=target/release/crawlworker-demo
   # shellcheck disable=SC2086
-  "$demo_bin" serve --listen "127.0.0.1:$demo_port" $SIZE >"$work/demo.log" 2>&1 &
+  "$demo_bin" serve --listen "127.0.0.1:$demo_port" $SIZE ${SERVE:-} >"$work/demo.log" 2>&1 &
   pids+=($!)
   sed "s#127.0.0.1:8700#127.0.0.1:$demo_port#g" spiders/bbs.toml >"$work/bbs.toml"
   # shellcheck disable=SC2086

@@ -82,13 +82,17 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     // A page being committed is finished through an outage, whatever the
     // worker's shutdown says meanwhile. Its replacement is leased in the
     // same step (see pool::Share::commit).
-    let commit = ctx.share.commit(!*ctx.shutdown.borrow());
+    let queues = !result.requests.is_empty() || !result.tasks.is_empty();
+    let commit = ctx.share.commit(!*ctx.shutdown.borrow(), queues);
     let started = std::time::Instant::now();
     let committed = until_done("commit a page", &ctx.frontier.fatal(), || {
         ctx.frontier
             .commit(&leased, &result, commit.lease_next, commit.may_wait)
     })
     .await;
+    if let (Committed::Done { .. }, next) = &committed {
+        ctx.share.leased(commit.lease_next, next.len());
+    }
     drop(commit);
     let next = match committed {
         (Committed::LeaseLost, _) => {

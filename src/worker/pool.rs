@@ -14,7 +14,10 @@
 //! here, so the page's commit may wait a few milliseconds for others to
 //! share its Redis script call without leaving a slot idle (see
 //! `frontier::commits`). Every spider holds the same multiple of its share,
-//! so the slots still go round fairly.
+//! so the slots still go round fairly. A page that queues nothing may wait
+//! too while nothing is queued for the spider to fetch in its place (its
+//! last lease came back short, [`Share::leased`]) and another of its pages
+//! is in progress: its slot would idle all the same.
 //!
 //! A download takes a worker slot after its host's turn has come (see
 //! `downloader::politeness`), so requests waiting for a slow host hold none.
@@ -81,6 +84,7 @@ impl Pool {
             committing: AtomicUsize::new(0),
             asked: AtomicUsize::new(0),
             finishing: AtomicUsize::new(0),
+            dry: AtomicBool::new(false),
         }
     }
 }
@@ -100,6 +104,9 @@ pub struct Share {
     asked: AtomicUsize,
     /// Its pages downloaded and not yet being committed (parsing).
     finishing: AtomicUsize,
+    /// Whether its last lease (a commit's or the turn loop's) came back
+    /// short of what it asked: nothing more was queued for this worker.
+    dry: AtomicBool,
 }
 
 /// A page downloaded and not yet being committed, while it lives (see
@@ -179,8 +186,14 @@ impl Share {
     /// page in progress (leased and not being committed) for each slot of
     /// its share: thanks to the leases held ahead, the wait leaves no slot
     /// idle. Or while another of its pages is downloaded and about to be
-    /// committed (see [`Share::finishing`]).
-    pub fn commit(&self, replace: bool) -> Commit<'_> {
+    /// committed (see [`Share::finishing`]). Or, for a page that `queues`
+    /// nothing (no links, no tasks, so no other worker waits for it),
+    /// while the spider's last lease came back short and another of its
+    /// pages is in progress: nothing is queued for this worker to fetch in
+    /// the page's slot, which would idle all the same (see
+    /// [`Share::leased`]), and the page in progress may join the call. The
+    /// last page in flight (the tail of a crawl) never waits.
+    pub fn commit(&self, replace: bool, queues: bool) -> Commit<'_> {
         let committing = self.committing.fetch_add(1, Ordering::Relaxed) + 1;
         let in_progress = self
             .pages
@@ -196,7 +209,9 @@ impl Share {
         Commit {
             share: self,
             lease_next,
-            may_wait: in_progress >= self.limit() || self.finishing.load(Ordering::Relaxed) > 0,
+            may_wait: in_progress >= self.limit()
+                || self.finishing.load(Ordering::Relaxed) > 0
+                || (!queues && in_progress > 0 && self.dry.load(Ordering::Relaxed)),
         }
     }
 
@@ -208,6 +223,15 @@ impl Share {
     pub fn finishing(&self) -> Finishing<'_> {
         self.finishing.fetch_add(1, Ordering::Relaxed);
         Finishing(self)
+    }
+
+    /// Records what a lease for the spider (a commit's, the turn loop's,
+    /// or one handed to it) brought: `got` of the `asked`. Fewer means
+    /// nothing more is queued for this worker now (see [`Share::commit`]).
+    pub fn leased(&self, asked: usize, got: usize) {
+        if asked > 0 {
+            self.dry.store(got < asked, Ordering::Relaxed);
+        }
     }
 
     /// Whether commits in flight lease requests for the spider.
@@ -286,9 +310,9 @@ mod tests {
         {
             // The spider at its lease limit: a page is replaced, and may
             // wait while 5 others are in progress.
-            let first = deep.commit(true);
+            let first = deep.commit(true, true);
             assert_eq!((first.lease_next, first.may_wait), (1, true));
-            let later: Vec<Commit> = (0..5).map(|_| deep.commit(true)).collect();
+            let later: Vec<Commit> = (0..5).map(|_| deep.commit(true, true)).collect();
             assert!(later.iter().all(|c| c.lease_next == 1));
             assert!(later[..4].iter().all(|c| c.may_wait));
             assert!(
@@ -297,7 +321,7 @@ mod tests {
             );
             assert!(deep.leasing());
             assert_eq!(
-                deep.commit(false).lease_next,
+                deep.commit(false, true).lease_next,
                 0,
                 "no replacement when stopping"
             );
@@ -306,8 +330,40 @@ mod tests {
         // Over its limit (its share shrank): no replacement; short of it:
         // one more than the page.
         deep.started(1);
-        assert_eq!(deep.commit(true).lease_next, 0);
+        assert_eq!(deep.commit(true, true).lease_next, 0);
         (0..4).for_each(|_| deep.finished());
-        assert_eq!(deep.commit(true).lease_next, MAX_LEASE_NEXT);
+        assert_eq!(deep.commit(true, true).lease_next, MAX_LEASE_NEXT);
+    }
+
+    #[test]
+    fn a_page_that_queues_nothing_waits_while_nothing_is_queued_for_the_worker() {
+        let pool = Pool::new(4);
+        let share = pool.share(4);
+        share.set_active(true);
+        share.started(2);
+        // Two of four slots busy: a page's slot would go to its
+        // replacement, so it may not wait, until a lease comes back short.
+        assert!(!share.commit(true, false).may_wait);
+        share.leased(3, 3);
+        assert!(!share.commit(true, false).may_wait);
+        share.leased(3, 1);
+        assert!(share.commit(true, false).may_wait);
+        assert!(
+            !share.commit(true, true).may_wait,
+            "a page whose links others may wait for goes at once"
+        );
+        // A lease that asked for nothing says nothing; one that got all it
+        // asked (or leases handed to the worker) ends the drought.
+        share.leased(0, 0);
+        assert!(share.commit(true, false).may_wait);
+        share.leased(2, 2);
+        assert!(!share.commit(true, false).may_wait);
+        // The last page in flight has no company to wait for.
+        share.leased(3, 1);
+        share.finished();
+        assert!(
+            !share.commit(true, false).may_wait,
+            "the tail of a crawl is committed at once"
+        );
     }
 }

@@ -211,6 +211,7 @@ impl<'a> Turns<'a> {
         let handed = run.frontier.take_handed();
         if !handed.is_empty() {
             let got = handed.len();
+            run.share.leased(got, got);
             self.start_leased(handed);
             return Leasing::Leased {
                 got,
@@ -231,6 +232,7 @@ impl<'a> Turns<'a> {
             m.observe_redis(&run.spider.name, "lease", asked.elapsed().as_secs_f64());
         }
         let got = leased.len();
+        run.share.leased(room, got);
         self.start_leased(leased);
         let start_empty = start.is_empty();
         if got < room && !start_empty && self.claim_start(start).await > 0 {
