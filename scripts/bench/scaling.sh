@@ -17,10 +17,15 @@
 #                       held, sampled every SAMPLE seconds from the lease
 #                       owners hash (samples with fewer leases than workers
 #                       are left out), and that as a multiple of the fair
-#                       share (1/W); "idle" when another worker held none
-#                       at that moment; and the samples in which a worker
-#                       held over twice its fair share while another held
-#                       none, of the samples judged
+#                       share (1/W); "idle" when another worker of the
+#                       crawl's crew (those that leased or committed
+#                       within a lease) held none at that moment; and the
+#                       samples in which a worker held over twice its fair
+#                       share of the crew while another of the crew held
+#                       none, of the samples judged. A worker still
+#                       starting, not yet in the crew, is not idle: the
+#                       first to lease may take the start pages before
+#                       the others have joined.
 #
 # then the medians of REPS runs per worker count. On a shared machine CPU
 # times move with the load (printed beside every run); the counts (calls
@@ -89,14 +94,17 @@ script_calls() {
 }
 
 # Samples the lease owners until $work/stop exists; one line per sample:
-# "total largest holders" (leases, the most one worker held, workers
-# holding any).
+# "total largest holders crew" (leases, the most one worker held, workers
+# holding any, workers in the crew; the crew is read first, so a worker
+# joining between the two reads is not taken for an idle one).
 sample_leases() {
+  local crew
   while [ ! -e "$work/stop" ]; do
+    crew=$(rcli zcard bbs:inflight:workers 2>/dev/null || echo 0)
     # Fields and values alternate; the `~` field is a note, not a lease.
     rcli hgetall bbs:inflight:owners 2>/dev/null | awk 'NR % 2 == 1 { f = $0 } NR % 2 == 0 && f != "~"' |
       sed 's/|[^|]*$//' | sort | uniq -c |
-      awk '{ t += $1; if ($1 > m) m = $1; n++ } END { if (t > 0) print t, m, n }'
+      awk -v c="$crew" '{ t += $1; if ($1 > m) m = $1; n++ } END { if (t > 0) print t, m, n, (c > n ? c : n) }'
     sleep "$SAMPLE"
   done
 }
@@ -131,9 +139,9 @@ crawl() {
   wall=$(echo "$ended - $started" | bc -l)
   # The largest share, among samples with at least as many leases as workers.
   # And how many samples broke the rule: one worker over twice its fair
-  # share while another held none.
-  share=$(awk -v w="$w" '$1 >= w { n++; s = $2 / $1; if (s > best) { best = s; idle = ($3 < w) }
-      if ($2 * w > 2 * $1 && $3 < w) bad++ }
+  # share of the crew while another of the crew held none.
+  share=$(awk -v w="$w" '$1 >= w { n++; s = $2 / $1; if (s > best) { best = s; idle = ($3 < $4) }
+      if ($2 * $4 > 2 * $1 && $3 < $4) bad++ }
     END { printf "%.2f %.2f %s %d/%d", best, best * w, (idle ? "idle" : "-"), bad, n }' "$work/leases")
   printf '%s %s %.3f %.1f %.2f %.1f %s %s\n' "$pages" \
     "$(echo "$pages / $wall" | bc -l)" "$(echo "$calls / $pages" | bc -l)" \

@@ -50,4 +50,5 @@ def main():
             f.write('0.000000 [0 127.0.0.1:1] "FUNCTION" "LOAD" "REPLACE" "%s"\n' % escaped(text))
 
 
-main()
+if __name__ == '__main__':
+    main()
