@@ -104,8 +104,9 @@ pub struct Share {
     asked: AtomicUsize,
     /// Its pages downloaded and not yet being committed (parsing).
     finishing: AtomicUsize,
-    /// Whether its last lease (a commit's or the turn loop's) came back
-    /// short of what it asked: nothing more was queued for this worker.
+    /// Whether its last lease (a commit's, the turn loop's, or leases
+    /// handed to it) came back short of what it asked: nothing more was
+    /// queued for this worker (see [`Share::leased`]).
     dry: AtomicBool,
 }
 

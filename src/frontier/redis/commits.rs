@@ -11,8 +11,8 @@
 //! while every page in it may wait: its download slot went to a request
 //! the worker had leased ahead, or it queues no links and nothing is
 //! queued for the worker to fetch in its place while another of its
-//! pages is in progress (see `worker::pool`), so
-//! waiting leaves no slot idle. The first page whose slot would idle until its replacement
+//! pages is in progress (see `worker::pool`), so waiting leaves no slot
+//! idle. The first page whose slot would idle until its replacement
 //! arrives sends the batch at once. A busy worker's commits so carry about
 //! as many pages as it holds leases ahead, and a worker whose every next
 //! request depends on the last commit (the tail of a crawl, a chain of
