@@ -44,7 +44,7 @@ if enqueued > 0 and depth > stat_values[STAT.REQUEST_DEPTH_MAX] then
 end
 -- The workers waiting for work start on these now, not after the commit.
 if enqueued > 0 then
-  wake_waiting(K, A.wake, enqueued, fair_room(K, worker, 0, now))
+  hand_waiting(K, A.wake, enqueued, fair_room(K, worker, 0, now))
 end
 flush_tally(K.stats)
 return {1, enqueued, filtered}

@@ -90,7 +90,7 @@ redis.call('ZREMRANGEBYSCORE', K.inbox, '-inf', int(now - INBOX_KEEP_MS))
 count(STAT.SCHEDULER_ENQUEUED, enqueued)
 count(STAT.DUPEFILTER_FILTERED, filtered)
 if enqueued > 0 then
-  wake_waiting(K, A.wake, enqueued, fair_room(K, A.mover, 0, now))
+  hand_waiting(K, A.wake, enqueued, fair_room(K, A.mover, 0, now))
 end
 flush_tally(K.stats)
 return {enqueued, filtered, skipped, #bad}

@@ -290,7 +290,7 @@ local function crew_renew(K, worker, now, lease_ms)
 end
 
 -- Records what a worker's lease asked for and did not get (`want`; 0:
--- it got all), so a commit that queues work wakes it (see wake_waiting),
+-- it got all), so a commit that queues work wakes it (see hand_waiting),
 -- or, when it `takes` handed leases (its own wake channel is subscribed),
 -- leases that work to it (see hand_waiting). The entry is the number,
 -- then '|h' for a worker that takes handed leases.
@@ -310,28 +310,6 @@ local function waiting_entry(value)
   return tonumber(want) or 1, flag == '|h'
 end
 
--- Wakes, on their own channels (`channel`:<worker>), as many waiting
--- workers as `avail` requests queued and not leased can use, each taking
--- what it waits for up to the fair share `fair`; forgets the workers
--- woken (each leases, and says again what it still waits for). Other
--- workers, busy or idle, are not disturbed.
-local function wake_waiting(K, channel, avail, fair)
-  if avail <= 0 then
-    return
-  end
-  local waiting = redis.call('HGETALL', K.waiting)
-  local woken = {}
-  for i = 1, #waiting, 2 do
-    if avail <= 0 then
-      break
-    end
-    woken[#woken + 1] = waiting[i]
-    redis.call('PUBLISH', channel .. ':' .. waiting[i], int(avail))
-    avail = avail - math.max(1, math.min(waiting_entry(waiting[i + 1]), fair))
-  end
-  call_many('HDEL', K.waiting, woken)
-end
-
 -- What a handed lease's wake-up carries (frontier::redis::handed reads
 -- it): HANDED_MARK, then the queue key the leases are of and each lease's
 -- id, JSON, wait and interval, every one as <length>:<bytes>.
@@ -346,18 +324,22 @@ local function handed_message(queue, out)
   return table.concat(parts)
 end
 
--- Gives the `avail` requests a commit queued and did not lease to the
--- workers waiting for work, other than the committer `self`. One that
--- takes handed leases is leased what it waits for, up to the fair share
--- `fair`, in this same step, and gets the leases in its wake-up (on its
--- own channel, `channel`:<worker>), so it need not ask Redis for them; if
--- it got less than it waits for, it stays noted for the rest. One that
--- does not is woken to lease, as wake_waiting does. Stops at the first
--- worker that could be leased nothing: the rest is not leasable now (its
--- hosts' turns have not come, the spider is paused), and a wake-up would
--- find nothing. `lease(worker, max, out)` leases as the committer's own
--- lease does. A lease whose wake-up never arrives (the worker is gone)
--- expires and goes back to the queue.
+-- Gives the `avail` requests a step queued and did not lease to the
+-- workers waiting for work (other than `self`, the committer, whose own
+-- commit leased what it asked for), as many as can use them, each up to
+-- what it waits for and the fair share `fair`. With a `lease` function
+-- (`lease(worker, max, out)`, leasing as the committer's own lease does),
+-- a worker that takes handed leases is leased its part in this same step
+-- and gets the leases in its wake-up (on its own channel,
+-- `channel`:<worker>), so it need not ask Redis for them; if it got less
+-- than it waits for, it stays noted for the rest. Any other worker, and
+-- every one when there is no `lease` (a step that cannot lease), is woken
+-- with the count to lease itself, and forgotten: it says again what it
+-- still waits for. Other workers, busy or idle, are not disturbed. Stops
+-- at the first worker that could be leased nothing: the rest is not
+-- leasable now (its hosts' turns have not come, the spider is paused),
+-- and a wake-up would find nothing. A lease whose wake-up never arrives
+-- (the worker is gone) expires and goes back to the queue.
 local function hand_waiting(K, channel, avail, fair, self, lease)
   if avail <= 0 then
     return
@@ -373,7 +355,7 @@ local function hand_waiting(K, channel, avail, fair, self, lease)
     local max = math.max(1, math.min(wants, fair))
     if worker == self then
       -- Its own commit leased what it asked for.
-    elseif not takes then
+    elseif not (takes and lease) then
       redis.call('PUBLISH', channel .. ':' .. worker, int(avail))
       done[#done + 1] = worker
       avail = avail - max
