@@ -16,6 +16,7 @@ use std::time::Duration;
 use redis::Commands;
 use serde_json::Value;
 
+use crawlworker::frontier::shards::shard_name;
 use crawlworker::worker::StopRules;
 use crawlworker_demo::Site;
 use crawlworker_testkit::{
@@ -212,6 +213,128 @@ async fn a_scrapy_redis_crawl_stopped_midway_is_finished_with_every_item_once() 
     server.stop().await.unwrap();
 }
 
+/// The forum spider over `shards` shards (the fixtures' one host is on
+/// shard 2 of 4, so its requests are handed on and its fingerprints must
+/// be found on a shard that is not shard 0).
+fn sharded(dir: &Path, shards: usize) -> PathBuf {
+    let path = spider(dir);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replacen(
+        "[start]\n",
+        &format!("[keys]\nshards = {shards}\n\n[start]\n"),
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Every shard's items (scrapy-redis's are shard 0's), canonical, sorted.
+fn items_of_shards(conn: &mut redis::Connection, shards: usize) -> Vec<String> {
+    let mut items: Vec<String> = (0..shards)
+        .flat_map(|i| {
+            let key = format!("{}:items", shard_name("bbs", i, shards));
+            crate::expect::scraped_from(conn, &key)
+        })
+        .collect();
+    items.sort();
+    items
+}
+
+/// A sharded spider takes over the stopped scrapy-redis crawl: a worker
+/// refuses it until `import-queue` has copied the fingerprints to every
+/// shard and handed each request to its host's shard, after which the
+/// crawl finishes with every item once, none crawled again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_spider_takes_over_a_scrapy_redis_crawl_with_every_item_once() {
+    let server = forum().await;
+    let dir = temp_dir("takeover-shards");
+    let spider = sharded(dir.path(), 4);
+    let home = crawlworker::frontier::shards::shard_of(BASE, 4);
+    assert_eq!(home, 2, "the fixtures' host is on a shard other than 0");
+    let state = fixture("stopped_PriorityQueue.json");
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    load_state(&mut conn, &state);
+    let fingerprints: usize = conn.scard("bbs:dupefilter").unwrap();
+    assert!(fingerprints > 0);
+
+    // A worker will not start on a crawl that began without shards.
+    let out = crawlworker_with_redis(
+        &redis.url(),
+        &["run", spider.to_str().unwrap(), "--until-drained"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("began without") && said.contains("import-queue"),
+        "{said}"
+    );
+    let recorded: Option<u64> = conn.hget("bbs:control", "shards").unwrap();
+    assert_eq!(recorded, None, "nothing recorded over the unsharded crawl");
+
+    let out = import(&redis, &spider, &["--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("would copy {fingerprints} fingerprints")),
+        "{}",
+        stderr(&out)
+    );
+    let out = import(&redis, &spider, &[]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("copied {fingerprints} fingerprints")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("and the queues of its other 3 shards"),
+        "{}",
+        stdout(&out)
+    );
+    let recorded: Option<u64> = conn.hget("bbs:control", "shards").unwrap();
+    assert_eq!(recorded, Some(4));
+    let home_keys = shard_name("bbs", home, 4);
+    let copied: usize = conn.scard(format!("{home_keys}:dupefilter")).unwrap();
+    assert_eq!(
+        copied, fingerprints,
+        "the host's shard has every fingerprint"
+    );
+    let queued: usize = conn.zcard(format!("{home_keys}:requests")).unwrap();
+    assert!(queued > 0, "the requests are on their host's shard");
+    let on_zero: usize = conn.zcard("bbs:requests").unwrap();
+    assert_eq!(on_zero, 0, "none is left on shard 0");
+    // A producer pushes again the task of the forum scrapy-redis crawled
+    // first: its host's shard has the fingerprints of its pages, so none
+    // is crawled (and scraped) twice.
+    let task = r#"{"forum_id":"00001","max_page":5}"#;
+    let out = crawlworker_with_redis(&redis.url(), &["push-urls", spider.to_str().unwrap(), task]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    InProcess::start(
+        &spider,
+        &redis.url(),
+        &[],
+        StopRules {
+            until_drained: true,
+            ..StopRules::default()
+        },
+    )
+    .await
+    .wait(Duration::from_secs(60))
+    .await;
+    assert_exact(&items_of_shards(&mut conn, 4), &expected(BASE));
+    // Run again on the crawl now sharded: nothing left to import or copy.
+    let out = import(&redis, &spider, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nothing to import"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stderr(&out).contains("copied"), "{}", stderr(&out));
+    server.stop().await.unwrap();
+}
+
 /// A scrapy-redis queue of `n` requests for distinct posts, as entries of
 /// its `class` (the fixture's post request, its post number changed).
 fn many(class: &str, n: usize) -> Vec<Vec<u8>> {
@@ -388,4 +511,57 @@ fn a_worker_will_not_start_on_a_queue_scrapy_redis_left() {
         let dead: usize = conn.llen("bbs:dead").unwrap();
         assert_eq!(dead, 0, "{class}: nothing was set aside");
     }
+}
+
+/// A crawlworker crawl that began without shards, stopped with requests
+/// still queued (its `max_pages` reached), is refused by a sharded
+/// spider's worker and by its `import-queue`, each saying why and what to
+/// do, and nothing is recorded or copied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_spider_refuses_a_crawlworker_crawl_begun_without_shards() {
+    let crawl = crawlworker_testkit::DemoCrawl::start(Duration::ZERO).await;
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", "[settings]\nmax_pages = 5\n");
+    std::fs::write(&crawl.spider, &text).unwrap();
+    let out = crawlworker_with_redis(
+        &crawl.redis.url(),
+        &["run", crawl.spider_arg(), "--until-drained"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut conn = crawl.redis.conn();
+    let queued: usize = conn.zcard("bbs:requests").unwrap();
+    assert!(queued > 0, "the stopped crawl left requests queued");
+
+    let dir = crawl.dir.path().join("sharded");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spider = dir.join("bbs.toml");
+    let text = text.replace("max_pages = 5\n", "").replacen(
+        "[start]\n",
+        "[keys]\nshards = 3\n\n[start]\n",
+        1,
+    );
+    std::fs::write(&spider, text).unwrap();
+    let out = import(&crawl.redis, &spider, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("`bbs:requests:data`") && said.contains("--until-drained"),
+        "{said}"
+    );
+    let out = crawlworker_with_redis(
+        &crawl.redis.url(),
+        &["run", spider.to_str().unwrap(), "--until-drained"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`bbs:requests` holds"),
+        "{}",
+        stderr(&out)
+    );
+    let recorded: Option<u64> = conn.hget("bbs:control", "shards").unwrap();
+    assert_eq!(recorded, None);
+    let copies: Vec<String> = conn.keys(format!("{}*", shard_name("bbs", 1, 3))).unwrap();
+    assert!(copies.is_empty(), "nothing written on shard 1: {copies:?}");
+    crawl.stop().await;
 }

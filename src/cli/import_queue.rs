@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use super::{output, tools, RedisArgs};
 use crate::frontier::takeover::{ForeignQueue, Import, Where};
-use crate::frontier::{DeadLetter, RedisFrontier};
+use crate::frontier::{DeadLetter, RedisFrontier, ShardedFrontier};
 use crate::scrapy_redis::{convert, Converted, Takeover};
 use crate::wording::plural;
 
@@ -33,11 +33,13 @@ pub async fn import_queue(
     redis: &RedisArgs,
     dry_run: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (spider, frontier) = tools::open(path, redis).await?;
-    tools::unsharded(&spider, "import-queue")?;
+    let (spider, mut shards) = tools::open_shards(path, redis).await?;
+    super::onto_shards::onto_shards(&spider, &mut shards, dry_run).await?;
+    let crawl = ShardedFrontier::new(shards);
+    let frontier = crawl.shard(0);
     let takeover = Takeover { spider: &spider };
     let tally = if dry_run {
-        survey(&frontier, &takeover).await?
+        survey(frontier, &takeover).await?
     } else {
         let (kind, moved) = frontier.stage_scrapy_queue().await?;
         let Some(kind) = kind else {
@@ -55,7 +57,7 @@ pub async fn import_queue(
                 frontier.keys.scrapy_queue
             );
         }
-        let tally = import(&frontier, &takeover, kind).await?;
+        let tally = import(&crawl, &takeover, kind).await?;
         if moved == 0 && tally.queued + tally.dead == 0 {
             output::line(format_args!(
                 "nothing to import: no scrapy-redis request is left in {} or {}",
@@ -65,7 +67,7 @@ pub async fn import_queue(
         }
         tally
     };
-    report(&frontier, &tally, dry_run)?;
+    report(&crawl, &tally, dry_run)?;
     Ok(if tally.dead > 0 {
         ExitCode::from(2)
     } else {
@@ -75,10 +77,11 @@ pub async fn import_queue(
 
 /// Converts what was set aside until nothing is left.
 async fn import(
-    frontier: &RedisFrontier,
+    crawl: &ShardedFrontier,
     takeover: &Takeover<'_>,
     kind: ForeignQueue,
 ) -> anyhow::Result<Tally> {
+    let frontier = crawl.shard(0);
     let mut tally = Tally::default();
     let mut said = 0;
     loop {
@@ -97,8 +100,9 @@ async fn import(
                 Import { entry, outcome }
             })
             .collect();
-        let (queued, dead) = frontier.import_scrapy_entries(kind, imports).await?;
-        tally.queued += queued;
+        let imported = crawl.import_scrapy_entries(kind, imports).await?;
+        let dead = imported.dead;
+        tally.queued += imported.queued + imported.handed;
         tally.dead += dead;
         // Another import may have taken some: reasons are counted as seen.
         for reason in reasons.into_iter().take(dead as usize) {
@@ -153,14 +157,19 @@ fn letter_or_request(
 
 /// The summary: how many were (or would be) queued, how many set aside
 /// and why, the most frequent reasons first.
-fn report(frontier: &RedisFrontier, tally: &Tally, dry_run: bool) -> anyhow::Result<()> {
+fn report(crawl: &ShardedFrontier, tally: &Tally, dry_run: bool) -> anyhow::Result<()> {
+    let frontier = crawl.shard(0);
+    let others = match crawl.shards().len() {
+        1 => String::new(),
+        n => format!(" and the queues of its other {} shards", n - 1),
+    };
     let (queue, set_aside) = if dry_run {
         ("would queue", "would set aside")
     } else {
         ("queued", "set aside")
     };
     output::line(format_args!(
-        "{queue} {} scrapy-redis queued, in {}{}",
+        "{queue} {} scrapy-redis queued, in {}{others}{}",
         plural(tally.queued as usize, "request", "requests"),
         frontier.keys.requests,
         if dry_run {

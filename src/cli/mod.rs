@@ -17,6 +17,7 @@ mod import_queue;
 mod items;
 mod local;
 pub mod logging;
+mod onto_shards;
 pub mod output;
 mod parse;
 mod run;

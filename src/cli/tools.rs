@@ -74,22 +74,6 @@ pub(super) async fn open_shards(
     Ok((spider, shards))
 }
 
-/// Refuses `command` on a sharded spider, which it does not read or act
-/// on across the shards yet.
-pub(super) fn unsharded(spider: &Spider, command: &str) -> anyhow::Result<()> {
-    if spider.shards.len() > 1 {
-        return Err(InvalidInput(format!(
-            "`crawlworker {command}` does not work across the {} shards of spider `{}` yet; read a shard's keys with redis-cli meanwhile ({} and `{}`)",
-            spider.shards.len(),
-            spider.name,
-            spider.keys.stats,
-            spider.shards[1].stats
-        ))
-        .into());
-    }
-    Ok(())
-}
-
 /// What `push-urls` pushes, and how.
 #[derive(Debug, Clone)]
 pub struct Push {

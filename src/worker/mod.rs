@@ -49,6 +49,7 @@ use progress::Progress;
 use turns::Turns;
 
 pub use crate::frontier::outage::with_redis;
+pub(crate) use start::{shard_count_mismatch, unsharded_crawl_message};
 
 /// How a worker decides to stop on its own.
 #[derive(Debug, Clone, Copy, Default)]

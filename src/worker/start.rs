@@ -15,6 +15,7 @@ use super::shared::Shared;
 use super::{sink_mismatch_message, SpiderRun};
 use crate::downloader::Downloader;
 use crate::frontier::admin::DupefilterMismatch;
+use crate::frontier::redis::shard_count::{Recorder, ShardCount};
 use crate::frontier::{Frontier, FrontierError, LocalFrontier, RedisFrontier, ShardedFrontier};
 use crate::settings::Settings;
 use crate::spider::Spider;
@@ -49,15 +50,40 @@ async fn check_frontier(spider: &Spider, f: &mut RedisFrontier) -> Result<(), Re
 /// fingerprints are where that number put them.
 async fn check_shard_count(spider: &Spider, zero: &RedisFrontier) -> Result<(), Refusal> {
     let shards = spider.shards.len();
-    match zero.record_shards(shards).await.map_err(Ok)? {
-        Some(recorded) if recorded != shards as u64 => Err(Err(format!(
-            "spider `{}`: its crawl in Redis was started with `[keys] shards = {recorded}` (recorded in `{}`), and the spider now says {shards}; each request and fingerprint is on the shard that number chose. Set `shards = {recorded}` again, or start a new crawl (`crawlworker flush {} --all`)",
-            spider.name,
-            zero.keys.control,
-            spider.source.display()
-        ))),
+    match zero
+        .record_shards(shards, Recorder::Join)
+        .await
+        .map_err(Ok)?
+    {
+        ShardCount::Recorded(recorded) if recorded != shards as u64 => Err(Err(
+            shard_count_mismatch(spider, &zero.keys.control, recorded),
+        )),
+        ShardCount::Unsharded(key) => Err(Err(unsharded_crawl_message(spider, &key))),
         _ => Ok(()),
     }
+}
+
+/// Why a spider will not work on a crawl recorded (in `control`) as over
+/// another number of shards.
+pub(crate) fn shard_count_mismatch(spider: &Spider, control: &str, recorded: u64) -> String {
+    format!(
+        "spider `{}`: its crawl in Redis was started with `[keys] shards = {recorded}` (recorded in `{control}`), and the spider now says {}; each request and fingerprint is on the shard that number chose. Set `shards = {recorded}` again, or start a new crawl (`crawlworker flush {} --all`)",
+        spider.name,
+        spider.shards.len(),
+        spider.source.display()
+    )
+}
+
+/// Why a sharded spider will not start on a crawl that began without
+/// shards, whose `key` is in the way, and what to do.
+pub(crate) fn unsharded_crawl_message(spider: &Spider, key: &str) -> String {
+    format!(
+        "spider `{}` is over {} shards, but its crawl in Redis began without: `{key}` holds its requests or fingerprints, where a sharded spider would look for only shard 0's hosts and crawl the others' again; nothing was crawled. For a scrapy-redis crawl, or a crawlworker crawl drained to its dupefilter, run `crawlworker import-queue {}` (it copies the fingerprints to every shard and imports a scrapy-redis queue); otherwise remove `[keys] shards` until the crawl is drained, or start a new crawl (`crawlworker flush {} --all`)",
+        spider.name,
+        spider.shards.len(),
+        spider.source.display(),
+        spider.source.display()
+    )
 }
 
 /// A sharded spider's frontier: every shard checked, the shard count

@@ -36,6 +36,7 @@ pub mod pickup;
 mod protocol;
 mod scripts;
 mod session;
+pub mod shard_count;
 pub mod sharded;
 pub mod takeover;
 mod unreadable;

@@ -105,23 +105,6 @@ impl RedisFrontier {
             .map_err(super::err("hand requests to another shard", &outbox))
     }
 
-    /// Records in this (shard 0's) control hash that the crawl runs over
-    /// `shards` shards, unless a number is recorded already; returns the
-    /// number recorded (none for a crawl never sharded).
-    pub async fn record_shards(&self, shards: usize) -> Result<Option<u64>> {
-        let control = &self.keys.control;
-        let mut pipe = redis::pipe();
-        if shards > 1 {
-            pipe.hset_nx(control, "shards", shards).ignore();
-        }
-        pipe.hget(control, "shards");
-        let (recorded,): (Option<u64>,) = pipe
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(super::err("record the shard count in", control))?;
-        Ok(recorded)
-    }
-
     /// How many requests wait in this shard's outboxes.
     pub async fn outboxes_len(&self) -> Result<u64> {
         let mut sum = 0;

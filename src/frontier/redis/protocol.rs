@@ -343,11 +343,15 @@ wire! {
     ImportRecord: bytes {
         /// The entry as stored.
         entry,
-        /// 'req' (queue `json`) or 'dead' (set `json` aside).
+        /// 'req' (queue `json`), 'dead' (set `json` aside), or in a
+        /// sharded spider the place (from 1) of the outbox `json` goes to.
         outcome,
         priority,
         /// The request's JSON, or the dead letter's.
         json,
+        /// For an outbox, the request's token (see `TaskRecord::token`);
+        /// '' otherwise.
+        token,
     }
 }
 
@@ -452,6 +456,12 @@ wire! {
 wire! {
     /// `outbox_trim.lua`: the mover's token, and how many entries it read.
     OutboxTrimArgs { mover, count }
+}
+
+wire! {
+    /// `record_shards.lua`: the spider's shard count, and who records it
+    /// ('join', 'probe' or 'takeover').
+    RecordShardsArgs { shards, mode }
 }
 
 wire! {
@@ -773,6 +783,21 @@ fn outbox_layouts() -> Vec<Layout> {
             vec![&VALUE],
         ),
         layout("outbox_trim", outbox(), OutboxTrimArgs::FIELDS, Vec::new()),
+        layout(
+            "record_shards",
+            vec![
+                K(Kk::Control),
+                K(Kk::Requests),
+                K(Kk::RequestData),
+                K(Kk::ScrapyQueue),
+                K(Kk::Inflight),
+                K(Kk::Delayed),
+                K(Kk::Schedule),
+                K(Kk::Dupefilter),
+            ],
+            RecordShardsArgs::FIELDS,
+            Vec::new(),
+        ),
     ]
 }
 
@@ -852,19 +877,22 @@ fn admin_layouts() -> Vec<Layout> {
             ImportStageArgs::FIELDS,
             Vec::new(),
         ),
-        layout(
-            "import_queue",
-            vec![
-                K(Kk::ScrapyQueue),
-                K(Kk::Requests),
-                K(Kk::RequestData),
-                K(Kk::Sequence),
-                K(Kk::Dead),
-                K(Kk::Stats),
-            ],
-            ImportArgs::FIELDS,
-            vec![&IMPORT],
-        ),
+        Layout {
+            more_keys: Some("outboxes"),
+            ..layout(
+                "import_queue",
+                vec![
+                    K(Kk::ScrapyQueue),
+                    K(Kk::Requests),
+                    K(Kk::RequestData),
+                    K(Kk::Sequence),
+                    K(Kk::Dead),
+                    K(Kk::Stats),
+                ],
+                ImportArgs::FIELDS,
+                vec![&IMPORT],
+            )
+        },
     ]
 }
 

@@ -31,8 +31,9 @@ use super::protocol::{self, Layout, Wire};
 use super::protocol::{
     AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, ImportArgs,
     ImportStageArgs, LeaseArgs, LinksAheadArgs, NoArgs, OutboxDeliverArgs, OutboxTakeArgs,
-    OutboxTrimArgs, PaceArgs, PushArgs, ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs,
-    SeedArgs, SessionLockArgs, SessionStaleArgs, SessionStoreArgs, StatusArgs, SweepArgs,
+    OutboxTrimArgs, PaceArgs, PushArgs, RecordShardsArgs, ReleaseArgs, RenewArgs, RequeueArgs,
+    RobotsLockArgs, SeedArgs, SessionLockArgs, SessionStaleArgs, SessionStoreArgs, StatusArgs,
+    SweepArgs,
 };
 use crate::frontier::{ItemSink, Keys};
 
@@ -87,6 +88,7 @@ scripts! {
     outbox_take: OutboxTakeArgs,
     outbox_deliver: OutboxDeliverArgs,
     outbox_trim: OutboxTrimArgs,
+    record_shards: RecordShardsArgs,
 }
 
 /// The helpers every script has, in the order they build on each other:

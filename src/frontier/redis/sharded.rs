@@ -137,6 +137,22 @@ impl ShardedFrontier {
         Ok(queued)
     }
 
+    /// Converts entries of a scrapy-redis queue set aside on shard 0 (see
+    /// [`RedisFrontier::import_scrapy_entries`]), and moves what it handed
+    /// to its outboxes to their shards now; what a move cannot deliver now
+    /// waits in the outbox for a mover.
+    pub async fn import_scrapy_entries(
+        &self,
+        kind: super::takeover::ForeignQueue,
+        entries: Vec<super::takeover::Import>,
+    ) -> Result<super::takeover::Imported> {
+        let imported = self.zero().import_scrapy_entries(kind, entries).await?;
+        if imported.handed > 0 {
+            self.move_now(0, 1..self.count()).await;
+        }
+        Ok(imported)
+    }
+
     fn zero(&self) -> &RedisFrontier {
         &self.inner.shards[0]
     }

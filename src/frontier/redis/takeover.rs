@@ -60,6 +60,17 @@ pub struct Import {
     pub outcome: std::result::Result<Request, DeadLetter>,
 }
 
+/// What one import step did with its entries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// Queued on this shard.
+    pub queued: u64,
+    /// Set aside as dead letters.
+    pub dead: u64,
+    /// Handed to this shard's outboxes, for the shards of their hosts.
+    pub handed: u64,
+}
+
 /// How many entries one import step moves or converts.
 const STAGE_BATCH: usize = 1000;
 
@@ -118,14 +129,15 @@ impl RedisFrontier {
 
     /// Converts entries set aside, in one step: each becomes its request
     /// in the queue (not filtered again) or its dead letter, only if it is
-    /// still there. Returns how many were queued and how many set aside.
+    /// still there; in a sharded spider a request of another shard goes to
+    /// this shard's outbox for it instead (see `import_queue.lua`).
     pub async fn import_scrapy_entries(
         &self,
         kind: ForeignQueue,
         entries: Vec<Import>,
-    ) -> Result<(u64, u64)> {
+    ) -> Result<Imported> {
         if entries.is_empty() {
-            return Ok((0, 0));
+            return Ok(Imported::default());
         }
         let k = &self.keys;
         let args = ImportArgs {
@@ -133,37 +145,62 @@ impl RedisFrontier {
             wake: k.wake.clone(),
         };
         let mut inv = SCRIPTS.import_queue.call(k, self.sink.sink, args);
+        for to in self.shard.iter().flat_map(|place| place.others()) {
+            inv.more_key(&k.outbox(to));
+        }
         for import in entries {
             inv.record(self.import_record(import));
         }
-        inv.invoke_async(&mut self.conn.clone())
+        let (queued, dead, handed) = inv
+            .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(err("import scrapy-redis requests from", &k.scrapy_queue))
+            .map_err(err("import scrapy-redis requests from", &k.scrapy_queue))?;
+        Ok(Imported {
+            queued,
+            dead,
+            handed,
+        })
     }
 
     fn import_record(&self, import: Import) -> ImportRecord {
         let key = &self.keys.requests;
-        let request = import.outcome.and_then(|r| {
-            encode(&r).map(|json| (r.priority, json)).ok_or_else(|| {
-                DeadLetter::new(
-                    key,
-                    &r.url,
-                    &format!(
-                        "scrapy-redis request not queued: over the {}-byte limit as JSON",
-                        super::MAX_REQUEST_BYTES
-                    ),
-                )
-            })
+        let request = import.outcome.and_then(|r| match encode(&r) {
+            Some(json) => Ok((r, json)),
+            None => Err(DeadLetter::new(
+                key,
+                &r.url,
+                &format!(
+                    "scrapy-redis request not queued: over the {}-byte limit as JSON",
+                    super::MAX_REQUEST_BYTES
+                ),
+            )),
         });
-        let (outcome, priority, json) = match request {
-            Ok((priority, json)) => ("req", clamped(priority).to_string(), json),
-            Err(letter) => ("dead", String::new(), to_json(&letter)),
+        let (outcome, priority, json, token) = match request {
+            Ok((r, json)) => {
+                let priority = clamped(r.priority).to_string();
+                match self.shard.and_then(|p| Some((p, p.elsewhere(&r)?))) {
+                    Some((place, to)) => (
+                        (place.position_of(to) + 1).to_string(),
+                        priority,
+                        json,
+                        super::outbox::hand_token(&self.worker),
+                    ),
+                    None => ("req".to_string(), priority, json, String::new()),
+                }
+            }
+            Err(letter) => (
+                "dead".to_string(),
+                String::new(),
+                to_json(&letter),
+                String::new(),
+            ),
         };
         ImportRecord {
             entry: import.entry,
-            outcome: outcome.into(),
+            outcome: outcome.into_bytes(),
             priority: priority.into_bytes(),
             json: json.into_bytes(),
+            token: token.into_bytes(),
         }
     }
 

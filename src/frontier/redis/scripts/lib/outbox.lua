@@ -12,12 +12,13 @@
 -- delivered before.
 
 -- Pushes the `n` records from ARGV[at] on to `outbox`; `r` gives the
--- record's size and the offsets of its token, fingerprint, priority and
--- request JSON.
+-- record's size and the offsets of its token, fingerprint (none: '' for
+-- every record), priority and request JSON.
 local function outbox_push(outbox, at, n, r)
   local entries = {}
   for i = at, at + r.size * (n - 1), r.size do
-    entries[#entries + 1] = ARGV[i + r.token] .. '|' .. ARGV[i + r.fingerprint] .. '|' ..
+    local fp = r.fingerprint and ARGV[i + r.fingerprint] or ''
+    entries[#entries + 1] = ARGV[i + r.token] .. '|' .. fp .. '|' ..
                                 int(num(ARGV[i + r.priority])) .. '|' .. ARGV[i + r.json]
   end
   call_many('RPUSH', outbox, entries)
