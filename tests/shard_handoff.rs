@@ -411,3 +411,66 @@ async fn an_outbox_a_killed_worker_left_is_moved_by_another_worker() {
     assert_eq!(urls, ["http://127.0.0.8:8700/left"]);
     assert_eq!(outbox_len(&redis), 0);
 }
+
+/// A crawl whose one page in flight hands its one link to another shard,
+/// step after step (a forum's chain of list pages), never reads drained
+/// before its end, however a reader's look at the shards in turn and the
+/// hand-offs interleave: a page committed on a shard after the reader
+/// read it may queue its link on a shard the reader read before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_hand_offs_never_reads_drained_before_its_end() {
+    let redis = RedisServer::start();
+    let f = sharded(&redis, "w").await;
+    let reader = sharded(&redis, "r").await;
+    // Hosts 1, 8, 4: shards 2, 1, 0, so two hand-offs in three go to a
+    // shard the reader reads first.
+    let hosts = [1, 8, 4];
+    let first = on_host(hosts[0], "/list/0");
+    let entry = serde_json::to_string(&first).unwrap_or_default();
+    f.push_start(std::slice::from_ref(&entry)).await.unwrap();
+    let claimed = f
+        .claim_start(&[StartClaim {
+            entry,
+            outcome: Ok(first),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(claimed.enqueued, 1);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watching = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut readings = 0u32;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let status = reader.status().await.unwrap_or_else(|e| panic!("{e}"));
+                let over = done.load(std::sync::atomic::Ordering::SeqCst);
+                assert!(
+                    !status.drained() || over,
+                    "read drained mid-chain: {status:?}"
+                );
+                readings += 1;
+            }
+            readings
+        })
+    };
+    for step in 1..=300 {
+        let (leased, _) = f.lease(1, 0).await.unwrap();
+        assert_eq!(leased.len(), 1, "step {step}: the chain's page is queued");
+        let next = on_host(hosts[step % 3], &format!("/list/{step}"));
+        let last = step == 300;
+        // The end is near: a drained reading from here on is true.
+        done.store(last, std::sync::atomic::Ordering::SeqCst);
+        let page = PageResult {
+            requests: if last { Vec::new() } else { vec![next] },
+            ..PageResult::default()
+        };
+        let (committed, _) = f.commit(&leased[0], &page, 0, false).await.unwrap();
+        assert!(matches!(committed, Committed::Done { .. }), "{committed:?}");
+    }
+    let readings = watching.await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        readings > 100,
+        "the reader read along ({readings} readings)"
+    );
+    assert!(f.status().await.unwrap().drained());
+}

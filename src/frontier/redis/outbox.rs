@@ -105,6 +105,19 @@ impl RedisFrontier {
             .map_err(super::err("hand requests to another shard", &outbox))
     }
 
+    /// This shard's request sequence: every step that queues requests
+    /// draws their ids from it, so it grows whenever the shard queues
+    /// anything (see `ShardedFrontier`'s status).
+    pub async fn sequence(&self) -> Result<u64> {
+        let key = &self.keys.sequence;
+        let n: Option<u64> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(super::err("read", key))?;
+        Ok(n.unwrap_or(0))
+    }
+
     /// How many requests wait in this shard's outboxes.
     pub async fn outboxes_len(&self) -> Result<u64> {
         let mut sum = 0;

@@ -40,6 +40,11 @@ use crate::stats::{Stat, Tally};
 /// entries whose committer died before moving them.
 const MOVER_RECHECK: Duration = Duration::from_secs(1);
 
+/// How many readings of the shards a status that finds nothing left
+/// takes at most, while the shards keep queueing between two (see
+/// `status`): after that the last one stands.
+const DRAINED_READINGS: usize = 16;
+
 /// A sharded spider's frontier, as one worker holds it.
 pub struct ShardedFrontier {
     inner: Arc<Shards>,
@@ -151,6 +156,23 @@ impl ShardedFrontier {
             self.move_now(0, 1..self.count()).await;
         }
         Ok(imported)
+    }
+
+    /// One reading of the shards in turn: their queues summed (see
+    /// `status`), and each shard's request sequence, read before it.
+    async fn read_status(&self) -> Result<(QueueStatus, Vec<u64>)> {
+        let mut sequences = Vec::with_capacity(self.count());
+        let mut sum: Option<QueueStatus> = None;
+        for shard in &self.inner.shards {
+            sequences.push(shard.sequence().await?);
+            let mut s = RedisFrontier::status(shard).await?;
+            s.queued += shard.outboxes_len().await?;
+            match &mut sum {
+                None => sum = Some(s),
+                Some(sum) => add_status(sum, s),
+            }
+        }
+        Ok((sum.unwrap_or_default(), sequences))
     }
 
     fn zero(&self) -> &RedisFrontier {
@@ -520,16 +542,27 @@ impl Backend for ShardedFrontier {
     }
 
     /// The shards' queues summed, with what waits in their outboxes as
-    /// queued.
+    /// queued. The shards are read one after the other while hand-offs
+    /// move work between them: a page committed on one after it was read
+    /// may queue links on another read before, so a reading that finds
+    /// nothing left is taken again, and stands only when no shard queued
+    /// anything between the two (each shard's request sequence, which
+    /// every queueing step draws from, unchanged). Nothing was left then
+    /// at the instant between the two readings.
     async fn status(&self) -> Result<QueueStatus> {
-        let mut sum = self.zero().status().await?;
-        sum.queued += self.zero().outboxes_len().await?;
-        for shard in &self.inner.shards[1..] {
-            let mut s = Backend::status(shard).await?;
-            s.queued += shard.outboxes_len().await?;
-            add_status(&mut sum, s);
+        let (mut status, mut sequences) = self.read_status().await?;
+        for _ in 0..DRAINED_READINGS {
+            if !status.drained() {
+                break;
+            }
+            let (again, moved) = self.read_status().await?;
+            let settled = moved == sequences;
+            (status, sequences) = (again, moved);
+            if settled {
+                break;
+            }
         }
-        Ok(sum)
+        Ok(status)
     }
 
     async fn reserve_slot(
