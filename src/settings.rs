@@ -276,7 +276,7 @@ settings! {
     retry_backoff_max: Duration = Duration::from_secs(300);
     /// Response statuses that are retried.
     retry_http_codes: Vec<u16> = vec![500, 502, 503, 504, 522, 524, 408, 429];
-    /// Stop leasing once the whole cluster has received this many responses (0 = no limit; Scrapy's CLOSESPIDER_PAGECOUNT). The rest stays queued; `--until-drained` workers then stop.
+    /// Stop leasing once the whole cluster has received this many responses (0 = no limit; Scrapy's CLOSESPIDER_PAGECOUNT). The rest stays queued; `--until-drained` workers then stop. Over `[keys] shards`, each shard leases under a cap of it that moves to where the work is (docs/scaling.md).
     max_pages: u32 = 0;
     /// Fetch at most this many pages of one host, for the whole cluster (0 = no limit); further requests to it are dropped and counted (`quota/host_dropped`).
     max_pages_per_host: u32 = 0;

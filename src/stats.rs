@@ -231,7 +231,7 @@ stats! {
     REVISIT_DROPPED = "revisit/dropped", Counter => "revisits_dropped";
     /// Requests dropped because their host had its `max_pages_per_host` pages.
     QUOTA_HOST_DROPPED = "quota/host_dropped", Counter => "quota_host_dropped";
-    /// Times the cluster reached `max_pages` and stopped leasing.
+    /// Times the cluster reached `max_pages` and stopped leasing (over shards, times a shard's cap of it ran out).
     QUOTA_MAX_PAGES_REACHED = "quota/max_pages_reached", Counter => "quota_max_pages_reached";
     /// Logins that made a new session for the cluster (`[session]`).
     SESSION_LOGIN_COUNT = "session/login_count", Counter => "session_logins";

@@ -172,6 +172,50 @@ async fn max_pages_holds_across_three_workers() {
     crawl.stop().await;
 }
 
+/// `max_pages` holds for a spider over three shards too: the demo forum's
+/// one host puts the whole crawl on one shard, whose cap (a third of the
+/// limit to begin with) grows by what the other shards cannot use, so
+/// three workers fetch exactly the limit between them, then stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_pages_holds_across_three_workers_over_three_shards() {
+    let crawl = DemoCrawl::start(Duration::from_millis(5)).await;
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", "[settings]\nmax_pages = 25\n")
+        .replacen("[start]\n", "[keys]\nshards = 3\n\n[start]\n", 1);
+    std::fs::write(&crawl.spider, text).unwrap();
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
+        .collect();
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert!(status.success(), "{log}");
+    }
+    assert_eq!(pages(&crawl), 25);
+    let s = stats(&crawl);
+    assert_eq!(s["stats"]["response_received_count"], 25, "{s}");
+    assert_eq!(s["stats"]["finish_reason"], "closespider_pagecount", "{s}");
+    assert!(s["queues"]["queued"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["queues"]["page_limit_reached"], true, "{s}");
+    // The caps add up to the limit, every move finished.
+    let mut conn = crawl.redis.conn();
+    let mut caps = 0;
+    for shard in 0..3 {
+        let name = crawlworker::frontier::shards::shard_name("bbs", shard, 3);
+        let control: std::collections::HashMap<String, String> =
+            redis::Commands::hgetall(&mut conn, format!("{name}:control")).unwrap();
+        caps += control
+            .get("quota_cap")
+            .map_or(0, |c| c.parse::<i64>().unwrap());
+        assert!(
+            !control.keys().any(|k| k.starts_with("quota_out:")),
+            "{control:?}"
+        );
+    }
+    assert_eq!(caps, 25);
+    crawl.stop().await;
+}
+
 /// `max_pages_per_host`: the demo forum's one host gets that many pages;
 /// the requests beyond are dropped and counted, so the crawl drains.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

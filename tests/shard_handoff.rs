@@ -474,3 +474,103 @@ async fn a_chain_of_hand_offs_never_reads_drained_before_its_end() {
     );
     assert!(f.status().await.unwrap().drained());
 }
+
+/// Shard `shard` (of three) of spider `q` with `max_pages`, as `worker`.
+async fn capped_shard(redis: &RedisServer, shard: usize, max_pages: u64) -> RedisFrontier {
+    let spider = spider();
+    let options = crawlworker::frontier::Options {
+        keys: shard_keys("q", KeyMode::Plain, &[], None, shard, 3),
+        quota: crawlworker::frontier::Quota {
+            max_pages,
+            max_pages_per_host: 0,
+        },
+        ..spider.frontier_options("mover")
+    };
+    let client = ::redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    RedisFrontier::connect(&client.into(), options)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()))
+        .in_shard(crawlworker::frontier::shards::ShardPlace {
+            index: shard,
+            count: 3,
+        })
+}
+
+/// A move of part of `max_pages` from one shard's cap to another's whose
+/// mover died after giving is finished by another worker from its note,
+/// once: the caps add up to the limit again, and a second take of the
+/// same move adds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_of_the_page_limit_a_dead_mover_left_is_finished_once() {
+    let redis = RedisServer::start();
+    let shards = [
+        capped_shard(&redis, 0, 9).await,
+        capped_shard(&redis, 1, 9).await,
+        capped_shard(&redis, 2, 9).await,
+    ];
+    // The dead mover gave 2 of shard 1's cap (3 of 9) to shard 2.
+    let (token, given) = shards[1].give_cap(2, 2).await.unwrap();
+    assert_eq!(given, 2);
+    let caps = |readings: &[crawlworker::frontier::redis::quota::CapReading]| {
+        readings.iter().map(|r| r.cap).sum::<i64>()
+    };
+    let mut readings = Vec::new();
+    for s in &shards {
+        readings.push(s.cap_reading().await.unwrap());
+    }
+    assert_eq!(caps(&readings), 7, "2 are in the move");
+    assert_eq!(readings[1].unfinished.len(), 1);
+    // Its note is a minute old: another worker's keeper finishes it.
+    let field = format!("quota_out:2:{token}");
+    let old = format!(
+        "2|{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            - 60_000
+    );
+    let _: () = redis
+        .conn()
+        .hset(format!("{}:control", name(1)), &field, old)
+        .unwrap();
+    let keeper = sharded_capped(&redis, 9).await;
+    crawlworker_testkit::eventually_async(
+        "the move is finished",
+        Duration::from_secs(10),
+        || async {
+            let mut sum = 0;
+            for s in &shards {
+                let r = s.cap_reading().await.ok()?;
+                if !r.unfinished.is_empty() {
+                    return None;
+                }
+                sum += r.cap;
+            }
+            (sum == 9).then_some(())
+        },
+    )
+    .await;
+    assert!(!shards[2].take_cap(&token, 2).await.unwrap(), "taken once");
+    assert_eq!(shards[2].cap_reading().await.unwrap().cap, 5);
+    drop(keeper);
+}
+
+/// Spider `q` over three shards with `max_pages` (its keeper running).
+async fn sharded_capped(redis: &RedisServer, max_pages: u64) -> Frontier {
+    let spider = spider();
+    let client = ::redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    let options = crawlworker::frontier::Options {
+        quota: crawlworker::frontier::Quota {
+            max_pages,
+            max_pages_per_host: 0,
+        },
+        ..spider.frontier_options("keeper")
+    };
+    ShardedFrontier::connect(&client.into(), options, 3, |i| {
+        shard_keys("q", KeyMode::Plain, &[], None, i, 3)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()))
+    .into()
+}

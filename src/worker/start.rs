@@ -107,19 +107,6 @@ async fn connect_shards(
     Ok((sharded.into(), seeded))
 }
 
-/// What a sharded spider cannot do yet, said at its start: `max_pages`
-/// is counted by each shard on its own node.
-fn refuse_sharded_quota(spider: &Spider, settings: &Settings) -> anyhow::Result<()> {
-    if spider.shards.len() > 1 && settings.max_pages > 0 {
-        anyhow::bail!(
-            "spider `{}`: `max_pages` cannot be kept by a spider over {} shards yet (each shard counts its own pages); remove `max_pages`, or `[keys] shards`",
-            spider.name,
-            spider.shards.len()
-        );
-    }
-    Ok(())
-}
-
 impl SpiderRun {
     /// Connects a spider to Redis, retrying while Redis is unreachable
     /// until `shutdown` fires; its work is also counted in the worker's
@@ -140,7 +127,6 @@ impl SpiderRun {
                     .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
             }
         }
-        refuse_sharded_quota(&spider, &settings)?;
         let redis = shared
             .redis(&settings.redis_url)
             .map_err(|e| anyhow::anyhow!("invalid Redis address {shown}: {e}"))?;

@@ -436,6 +436,7 @@ impl RedisFrontier {
             dupe_spec: self.dupe_spec.clone(),
             handoffs: (self.handoffs.len() + outboxes.len()).to_string(),
             max_pages: self.quota.max_pages.to_string(),
+            quota_shard: self.quota_shard(),
             max_per_host: self.quota.max_pages_per_host.to_string(),
             release: flag(release),
             pages: sent.len().to_string(),

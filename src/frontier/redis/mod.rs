@@ -34,6 +34,7 @@ mod link;
 pub mod outbox;
 pub mod pickup;
 mod protocol;
+pub mod quota;
 mod scripts;
 mod session;
 pub mod shard_count;
@@ -194,6 +195,17 @@ impl RedisFrontier {
         self.shard
     }
 
+    /// The `quota_shard` argument of the scripts that lease: in a sharded
+    /// spider with `max_pages`, this shard's place (`<index>:<count>`),
+    /// whose cap of the limit its leases keep (`page_cap` in
+    /// `lib/leasing.lua`); '' otherwise (the limit itself).
+    fn quota_shard(&self) -> String {
+        match self.shard {
+            Some(p) if self.quota.max_pages > 0 => format!("{}:{}", p.index, p.count),
+            _ => String::new(),
+        }
+    }
+
     fn max_wait_ms(&self) -> u64 {
         max_wait(self.lease).as_millis() as u64
     }
@@ -221,6 +233,7 @@ impl RedisFrontier {
             jitter: flag(self.pacing.jitter),
             max_wait_ms: self.max_wait_ms().to_string(),
             max_pages: self.quota.max_pages.to_string(),
+            quota_shard: self.quota_shard(),
             max_per_host: self.quota.max_pages_per_host.to_string(),
             sink: self.sink.arg(),
             held: self.held.load(Ordering::Relaxed).to_string(),

@@ -421,7 +421,7 @@ wire! {
     /// `lease.lua`.
     LeaseArgs {
         worker, lease_ms, max, start_kind, peek, interval_ms, jitter, max_wait_ms, max_pages,
-        max_per_host, sink, held, takes_handed,
+        quota_shard, max_per_host, sink, held, takes_handed,
     }
 }
 
@@ -429,7 +429,7 @@ wire! {
     /// `commit.lua`.
     CommitArgs {
         worker, wake, lease_ms, interval_ms, jitter, backoff_max_ms, max_wait_ms, dupe_spec,
-        handoffs, max_pages, max_per_host, release, pages, stat_pairs, sink, held,
+        handoffs, max_pages, quota_shard, max_per_host, release, pages, stat_pairs, sink, held,
     }
 }
 
@@ -456,6 +456,19 @@ wire! {
 wire! {
     /// `outbox_trim.lua`: the mover's token, and how many entries it read.
     OutboxTrimArgs { mover, count }
+}
+
+wire! {
+    /// `quota_give.lua`: the limit and this shard's place (see
+    /// `LeaseArgs`), the shard given to, the most to give, the move's
+    /// token.
+    QuotaGiveArgs { max_pages, quota_shard, to, want, token }
+}
+
+wire! {
+    /// `quota_take.lua`: the limit and this shard's place, the move's
+    /// token and amount, the spider's wake channel.
+    QuotaTakeArgs { max_pages, quota_shard, token, amount, wake }
 }
 
 wire! {
@@ -783,6 +796,23 @@ fn outbox_layouts() -> Vec<Layout> {
             vec![&VALUE],
         ),
         layout("outbox_trim", outbox(), OutboxTrimArgs::FIELDS, Vec::new()),
+        layout(
+            "quota_give",
+            vec![
+                K(Kk::Control),
+                K(Kk::Stats),
+                K(Kk::Inflight),
+                K(Kk::Requests),
+            ],
+            QuotaGiveArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "quota_take",
+            vec![K(Kk::Control), K(Kk::Inbox)],
+            QuotaTakeArgs::FIELDS,
+            Vec::new(),
+        ),
         layout(
             "record_shards",
             vec![

@@ -31,9 +31,9 @@ use super::protocol::{self, Layout, Wire};
 use super::protocol::{
     AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, ImportArgs,
     ImportStageArgs, LeaseArgs, LinksAheadArgs, NoArgs, OutboxDeliverArgs, OutboxTakeArgs,
-    OutboxTrimArgs, PaceArgs, PushArgs, RecordShardsArgs, ReleaseArgs, RenewArgs, RequeueArgs,
-    RobotsLockArgs, SeedArgs, SessionLockArgs, SessionStaleArgs, SessionStoreArgs, StatusArgs,
-    SweepArgs,
+    OutboxTrimArgs, PaceArgs, PushArgs, QuotaGiveArgs, QuotaTakeArgs, RecordShardsArgs,
+    ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs, SeedArgs, SessionLockArgs,
+    SessionStaleArgs, SessionStoreArgs, StatusArgs, SweepArgs,
 };
 use crate::frontier::{ItemSink, Keys};
 
@@ -89,6 +89,8 @@ scripts! {
     outbox_deliver: OutboxDeliverArgs,
     outbox_trim: OutboxTrimArgs,
     record_shards: RecordShardsArgs,
+    quota_give: QuotaGiveArgs,
+    quota_take: QuotaTakeArgs,
 }
 
 /// The helpers every script has, in the order they build on each other:

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 
 use super::admin::{DupefilterInfo, HeldLeases};
 use super::outbox::Delivered;
-use super::{pickup, wake, RedisFrontier, RedisTarget, Result};
+use super::{pickup, quota, wake, RedisFrontier, RedisTarget, Result};
 use crate::frontier::outage::Fatal;
 use crate::frontier::shards::{shard_of_host, ShardPlace};
 use crate::frontier::{
@@ -112,6 +112,9 @@ impl ShardedFrontier {
                 tokio::spawn(mover(Arc::downgrade(&inner), source, to));
             }
         }
+        if inner.shards.first().is_some_and(|s| s.quota.max_pages > 0) {
+            tokio::spawn(cap_keeper(Arc::downgrade(&inner)));
+        }
         ShardedFrontier { inner }
     }
 
@@ -162,17 +165,46 @@ impl ShardedFrontier {
     /// `status`), and each shard's request sequence, read before it.
     async fn read_status(&self) -> Result<(QueueStatus, Vec<u64>)> {
         let mut sequences = Vec::with_capacity(self.count());
-        let mut sum: Option<QueueStatus> = None;
+        let (mut sum, mut pages): (Option<QueueStatus>, u64) = (None, 0);
         for shard in &self.inner.shards {
             sequences.push(shard.sequence().await?);
             let mut s = RedisFrontier::status(shard).await?;
             s.queued += shard.outboxes_len().await?;
+            if shard.quota.max_pages > 0 {
+                pages += shard.stat(crate::stats::RESPONSE_RECEIVED_COUNT).await? + s.inflight;
+            }
             match &mut sum {
                 None => sum = Some(s),
                 Some(sum) => add_status(sum, s),
             }
         }
-        Ok((sum.unwrap_or_default(), sequences))
+        let mut sum = sum.unwrap_or_default();
+        let flagged = sum.page_limit_reached;
+        sum.page_limit_reached = self.zero().limit_reached(pages, flagged);
+        Ok((sum, sequences))
+    }
+
+    /// One lease over the shards in turn, starting with the next one each
+    /// time, until it has `max` (see [`Backend::lease`]).
+    async fn lease_round(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
+        let n = self.count();
+        let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        let every = max == 0 && peek == 0;
+        let (mut leased, mut entries) = (Vec::new(), Vec::new());
+        for k in 0..n {
+            let shard = (first + k) % n;
+            let want = max.saturating_sub(leased.len());
+            let peek = if shard == 0 { peek } else { 0 };
+            if want == 0 && peek == 0 && !every {
+                continue;
+            }
+            let (got, seen) = self.inner.shards[shard].lease(want, peek).await?;
+            leased.extend(got.into_iter().map(|l| tagged(shard, l)));
+            if shard == 0 {
+                entries = seen;
+            }
+        }
+        Ok((leased, entries))
     }
 
     fn zero(&self) -> &RedisFrontier {
@@ -241,9 +273,20 @@ pub async fn read_crawl(shards: &[RedisFrontier]) -> Result<CrawlReading> {
             sum.expire_within = sum.expire_within.max(held.expire_within);
         }
     }
+    let mut status = sum_status(statuses);
+    let stats = merge_stats(hashes);
+    if let Some(zero) = shards.first().filter(|_| shards.len() > 1) {
+        let responses = stats
+            .iter()
+            .find(|(name, _)| name == crate::stats::RESPONSE_RECEIVED_COUNT.name)
+            .and_then(|(_, n)| n.parse().ok())
+            .unwrap_or(0);
+        let flagged = status.page_limit_reached;
+        status.page_limit_reached = zero.limit_reached(responses + status.inflight, flagged);
+    }
     Ok(CrawlReading {
-        status: sum_status(statuses),
-        stats: merge_stats(hashes),
+        status,
+        stats,
         leases,
     })
 }
@@ -274,6 +317,54 @@ async fn mover(shards: Weak<Shards>, source: usize, to: usize) {
 }
 
 /// `id` as the sharded frontier gives it out: with its shard.
+/// Keeps a sharded spider's `max_pages` caps where the work is (see
+/// [`super::quota`]): every [`quota::KEEPER_EVERY`], finishes the moves a
+/// dead mover left, then moves what shards cannot use to shards that
+/// have more queued than their caps leave them.
+async fn cap_keeper(shards: Weak<Shards>) {
+    loop {
+        tokio::time::sleep(quota::KEEPER_EVERY).await;
+        let Some(s) = shards.upgrade() else { return };
+        if let Err(e) = keep_caps(&s.shards).await {
+            tracing::warn!(
+                "cannot move the shards' caps of max_pages now ({e}); each shard leases under its own meanwhile, and this worker tries again in {:?}",
+                quota::KEEPER_EVERY
+            );
+        }
+    }
+}
+
+/// One look of [`cap_keeper`] at the shards' caps (also taken by a lease
+/// that came back short); returns how much of the limit it moved.
+async fn keep_caps(shards: &[RedisFrontier]) -> Result<i64> {
+    let mut readings = Vec::with_capacity(shards.len());
+    for shard in shards {
+        readings.push(shard.cap_reading().await?);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let late = quota::UNFINISHED_AFTER.as_millis() as u64;
+    for (from, reading) in readings.iter().enumerate() {
+        for (to, token, amount, when) in &reading.unfinished {
+            if *to < shards.len() && now.saturating_sub(*when) >= late {
+                shards[*to].take_cap(token, *amount).await?;
+                shards[from].finish_cap_move(*to, token).await?;
+            }
+        }
+    }
+    let mut moved = 0;
+    for m in quota::plan_moves(&readings) {
+        let (token, given) = shards[m.from].give_cap(m.to, m.amount).await?;
+        if given > 0 {
+            shards[m.to].take_cap(&token, given).await?;
+            shards[m.from].finish_cap_move(m.to, &token).await?;
+            moved += given;
+        }
+    }
+    Ok(moved)
+}
+
 fn tagged(shard: usize, mut leased: Leased) -> Leased {
     leased.id = format!("{shard}/{}", leased.id);
     leased
@@ -420,22 +511,14 @@ impl Backend for ShardedFrontier {
     /// peek), which a caller makes to put the work that came due back in
     /// the queue, asks every shard.
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
-        let n = self.count();
-        let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
-        let every = max == 0 && peek == 0;
-        let (mut leased, mut entries) = (Vec::new(), Vec::new());
-        for k in 0..n {
-            let shard = (first + k) % n;
-            let want = max.saturating_sub(leased.len());
-            let peek = if shard == 0 { peek } else { 0 };
-            if want == 0 && peek == 0 && !every {
-                continue;
-            }
-            let (got, seen) = self.inner.shards[shard].lease(want, peek).await?;
-            leased.extend(got.into_iter().map(|l| tagged(shard, l)));
-            if shard == 0 {
-                entries = seen;
-            }
+        let (mut leased, entries) = self.lease_round(max, peek).await?;
+        // Short under `max_pages`: the caps may be where the work is not.
+        if leased.len() < max
+            && self.zero().quota.max_pages > 0
+            && keep_caps(&self.inner.shards).await? > 0
+        {
+            let (more, _) = self.lease_round(max - leased.len(), 0).await?;
+            leased.extend(more);
         }
         Ok((leased, entries))
     }

@@ -305,9 +305,10 @@ if enqueued_all > 0 and depth_max > stat_values[STAT.REQUEST_DEPTH_MAX] then
   redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, int(depth_max))
 end
 local before = #out
+local max_pages = page_cap(K, tonumber(A.max_pages), A.quota_shard)
 local function lease(to, max, into, held, again)
   lease_requests(K, to, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
-    tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), again, held, into)
+    tonumber(A.max_wait_ms), max_pages, tonumber(A.max_per_host), again, held, into)
 end
 lease(worker, lease_next, out, tonumber(A.held), release)
 -- The requests queued that this commit did not lease are leased to the
@@ -326,10 +327,13 @@ end
 if lease_next > 0 or release then
   crew_renew(K, worker, now, tonumber(A.lease_ms))
 end
--- The last pages of a crawl: nothing is in flight any more, so idle
--- workers (waiting for `--until-drained` to see the crawl drained, or for
--- work) look again now rather than at their next recheck.
-if enqueued_all == 0 and redis.call('ZCARD', K.inflight) == 0 then
+-- The last pages of a crawl: nothing is in flight any more and nothing
+-- was queued, or `max_pages` (here, this shard's cap of it) is reached
+-- with work left queued, so idle workers (waiting for `--until-drained`
+-- to see the crawl drained or its limit reached, or for work) look again
+-- now rather than at their next recheck.
+if (enqueued_all == 0 or max_pages) and redis.call('ZCARD', K.inflight) == 0
+    and (enqueued_all == 0 or redis.call('HEXISTS', K.control, 'max_pages_reached') == 1) then
   redis.call('PUBLISH', channel, '0')
 end
 flush_hosts()

@@ -22,8 +22,9 @@ write_checks = function()
 end
 local now = now_ms()
 local out = {}
+local max_pages = page_cap(K, tonumber(A.max_pages), A.quota_shard)
 local fair = lease_requests(K, A.worker, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
-  tonumber(A.max_wait_ms), tonumber(A.max_pages), tonumber(A.max_per_host), true, tonumber(A.held), out)
+  tonumber(A.max_wait_ms), max_pages, tonumber(A.max_per_host), true, tonumber(A.held), out)
 -- What it did not get, a commit that queues work wakes it for; until
 -- then (or the next_due below) it does not ask again. A worker that takes
 -- handed leases waits for no more than its fair share: a commit leases

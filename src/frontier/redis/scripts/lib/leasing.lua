@@ -88,13 +88,51 @@ end
 --
 -- Nothing is leased while the spider is paused (`crawlworker pause`) or
 -- its item stream's backlog is full (sink_full), nor
--- beyond `max_pages` responses for the whole cluster (responses received,
--- counted ones included, plus requests in flight); a request whose host
--- has had `max_per_host` pages leased is dropped and counted.
+-- beyond `max_pages` responses (responses received, counted ones
+-- included, plus requests in flight; nil: no limit), the whole cluster's
+-- limit or, in a sharded spider, this shard's cap of it (page_cap); a
+-- request whose host has had `max_per_host` pages leased is dropped and
+-- counted.
 --
 -- With `held` (the leases the worker holds), `max` is cut to the worker's
 -- fair share (see fair_room).
 --
+-- The share of page limit `max` that shard `place` ('<index>:<count>')
+-- starts with: the limit cut in equal parts, the first shards one more
+-- each for what is left over, so the shares add up to it.
+local function shard_share(max, place)
+  local index, count = string.match(place, '^(%d+):(%d+)$')
+  index, count = tonumber(index), tonumber(count)
+  return math.floor(max / count) + ((index < max % count) and 1 or 0)
+end
+
+-- The page limit this step leases under (nil: none): `max_pages` itself
+-- for a spider that is not sharded (`place` ''), else this shard's cap of
+-- it (docs/scaling.md, "max_pages over shards"), kept in the control hash
+-- (quota_cap, and quota_max, the limit it was made for): the shard's
+-- share of the limit when the crawl first used it, plus what other shards
+-- gave it and less what it gave them (quota_give.lua, quota_take.lua),
+-- moved by the change of its share when the limit changed. The caps and
+-- the moves under way add up to the limit, so the shards together lease
+-- no more than it.
+local function page_cap(K, max_pages, place)
+  if max_pages <= 0 then
+    return nil
+  end
+  if place == '' then
+    return max_pages
+  end
+  local got = redis.call('HMGET', K.control, 'quota_cap', 'quota_max')
+  local cap, was = tonumber(got[1]), tonumber(got[2])
+  if cap and was == max_pages then
+    return cap
+  end
+  cap = (cap or 0) + shard_share(max_pages, place) - (was and shard_share(was, place) or 0)
+  before_write()
+  redis.call('HSET', K.control, 'quota_cap', cap, 'quota_max', max_pages)
+  return cap
+end
+
 -- Sets `slot_due` to the ms until the first request left queued for its
 -- host's slot may be leased (nil: none was left), for next_due. Returns
 -- `max` after the fair share's cut.
@@ -113,7 +151,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
   if max <= 0 or paused(K) or sink_full(K, now, release) then
     return max
   end
-  if max_pages > 0 then
+  if max_pages then
     local used = tonumber(redis.call('HGET', K.stats, STAT.RESPONSE_RECEIVED_COUNT) or '0')
       + (tally[STAT.RESPONSE_RECEIVED_COUNT] or 0) + redis.call('ZCARD', K.inflight)
     before_write()
