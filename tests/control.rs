@@ -216,6 +216,48 @@ async fn max_pages_holds_across_three_workers_over_three_shards() {
     crawl.stop().await;
 }
 
+/// `max_pages` over three shards with a worker SIGKILLed mid-crawl: the
+/// pages it held come back after their lease, and the crawl still counts
+/// exactly the limit of responses, never more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_pages_over_shards_holds_with_a_worker_killed() {
+    let crawl = DemoCrawl::start(Duration::from_millis(150)).await;
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", "[settings]\nmax_pages = 30\n")
+        .replacen("[start]\n", "[keys]\nshards = 3\n\n[start]\n", 1);
+    std::fs::write(&crawl.spider, text).unwrap();
+    let fast = [
+        ("CRAWLWORKER_LEASE_TIMEOUT", "1s"),
+        ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
+    ];
+    let spawn = || {
+        Worker::spawn(
+            &crawl.spider,
+            &crawl.redis.url(),
+            &["--until-drained"],
+            &fast,
+        )
+    };
+    let mut workers: Vec<Worker> = (0..3).map(|_| spawn()).collect();
+    eventually("a few pages are fetched", Duration::from_secs(30), || {
+        (pages(&crawl) >= 8).then_some(())
+    });
+    workers.remove(0).kill();
+    let at_kill = pages(&crawl);
+    workers.push(spawn());
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert!(status.success(), "{log}");
+    }
+    assert!(at_kill < 30, "killed mid-crawl ({at_kill} pages fetched)");
+    let s = stats(&crawl);
+    assert_eq!(s["stats"]["response_received_count"], 30, "{s}");
+    assert_eq!(s["stats"]["finish_reason"], "closespider_pagecount", "{s}");
+    assert_eq!(s["queues"]["inflight"], 0, "{s}");
+    crawl.stop().await;
+}
+
 /// `max_pages_per_host`: the demo forum's one host gets that many pages;
 /// the requests beyond are dropped and counted, so the crawl drains.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
