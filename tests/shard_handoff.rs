@@ -213,9 +213,18 @@ async fn an_outbox_entry_crawlworker_did_not_write_is_set_aside() {
 
 /// Shard `shard` of spider `q` in cluster mode, on `cluster`.
 async fn cluster_shard(cluster: &RedisCluster, shard: usize) -> RedisFrontier {
+    cluster_shard_with(cluster, shard, 0).await
+}
+
+/// [`cluster_shard`] with `max_pages`, in its place among the three.
+async fn cluster_shard_with(cluster: &RedisCluster, shard: usize, max_pages: u64) -> RedisFrontier {
     let spider = spider();
     let options = crawlworker::frontier::Options {
         keys: shard_keys("q", KeyMode::Cluster, &[], None, shard, 3),
+        quota: crawlworker::frontier::Quota {
+            max_pages,
+            max_pages_per_host: 0,
+        },
         ..spider.frontier_options("w")
     };
     let url = cluster.url();
@@ -228,6 +237,38 @@ async fn cluster_shard(cluster: &RedisCluster, shard: usize) -> RedisFrontier {
     RedisFrontier::connect(&target, options)
         .await
         .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
+        .in_shard(crawlworker::frontier::shards::ShardPlace {
+            index: shard,
+            count: 3,
+        })
+}
+
+/// Each step of a move of the page limit touches one shard's slot only,
+/// so shards on different masters of a Redis Cluster move their caps of
+/// `max_pages` between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_on_two_masters_of_a_cluster_move_their_caps_of_max_pages() {
+    let cluster = RedisCluster::start();
+    assert_ne!(
+        cluster.master_of("{q}:control"),
+        cluster.master_of(&format!("{{{}}}:control", name(2))),
+        "the test needs shards 0 and 2 of `q` on two masters"
+    );
+    let (zero, two) = (
+        cluster_shard_with(&cluster, 0, 9).await,
+        cluster_shard_with(&cluster, 2, 9).await,
+    );
+    let (token, given) = zero.give_cap(2, 2).await.unwrap();
+    assert_eq!(given, 2);
+    assert!(two.take_cap(&token, given).await.unwrap());
+    assert!(!two.take_cap(&token, given).await.unwrap(), "taken once");
+    zero.finish_cap_move(2, &token).await.unwrap();
+    let (a, b) = (
+        zero.cap_reading().await.unwrap(),
+        two.cap_reading().await.unwrap(),
+    );
+    assert_eq!((a.cap, b.cap), (1, 5));
+    assert!(a.unfinished.is_empty());
 }
 
 /// Each step of a hand-off touches one shard's slot only, so shards on
