@@ -513,12 +513,21 @@ impl Backend for ShardedFrontier {
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
         let (mut leased, entries) = self.lease_round(max, peek).await?;
         // Short under `max_pages`: the caps may be where the work is not.
-        if leased.len() < max
-            && self.zero().quota.max_pages > 0
-            && keep_caps(&self.inner.shards).await? > 0
-        {
-            let (more, _) = self.lease_round(max - leased.len(), 0).await?;
-            leased.extend(more);
+        // What was leased is returned whatever this finds (a lease lost
+        // here would wait out its expiry).
+        if leased.len() < max && self.zero().quota.max_pages > 0 {
+            let more = match keep_caps(&self.inner.shards).await {
+                Ok(0) => Ok((Vec::new(), Vec::new())),
+                Ok(_) => self.lease_round(max - leased.len(), 0).await,
+                Err(e) => Err(e),
+            };
+            match more {
+                Ok((more, _)) => leased.extend(more),
+                Err(e) => tracing::warn!(
+                    "cannot move the shards' caps of max_pages for this lease ({e}); it takes what the caps allowed, and the keeper tries again within {:?}",
+                    quota::KEEPER_EVERY
+                ),
+            }
         }
         Ok((leased, entries))
     }
