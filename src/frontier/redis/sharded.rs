@@ -316,7 +316,6 @@ async fn mover(shards: Weak<Shards>, source: usize, to: usize) {
     }
 }
 
-/// `id` as the sharded frontier gives it out: with its shard.
 /// Keeps a sharded spider's `max_pages` caps where the work is (see
 /// [`super::quota`]): every [`quota::KEEPER_EVERY`], finishes the moves a
 /// dead mover left, then moves what shards cannot use to shards that
@@ -365,6 +364,7 @@ async fn keep_caps(shards: &[RedisFrontier]) -> Result<i64> {
     Ok(moved)
 }
 
+/// `id` as the sharded frontier gives it out: with its shard.
 fn tagged(shard: usize, mut leased: Leased) -> Leased {
     leased.id = format!("{shard}/{}", leased.id);
     leased
