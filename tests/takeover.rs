@@ -565,3 +565,77 @@ async fn a_sharded_spider_refuses_a_crawlworker_crawl_begun_without_shards() {
     assert!(copies.is_empty(), "nothing written on shard 1: {copies:?}");
     crawl.stop().await;
 }
+
+/// A crawlworker crawl in the `compact` dupefilter mode, drained to its
+/// dupefilter, taken over by a spider over shards: `import-queue` copies
+/// its fingerprints (put together again from the compact buckets) to
+/// every shard, and the crawl's tasks pushed again fetch no post twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_compact_crawl_is_taken_over_by_a_sharded_spider() {
+    let crawl = crawlworker_testkit::DemoCrawl::start(Duration::ZERO).await;
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", "[settings]\ndupefilter = \"compact\"\n");
+    std::fs::write(&crawl.spider, &text).unwrap();
+    let out = crawlworker_with_redis(
+        &crawl.redis.url(),
+        &["run", crawl.spider_arg(), "--until-drained"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = crawl.server.hit_counts();
+    let mut conn = crawl.redis.conn();
+    let items: usize = conn.llen("bbs:items").unwrap();
+    // A shard count that puts the forum's host on a shard other than 0.
+    let base = crawl.server.base_url();
+    let shards = (2..=16)
+        .find(|&n| crawlworker::frontier::shards::shard_of(&base, n) != 0)
+        .unwrap();
+    let dir = crawl.dir.path().join("sharded");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spider = dir.join("bbs.toml");
+    let text = text.replacen(
+        "[start]\n",
+        &format!("[keys]\nshards = {shards}\n\n[start]\n"),
+        1,
+    );
+    std::fs::write(&spider, text).unwrap();
+    let out = import(&crawl.redis, &spider, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("copied"), "{}", stderr(&out));
+    let args: Vec<String> = ["push-urls".to_string(), spider.display().to_string()]
+        .into_iter()
+        .chain(crawlworker_demo::demo_tasks())
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = crawlworker_with_redis(&crawl.redis.url(), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = crawlworker_with_redis(
+        &crawl.redis.url(),
+        &["run", spider.to_str().unwrap(), "--until-drained"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The forum's list pages are `dont_filter` (fetched again by design)
+    // and robots.txt is cached on the host's shard; no post or comment
+    // page is fetched twice.
+    let again: Vec<(String, u64)> = crawl
+        .server
+        .hit_counts()
+        .into_iter()
+        .filter(|(path, n)| before.get(path) != Some(n))
+        .collect();
+    assert!(
+        again
+            .iter()
+            .all(|(path, _)| path.starts_with("/list/") || path == "/robots.txt"),
+        "fetched again: {again:?}"
+    );
+    assert!(before.keys().any(|p| p.starts_with("/post/")));
+    let scraped: usize = (0..shards)
+        .map(|i| {
+            let key = format!("{}:items", shard_name("bbs", i, shards));
+            conn.llen::<_, usize>(key).unwrap()
+        })
+        .sum();
+    assert_eq!(scraped, items, "nothing scraped twice");
+    crawl.stop().await;
+}

@@ -8,7 +8,7 @@
 //! crawl. A crawl already recorded over the spider's shards needs none.
 
 use crate::frontier::admin::DupefilterMismatch;
-use crate::frontier::redis::shard_count::{Recorder, ShardCount, SpreadWindow};
+use crate::frontier::redis::shard_count::{Recorder, ShardCount, SpreadKind, SpreadWindow};
 use crate::frontier::RedisFrontier;
 use crate::spider::Spider;
 use crate::wording::plural;
@@ -28,8 +28,8 @@ pub(super) async fn onto_shards(
     }
     let zero = &shards[0];
     let (kind, held) = zero.fingerprints_to_spread().await?;
-    if kind != "set" && kind != "none" {
-        anyhow::bail!(not_a_set(spider, zero, &kind));
+    if let SpreadKind::Other(what) = kind {
+        anyhow::bail!(not_a_set(spider, zero, &what));
     }
     if dry_run {
         eprintln!(
@@ -95,7 +95,7 @@ async fn spread(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<u64
     loop {
         let (fingerprints, next) = match zero.spread_window(cursor).await? {
             SpreadWindow::Read(fingerprints, next) => (fingerprints, next),
-            SpreadWindow::NotASet(kind) => anyhow::bail!(not_a_set(spider, zero, &kind)),
+            SpreadWindow::Unreadable(kind) => anyhow::bail!(not_a_set(spider, zero, &kind)),
         };
         let window: Vec<&str> = fingerprints.iter().map(String::as_str).collect();
         for shard in others {
@@ -113,10 +113,11 @@ async fn spread(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<u64
     }
 }
 
-/// Why a dupefilter that is not a set (`kind`) cannot be spread.
-fn not_a_set(spider: &Spider, zero: &RedisFrontier, kind: &str) -> String {
+/// Why a dupefilter that cannot be read out (`what` it is) cannot be
+/// spread.
+fn not_a_set(spider: &Spider, zero: &RedisFrontier, what: &str) -> String {
     format!(
-        "spider `{}`: the dupefilter {} is not a set ({kind}), so its fingerprints cannot be read out and copied to the other shards; only an `exact` dupefilter (scrapy-redis's) can be spread. Start a new crawl, or remove `[keys] shards`",
+        "spider `{}`: the dupefilter {} is a {what}, whose fingerprints cannot be read out and copied to the other shards; only an `exact` (scrapy-redis's) or `compact` dupefilter can be spread. Start a new crawl, or remove `[keys] shards`",
         spider.name, zero.keys.dupefilter
     )
 }

@@ -51,13 +51,27 @@ impl Recorder {
     }
 }
 
+/// How a dupefilter reads out, to spread it over the shards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpreadKind {
+    /// There is none.
+    Empty,
+    /// A set of hex fingerprints (`exact`, scrapy-redis's).
+    Exact,
+    /// A hash of packed fingerprints (`compact`).
+    Compact,
+    /// Another mode's keys (a Bloom filter cannot be read out; an
+    /// expiring one would lose its ages), said as what it is.
+    Other(String),
+}
+
 /// One window of a dupefilter read out to spread it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SpreadWindow {
     /// The fingerprints, and the cursor to go on from (0: the end).
     Read(Vec<String>, u64),
-    /// The dupefilter is not a set but this type of key.
-    NotASet(String),
+    /// The dupefilter cannot be read out: what it is.
+    Unreadable(String),
 }
 
 /// How many fingerprints one step of a spread reads and copies.
@@ -96,52 +110,118 @@ impl RedisFrontier {
         })
     }
 
-    /// One window of this shard's dupefilter, read from `cursor` (`SSCAN`;
-    /// 0 starts). A dupefilter that is not a set of fingerprints (a mode
-    /// other than `exact`) cannot be read out: its type is said instead.
-    pub async fn spread_window(&self, cursor: u64) -> Result<SpreadWindow> {
-        let key = &self.keys.dupefilter;
-        let kind: String = redis::cmd("TYPE")
+    /// How this shard's dupefilter can be read out to spread it.
+    pub async fn spread_kind(&self) -> Result<SpreadKind> {
+        let (key, meta) = (&self.keys.dupefilter, &self.keys.dupefilter_meta);
+        let (kind, mode): (String, Option<String>) = redis::pipe()
+            .cmd("TYPE")
             .arg(key)
+            .hget(meta, "mode")
             .query_async(&mut self.conn.clone())
             .await
             .map_err(err("read the type of", key))?;
-        match kind.as_str() {
-            "none" => return Ok(SpreadWindow::Read(Vec::new(), 0)),
-            "set" => (),
-            _ => return Ok(SpreadWindow::NotASet(kind)),
-        }
-        let (next, fingerprints): (u64, Vec<String>) = redis::cmd("SSCAN")
-            .arg(key)
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(SPREAD_WINDOW)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err("read the fingerprints of", key))?;
-        Ok(SpreadWindow::Read(fingerprints, next))
+        Ok(match (kind.as_str(), mode.as_deref()) {
+            ("none", _) => SpreadKind::Empty,
+            ("set", None | Some("exact")) => SpreadKind::Exact,
+            ("hash", Some("compact")) => SpreadKind::Compact,
+            (kind, mode) => SpreadKind::Other(match mode {
+                Some(mode) => format!("{kind} of the `{mode}` mode"),
+                None => kind.to_string(),
+            }),
+        })
     }
 
-    /// What a spread would copy from this shard's dupefilter: its type,
-    /// and for a set how many fingerprints it holds (`SCARD`; 0 for any
-    /// other type, which cannot be spread: see
-    /// [`RedisFrontier::spread_window`]).
-    pub async fn fingerprints_to_spread(&self) -> Result<(String, u64)> {
+    /// One window of this shard's dupefilter, read from `cursor` (`SSCAN`
+    /// of an exact one, `HSCAN` of a compact one, whose fingerprints are
+    /// put together again; 0 starts): the fingerprints, and the cursor to
+    /// go on from (0: the end). A dupefilter of another mode cannot be
+    /// read out: what it is is said instead.
+    pub async fn spread_window(&self, cursor: u64) -> Result<SpreadWindow> {
         let key = &self.keys.dupefilter;
-        let mut conn = self.conn.clone();
-        let kind: String = redis::cmd("TYPE")
-            .arg(key)
-            .query_async(&mut conn)
-            .await
-            .map_err(err("read the type of", key))?;
-        if kind != "set" {
-            return Ok((kind, 0));
+        let scan = |command: &str| {
+            let mut cmd = redis::cmd(command);
+            cmd.arg(key).arg(cursor).arg("COUNT").arg(SPREAD_WINDOW);
+            cmd
+        };
+        match self.spread_kind().await? {
+            SpreadKind::Empty => Ok(SpreadWindow::Read(Vec::new(), 0)),
+            SpreadKind::Other(what) => Ok(SpreadWindow::Unreadable(what)),
+            SpreadKind::Exact => {
+                let (next, fingerprints): (u64, Vec<String>) = scan("SSCAN")
+                    .query_async(&mut self.conn.clone())
+                    .await
+                    .map_err(err("read the fingerprints of", key))?;
+                Ok(SpreadWindow::Read(fingerprints, next))
+            }
+            SpreadKind::Compact => {
+                let (next, pairs): (u64, Vec<Vec<u8>>) = scan("HSCAN")
+                    .query_async(&mut self.conn.clone())
+                    .await
+                    .map_err(err("read the fingerprints of", key))?;
+                Ok(SpreadWindow::Read(unpack_compact(&pairs), next))
+            }
         }
-        let n: u64 = redis::cmd("SCARD")
-            .arg(key)
-            .query_async(&mut conn)
+    }
+
+    /// What a spread would copy from this shard's dupefilter: how it reads
+    /// out, and how many fingerprints it holds (`SCARD` of an exact one,
+    /// the count a compact one keeps; 0 for any other).
+    pub async fn fingerprints_to_spread(&self) -> Result<(SpreadKind, u64)> {
+        let kind = self.spread_kind().await?;
+        let mut cmd = match kind {
+            SpreadKind::Exact => redis::cmd("SCARD"),
+            SpreadKind::Compact => redis::cmd("HGET"),
+            _ => return Ok((kind, 0)),
+        };
+        match kind {
+            SpreadKind::Compact => cmd.arg(&self.keys.dupefilter_meta).arg("entries"),
+            _ => cmd.arg(&self.keys.dupefilter),
+        };
+        let n: Option<u64> = cmd
+            .query_async(&mut self.conn.clone())
             .await
-            .map_err(err("count the fingerprints of", key))?;
-        Ok((kind, n))
+            .map_err(err("count the fingerprints of", &self.keys.dupefilter))?;
+        Ok((kind, n.unwrap_or(0)))
+    }
+}
+
+/// The fingerprints of a compact dupefilter's `field, value, …` pairs
+/// (`scripts/dupefilter.lua`): each field is a fingerprint's first 2
+/// bytes, its value the other 18 bytes of each fingerprint of that
+/// bucket, packed; as hex, as the dupefilter is given them.
+fn unpack_compact(pairs: &[Vec<u8>]) -> Vec<String> {
+    let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
+    pairs
+        .chunks(2)
+        .filter(|pair| pair.len() == 2 && pair[0].len() == 2)
+        .flat_map(|pair| {
+            let head = hex(&pair[0]);
+            pair[1]
+                .chunks_exact(18)
+                .map(move |rest| format!("{head}{}", hex(rest)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compact_buckets_fingerprints_are_put_together_again() {
+        let pairs = vec![
+            vec![0xab, 0x01],
+            [vec![0u8; 18], vec![0xff; 18]].concat(),
+            vec![0x00, 0x02],
+            vec![0x11; 18],
+        ];
+        assert_eq!(
+            unpack_compact(&pairs),
+            vec![
+                format!("ab01{}", "00".repeat(18)),
+                format!("ab01{}", "ff".repeat(18)),
+                format!("0002{}", "11".repeat(18)),
+            ]
+        );
     }
 }
