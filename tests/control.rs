@@ -31,6 +31,39 @@ fn pages(crawl: &DemoCrawl) -> u64 {
         .sum()
 }
 
+/// Rewrites the crawl's spider: `settings` at the top of its
+/// `[settings]`, and `shards` in a `[keys]` table when over 1.
+fn set_spider(crawl: &DemoCrawl, settings: &str, shards: usize) {
+    let mut text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", &format!("[settings]\n{settings}\n"));
+    if shards > 1 {
+        text = text.replacen(
+            "[start]\n",
+            &format!("[keys]\nshards = {shards}\n\n[start]\n"),
+            1,
+        );
+    }
+    std::fs::write(&crawl.spider, text).unwrap();
+}
+
+/// Waits for `workers` to exit, each successfully.
+fn all_succeed(workers: Vec<Worker>) {
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert!(status.success(), "{log}");
+    }
+}
+
+/// Three `--until-drained` workers on the crawl, run to their end.
+fn three_workers_until_drained(crawl: &DemoCrawl) {
+    all_succeed(
+        (0..3)
+            .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
+            .collect(),
+    );
+}
+
 /// A paused cluster leases nothing (its pages in flight finish), says so in
 /// `stats`, and a resumed one finishes the crawl with exactly the expected
 /// items.
@@ -142,17 +175,8 @@ async fn a_pause_hands_back_the_requests_not_yet_downloading() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_pages_holds_across_three_workers() {
     let crawl = DemoCrawl::start(Duration::from_millis(5)).await;
-    let text = std::fs::read_to_string(&crawl.spider)
-        .unwrap()
-        .replace("[settings]\n", "[settings]\nmax_pages = 25\n");
-    std::fs::write(&crawl.spider, text).unwrap();
-    let workers: Vec<Worker> = (0..3)
-        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
-        .collect();
-    for w in workers {
-        let (status, log) = w.wait(Duration::from_secs(60));
-        assert!(status.success(), "{log}");
-    }
+    set_spider(&crawl, "max_pages = 25", 1);
+    three_workers_until_drained(&crawl);
     assert_eq!(pages(&crawl), 25);
     let s = stats(&crawl);
     assert_eq!(s["stats"]["response_received_count"], 25, "{s}");
@@ -179,18 +203,8 @@ async fn max_pages_holds_across_three_workers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_pages_holds_across_three_workers_over_three_shards() {
     let crawl = DemoCrawl::start(Duration::from_millis(5)).await;
-    let text = std::fs::read_to_string(&crawl.spider)
-        .unwrap()
-        .replace("[settings]\n", "[settings]\nmax_pages = 25\n")
-        .replacen("[start]\n", "[keys]\nshards = 3\n\n[start]\n", 1);
-    std::fs::write(&crawl.spider, text).unwrap();
-    let workers: Vec<Worker> = (0..3)
-        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
-        .collect();
-    for w in workers {
-        let (status, log) = w.wait(Duration::from_secs(60));
-        assert!(status.success(), "{log}");
-    }
+    set_spider(&crawl, "max_pages = 25", 3);
+    three_workers_until_drained(&crawl);
     assert_eq!(pages(&crawl), 25);
     let s = stats(&crawl);
     assert_eq!(s["stats"]["response_received_count"], 25, "{s}");
@@ -222,11 +236,7 @@ async fn max_pages_holds_across_three_workers_over_three_shards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_pages_over_shards_holds_with_a_worker_killed() {
     let crawl = DemoCrawl::start(Duration::from_millis(150)).await;
-    let text = std::fs::read_to_string(&crawl.spider)
-        .unwrap()
-        .replace("[settings]\n", "[settings]\nmax_pages = 30\n")
-        .replacen("[start]\n", "[keys]\nshards = 3\n\n[start]\n", 1);
-    std::fs::write(&crawl.spider, text).unwrap();
+    set_spider(&crawl, "max_pages = 30", 3);
     let fast = [
         ("CRAWLWORKER_LEASE_TIMEOUT", "1s"),
         ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
@@ -246,10 +256,7 @@ async fn max_pages_over_shards_holds_with_a_worker_killed() {
     workers.remove(0).kill();
     let at_kill = pages(&crawl);
     workers.push(spawn());
-    for w in workers {
-        let (status, log) = w.wait(Duration::from_secs(60));
-        assert!(status.success(), "{log}");
-    }
+    all_succeed(workers);
     assert!(at_kill < 30, "killed mid-crawl ({at_kill} pages fetched)");
     let s = stats(&crawl);
     assert_eq!(s["stats"]["response_received_count"], 30, "{s}");

@@ -139,6 +139,18 @@ async fn forum() -> FixtureServer {
     }
 }
 
+/// One in-process worker on `spider`, run until the crawl is drained.
+async fn drain_in_process(spider: &Path, redis: &RedisServer) {
+    let rules = StopRules {
+        until_drained: true,
+        ..StopRules::default()
+    };
+    InProcess::start(spider, &redis.url(), &[], rules)
+        .await
+        .wait(Duration::from_secs(60))
+        .await;
+}
+
 fn import(redis: &RedisServer, spider: &Path, args: &[&str]) -> std::process::Output {
     let mut all = vec!["import-queue", spider.to_str().unwrap()];
     all.extend_from_slice(args);
@@ -176,18 +188,7 @@ async fn a_scrapy_redis_crawl_stopped_midway_is_finished_with_every_item_once() 
         let said = stdout(&out);
         assert!(said.contains("set aside 8 entries in bbs:dead"), "{said}");
 
-        InProcess::start(
-            &spider,
-            &redis.url(),
-            &[],
-            StopRules {
-                until_drained: true,
-                ..StopRules::default()
-            },
-        )
-        .await
-        .wait(Duration::from_secs(60))
-        .await;
+        drain_in_process(&spider, &redis).await;
 
         assert_exact(&scraped(&redis), &expected(BASE));
         assert!(
@@ -310,18 +311,7 @@ async fn a_sharded_spider_takes_over_a_scrapy_redis_crawl_with_every_item_once()
     let out = crawlworker_with_redis(&redis.url(), &["push-urls", spider.to_str().unwrap(), task]);
     assert!(out.status.success(), "{}", stderr(&out));
 
-    InProcess::start(
-        &spider,
-        &redis.url(),
-        &[],
-        StopRules {
-            until_drained: true,
-            ..StopRules::default()
-        },
-    )
-    .await
-    .wait(Duration::from_secs(60))
-    .await;
+    drain_in_process(&spider, &redis).await;
     assert_exact(&items_of_shards(&mut conn, 4), &expected(BASE));
     // Run again on the crawl now sharded: nothing left to import or copy.
     let out = import(&redis, &spider, &[]);
