@@ -8,11 +8,50 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::redis::free_port;
 use crate::KillOnDrop;
+
+/// How long `redis-cli --cluster create` may take: it waits for the nodes
+/// to meet with no end of its own (a node that never came up, say).
+const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Joins the nodes at `addrs` into one cluster (`redis-cli --cluster
+/// create`), or fails the test loudly, with the nodes' logs in `dir`.
+fn create(addrs: &[String], dir: &Path) {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["--cluster", "create"])
+        .args(addrs)
+        .args(["--cluster-replicas", "1", "--cluster-yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = KillOnDrop::spawn(&mut cmd).unwrap_or_else(|e| {
+        panic!("cannot run redis-cli ({e}); install redis-tools (it comes with redis-server): the cluster tests need it")
+    });
+    let started = Instant::now();
+    while child.try_wait().ok().flatten().is_none() {
+        if started.elapsed() > CREATE_TIMEOUT {
+            child.kill_now();
+            panic!(
+                "redis-cli --cluster create did not finish in {CREATE_TIMEOUT:?}: the nodes did not all meet (logs in {})",
+                dir.display()
+            );
+        }
+        // How often it is polled, not a wait for an effect.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("cannot read what redis-cli --cluster create said: {e}"));
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 /// One node of the cluster.
 struct Node {
@@ -66,20 +105,7 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
-        let out = Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run redis-cli ({e}); install redis-tools (it comes with redis-server): the cluster tests need it")
-            });
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        create(&addrs, cluster.dir.path());
         cluster.wait_healthy();
         cluster
     }

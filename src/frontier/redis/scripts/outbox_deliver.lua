@@ -10,7 +10,6 @@
 --
 -- Keys, arguments and records: `outbox_deliver` in protocol.rs. Returns
 -- {enqueued, filtered, skipped, unreadable}.
-local INBOX_KEEP_MS = 24 * 3600 * 1000
 local entries = {}
 for r = REST, #ARGV do
   entries[#entries + 1] = ARGV[r]
@@ -86,7 +85,7 @@ for i = 1, #new, R.size do
   end
 end
 call_many('ZADD', K.inbox, remembered)
-redis.call('ZREMRANGEBYSCORE', K.inbox, '-inf', int(now - INBOX_KEEP_MS))
+forget_old_tokens(K.inbox, now)
 count(STAT.SCHEDULER_ENQUEUED, enqueued)
 count(STAT.DUPEFILTER_FILTERED, filtered)
 if enqueued > 0 then

@@ -11,6 +11,15 @@
 -- loses this shard's last writes cannot make a new entry look like one
 -- delivered before.
 
+-- How long a shard's inbox remembers a token it took (a delivery, or a
+-- move of its cap of max_pages): far longer than any mover's retry.
+local INBOX_KEEP_MS = 24 * 3600 * 1000
+
+-- Forgets the tokens `inbox` took more than INBOX_KEEP_MS before `now`.
+local function forget_old_tokens(inbox, now)
+  redis.call('ZREMRANGEBYSCORE', inbox, '-inf', int(now - INBOX_KEEP_MS))
+end
+
 -- Pushes the `n` records from ARGV[at] on to `outbox`; `r` gives the
 -- record's size and the offsets of its token, fingerprint (none: '' for
 -- every record), priority and request JSON.
