@@ -207,8 +207,13 @@ pub struct Handoff {
     pub spider: String,
     pub start_key: String,
     pub kind: StartKind,
-    /// Its wake channel, so its idle workers start at once.
+    /// Its wake channel: a commit that hands it tasks wakes its waiting
+    /// workers on their own channels (`<wake>:<worker>`), as many as the
+    /// tasks can use.
     pub wake: String,
+    /// Its waiting workers' hash (see `hand_waiting` in
+    /// `redis/scripts/lib/leasing.lua`).
+    pub waiting: String,
     /// The task fields it requires (checked against `meta` when loading).
     pub task_fields: Vec<String>,
     /// Its `upstreams` hash, where this spider's side records that it

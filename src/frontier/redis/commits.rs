@@ -462,6 +462,10 @@ impl RedisFrontier {
                 wake: String::new(),
             });
         }
+        // After every target's key, each spider's waiting workers' hash.
+        for h in &self.handoffs {
+            invocation.more_key(&h.waiting);
+        }
         for (field, delta) in &stats {
             invocation.record(StatRecord {
                 field: field.to_string(),

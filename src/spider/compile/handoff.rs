@@ -42,6 +42,7 @@ impl Compiler<'_> {
                 start_key: String::new(),
                 kind: StartKind::List,
                 wake: String::new(),
+                waiting: String::new(),
                 task_fields: Vec::new(),
                 upstreams: String::new(),
             }
@@ -113,14 +114,15 @@ impl Compiler<'_> {
             start_key: spider.keys.start_urls,
             kind: spider.start.kind,
             wake: spider.keys.wake,
+            waiting: spider.keys.waiting,
             task_fields: spider.start.task_fields.unwrap_or_default(),
             upstreams: spider.keys.upstreams,
         })
     }
 
     /// In cluster mode a page's commit writes the other spider's start key
-    /// too, and the heartbeat its `upstreams` hash, so both must be in this
-    /// spider's slot.
+    /// and waiting workers' hash too, and the heartbeat its `upstreams`
+    /// hash, so all must be in this spider's slot.
     pub(super) fn check_handoff_slots(&self, keys: &Keys, handoffs: &[(Handoff, Loc)]) {
         let tag = hash_tag(&keys.requests);
         if tag == keys.requests {
@@ -129,7 +131,11 @@ impl Compiler<'_> {
         for (h, loc) in handoffs {
             // Its `upstreams` hash is written beside its own keys (see
             // frontier::pipeline).
-            let keys = [("start key", &h.start_key), ("upstreams key", &h.upstreams)];
+            let keys = [
+                ("start key", &h.start_key),
+                ("waiting workers' key", &h.waiting),
+                ("upstreams key", &h.upstreams),
+            ];
             if let Some((what, key)) = keys.into_iter().find(|(_, k)| hash_tag(k) != tag) {
                 self.problem(
                     loc,

@@ -15,8 +15,9 @@
 --
 -- Keys, arguments and records: `commit` in protocol.rs. After the head
 -- arguments (A) come the spiders links are handed to (HANDOFF records,
--- their start keys in K.handoff_starts; in a sharded spider, also this
--- shard's outboxes, of kind 'outbox': see lib/outbox.lua), the stat
+-- their start keys in K.handoff_starts, then in a sharded spider this
+-- shard's outboxes, of kind 'outbox': see lib/outbox.lua; after those
+-- keys, each spider's waiting workers' hash, in the same order), the stat
 -- increments (STAT_PAIR:
 -- the pages' stats summed), then each page: a PAGE record followed by its
 -- n_tasks TASK records, n_links LINK records and n_items item JSON
@@ -33,9 +34,14 @@ local n_targets, n_pages, n_stats = tonumber(A.handoffs), tonumber(A.pages), ton
 
 local at = REST
 local targets = {}
+local n_spiders = 0
 for i = 1, n_targets do
   targets[i] = {key = K.handoff_starts[i], kind = ARGV[at + HANDOFF.kind], channel = ARGV[at + HANDOFF.wake],
                 pushed = 0}
+  if targets[i].kind ~= 'outbox' then
+    n_spiders = n_spiders + 1
+    targets[i].waiting = K.handoff_starts[n_targets + n_spiders]
+  end
   at = at + HANDOFF.SIZE
 end
 local stats_at = at
@@ -179,6 +185,7 @@ if n_tasks_all > 0 then
       need(t.key, 'list', 'outbox')
     else
       need(t.key, t.kind, 'start_urls of a to_spider')
+      need(t.waiting, 'hash', 'waiting of a to_spider')
     end
   end
 end
@@ -296,9 +303,13 @@ gate.record()
 call_many('ZADD', K.requests, queue_args)
 call_many('HSET', K.request_data, data_args)
 push_items(K.items, K.sink, items)
+-- The tasks handed to another spider wake its waiting workers, as many
+-- as they can use, each on its own channel (hand_waiting without a lease:
+-- the tasks are start entries, which a woken worker claims); its busy
+-- workers claim them when their own work runs short.
 for _, t in ipairs(targets) do
   if t.pushed > 0 and t.kind ~= 'outbox' then
-    redis.call('PUBLISH', t.channel, int(t.pushed))
+    hand_waiting({waiting = t.waiting}, t.channel, t.pushed, math.huge)
   end
 end
 if enqueued_all > 0 and depth_max > stat_values[STAT.REQUEST_DEPTH_MAX] then
