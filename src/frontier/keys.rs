@@ -171,7 +171,7 @@ key_kinds! {
     Leases, leases = "{name}:inflight:owners", "hash", Requests;
     /// Worker id → until when (ms) it counts as crawling: each of its leases and commits renews it for a `lease_timeout`. A worker leases at most its fair share (the queue and the leases divided among these workers) minus what it holds.
     Crew, crew = "{name}:inflight:workers", "zset", Requests;
-    /// Worker id → how many requests its last lease asked for and did not get (up to its fair share), then `|h` when its wake-up subscription was confirmed; a commit that queues more than it leases leases the new work to as many of these as can use it and hands each its leases on `{name}:wake:<worker id>` (one without `|h` is woken to lease), and forgets those it satisfied.
+    /// Worker id → how many requests its last lease asked for and did not get (up to its fair share), then `|h` when its wake-up subscription was confirmed; a commit that queues more than it leases leases the new work to as many of these as can use it and hands each its leases on `{name}:wake:<worker id>` (one without `|h` is woken to lease), and forgets those it satisfied; a commit of another spider that hands this one tasks (`to_spider`) wakes as many of these as the tasks can use, each on its own channel, to claim them.
     Waiting, waiting = "{name}:inflight:waiting", "hash", Requests;
     /// In a sharded spider (see `docs/scaling.md`): the token of each request without fingerprint that another shard handed this one (through its outbox, `<its requests key>:outbox:<this shard>`) → when this shard queued it (ms); a mover that delivers it again is skipped by it. Kept a day.
     Inbox, inbox = "{name}:requests:inbox", "zset", Requests;
@@ -229,7 +229,7 @@ key_kinds! {
     Workers, workers = "{name}:workers", "hash", Workers;
     /// Spider handing work to this one (`to_spider`, directly or through others) → its key names and when its workers or `push-urls` last said so (JSON); `--until-drained` waits for them, and a relation not renewed for an hour is forgotten.
     Upstreams, upstreams = "{name}:upstreams", "hash", Workers;
-    /// Announces new work to every idle worker (start entries, retries requeued); a commit's new requests are leased to the workers waiting for them, each handed its leases on `{name}:wake:<worker id>` (a message `handed:` then length-prefixed parts: the queue key, then each lease's id, JSON, wait and interval).
+    /// Announces new work to every idle worker (start entries pushed, retries requeued); a commit's new requests are leased to the workers waiting for them, each handed its leases on `{name}:wake:<worker id>` (a message `handed:` then length-prefixed parts: the queue key, then each lease's id, JSON, wait and interval).
     Wake, wake = "{name}:wake", "pub/sub channel", Channel;
 }
 
