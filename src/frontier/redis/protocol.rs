@@ -693,6 +693,7 @@ fn queue_layouts() -> Vec<Layout> {
                     K(Kk::Dead),
                     K(Kk::Stats),
                     K(Kk::DupefilterMeta),
+                    K(Kk::Waiting),
                 ],
                 ClaimArgs::FIELDS,
                 vec![&CLAIM],

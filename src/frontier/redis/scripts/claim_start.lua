@@ -16,6 +16,7 @@ need(K.request_data, 'hash', 'request_data')
 need(K.sequence, 'string', 'sequence')
 need(K.dead, 'list', 'dead')
 need(K.stats, 'hash', 'stats')
+need(K.waiting, 'hash', 'waiting')
 need_dupe(dupe)
 for _, outbox in ipairs(K.outboxes) do
   need(outbox, 'list', 'outbox')
@@ -56,7 +57,10 @@ for i = REST, #ARGV, CLAIM.SIZE do
 end
 if enqueued > 0 then
   redis.call('HINCRBY', K.stats, STAT.SCHEDULER_ENQUEUED, enqueued)
-  redis.call('PUBLISH', A.wake, enqueued)
+  -- The claimer leases next; the workers waiting for work are woken, as
+  -- many as the requests can use, each on its own channel (hand_waiting
+  -- without a lease), rather than every worker of the spider.
+  hand_waiting(K, A.wake, enqueued, math.huge)
 end
 if filtered > 0 then
   redis.call('HINCRBY', K.stats, STAT.DUPEFILTER_FILTERED, filtered)
