@@ -1,8 +1,9 @@
 //! Pickup of start entries pushed by producers other than crawlworker:
 //! plain `RPUSH`/`LPUSH`/`SADD`/`ZADD` from a scrapy-redis scheduler or
-//! `redis-cli`. `push-urls` and handoffs publish on the spider's wake
-//! channel ([`super::wake`]); these producers do not, so an idle spider
-//! watches its start key itself ([`StartWatch`]):
+//! `redis-cli`. `push-urls` publishes on the spider's wake channel
+//! ([`super::wake`]), and a hand-off from another spider wakes its
+//! waiting workers on their own channels; these producers do neither, so
+//! an idle spider watches its start key itself ([`StartWatch`]):
 //!
 //! - **A list** (the default start type): `BLMOVE key key LEFT LEFT`, a
 //!   blocking wait that returns as soon as the list holds an entry and
