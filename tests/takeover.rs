@@ -220,13 +220,41 @@ async fn a_scrapy_redis_crawl_stopped_midway_is_finished_with_every_item_once() 
 fn sharded(dir: &Path, shards: usize) -> PathBuf {
     let path = spider(dir);
     let text = std::fs::read_to_string(&path).unwrap();
-    let text = text.replacen(
+    std::fs::write(&path, with_shards(&text, shards)).unwrap();
+    path
+}
+
+/// A spider file's `text` with `[keys] shards = shards`.
+fn with_shards(text: &str, shards: usize) -> String {
+    text.replacen(
         "[start]\n",
         &format!("[keys]\nshards = {shards}\n\n[start]\n"),
         1,
+    )
+}
+
+/// The demo crawl's spider with `setting` added, crawled unsharded until
+/// drained; returns the spider's text.
+fn crawl_unsharded(crawl: &crawlworker_testkit::DemoCrawl, setting: &str) -> String {
+    let text = std::fs::read_to_string(&crawl.spider)
+        .unwrap()
+        .replace("[settings]\n", &format!("[settings]\n{setting}\n"));
+    std::fs::write(&crawl.spider, &text).unwrap();
+    let out = crawlworker_with_redis(
+        &crawl.redis.url(),
+        &["run", crawl.spider_arg(), "--until-drained"],
     );
-    std::fs::write(&path, text).unwrap();
-    path
+    assert!(out.status.success(), "{}", stderr(&out));
+    text
+}
+
+/// `text` written as a spider file of its own beside the demo crawl's.
+fn beside(crawl: &crawlworker_testkit::DemoCrawl, text: &str) -> PathBuf {
+    let dir = crawl.dir.path().join("sharded");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spider = dir.join("bbs.toml");
+    std::fs::write(&spider, text).unwrap();
+    spider
 }
 
 /// Every shard's items (scrapy-redis's are shard 0's), canonical, sorted.
@@ -510,28 +538,15 @@ fn a_worker_will_not_start_on_a_queue_scrapy_redis_left() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_spider_refuses_a_crawlworker_crawl_begun_without_shards() {
     let crawl = crawlworker_testkit::DemoCrawl::start(Duration::ZERO).await;
-    let text = std::fs::read_to_string(&crawl.spider)
-        .unwrap()
-        .replace("[settings]\n", "[settings]\nmax_pages = 5\n");
-    std::fs::write(&crawl.spider, &text).unwrap();
-    let out = crawlworker_with_redis(
-        &crawl.redis.url(),
-        &["run", crawl.spider_arg(), "--until-drained"],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    let text = crawl_unsharded(&crawl, "max_pages = 5");
     let mut conn = crawl.redis.conn();
     let queued: usize = conn.zcard("bbs:requests").unwrap();
     assert!(queued > 0, "the stopped crawl left requests queued");
 
-    let dir = crawl.dir.path().join("sharded");
-    std::fs::create_dir_all(&dir).unwrap();
-    let spider = dir.join("bbs.toml");
-    let text = text.replace("max_pages = 5\n", "").replacen(
-        "[start]\n",
-        "[keys]\nshards = 3\n\n[start]\n",
-        1,
+    let spider = beside(
+        &crawl,
+        &with_shards(&text.replace("max_pages = 5\n", ""), 3),
     );
-    std::fs::write(&spider, text).unwrap();
     let out = import(&crawl.redis, &spider, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let said = stderr(&out);
@@ -563,15 +578,7 @@ async fn a_sharded_spider_refuses_a_crawlworker_crawl_begun_without_shards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drained_compact_crawl_is_taken_over_by_a_sharded_spider() {
     let crawl = crawlworker_testkit::DemoCrawl::start(Duration::ZERO).await;
-    let text = std::fs::read_to_string(&crawl.spider)
-        .unwrap()
-        .replace("[settings]\n", "[settings]\ndupefilter = \"compact\"\n");
-    std::fs::write(&crawl.spider, &text).unwrap();
-    let out = crawlworker_with_redis(
-        &crawl.redis.url(),
-        &["run", crawl.spider_arg(), "--until-drained"],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    let text = crawl_unsharded(&crawl, "dupefilter = \"compact\"");
     let before = crawl.server.hit_counts();
     let mut conn = crawl.redis.conn();
     let items: usize = conn.llen("bbs:items").unwrap();
@@ -580,15 +587,7 @@ async fn a_drained_compact_crawl_is_taken_over_by_a_sharded_spider() {
     let shards = (2..=16)
         .find(|&n| crawlworker::frontier::shards::shard_of(&base, n) != 0)
         .unwrap();
-    let dir = crawl.dir.path().join("sharded");
-    std::fs::create_dir_all(&dir).unwrap();
-    let spider = dir.join("bbs.toml");
-    let text = text.replacen(
-        "[start]\n",
-        &format!("[keys]\nshards = {shards}\n\n[start]\n"),
-        1,
-    );
-    std::fs::write(&spider, text).unwrap();
+    let spider = beside(&crawl, &with_shards(&text, shards));
     let out = import(&crawl.redis, &spider, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("copied"), "{}", stderr(&out));
