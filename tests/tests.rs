@@ -47,6 +47,7 @@ mod robots;
 mod scripts;
 mod sessions;
 mod shard_handoff;
+mod shard_pipeline;
 mod shards;
 mod sinks;
 mod sources;

@@ -43,10 +43,8 @@ pub(super) async fn open_shards(
     let spider = load_spider(&config, path, &cli)?;
     let url = &spider.settings.redis_url;
     if url.is_cluster() {
-        for keys in &spider.shards {
-            crate::frontier::connection::check_one_slot(keys, &spider.handoffs)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        }
+        crate::frontier::connection::check_spider_slots(&spider.shards, &spider.handoffs)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     let target = crate::frontier::RedisTarget::open(url)
         .map_err(|e| anyhow::anyhow!("invalid Redis address {url}: {e}"))?;

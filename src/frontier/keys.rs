@@ -173,7 +173,7 @@ key_kinds! {
     Crew, crew = "{name}:inflight:workers", "zset", Requests;
     /// Worker id → how many requests its last lease asked for and did not get (up to its fair share), then `|h` when its wake-up subscription was confirmed; a commit that queues more than it leases leases the new work to as many of these as can use it and hands each its leases on `{name}:wake:<worker id>` (one without `|h` is woken to lease), and forgets those it satisfied; a commit of another spider that hands this one tasks (`to_spider`) wakes as many of these as the tasks can use, each on its own channel, to claim them.
     Waiting, waiting = "{name}:inflight:waiting", "hash", Requests;
-    /// In a sharded spider (see `docs/scaling.md`): the token of each request without fingerprint that another shard handed this one (through its outbox, `<its requests key>:outbox:<this shard>`) → when this shard queued it (ms); a mover that delivers it again is skipped by it. Kept a day.
+    /// In a sharded spider (see `docs/scaling.md`): the token of each request without fingerprint that another shard handed this one (through its outbox, `<its requests key>:outbox:<this shard>`) → when this shard queued it (ms); a mover that delivers it again is skipped by it. Kept a day. Also, in a spider a sharded spider hands work to, the token of each task its movers delivered (from a shard's hand-off outbox, `<its requests key>:handoff:<this spider>`), for the same reason.
     Inbox, inbox = "{name}:requests:inbox", "zset", Requests;
     /// Request id waiting to be retried → due time (ms).
     Delayed, delayed = "{name}:delayed", "zset", Requests;
@@ -187,7 +187,7 @@ key_kinds! {
     ScheduleDue, schedule_due = "{name}:schedule:due", "zset", Schedule;
     /// Seed URL (`[start] sitemap` and `feed`) → when it was queued (ms): each is queued once per crawl.
     Seeds, seeds = "{name}:schedule:seeds", "hash", Schedule;
-    /// Crawl control: `paused` (since when, ms) set by `crawlworker pause`, `max_pages_reached` (when, ms), and for a sharded spider (shard 0's) `shards`, the shard count its crawl runs over, and (each shard's, with `max_pages`) `quota_cap` and `quota_max`, the shard's cap of the limit and the limit it was made for, and `quota_out:<shard>:<token>`, a move of the cap to another shard not finished yet.
+    /// Crawl control: `paused` (since when, ms) set by `crawlworker pause`, `max_pages_reached` (when, ms), and for a sharded spider (shard 0's) `shards`, the shard count its crawl runs over, and (each shard's, with `max_pages`) `quota_cap` and `quota_max`, the shard's cap of the limit and the limit it was made for, and `quota_out:<shard>:<token>`, a move of the cap to another shard not finished yet; `handoffs_in`, how many tasks the movers of a sharded spider handing work to this one delivered to its start key.
     Control, control = "{name}:control", "hash", Control;
     /// The login session the workers share (`[session]`): its cookies, generation, account, when it was made, whether it was seen logged out, the login count and the accounts' login history. **A secret**: its `cookie` field logs anyone in as the account; keep this key (and Redis) as private as the password, and never copy it into a ticket or a log.
     Session, session = "{name}:session", "hash", Control;
@@ -252,6 +252,19 @@ impl Keys {
     /// until a deadline.
     pub fn outbox_lock(&self, to: usize) -> String {
         format!("{}:outbox:{to}:lock", self.requests)
+    }
+
+    /// In a sharded spider, the list of tasks this shard's commits hand
+    /// to spider `spider` (`to_spider`), in this shard's slot, for a mover
+    /// to deliver to that spider's start key (see `docs/scaling.md`,
+    /// "Hand-offs to another spider").
+    pub fn handoff_outbox(&self, spider: &str) -> String {
+        format!("{}:handoff:{spider}", self.requests)
+    }
+
+    /// The lock of the mover moving [`Keys::handoff_outbox`]`(spider)`.
+    pub fn handoff_outbox_lock(&self, spider: &str) -> String {
+        format!("{}:handoff:{spider}:lock", self.requests)
     }
 }
 

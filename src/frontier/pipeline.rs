@@ -48,6 +48,27 @@ pub struct UpstreamKeys {
     pub control: String,
     pub upstreams: String,
     pub workers: String,
+    /// A sharded spider's shards, shard 0's first (whose keys are the
+    /// ones above); empty for a spider that is not sharded. Its shards are
+    /// in slots of their own, so a downstream spider reads each apart (see
+    /// `redis/upstreams.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<UpstreamShard>,
+}
+
+/// The keys a downstream spider reads of one shard of a sharded upstream:
+/// where its work waits, and its request sequence, which every step that
+/// brings work to the shard moves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamShard {
+    pub requests: String,
+    pub inflight: String,
+    pub delayed: String,
+    pub control: String,
+    pub sequence: String,
+    /// Its outboxes: for the other shards, and its hand-off outbox for
+    /// the downstream spider.
+    pub outboxes: Vec<String>,
 }
 
 impl UpstreamKeys {
@@ -62,6 +83,33 @@ impl UpstreamKeys {
             control: keys.control.clone(),
             upstreams: keys.upstreams.clone(),
             workers: keys.workers.clone(),
+            shards: Vec::new(),
+        }
+    }
+
+    /// A sharded spider's (`keys`, shard 0's; `shards`: each shard's,
+    /// shard 0's first), as the spider `downstream` reads them.
+    pub fn of_shards(
+        keys: &Keys,
+        shards: &[Keys],
+        kind: StartKind,
+        downstream: &str,
+    ) -> UpstreamKeys {
+        let shard = |(i, k): (usize, &Keys)| UpstreamShard {
+            requests: k.requests.clone(),
+            inflight: k.inflight.clone(),
+            delayed: k.delayed.clone(),
+            control: k.control.clone(),
+            sequence: k.sequence.clone(),
+            outboxes: (0..shards.len())
+                .filter(|&to| to != i)
+                .map(|to| k.outbox(to))
+                .chain([k.handoff_outbox(downstream)])
+                .collect(),
+        };
+        UpstreamKeys {
+            shards: shards.iter().enumerate().map(shard).collect(),
+            ..UpstreamKeys::of(keys, kind)
         }
     }
 }

@@ -219,6 +219,14 @@ pub struct Handoff {
     /// Its `upstreams` hash, where this spider's side records that it
     /// hands it work (see [`super::pipeline`]).
     pub upstreams: String,
+    /// Its inbox (the tokens of the tasks a sharded spider's movers
+    /// delivered to it), its control hash (whose `handoffs_in` counts
+    /// those deliveries), its dead letters and its stats: the keys a
+    /// delivery from a hand-off outbox writes beside its start key.
+    pub inbox: String,
+    pub control: String,
+    pub dead: String,
+    pub stats: String,
 }
 
 /// What a frontier needs to know of its spider and its worker.

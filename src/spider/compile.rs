@@ -151,11 +151,8 @@ impl Compiler<'_> {
         let start = self.start(&file.start, &rule_names);
         let keys = self.keys(&file.keys, &file.start, &spider_name);
         let handoffs: Vec<(Handoff, Loc)> = self.handoffs.take();
-        if let Some((keys, _)) = keys.as_ref().filter(|_| self.resolve_handoffs) {
-            self.check_handoff_slots(keys, &handoffs);
-        }
-        if let Some((_, shards)) = &keys {
-            self.check_sharded_handoffs(shards.len(), &handoffs);
+        if let Some((keys, shards)) = keys.as_ref().filter(|_| self.resolve_handoffs) {
+            self.check_handoff_slots(keys, shards.len(), &handoffs);
         }
         let (keys, shards) = keys.unzip();
         let scrapy_redis = self.scrapy_redis(file.scrapy_redis.as_ref(), &rule_names);

@@ -102,6 +102,8 @@ async fn connect_shards(
     for shard in &mut shards {
         check_frontier(spider, shard).await?;
     }
+    // Before any spider it feeds looks whether it is drained.
+    shards[0].record_relations().await.map_err(Ok)?;
     let sharded = ShardedFrontier::new(shards);
     let seeded = sharded.seed(&spider.start.seeds).await.map_err(Ok)?;
     Ok((sharded.into(), seeded))
@@ -122,10 +124,8 @@ impl SpiderRun {
         let worker = &shared.worker;
         let shown = settings.redis_url.to_string();
         if settings.redis_url.is_cluster() {
-            for keys in &spider.shards {
-                crate::frontier::connection::check_one_slot(keys, &spider.handoffs)
-                    .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
-            }
+            crate::frontier::connection::check_spider_slots(&spider.shards, &spider.handoffs)
+                .map_err(|e| anyhow::anyhow!("spider `{}`: {e}", spider.name))?;
         }
         let redis = shared
             .redis(&settings.redis_url)

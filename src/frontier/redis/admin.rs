@@ -638,7 +638,11 @@ impl RedisFrontier {
         self.add_relations(&mut pipe);
         pipe.query_async::<()>(&mut self.conn.clone())
             .await
-            .map_err(err("record heartbeat in", &self.keys.workers))
+            .map_err(err("record heartbeat in", &self.keys.workers))?;
+        if self.shard.is_some() {
+            self.record_relations_apart().await?;
+        }
+        Ok(())
     }
 
     /// Removes this worker from the list of workers, and from the crew

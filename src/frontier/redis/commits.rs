@@ -273,6 +273,30 @@ impl RedisFrontier {
         })
     }
 
+    /// A link handed to another spider, unless its task is over the size
+    /// bound. In a sharded spider it waits in an outbox with a token of its
+    /// own (the other spider's inbox remembers it, see
+    /// `scripts/handoff_deliver.lua`): this shard's hand-off outbox for the
+    /// spider, or, when the link's host is another shard's, that shard's
+    /// outbox, whose dupefilter decides it (its token then names the
+    /// spider: `to:<spider>:<token>`, see `scripts/outbox_deliver.lua`).
+    fn handoff_task(&self, task: &Task) -> Option<TaskRecord> {
+        let mut record = task_record(task)?;
+        let Some(place) = self.shard else {
+            return Some(record);
+        };
+        let token = super::outbox::hand_token(&self.worker);
+        match place.elsewhere(&task.request) {
+            Some(to) => {
+                let spider = &self.handoffs[task.to].spider;
+                record.spider = (self.handoffs.len() + place.position_of(to) + 1).to_string();
+                record.token = format!("to:{spider}:{token}");
+            }
+            None => record.token = token,
+        }
+        Some(record)
+    }
+
     /// One page's arguments: its [`PageRecord`], then its tasks, links and
     /// items (see `commit` in [`super::protocol`]).
     pub(super) fn page_args(
@@ -286,7 +310,7 @@ impl RedisFrontier {
             .tasks
             .iter()
             .filter(|t| t.to < self.handoffs.len())
-            .filter_map(task_record)
+            .filter_map(|t| self.handoff_task(t))
             .collect();
         let handed = tasks.len();
         // In a sharded spider, the links of other shards go to their
@@ -451,10 +475,20 @@ impl RedisFrontier {
         };
         let mut invocation = SCRIPTS.commit.call(k, self.sink.sink, args);
         for h in &self.handoffs {
-            invocation.more_key(&h.start_key).record(HandoffRecord {
-                kind: h.kind.as_str().to_string(),
-                wake: h.wake.clone(),
-            });
+            // A sharded spider's tasks wait in its hand-off outboxes.
+            if self.shard.is_some() {
+                invocation
+                    .more_key(&k.handoff_outbox(&h.spider))
+                    .record(HandoffRecord {
+                        kind: "handoff".to_string(),
+                        wake: String::new(),
+                    });
+            } else {
+                invocation.more_key(&h.start_key).record(HandoffRecord {
+                    kind: h.kind.as_str().to_string(),
+                    wake: h.wake.clone(),
+                });
+            }
         }
         for to in outboxes {
             invocation.more_key(&k.outbox(to)).record(HandoffRecord {
@@ -462,9 +496,12 @@ impl RedisFrontier {
                 wake: String::new(),
             });
         }
-        // After every target's key, each spider's waiting workers' hash.
-        for h in &self.handoffs {
-            invocation.more_key(&h.waiting);
+        // After every target's key, each start key's spider's waiting
+        // workers' hash.
+        if self.shard.is_none() {
+            for h in &self.handoffs {
+                invocation.more_key(&h.waiting);
+            }
         }
         for (field, delta) in &stats {
             invocation.record(StatRecord {

@@ -188,6 +188,16 @@ pub fn hash_tag(key: &str) -> &str {
     key
 }
 
+/// [`check_one_slot`] for each of a spider's shards (`shards`, one for a
+/// spider that is not sharded). A sharded spider hands its tasks to other
+/// spiders through outboxes (see `docs/scaling.md`), so their keys need
+/// not be in its shards' slots; its file's check sees that each other
+/// spider's keys share one slot of their own.
+pub fn check_spider_slots(shards: &[Keys], handoffs: &[Handoff]) -> Result<(), String> {
+    let handed = if shards.len() > 1 { &[][..] } else { handoffs };
+    shards.iter().try_for_each(|k| check_one_slot(k, handed))
+}
+
 /// On a cluster every key of a spider must share one hash tag, so its
 /// scripts (which touch many keys at once) run on one node. The error
 /// names the keys whose tag differs from the queue's.

@@ -12,9 +12,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::protocol::{NoArgs, OutboxDeliverArgs, OutboxRecord, OutboxTakeArgs, OutboxTrimArgs};
+use super::protocol::{
+    HandoffDeliverArgs, NoArgs, OutboxDeliverArgs, OutboxRecord, OutboxTakeArgs, OutboxTrimArgs,
+};
 use super::scripts::SCRIPTS;
 use super::{clamped, encode, fingerprint_arg, ms, RedisFrontier, Result};
+use crate::frontier::Handoff;
 use crate::request::Request;
 
 /// How many entries one move takes, delivers and trims at most, so that
@@ -153,13 +156,25 @@ impl RedisFrontier {
         lock: Duration,
         max: usize,
     ) -> Result<Vec<String>> {
-        let (outbox, outbox_lock) = (self.keys.outbox(to), self.keys.outbox_lock(to));
+        let box_keys = (self.keys.outbox(to), self.keys.outbox_lock(to));
+        self.take_from(&box_keys, mover, lock, max).await
+    }
+
+    /// [`RedisFrontier::outbox_take`] from the outbox and lock `box_keys`
+    /// of this shard.
+    async fn take_from(
+        &self,
+        (outbox, outbox_lock): &(String, String),
+        mover: &str,
+        lock: Duration,
+        max: usize,
+    ) -> Result<Vec<String>> {
         SCRIPTS
             .outbox_take
             .call_choosing(
                 &self.keys,
                 self.sink.sink,
-                &[("outbox", &outbox), ("outbox_lock", &outbox_lock)],
+                &[("outbox", outbox), ("outbox_lock", outbox_lock)],
                 OutboxTakeArgs {
                     mover: mover.to_string(),
                     lock_ms: ms(lock),
@@ -168,7 +183,7 @@ impl RedisFrontier {
             )
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(super::err("take entries from an outbox", &outbox))
+            .map_err(super::err("take entries from an outbox", outbox))
     }
 
     /// The second step, on the target shard: queues the `entries` of
@@ -182,6 +197,9 @@ impl RedisFrontier {
         entries: &[String],
     ) -> Result<Delivered> {
         let k = &self.keys;
+        // Tasks for another spider go on to this shard's hand-off
+        // outboxes, found by the spider's name.
+        let names: Vec<&str> = self.handoffs.iter().map(|h| h.spider.as_str()).collect();
         let mut call = SCRIPTS.outbox_deliver.call(
             k,
             self.sink.sink,
@@ -190,8 +208,12 @@ impl RedisFrontier {
                 mover: mover.to_string(),
                 wake: k.wake.clone(),
                 dupe_spec: self.dupe_spec.clone(),
+                handoff_spiders: names.join(" "),
             },
         );
+        for name in names {
+            call.more_key(&k.handoff_outbox(name));
+        }
         call.values(entries);
         let reply: Vec<u64> =
             call.invoke_async(&mut self.conn.clone())
@@ -213,13 +235,24 @@ impl RedisFrontier {
     /// shard's outbox for shard `to`, if its lock is still its own.
     /// Returns whether it was.
     pub async fn outbox_trim(&self, to: usize, mover: &str, count: usize) -> Result<bool> {
-        let (outbox, outbox_lock) = (self.keys.outbox(to), self.keys.outbox_lock(to));
+        let box_keys = (self.keys.outbox(to), self.keys.outbox_lock(to));
+        self.trim_from(&box_keys, mover, count).await
+    }
+
+    /// [`RedisFrontier::outbox_trim`] of the outbox and lock `box_keys`
+    /// of this shard.
+    async fn trim_from(
+        &self,
+        (outbox, outbox_lock): &(String, String),
+        mover: &str,
+        count: usize,
+    ) -> Result<bool> {
         SCRIPTS
             .outbox_trim
             .call_choosing(
                 &self.keys,
                 self.sink.sink,
-                &[("outbox", &outbox), ("outbox_lock", &outbox_lock)],
+                &[("outbox", outbox), ("outbox_lock", outbox_lock)],
                 OutboxTrimArgs {
                     mover: mover.to_string(),
                     count: count.to_string(),
@@ -228,7 +261,7 @@ impl RedisFrontier {
             .invoke_async::<u64>(&mut self.conn.clone())
             .await
             .map(|trimmed| trimmed == 1)
-            .map_err(super::err("trim an outbox", &outbox))
+            .map_err(super::err("trim an outbox", outbox))
     }
 
     /// Moves this shard's outbox for shard `to` into `target`, that
@@ -257,5 +290,80 @@ impl RedisFrontier {
                 return Ok(moved);
             }
         }
+    }
+
+    /// How many tasks wait in this shard's hand-off outbox for spider
+    /// `h`: one plain command.
+    pub async fn handoff_outbox_len(&self, h: &Handoff) -> Result<u64> {
+        let outbox = self.keys.handoff_outbox(&h.spider);
+        redis::cmd("LLEN")
+            .arg(&outbox)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(super::err("read the length of", &outbox))
+    }
+
+    /// Moves this shard's hand-off outbox for spider `h` to its start key,
+    /// a batch at a time (take, [`RedisFrontier::handoff_deliver`], trim),
+    /// until it is empty or another mover holds it. Returns how many tasks
+    /// were pushed.
+    pub async fn move_handoffs(&self, h: &Handoff) -> Result<u64> {
+        let box_keys = (
+            self.keys.handoff_outbox(&h.spider),
+            self.keys.handoff_outbox_lock(&h.spider),
+        );
+        let mut pushed = 0;
+        loop {
+            let mover = self.mover_token();
+            let entries = self
+                .take_from(&box_keys, &mover, MOVER_LOCK, MOVE_BATCH)
+                .await?;
+            if entries.is_empty() {
+                return Ok(pushed);
+            }
+            pushed += self.handoff_deliver(h, &box_keys.0, &entries).await?;
+            if !self.trim_from(&box_keys, &mover, entries.len()).await? {
+                return Ok(pushed);
+            }
+        }
+    }
+
+    /// The second step of moving a hand-off outbox, on spider `h`'s slot:
+    /// pushes the tasks `entries` of `outbox` to its start key, but those
+    /// its inbox has (see `scripts/handoff_deliver.lua`). Returns how many
+    /// were pushed.
+    async fn handoff_deliver(&self, h: &Handoff, outbox: &str, entries: &[String]) -> Result<u64> {
+        let mut call = SCRIPTS.handoff_deliver.call_choosing(
+            &self.keys,
+            self.sink.sink,
+            &[
+                ("start", &h.start_key),
+                ("inbox", &h.inbox),
+                ("control", &h.control),
+                ("waiting", &h.waiting),
+                ("dead", &h.dead),
+                ("stats", &h.stats),
+            ],
+            HandoffDeliverArgs {
+                outbox: outbox.to_string(),
+                start_kind: h.kind.as_str().to_string(),
+                wake: h.wake.clone(),
+            },
+        );
+        call.values(entries);
+        let reply: Vec<u64> = call
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(super::err("hand tasks to another spider at", &h.start_key))?;
+        let unreadable = reply.get(2).copied().unwrap_or(0);
+        if unreadable > 0 {
+            tracing::warn!(
+                %outbox,
+                count = unreadable,
+                "hand-off outbox entries crawlworker did not write were set aside as dead letters of spider {}",
+                h.spider
+            );
+        }
+        Ok(reply.first().copied().unwrap_or(0))
     }
 }

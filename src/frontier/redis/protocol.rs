@@ -450,7 +450,21 @@ wire! {
     /// dead letters), the mover delivering them (counted in the crew's
     /// fair share when waking workers), the wake channel and the
     /// dupefilter.
-    OutboxDeliverArgs { outbox, mover, wake, dupe_spec }
+    OutboxDeliverArgs { outbox, mover, wake, dupe_spec, handoff_spiders }
+}
+
+wire! {
+    /// `upstream_shard.lua`: the start key's type, how recent a live
+    /// worker's heartbeat is (ms), and '1' for shard 0 (which reads the
+    /// start key, the upstreams hash and the workers).
+    UpstreamShardArgs { start_kind, live_ms, whole }
+}
+
+wire! {
+    /// `handoff_deliver.lua`: the hand-off outbox the entries come from
+    /// (named in dead letters), the other spider's start key's type and
+    /// its wake channel.
+    HandoffDeliverArgs { outbox, start_kind, wake }
 }
 
 wire! {
@@ -778,22 +792,58 @@ fn outbox_layouts() -> Vec<Layout> {
             vec![&OUTBOX],
         ),
         layout("outbox_take", outbox(), OutboxTakeArgs::FIELDS, Vec::new()),
+        Layout {
+            more_keys: Some("handoffs"),
+            ..layout(
+                "outbox_deliver",
+                vec![
+                    K(Kk::Inbox),
+                    K(Kk::Dupefilter),
+                    K(Kk::DupefilterMeta),
+                    K(Kk::Stats),
+                    K(Kk::Requests),
+                    K(Kk::RequestData),
+                    K(Kk::Sequence),
+                    K(Kk::Inflight),
+                    K(Kk::Crew),
+                    K(Kk::Waiting),
+                    K(Kk::Dead),
+                ],
+                OutboxDeliverArgs::FIELDS,
+                vec![&VALUE],
+            )
+        },
+        // A sharded upstream's shard, read by the spider downstream.
+        Layout {
+            more_keys: Some("outboxes"),
+            ..layout(
+                "upstream_shard",
+                vec![
+                    Slot::Chosen("start_urls"),
+                    Slot::Chosen("requests"),
+                    Slot::Chosen("inflight"),
+                    Slot::Chosen("delayed"),
+                    Slot::Chosen("control"),
+                    Slot::Chosen("upstreams"),
+                    Slot::Chosen("workers"),
+                    Slot::Chosen("sequence"),
+                ],
+                UpstreamShardArgs::FIELDS,
+                Vec::new(),
+            )
+        },
+        // The other spider's keys, all in its slot.
         layout(
-            "outbox_deliver",
+            "handoff_deliver",
             vec![
-                K(Kk::Inbox),
-                K(Kk::Dupefilter),
-                K(Kk::DupefilterMeta),
-                K(Kk::Stats),
-                K(Kk::Requests),
-                K(Kk::RequestData),
-                K(Kk::Sequence),
-                K(Kk::Inflight),
-                K(Kk::Crew),
-                K(Kk::Waiting),
-                K(Kk::Dead),
+                Slot::Chosen("start"),
+                Slot::Chosen("inbox"),
+                Slot::Chosen("control"),
+                Slot::Chosen("waiting"),
+                Slot::Chosen("dead"),
+                Slot::Chosen("stats"),
             ],
-            OutboxDeliverArgs::FIELDS,
+            HandoffDeliverArgs::FIELDS,
             vec![&VALUE],
         ),
         layout("outbox_trim", outbox(), OutboxTrimArgs::FIELDS, Vec::new()),

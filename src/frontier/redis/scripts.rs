@@ -29,11 +29,11 @@ use sha1::{Digest, Sha1};
 use super::link::Conn;
 use super::protocol::{self, Layout, Wire};
 use super::protocol::{
-    AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs, ImportArgs,
-    ImportStageArgs, LeaseArgs, LinksAheadArgs, NoArgs, OutboxDeliverArgs, OutboxTakeArgs,
-    OutboxTrimArgs, PaceArgs, PushArgs, QuotaGiveArgs, QuotaTakeArgs, RecordShardsArgs,
-    ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs, SeedArgs, SessionLockArgs,
-    SessionStaleArgs, SessionStoreArgs, StatusArgs, SweepArgs,
+    AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs,
+    HandoffDeliverArgs, ImportArgs, ImportStageArgs, LeaseArgs, LinksAheadArgs, NoArgs,
+    OutboxDeliverArgs, OutboxTakeArgs, OutboxTrimArgs, PaceArgs, PushArgs, QuotaGiveArgs,
+    QuotaTakeArgs, RecordShardsArgs, ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs, SeedArgs,
+    SessionLockArgs, SessionStaleArgs, SessionStoreArgs, StatusArgs, SweepArgs, UpstreamShardArgs,
 };
 use crate::frontier::{ItemSink, Keys};
 
@@ -87,6 +87,8 @@ scripts! {
     outbox_push: NoArgs,
     outbox_take: OutboxTakeArgs,
     outbox_deliver: OutboxDeliverArgs,
+    handoff_deliver: HandoffDeliverArgs,
+    upstream_shard: UpstreamShardArgs,
     outbox_trim: OutboxTrimArgs,
     record_shards: RecordShardsArgs,
     quota_give: QuotaGiveArgs,
@@ -109,6 +111,10 @@ const HELPERS: &[(&str, &str)] = &[
     ("lib/outbox.lua", include_str!("scripts/lib/outbox.lua")),
     ("lib/sinks.lua", include_str!("scripts/lib/sinks.lua")),
     ("lib/leasing.lua", include_str!("scripts/lib/leasing.lua")),
+    (
+        "lib/upstreams.lua",
+        include_str!("scripts/lib/upstreams.lua"),
+    ),
     ("lib/call.lua", include_str!("scripts/lib/call.lua")),
 ];
 
@@ -288,7 +294,7 @@ struct Library {
 
 /// Scripts that only read: as functions they are flagged `no-writes`, so
 /// they still answer (`crawlworker status`) when Redis is out of memory.
-const READ_ONLY: &[&str] = &["status", "leases", "dupe_info"];
+const READ_ONLY: &[&str] = &["status", "leases", "dupe_info", "upstream_shard"];
 
 /// Every script's layout, declared in [`protocol`].
 static LAYOUTS: LazyLock<Vec<Layout>> = LazyLock::new(protocol::layouts);

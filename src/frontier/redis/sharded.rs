@@ -111,6 +111,9 @@ impl ShardedFrontier {
             for to in (0..shards).filter(|&t| t != source) {
                 tokio::spawn(mover(Arc::downgrade(&inner), source, to));
             }
+            for h in 0..inner.shards[source].handoffs.len() {
+                tokio::spawn(handoff_mover(Arc::downgrade(&inner), source, h));
+            }
         }
         if inner.shards.first().is_some_and(|s| s.quota.max_pages > 0) {
             tokio::spawn(cap_keeper(Arc::downgrade(&inner)));
@@ -245,6 +248,34 @@ impl ShardedFrontier {
     }
 }
 
+impl ShardedFrontier {
+    /// Moves the tasks a commit on shard `source` handed to other spiders
+    /// (`page`'s) on to their start keys at once: from `source`'s
+    /// hand-off outboxes, and from those of the shards `routed` (the
+    /// shards of its links' hosts, whose dupefilters decided them on
+    /// delivery), so that the other spider's waiting workers get them
+    /// now. A move that fails or finds another mover at work leaves them
+    /// to the movers.
+    async fn move_handoffs_now(&self, source: usize, routed: &[usize], page: &PageResult) {
+        let shards = &self.inner.shards;
+        let mut spiders: Vec<usize> = page.tasks.iter().map(|t| t.to).collect();
+        spiders.sort_unstable();
+        spiders.dedup();
+        for shard in std::iter::once(source).chain(routed.iter().copied()) {
+            let from = &shards[shard];
+            for h in spiders.iter().filter_map(|&i| from.handoffs.get(i)) {
+                if let Err(e) = from.move_handoffs(h).await {
+                    tracing::warn!(
+                        outbox = %from.keys.handoff_outbox(&h.spider),
+                        "cannot hand tasks to spider {} now ({e}); the outbox keeps them, and a mover tries again within {MOVER_RECHECK:?}",
+                        h.spider
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The queues, the stats hash and who holds leases, read from each of a
 /// spider's shards (one for a spider that is not sharded) and summed.
 pub struct CrawlReading {
@@ -311,6 +342,32 @@ async fn mover(shards: Weak<Shards>, source: usize, to: usize) {
             tracing::warn!(
                 outbox = %from.keys.outbox(to),
                 "cannot move requests to shard {to} ({e}); trying again in {MOVER_RECHECK:?}"
+            );
+        }
+    }
+}
+
+/// One hand-off mover: moves shard `source`'s hand-off outbox for its
+/// spider's `handoff`th `to_spider` every [`MOVER_RECHECK`], for what a
+/// worker that died after its commit left there; ends with the frontier.
+async fn handoff_mover(shards: Weak<Shards>, source: usize, handoff: usize) {
+    loop {
+        tokio::time::sleep(MOVER_RECHECK).await;
+        let Some(s) = shards.upgrade() else { return };
+        let from = &s.shards[source];
+        let Some(h) = from.handoffs.get(handoff) else {
+            return;
+        };
+        let moved = match from.handoff_outbox_len(h).await {
+            Ok(0) => Ok(0),
+            Ok(_) => from.move_handoffs(h).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = moved {
+            tracing::warn!(
+                outbox = %from.keys.handoff_outbox(&h.spider),
+                "cannot hand tasks to spider {} ({e}); trying again in {MOVER_RECHECK:?}",
+                h.spider
             );
         }
     }
@@ -581,14 +638,19 @@ impl Backend for ShardedFrontier {
         };
         let committed = match committed {
             Committed::Done { enqueued, filtered } => {
+                let tasks = page.tasks.iter().map(|t| &t.request);
                 let mut handed: Vec<usize> = page
                     .requests
                     .iter()
+                    .chain(tasks)
                     .filter_map(|r| place.elsewhere(r))
                     .collect();
                 handed.sort_unstable();
                 handed.dedup();
-                let moved = self.move_now(shard, handed).await;
+                let moved = self.move_now(shard, handed.iter().copied()).await;
+                if !page.tasks.is_empty() {
+                    self.move_handoffs_now(shard, &handed, page).await;
+                }
                 Committed::Done {
                     enqueued: enqueued + moved.enqueued,
                     filtered: filtered + moved.filtered,

@@ -10,16 +10,23 @@
 //! round trip, and the queues and the relations it answers from were read
 //! at one instant.
 
-use super::protocol::{ChainRecord, StatusArgs};
+use super::protocol::{ChainRecord, StatusArgs, UpstreamShardArgs};
 use super::scripts::SCRIPTS;
 use super::{err, ms, RedisFrontier, Result};
-use crate::frontier::pipeline::{self, Edges, Found, ReadHashes, UpstreamRecord, UpstreamStatus};
+use crate::frontier::pipeline::{
+    self, Edges, Found, ReadHashes, UpstreamKeys, UpstreamRecord, UpstreamStatus,
+};
 use crate::frontier::{now_secs, Heartbeat, QueueStatus};
 
 /// How many calls a status makes at most to follow a chain it had not
 /// seen (each finds the next stage): longer chains are followed over the
 /// next calls.
 const MAX_ROUNDS: usize = 8;
+
+/// How many readings a status that finds this spider drained takes at
+/// most while a sharded upstream keeps moving work between two (see
+/// [`RedisFrontier::status_with_upstreams`]): after that the last stands.
+const DRAINED_READINGS: usize = 16;
 
 /// What one status call read.
 struct Reading {
@@ -28,12 +35,43 @@ struct Reading {
     own: Edges,
     /// For each upstream passed, in order: its sizes and its hash.
     chain: Vec<(UpstreamStatus, Edges)>,
+    /// What moves whenever work moves towards this spider outside the
+    /// status call's step: the tasks sharded upstreams delivered to it
+    /// (read in the step), then each sharded upstream's shards' request
+    /// sequences. Empty without a sharded upstream.
+    marks: Vec<u64>,
 }
 
 impl RedisFrontier {
-    /// The queue sizes of this spider and of its upstreams, read in one
-    /// step (see the module's doc).
+    /// The queue sizes of this spider and of its upstreams. Those in its
+    /// slot are read in one step (see the module's doc); a sharded
+    /// upstream's shards, in slots of their own, after it, one step each.
+    /// Work may move towards this spider between those steps (a page
+    /// committed on a shard read later hands a task through a shard read
+    /// before), so a reading that finds this spider drained is taken
+    /// again, and stands only when nothing moved between the two: no
+    /// shard's request sequence (every step that brings a shard work
+    /// draws from it) and not this spider's count of delivered tasks.
+    /// Nothing was left then at the instant between the two readings.
     pub(super) async fn status_with_upstreams(&self) -> Result<QueueStatus> {
+        let (mut status, mut marks) = self.status_once().await?;
+        for _ in 0..DRAINED_READINGS {
+            if marks.is_empty() || !status.drained() {
+                break;
+            }
+            let (again, moved) = self.status_once().await?;
+            let settled = moved == marks;
+            (status, marks) = (again, moved);
+            if settled {
+                break;
+            }
+        }
+        Ok(status)
+    }
+
+    /// One reading (see [`RedisFrontier::status_with_upstreams`]), and its
+    /// marks.
+    async fn status_once(&self) -> Result<(QueueStatus, Vec<u64>)> {
         let mut known = self.known_upstreams();
         let now = now_secs();
         let believed = |seen: f64| pipeline::still_said(seen, now, self.lease);
@@ -71,7 +109,7 @@ impl RedisFrontier {
                     })
                     .collect();
                 self.remember_upstreams(found);
-                return Ok(status);
+                return Ok((status, reading.marks));
             }
             known = found;
         }
@@ -90,8 +128,95 @@ impl RedisFrontier {
         }
     }
 
-    /// One call of the status script with the upstreams `known`.
+    /// One call of the status script with the upstreams `known` in this
+    /// spider's reach, then a reading of each shard of those sharded.
     async fn read_status(&self, known: &[Found]) -> Result<Reading> {
+        let (sharded, plain): (Vec<&Found>, Vec<&Found>) =
+            known.iter().partition(|f| !f.keys.shards.is_empty());
+        let mut reading = self.read_status_step(&plain).await?;
+        if sharded.is_empty() {
+            reading.marks.clear();
+            return Ok(reading);
+        }
+        let mut chain = reading.chain.into_iter();
+        let mut merged = Vec::with_capacity(known.len());
+        for f in known {
+            if f.keys.shards.is_empty() {
+                merged.extend(chain.next());
+            } else {
+                let (sizes, edges, sequences) = self.read_sharded(&f.keys).await?;
+                merged.push((sizes, edges));
+                reading.marks.extend(sequences);
+            }
+        }
+        reading.chain = merged;
+        Ok(reading)
+    }
+
+    /// A sharded upstream's sizes summed over its shards (what waits in
+    /// their outboxes as queued), its `upstreams` hash (shard 0's), and
+    /// its shards' request sequences: one step per shard.
+    async fn read_sharded(&self, u: &UpstreamKeys) -> Result<(UpstreamStatus, Edges, Vec<u64>)> {
+        let mut sum = UpstreamStatus::default();
+        let (mut edges, mut sequences) = (Edges::new(), Vec::new());
+        for (i, shard) in u.shards.iter().enumerate() {
+            // Only shard 0 holds the start key, the upstreams hash and the
+            // workers; the others read none, and name keys of their own
+            // slot in their places.
+            let whole = i == 0;
+            let (start, upstreams, workers) = if whole {
+                (&u.start_urls, &u.upstreams, &u.workers)
+            } else {
+                (&shard.requests, &shard.control, &shard.control)
+            };
+            let mut call = SCRIPTS.upstream_shard.call_choosing(
+                &self.keys,
+                self.sink.sink,
+                &[
+                    ("start_urls", start),
+                    ("requests", &shard.requests),
+                    ("inflight", &shard.inflight),
+                    ("delayed", &shard.delayed),
+                    ("control", &shard.control),
+                    ("upstreams", upstreams),
+                    ("workers", workers),
+                    ("sequence", &shard.sequence),
+                ],
+                UpstreamShardArgs {
+                    start_kind: u.start_kind.clone(),
+                    live_ms: ms(Heartbeat::gone_after(self.lease)),
+                    whole: if whole { "1" } else { "0" }.to_string(),
+                },
+            );
+            for outbox in &shard.outboxes {
+                call.more_key(outbox);
+            }
+            let v: Vec<redis::Value> =
+                call.invoke_async(&mut self.conn.clone())
+                    .await
+                    .map_err(err(
+                        "read the status of a shard of an upstream at",
+                        &shard.requests,
+                    ))?;
+            let (sizes, shard_edges) = parse_upstream(v.first());
+            if whole {
+                edges = shard_edges;
+                sum.start = sizes.start;
+                sum.paused = sizes.paused;
+                sum.live_workers = sizes.live_workers;
+            }
+            sum.queued += sizes.queued + number(v.get(2));
+            sum.inflight += sizes.inflight;
+            sum.delayed += sizes.delayed;
+            sum.page_limit_reached |= sizes.page_limit_reached;
+            sequences.push(number(v.get(1)));
+        }
+        sum.producing = sum.producing();
+        Ok((sum, edges, sequences))
+    }
+
+    /// One call of the status script with the upstreams `known`.
+    async fn read_status_step(&self, known: &[&Found]) -> Result<Reading> {
         let k = &self.keys;
         let args = StatusArgs {
             start_kind: self.kind.as_str().to_string(),
@@ -131,6 +256,9 @@ impl RedisFrontier {
         let Some(first) = self.relations.first() else {
             return Ok(());
         };
+        if self.shard.is_some() {
+            return self.record_relations_apart().await;
+        }
         let mut pipe = redis::pipe();
         self.add_relations(&mut pipe);
         pipe.query_async::<()>(&mut self.conn.clone())
@@ -138,8 +266,33 @@ impl RedisFrontier {
             .map_err(err("record the hand-off relation in", &first.into))
     }
 
-    /// Adds the HSETs that record this spider's relations to `pipe`.
+    /// Records a sharded spider's relations one command each: the spiders
+    /// it hands work to are in slots of their own (see
+    /// [`RedisFrontier::record_relations`]).
+    pub(super) async fn record_relations_apart(&self) -> Result<()> {
+        let seen = now_secs();
+        for r in &self.relations {
+            let record = UpstreamRecord {
+                keys: r.keys.clone(),
+                seen,
+            };
+            redis::cmd("HSET")
+                .arg(&r.into)
+                .arg(&r.upstream)
+                .arg(super::to_json(&record))
+                .query_async::<()>(&mut self.conn.clone())
+                .await
+                .map_err(err("record the hand-off relation in", &r.into))?;
+        }
+        Ok(())
+    }
+
+    /// Adds the HSETs that record this spider's relations to `pipe`, but
+    /// a sharded spider's (see [`RedisFrontier::record_relations_apart`]).
     pub(super) fn add_relations(&self, pipe: &mut redis::Pipeline) {
+        if self.shard.is_some() {
+            return;
+        }
         let seen = now_secs();
         for r in &self.relations {
             let record = UpstreamRecord {
@@ -166,6 +319,7 @@ fn edges(v: Option<&redis::Value>) -> Edges {
 
 /// The status script's reply (see `scripts/status.lua`).
 fn parse_reading(v: Vec<redis::Value>) -> Reading {
+    let marks = vec![number(v.get(14))];
     let at = |i: usize| number(v.get(i));
     let status = QueueStatus {
         start: at(0),
@@ -184,25 +338,32 @@ fn parse_reading(v: Vec<redis::Value>) -> Reading {
         upstreams: Vec::new(),
     };
     let own = edges(v.get(13));
-    let chain = v
-        .iter()
-        .skip(14)
-        .map(|u| {
-            let fields: Vec<redis::Value> = redis::from_redis_value(u).unwrap_or_default();
-            let n = |i: usize| number(fields.get(i));
-            let mut sizes = UpstreamStatus {
-                start: n(0),
-                queued: n(1),
-                inflight: n(2),
-                delayed: n(3),
-                paused: n(4) == 1,
-                page_limit_reached: n(5) == 1,
-                live_workers: n(6),
-                ..UpstreamStatus::default()
-            };
-            sizes.producing = sizes.producing();
-            (sizes, edges(fields.get(7)))
-        })
-        .collect();
-    Reading { status, own, chain }
+    let chain = v.iter().skip(15).map(|u| parse_upstream(Some(u))).collect();
+    Reading {
+        status,
+        own,
+        chain,
+        marks,
+    }
+}
+
+/// An upstream's sizes and its `upstreams` hash, as `upstream_sizes` in
+/// `scripts/lib/upstreams.lua` reads them.
+fn parse_upstream(v: Option<&redis::Value>) -> (UpstreamStatus, Edges) {
+    let fields: Vec<redis::Value> = v
+        .and_then(|u| redis::from_redis_value(u).ok())
+        .unwrap_or_default();
+    let n = |i: usize| number(fields.get(i));
+    let mut sizes = UpstreamStatus {
+        start: n(0),
+        queued: n(1),
+        inflight: n(2),
+        delayed: n(3),
+        paused: n(4) == 1,
+        page_limit_reached: n(5) == 1,
+        live_workers: n(6),
+        ..UpstreamStatus::default()
+    };
+    sizes.producing = sizes.producing();
+    (sizes, edges(fields.get(7)))
 }

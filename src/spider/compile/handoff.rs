@@ -45,6 +45,10 @@ impl Compiler<'_> {
                 waiting: String::new(),
                 task_fields: Vec::new(),
                 upstreams: String::new(),
+                inbox: String::new(),
+                control: String::new(),
+                dead: String::new(),
+                stats: String::new(),
             }
         };
         let carried = |f: &String| meta.iter().any(|m| m.value == *f || m.value == "*");
@@ -117,13 +121,24 @@ impl Compiler<'_> {
             waiting: spider.keys.waiting,
             task_fields: spider.start.task_fields.unwrap_or_default(),
             upstreams: spider.keys.upstreams,
+            inbox: spider.keys.inbox,
+            control: spider.keys.control,
+            dead: spider.keys.dead,
+            stats: spider.keys.stats,
         })
     }
 
     /// In cluster mode a page's commit writes the other spider's start key
     /// and waiting workers' hash too, and the heartbeat its `upstreams`
-    /// hash, so all must be in this spider's slot.
-    pub(super) fn check_handoff_slots(&self, keys: &Keys, handoffs: &[(Handoff, Loc)]) {
+    /// hash, so all must be in this spider's slot. A sharded spider hands
+    /// its tasks through outboxes (see `docs/scaling.md`), so the other
+    /// spider's keys need only share one slot among themselves.
+    pub(super) fn check_handoff_slots(
+        &self,
+        keys: &Keys,
+        shards: usize,
+        handoffs: &[(Handoff, Loc)],
+    ) {
         let tag = hash_tag(&keys.requests);
         if tag == keys.requests {
             return; // plain keys: a single Redis, any key goes
@@ -135,8 +150,26 @@ impl Compiler<'_> {
                 ("start key", &h.start_key),
                 ("waiting workers' key", &h.waiting),
                 ("upstreams key", &h.upstreams),
+                ("inbox key", &h.inbox),
+                ("control key", &h.control),
+                ("dead letters key", &h.dead),
+                ("stats key", &h.stats),
             ];
-            if let Some((what, key)) = keys.into_iter().find(|(_, k)| hash_tag(k) != tag) {
+            if shards > 1 {
+                let own = hash_tag(&h.start_key);
+                if let Some((what, key)) = keys.into_iter().find(|(_, k)| hash_tag(k) != own) {
+                    self.problem(
+                        loc,
+                        format!(
+                            "on a Redis Cluster `{}`'s keys must share one slot, for this spider's movers to hand it tasks in one step, but its start key `{}` has {{{own}}} and its {what} `{key}` does not",
+                            h.spider, h.start_key
+                        ),
+                        format!("give `{}` `[keys] mode = \"cluster\"`", h.spider),
+                    );
+                }
+                continue;
+            }
+            if let Some((what, key)) = keys[..3].iter().find(|(_, k)| hash_tag(k) != tag) {
                 self.problem(
                     loc,
                     format!(
@@ -148,36 +181,20 @@ impl Compiler<'_> {
             }
         }
     }
-
-    /// A sharded spider cannot hand links to another spider yet: a page's
-    /// commit runs on its shard's slot, and the other spider's start key
-    /// is in another (see `docs/scaling.md`).
-    pub(super) fn check_sharded_handoffs(&self, shards: usize, handoffs: &[(Handoff, Loc)]) {
-        if shards <= 1 {
-            return;
-        }
-        if let Some((h, loc)) = handoffs.first() {
-            self.problem(
-                loc,
-                format!(
-                    "a spider over {shards} shards cannot hand links to another spider (`to_spider = \"{}\"`) yet: each shard commits in its own slot, and the other spider's start key is in another",
-                    h.spider
-                ),
-                "remove `[keys] shards`, or crawl the pair unsharded",
-            );
-        }
-    }
 }
 
 /// The relations of `spider`'s own hand-offs: it hands work to each.
 pub(super) fn own_relations(spider: &Spider) -> Vec<Relation> {
-    let keys = UpstreamKeys::of(&spider.keys, spider.start.kind);
+    let keys = |h: &Handoff| match spider.shards.len() {
+        0 | 1 => UpstreamKeys::of(&spider.keys, spider.start.kind),
+        _ => UpstreamKeys::of_shards(&spider.keys, &spider.shards, spider.start.kind, &h.spider),
+    };
     spider
         .handoffs
         .iter()
         .map(|h| Relation {
             upstream: spider.name.clone(),
-            keys: keys.clone(),
+            keys: keys(h),
             into: h.upstreams.clone(),
         })
         .collect()

@@ -15,9 +15,11 @@
 --
 -- Keys, arguments and records: `commit` in protocol.rs. After the head
 -- arguments (A) come the spiders links are handed to (HANDOFF records,
--- their start keys in K.handoff_starts, then in a sharded spider this
--- shard's outboxes, of kind 'outbox': see lib/outbox.lua; after those
--- keys, each spider's waiting workers' hash, in the same order), the stat
+-- their start keys in K.handoff_starts; in a sharded spider, this
+-- shard's hand-off outboxes for them instead, of kind 'handoff', then
+-- this shard's outboxes, of kind 'outbox': see lib/outbox.lua; after
+-- those keys, each start key's spider's waiting workers' hash, in the
+-- same order), the stat
 -- increments (STAT_PAIR:
 -- the pages' stats summed), then each page: a PAGE record followed by its
 -- n_tasks TASK records, n_links LINK records and n_items item JSON
@@ -32,13 +34,16 @@ local worker, channel = A.worker, A.wake
 local backoff_max = tonumber(A.backoff_max_ms)
 local n_targets, n_pages, n_stats = tonumber(A.handoffs), tonumber(A.pages), tonumber(A.stat_pairs)
 
+-- Targets whose tasks wait in an outbox of this shard for a mover,
+-- rather than going to a start key (which wakes its spider's workers).
+local QUEUED_KINDS = {outbox = true, handoff = true}
 local at = REST
 local targets = {}
 local n_spiders = 0
 for i = 1, n_targets do
   targets[i] = {key = K.handoff_starts[i], kind = ARGV[at + HANDOFF.kind], channel = ARGV[at + HANDOFF.wake],
                 pushed = 0}
-  if targets[i].kind ~= 'outbox' then
+  if not QUEUED_KINDS[targets[i].kind] then
     n_spiders = n_spiders + 1
     targets[i].waiting = K.handoff_starts[n_targets + n_spiders]
   end
@@ -183,6 +188,8 @@ if n_tasks_all > 0 then
   for _, t in ipairs(targets) do
     if t.kind == 'outbox' then
       need(t.key, 'list', 'outbox')
+    elseif t.kind == 'handoff' then
+      need(t.key, 'list', 'hand-off outbox')
     else
       need(t.key, t.kind, 'start_urls of a to_spider')
       need(t.waiting, 'hash', 'waiting of a to_spider')
@@ -265,7 +272,9 @@ for _, page in ipairs(pages) do
     elseif not gate.first_seen(ARGV[at + TASK.fingerprint]) then
       filtered = filtered + 1
     else
-      if t.kind == 'list' then
+      if t.kind == 'handoff' then
+        outbox_push(t.key, at, 1, task_link)
+      elseif t.kind == 'list' then
         redis.call('RPUSH', t.key, entry)
       elseif t.kind == 'set' then
         redis.call('SADD', t.key, entry)
@@ -308,7 +317,7 @@ push_items(K.items, K.sink, items)
 -- the tasks are start entries, which a woken worker claims); its busy
 -- workers claim them when their own work runs short.
 for _, t in ipairs(targets) do
-  if t.pushed > 0 and t.kind ~= 'outbox' then
+  if t.pushed > 0 and not QUEUED_KINDS[t.kind] then
     hand_waiting({waiting = t.waiting}, t.channel, t.pushed, math.huge)
   end
 end

@@ -8,8 +8,17 @@
 -- not write goes to the dead letters, with the outbox (A.outbox) it came
 -- from.
 --
+-- An entry whose token is `to:<spider>:<token>` is a task a page of
+-- another shard handed to that spider (`to_spider`) for a link of this
+-- shard's hosts: it passes this shard's dupefilter here and goes on to
+-- this shard's hand-off outbox for the spider (K.handoffs, in the order
+-- of the names in A.handoff_spiders), with its own token, for
+-- handoff_deliver. One for a spider this one no longer hands to is set
+-- aside as a dead letter.
+--
 -- Keys, arguments and records: `outbox_deliver` in protocol.rs. Returns
--- {enqueued, filtered, skipped, unreadable}.
+-- {enqueued, filtered, skipped, unreadable}: tasks handed on count as
+-- enqueued.
 local entries = {}
 for r = REST, #ARGV do
   entries[#entries + 1] = ARGV[r]
@@ -42,9 +51,40 @@ for i = 1, #flat, R.size do
     end
   end
 end
-local queued = #new / R.size
-local fps = link_fingerprints(1, queued, R, {}, new)
-if queued == 0 and #bad == 0 then
+-- The tasks for another spider, apart from the requests.
+local handoff_of = {}
+local n_names = 0
+for name in string.gmatch(A.handoff_spiders, '%S+') do
+  n_names = n_names + 1
+  handoff_of[name] = K.handoffs[n_names]
+end
+local requests, tasks = {}, {}
+for i = 1, #new, R.size do
+  local spider, token = string.match(new[i + R.token], '^to:([^:]*):(.*)$')
+  local into = requests
+  if spider then
+    into = tasks
+    if not handoff_of[spider] then
+      bad[#bad + 1] = table.concat(new, '|', i, i + R.size - 1)
+      into = nil
+    end
+  end
+  if into then
+    for f = 0, R.size - 1 do
+      into[#into + 1] = new[i + f]
+    end
+    if spider then
+      into[#into + 1] = spider
+      into[#into + 1] = token
+    end
+  end
+end
+local T = {size = R.size + 2, token = R.token, fingerprint = R.fingerprint, priority = R.priority, json = R.json,
+           spider = R.size, inner = R.size + 1}
+local queued = #requests / R.size
+local fps = link_fingerprints(1, queued, R, {}, requests)
+link_fingerprints(1, #tasks / T.size, T, fps, tasks)
+if #new == 0 and #bad == 0 then
   return {0, 0, skipped, 0}
 end
 local dupe = dupe_config(A.dupe_spec, K.dupefilter, K.dupefilter_meta)
@@ -58,22 +98,43 @@ need(K.crew, 'zset', 'crew')
 need(K.waiting, 'hash', 'waiting')
 need(K.dead, 'list', 'dead')
 need(K.inbox, 'zset', 'inbox')
+for _, outbox in ipairs(K.handoffs) do
+  need(outbox, 'list', 'hand-off outbox')
+end
 need_dupe(dupe)
 
-local next_seq = seq_block(K.sequence, queued, true)
+-- Tasks handed on draw from the sequence too: every step that brings
+-- work to this shard moves it (see ShardedFrontier's status).
+local next_seq = seq_block(K.sequence, #new / R.size, true)
 -- Set aside what does not parse (after the first write, which proves the
 -- sequence), so the outbox can be trimmed past it.
 for _, entry in ipairs(bad) do
+  local task_for = string.match(entry, '^to:([^:]*):')
   redis.call('RPUSH', K.dead, cjson.encode({
     key = A.outbox, entry = escaped(string.sub(entry, 1, 1024)), bytes = #entry,
-    reason = 'outbox entry not written by crawlworker (not <token>|<fingerprint>|<priority>|<request>)',
+    reason = task_for and ('a task for spider ' .. task_for .. ', which this spider does not hand links to (any more)')
+      or 'outbox entry not written by crawlworker (not <token>|<fingerprint>|<priority>|<request>)',
     time = now / 1000,
   }))
 end
 count(STAT.DEADLETTER_COUNT, #bad)
 
 local queue_args, data_args = {}, {}
-local enqueued, filtered = queue_links(1, queued, R, gate, next_seq, queue_args, data_args, new)
+local enqueued, filtered = queue_links(1, queued, R, gate, next_seq, queue_args, data_args, requests)
+local handed = 0
+for i = 1, #tasks, T.size do
+  local fp = tasks[i + T.fingerprint]
+  if gate.first_seen(fp) then
+    local outbox = handoff_of[tasks[i + T.spider]]
+    redis.call('RPUSH', outbox, tasks[i + T.inner] .. '|' .. fp .. '|' .. tasks[i + T.priority] .. '|' ..
+      tasks[i + T.json])
+    handed = handed + 1
+  else
+    filtered = filtered + 1
+  end
+end
+count(STAT.SCHEDULER_HANDED_OFF, handed)
+enqueued = enqueued + handed
 gate.record()
 call_many('ZADD', K.requests, queue_args)
 call_many('HSET', K.request_data, data_args)

@@ -10,33 +10,14 @@
 -- order.
 -- Returns {start, queued, inflight, dead, failed, dupefilter, items, delayed,
 -- scheduled, overdue, paused (0/1), max_pages reached (0/1), item backlog
--- full (0/1), this spider's upstreams hash (name, record, ...)}, then for
+-- full (0/1), this spider's upstreams hash (name, record, ...), the tasks
+-- sharded upstreams' movers delivered to it (handoff_deliver.lua)}, then for
 -- each upstream passed {start, queued, inflight, delayed, paused (0/1),
 -- max_pages reached (0/1), live workers, its upstreams hash}: scheduled
 -- pages are those waiting for their time and those queued; overdue are
 -- those whose time has passed (queued, or not yet moved to the queue
 -- because no worker has leased since). An upstream's live workers are
 -- those whose heartbeat is at most A.live_ms old.
-local function start_size(kind, key)
-  if kind == 'list' then
-    return redis.call('LLEN', key)
-  elseif kind == 'set' then
-    return redis.call('SCARD', key)
-  end
-  return redis.call('ZCARD', key)
-end
-
-local function live_workers(key, since)
-  local n = 0
-  for _, beat in ipairs(redis.call('HVALS', key)) do
-    local at = json_number(beat, 'heartbeat')
-    if at and at * 1000 >= since then
-      n = n + 1
-    end
-  end
-  return n
-end
-
 local d = dupe_config(redis.call('HGET', K.dupefilter_meta, 'spec') or A.dupe_spec, K.dupefilter, K.dupefilter_meta)
 local mode = redis.call('HGET', K.dupefilter_meta, 'mode') or d.mode
 local now = now_ms()
@@ -55,23 +36,17 @@ local out = {
   redis.call('HEXISTS', K.control, 'max_pages_reached'),
   redis.call('HEXISTS', K.control, 'items_backlog_full'),
   redis.call('HGETALL', K.upstreams),
+  tonumber(redis.call('HGET', K.control, 'handoffs_in') or '0'),
 }
 local since = now - tonumber(A.live_ms)
 local first = 1
+local offsets = {start_urls = CHAIN_KEY.start_urls, requests = CHAIN_KEY.requests, inflight = CHAIN_KEY.inflight,
+                 delayed = CHAIN_KEY.delayed, control = CHAIN_KEY.control, upstreams = CHAIN_KEY.upstreams,
+                 workers = CHAIN_KEY.workers}
 for at = REST, #ARGV, CHAIN.SIZE do
-  local function key(field)
-    return K.chain[first + field]
-  end
-  out[#out + 1] = {
-    start_size(ARGV[at + CHAIN.start_kind], key(CHAIN_KEY.start_urls)),
-    redis.call('ZCARD', key(CHAIN_KEY.requests)),
-    redis.call('ZCARD', key(CHAIN_KEY.inflight)),
-    redis.call('ZCARD', key(CHAIN_KEY.delayed)),
-    redis.call('HEXISTS', key(CHAIN_KEY.control), 'paused'),
-    redis.call('HEXISTS', key(CHAIN_KEY.control), 'max_pages_reached'),
-    live_workers(key(CHAIN_KEY.workers), since),
-    redis.call('HGETALL', key(CHAIN_KEY.upstreams)),
-  }
+  out[#out + 1] = upstream_sizes(ARGV[at + CHAIN.start_kind], function(field)
+    return K.chain[first + offsets[field]]
+  end, since)
   first = first + CHAIN_KEY.SIZE
 end
 return out
