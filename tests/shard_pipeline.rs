@@ -360,3 +360,129 @@ async fn the_other_spider_reads_every_shard_of_its_upstream_before_it_reads_drai
     let _: () = redis.conn().del("x:start_urls").unwrap();
     assert!(x.status().await.unwrap().drained());
 }
+
+/// The spider `q` hands work to reads drained only at the end of a chain
+/// in which each of `q`'s pages hands one task on, mostly through another
+/// shard, and the next page is pushed to `q` only while that task waits
+/// for `x`, so that at every instant some work is left somewhere: however
+/// a reader's look at `x` and then at `q`'s shards in turn interleaves
+/// with a task moving from shard to shard to `x`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_tasks_through_the_shards_never_reads_drained_before_its_end() {
+    let redis = RedisServer::start();
+    let q_keys: Vec<_> = (0..3)
+        .map(|i| shard_keys("q", KeyMode::Plain, &[], None, i, 3))
+        .collect();
+    let x_keys = crawlworker::frontier::Keys::resolve("x", KeyMode::Plain, None, &[], None);
+    let relation = crawlworker::frontier::pipeline::Relation {
+        upstream: "q".into(),
+        keys: crawlworker::frontier::pipeline::UpstreamKeys::of_shards(
+            &q_keys[0],
+            &q_keys,
+            StartKind::List,
+            "x",
+        ),
+        into: x_keys.upstreams.clone(),
+    };
+    let target: crawlworker::frontier::RedisTarget = redis::Client::open(redis.url())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into();
+    let q_options = crawlworker::frontier::Options {
+        handoffs: vec![to_x()],
+        relations: vec![relation],
+        ..spider().frontier_options("w")
+    };
+    let q_shards = ShardedFrontier::connect_each(&target, q_options, 3, |i| q_keys[i].clone())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    q_shards[0].record_relations().await.unwrap();
+    let q: Frontier = ShardedFrontier::new(q_shards).into();
+    let x_frontier = |worker: &str| {
+        let options = crawlworker::frontier::Options {
+            keys: x_keys.clone(),
+            ..spider().frontier_options(worker)
+        };
+        let target = target.clone();
+        async move {
+            let f: Frontier = RedisFrontier::connect(&target, options)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into();
+            f
+        }
+    };
+    let x = x_frontier("w").await;
+    let reader = x_frontier("r").await;
+    // Hosts 1, 8, 4: shards 2, 1, 0; each page's task is on the next
+    // host, so two tasks in three go through another shard.
+    let hosts = [1, 8, 4];
+    let claim = |request: Request| StartClaim {
+        entry: serde_json::to_string(&request).unwrap_or_default(),
+        outcome: Ok(request),
+    };
+    let first = claim(on_host(hosts[0], "/list/0"));
+    q.push_start(std::slice::from_ref(&first.entry))
+        .await
+        .unwrap();
+    q.claim_start(&[first]).await.unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watching = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut readings = 0u32;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let status = reader.status().await.unwrap_or_else(|e| panic!("{e}"));
+                let over = done.load(std::sync::atomic::Ordering::SeqCst);
+                assert!(
+                    !status.drained() || over,
+                    "read drained mid-chain: {status:?}"
+                );
+                readings += 1;
+            }
+            readings
+        })
+    };
+    const STEPS: usize = 150;
+    for step in 1..=STEPS {
+        let (leased, _) = q.lease(1, 0).await.unwrap();
+        assert_eq!(leased.len(), 1, "step {step}: q's page is queued");
+        let handed = on_host(hosts[step % 3], &format!("/post/{step}"));
+        let page = PageResult {
+            tasks: vec![task(handed.clone())],
+            ..PageResult::default()
+        };
+        let (committed, _) = q.commit(&leased[0], &page, 0, false).await.unwrap();
+        assert!(matches!(committed, Committed::Done { .. }), "{committed:?}");
+        let last = step == STEPS;
+        // q's next page, pushed while the task waits for x.
+        let next = (!last).then(|| claim(on_host(hosts[step % 3], &format!("/list/{step}"))));
+        if let Some(next) = &next {
+            q.push_start(std::slice::from_ref(&next.entry))
+                .await
+                .unwrap();
+        }
+        // x crawls the task; at the last, a drained reading is true from
+        // its commit on.
+        let entry = format!(r#"{{"url":"{}"}}"#, handed.url);
+        let claimed = x
+            .claim_start(&[StartClaim {
+                entry,
+                outcome: Ok(handed),
+            }])
+            .await
+            .unwrap();
+        assert_eq!(claimed.enqueued, 1, "step {step}: the task reached x once");
+        let (leased, _) = x.lease(1, 0).await.unwrap();
+        assert_eq!(leased.len(), 1);
+        done.store(last, std::sync::atomic::Ordering::SeqCst);
+        x.commit(&leased[0], &PageResult::default(), 0, false)
+            .await
+            .unwrap();
+        if let Some(next) = next {
+            q.claim_start(&[next]).await.unwrap();
+        }
+    }
+    let readings = watching.await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(readings > 50, "the reader read along ({readings} readings)");
+    assert!(x.status().await.unwrap().drained());
+}
