@@ -11,6 +11,7 @@
 #   scripts/bench/pipeline.sh                      # DETAIL="1 8", 20 ms, 2 rounds
 #   DETAIL="1 4 16" LATENCY=5ms ROUNDS=3 scripts/bench/pipeline.sh
 #   BIN=/tmp/crawlworker scripts/bench/pipeline.sh
+#   SIZE="--forums 4 --pages 50" scripts/bench/pipeline.sh   # a larger forum (demo size flags)
 #
 # Needs redis-server, redis-cli and python3. Everything listens on
 # 127.0.0.1 only.
@@ -21,7 +22,7 @@ LATENCY=${LATENCY:-20ms}
 ROUNDS=${ROUNDS:-2}
 port=${REDIS_PORT:-16651}
 demo_port=${DEMO_PORT:-18751}
-SIZE=""
+SIZE=${SIZE:-}
 if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet
   BIN=target/release/crawlworker
