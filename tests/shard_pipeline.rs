@@ -6,7 +6,9 @@
 //! shards one step each, taken again until nothing moved between two
 //! readings. The shipped pair with `bbs-list` over three shards gives
 //! exactly `bbs.toml`'s items, each thread handed on once, with a list
-//! worker killed mid-scan, on one Redis and through a 3-master cluster.
+//! worker killed mid-scan, on one Redis and through a 3-master cluster;
+//! tasks reach the other spider once each through their hosts' shards,
+//! and a chain of them never reads drained before its end.
 
 use std::path::Path;
 use std::time::Duration;
@@ -102,11 +104,11 @@ async fn a_list_spider_over_three_shards_hands_each_thread_once_with_a_worker_ki
 }
 
 /// Through a 3-master cluster: the list spider's shards on three masters,
-/// the detail spider in a slot of its own.
+/// the detail spider in a slot of its own, a list worker killed mid-scan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_spider_over_three_shards_of_a_cluster_hands_each_thread_once() {
     let cluster = RedisCluster::start();
-    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(10))
+    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(150))
         .await
         .unwrap_or_else(|e| panic!("cannot start the fixture server: {e}"));
     let dir = temp_dir("shard-pipeline-cluster");
@@ -116,13 +118,24 @@ async fn a_list_spider_over_three_shards_of_a_cluster_hands_each_thread_once() {
     with_keys(&detail, "mode = \"cluster\"");
     push_urls(&cluster.url(), &list, &demo_tasks());
     let detail_worker = worker(&detail, &cluster.url());
-    let list_worker = worker(&list, &cluster.url());
-    exits_ok(list_worker, "the list worker");
+    let first = worker(&list, &cluster.url());
+    let stats = "{bbs-detail}:stats";
+    let mut conn = cluster.conn_for(stats);
+    eventually(
+        "the list scan is under way",
+        Duration::from_secs(30),
+        || {
+            let claimed: Option<u64> = conn.hget(stats, "start_urls/claimed_count").ok()?;
+            (claimed.unwrap_or(0) > 0).then_some(())
+        },
+    );
+    first.kill();
+    let second = worker(&list, &cluster.url());
+    exits_ok(second, "the second list worker");
     exits_ok(detail_worker, "the detail worker");
     let key = "{bbs-detail}:items";
     let got = scraped_from(&mut cluster.conn_for(key), key);
     assert_exact(&got, &expected(&server.base_url()));
-    let stats = "{bbs-detail}:stats";
     let claimed: u64 = cluster
         .conn_for(stats)
         .hget(stats, "start_urls/claimed_count")
