@@ -103,6 +103,36 @@ async fn a_list_spider_over_three_shards_hands_each_thread_once_with_a_worker_ki
     let _ = server.stop().await;
 }
 
+/// Both spiders sharded: the detail spider's tasks land on its shard 0's
+/// start key, and its claims hand each to its host's shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_spiders_over_three_shards_give_every_item() {
+    let server = FixtureServer::start_with_latency(Site::demo(), Duration::from_millis(20))
+        .await
+        .unwrap_or_else(|e| panic!("cannot start the fixture server: {e}"));
+    let redis = RedisServer::start();
+    let dir = temp_dir("shard-pipeline-both");
+    let list = spider_for("bbs-list", &server.base_url(), dir.path());
+    let detail = spider_for("bbs-detail", &server.base_url(), dir.path());
+    with_keys(&list, "shards = 3");
+    with_keys(&detail, "shards = 3");
+    push_urls(&redis.url(), &list, &demo_tasks());
+    let detail_worker = worker(&detail, &redis.url());
+    let list_worker = worker(&list, &redis.url());
+    exits_ok(list_worker, "the list worker");
+    exits_ok(detail_worker, "the detail worker");
+    let mut conn = redis.conn();
+    let mut got: Vec<String> = (0..3)
+        .flat_map(|i| {
+            let name = crawlworker::frontier::shards::shard_name("bbs-detail", i, 3);
+            scraped_from(&mut conn, &format!("{name}:items"))
+        })
+        .collect();
+    got.sort();
+    assert_exact(&got, &expected(&server.base_url()));
+    let _ = server.stop().await;
+}
+
 /// Through a 3-master cluster: the list spider's shards on three masters,
 /// the detail spider in a slot of its own, a list worker killed mid-scan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
