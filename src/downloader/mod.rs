@@ -203,6 +203,8 @@ impl Downloader {
     /// Until the download starts, `give_up` gives it up: a stopping worker
     /// hands such requests back at once, and lets only downloads in
     /// progress use `shutdown_grace`; a paused one lets only those finish.
+    /// Also says whether the host slot it held went straight to another
+    /// request waiting for one (see [`politeness::Turn::slot_went_on`]).
     pub async fn download(
         &self,
         request: &Request,
@@ -210,26 +212,26 @@ impl Downloader {
         paced_with: Duration,
         stats: &mut Tally,
         give_up: GiveUp,
-    ) -> Downloaded {
+    ) -> (Downloaded, bool) {
         if let Some(replayed) = self.replay(request, stats) {
-            return replayed;
+            return (replayed, false);
         }
         let turn = self.politeness.join(&request.host_key());
         let ready = tokio::select! {
             biased;
-            _ = give_up.wait() => return Downloaded::NotStarted,
+            _ = give_up.wait() => return (Downloaded::NotStarted, false),
             ready = self.ready(request, &turn, wait, paced_with, stats) => ready,
         };
         let slots = match ready {
             Ready::Go(slots) => slots,
-            Ready::Done(outcome) => return outcome,
+            Ready::Done(outcome) => return (outcome, false),
         };
         let downloaded = self.fetch(request, stats).await;
         // Learnt while the slots are held, so the next request for the
         // host knows.
         turn.news(downloaded.host_outcome());
         drop(slots);
-        downloaded
+        (downloaded, turn.slot_went_on())
     }
 
     /// The page cache's copy of the response, as if it had been fetched

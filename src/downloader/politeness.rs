@@ -331,6 +331,15 @@ impl Turn<'_> {
         }
     }
 
+    /// Whether the host's slot a download gave back just now went straight
+    /// to another of this worker's requests waiting for one: a semaphore
+    /// hands a permit given back to a waiter at once, so then none is
+    /// free. The page's commit may then wait for others without leaving a
+    /// slot idle (see `worker::pool::Share::commit`).
+    pub fn slot_went_on(&self) -> bool {
+        self.host.slots.available_permits() == 0
+    }
+
     /// Learns what a response said about the host (before its slots are
     /// given back, so the next request for the host knows).
     pub fn news(&self, outcome: HostOutcome) {
@@ -377,6 +386,27 @@ mod tests {
         drop(a3);
         drop(ta3);
         assert_eq!(p.hosts_in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_slot_given_back_goes_on_only_to_a_request_waiting_for_it() {
+        let p = politeness(1);
+        let first = p.join("a.test");
+        let held = first.slots().await;
+        drop(held);
+        assert!(!first.slot_went_on(), "nobody waits: the slot is free");
+        let held = first.slots().await;
+        let second = p.join("a.test");
+        let mut waiting = Box::pin(second.slots());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(10), &mut waiting)
+                .await
+                .is_err(),
+            "the host's only slot is taken"
+        );
+        drop(held);
+        assert!(first.slot_went_on(), "handed to the request waiting");
+        let _now_held = waiting.await;
     }
 
     #[tokio::test]

@@ -61,10 +61,10 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
 async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     // The output's charge in the memory budget lives until the commit is
     // done (or the page dropped).
-    let (result, _output) = match &leased.request {
+    let (result, _output, slot_went_on) = match &leased.request {
         Ok(request) => match process(ctx, request, leased.wait, leased.paced_with).await {
             // No longer finishing: about to be committed.
-            Some((result, output, _finishing)) => (result, output),
+            Some((result, output, finishing)) => (result, output, finishing.slot_went_on()),
             None => {
                 hand_back(ctx, &leased.id).await;
                 return Vec::new();
@@ -76,14 +76,16 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
                 dead: Some(dead.clone()),
                 ..PageResult::default()
             };
-            (dead, None)
+            (dead, None, false)
         }
     };
     // A page being committed is finished through an outage, whatever the
     // worker's shutdown says meanwhile. Its replacement is leased in the
     // same step (see pool::Share::commit).
     let queues = !result.requests.is_empty() || !result.tasks.is_empty();
-    let commit = ctx.share.commit(!*ctx.shutdown.borrow(), queues);
+    let commit = ctx
+        .share
+        .commit(!*ctx.shutdown.borrow(), queues, slot_went_on);
     let started = std::time::Instant::now();
     let committed = until_done("commit a page", &ctx.frontier.fatal(), || {
         ctx.frontier
@@ -170,14 +172,14 @@ async fn process<'c>(
         shutdown: ctx.shutdown.clone(),
         paused: ctx.paused.clone(),
     };
-    let downloaded = ctx
+    let (downloaded, slot_went_on) = ctx
         .downloader
         .download(request, wait, paced_with, &mut stats, give_up)
         .await;
     if matches!(downloaded, Downloaded::NotStarted) {
         return None;
     }
-    let finishing = ctx.share.finishing();
+    let finishing = ctx.share.finishing(slot_went_on);
     let mut output = None;
     let mut result = match downloaded {
         Downloaded::Decided(mut result) => {

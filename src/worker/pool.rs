@@ -111,8 +111,17 @@ pub struct Share {
 }
 
 /// A page downloaded and not yet being committed, while it lives (see
-/// [`Share::finishing`]).
-pub struct Finishing<'a>(&'a Share);
+/// [`Share::finishing`]), and whether its host slot went straight to
+/// another request.
+pub struct Finishing<'a>(&'a Share, bool);
+
+impl Finishing<'_> {
+    /// Whether the page's host slot went straight to another of the
+    /// spider's requests waiting for one (see [`Share::commit`]).
+    pub fn slot_went_on(&self) -> bool {
+        self.1
+    }
+}
 
 impl Drop for Finishing<'_> {
     fn drop(&mut self) {
@@ -194,7 +203,13 @@ impl Share {
     /// the page's slot, which would idle all the same (see
     /// [`Share::leased`]), and the page in progress may join the call. The
     /// last page in flight (the tail of a crawl) never waits.
-    pub fn commit(&self, replace: bool, queues: bool) -> Commit<'_> {
+    ///
+    /// And while the page's host slot went straight to another of the
+    /// spider's requests waiting for one (`slot_went_on`): a crawl of few
+    /// hosts is bound by their slots (`concurrent_requests_per_domain`)
+    /// before its share of the worker's, and the requests it holds ahead
+    /// wait for those.
+    pub fn commit(&self, replace: bool, queues: bool, slot_went_on: bool) -> Commit<'_> {
         let committing = self.committing.fetch_add(1, Ordering::Relaxed) + 1;
         let in_progress = self
             .pages
@@ -211,6 +226,7 @@ impl Share {
             share: self,
             lease_next,
             may_wait: in_progress >= self.limit()
+                || slot_went_on
                 || self.finishing.load(Ordering::Relaxed) > 0
                 || (!queues && in_progress > 0 && self.dry.load(Ordering::Relaxed)),
         }
@@ -221,9 +237,9 @@ impl Share {
     /// that page to share its script call (pages leased together finish
     /// together). The wait is `commit_wait` at most, and ends when the last
     /// such page joins (its own commit may not wait for another).
-    pub fn finishing(&self) -> Finishing<'_> {
+    pub fn finishing(&self, slot_went_on: bool) -> Finishing<'_> {
         self.finishing.fetch_add(1, Ordering::Relaxed);
-        Finishing(self)
+        Finishing(self, slot_went_on)
     }
 
     /// Records what a lease for the spider (a commit's, the turn loop's,
@@ -311,9 +327,9 @@ mod tests {
         {
             // The spider at its lease limit: a page is replaced, and may
             // wait while 5 others are in progress.
-            let first = deep.commit(true, true);
+            let first = deep.commit(true, true, false);
             assert_eq!((first.lease_next, first.may_wait), (1, true));
-            let later: Vec<Commit> = (0..5).map(|_| deep.commit(true, true)).collect();
+            let later: Vec<Commit> = (0..5).map(|_| deep.commit(true, true, false)).collect();
             assert!(later.iter().all(|c| c.lease_next == 1));
             assert!(later[..4].iter().all(|c| c.may_wait));
             assert!(
@@ -322,7 +338,7 @@ mod tests {
             );
             assert!(deep.leasing());
             assert_eq!(
-                deep.commit(false, true).lease_next,
+                deep.commit(false, true, false).lease_next,
                 0,
                 "no replacement when stopping"
             );
@@ -331,9 +347,9 @@ mod tests {
         // Over its limit (its share shrank): no replacement; short of it:
         // one more than the page.
         deep.started(1);
-        assert_eq!(deep.commit(true, true).lease_next, 0);
+        assert_eq!(deep.commit(true, true, false).lease_next, 0);
         (0..4).for_each(|_| deep.finished());
-        assert_eq!(deep.commit(true, true).lease_next, MAX_LEASE_NEXT);
+        assert_eq!(deep.commit(true, true, false).lease_next, MAX_LEASE_NEXT);
     }
 
     #[test]
@@ -344,27 +360,42 @@ mod tests {
         share.started(2);
         // Two of four slots busy: a page's slot would go to its
         // replacement, so it may not wait, until a lease comes back short.
-        assert!(!share.commit(true, false).may_wait);
+        assert!(!share.commit(true, false, false).may_wait);
         share.leased(3, 3);
-        assert!(!share.commit(true, false).may_wait);
+        assert!(!share.commit(true, false, false).may_wait);
         share.leased(3, 1);
-        assert!(share.commit(true, false).may_wait);
+        assert!(share.commit(true, false, false).may_wait);
         assert!(
-            !share.commit(true, true).may_wait,
+            !share.commit(true, true, false).may_wait,
             "a page whose links others may wait for goes at once"
         );
         // A lease that asked for nothing says nothing; one that got all it
         // asked (or leases handed to the worker) ends the drought.
         share.leased(0, 0);
-        assert!(share.commit(true, false).may_wait);
+        assert!(share.commit(true, false, false).may_wait);
         share.leased(2, 2);
-        assert!(!share.commit(true, false).may_wait);
+        assert!(!share.commit(true, false, false).may_wait);
         // The last page in flight has no company to wait for.
         share.leased(3, 1);
         share.finished();
         assert!(
-            !share.commit(true, false).may_wait,
+            !share.commit(true, false, false).may_wait,
             "the tail of a crawl is committed at once"
+        );
+    }
+
+    #[test]
+    fn a_page_whose_host_slot_went_to_a_waiting_request_may_wait() {
+        // A one-host crawl: 4 slots of the worker's, but the host's 2 bind,
+        // and the requests held ahead wait for those.
+        let pool = Pool::new(4);
+        let share = pool.share(4);
+        share.set_active(true);
+        share.started(3);
+        assert!(!share.commit(true, true, false).may_wait);
+        assert!(
+            share.commit(true, true, true).may_wait,
+            "its slot is busy again: waiting leaves none idle"
         );
     }
 }
