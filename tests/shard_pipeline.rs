@@ -31,10 +31,12 @@ use crate::expect::{assert_exact, expected, scraped_from};
 use crate::frontier_contract::spider;
 
 /// Leases that expire fast (a killed worker's come back within a second),
-/// and an idle worker that looks again every 100 ms.
+/// an idle worker that looks again every 100 ms, and a log that says what
+/// a worker waits for.
 const FAST: &[(&str, &str)] = &[
     ("CRAWLWORKER_LEASE_TIMEOUT", "1s"),
     ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
+    ("CRAWLWORKER_LOG", "info"),
 ];
 
 /// Adds `lines` as the spider file's `[keys]` table.
@@ -528,4 +530,28 @@ async fn a_chain_of_tasks_through_the_shards_never_reads_drained_before_its_end(
     let readings = watching.await.unwrap_or_else(|e| panic!("{e}"));
     assert!(readings > 50, "the reader read along ({readings} readings)");
     assert!(x.status().await.unwrap().drained());
+}
+
+/// The spider that hands tasks on is not drained while one waits in a
+/// hand-off outbox (a worker killed between its commit and its move left
+/// it there): its workers stay, and their movers deliver it.
+#[tokio::test]
+async fn a_task_left_in_a_hand_off_outbox_keeps_its_spider_undrained() {
+    let redis = RedisServer::start();
+    let (q, shards) = q_handing_to_x(&redis, "w").await;
+    assert!(q.status().await.unwrap().drained());
+    let left = r#"t#1||0|{"url":"http://127.0.0.8:8700/t/1"}"#;
+    let _: () = redis
+        .conn()
+        .rpush(
+            shard_keys("q", KeyMode::Plain, &[], None, 1, 3).handoff_outbox("x"),
+            left,
+        )
+        .unwrap();
+    let status = q.status().await.unwrap();
+    assert!(!status.drained(), "{status:?}");
+    assert_eq!(status.queued, 1);
+    assert_eq!(shards[1].move_handoffs(&to_x()).await.unwrap(), 1);
+    assert!(q.status().await.unwrap().drained());
+    assert_eq!(x_start(&redis).len(), 1);
 }

@@ -121,11 +121,19 @@ impl RedisFrontier {
         Ok(n.unwrap_or(0))
     }
 
-    /// How many requests wait in this shard's outboxes.
+    /// How many requests and tasks wait in this shard's outboxes, its
+    /// hand-off outboxes included: the spider is not drained, and its
+    /// workers (whose movers deliver them) do not stop, while a task for
+    /// another spider waits in one.
     pub async fn outboxes_len(&self) -> Result<u64> {
         let mut sum = 0;
         for to in self.shard.iter().flat_map(|place| place.others()) {
             sum += self.outbox_len(to).await?;
+        }
+        if self.shard.is_some() {
+            for h in &self.handoffs {
+                sum += self.handoff_outbox_len(h).await?;
+            }
         }
         Ok(sum)
     }

@@ -17,7 +17,7 @@
 //! stats; reading the crawl (status, stats, failures) sums or merges the
 //! shards.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -256,7 +256,7 @@ impl ShardedFrontier {
     /// delivery), so that the other spider's waiting workers get them
     /// now. A move that fails or finds another mover at work leaves them
     /// to the movers.
-    async fn move_handoffs_now(&self, source: usize, routed: &[usize], page: &PageResult) {
+    async fn move_handoffs_now(&self, source: usize, routed: &BTreeSet<usize>, page: &PageResult) {
         let shards = &self.inner.shards;
         let mut spiders: Vec<usize> = page.tasks.iter().map(|t| t.to).collect();
         spiders.sort_unstable();
@@ -345,6 +345,14 @@ async fn mover(shards: Weak<Shards>, source: usize, to: usize) {
             );
         }
     }
+}
+
+/// The shards other than `place`'s that `requests` belong to, each once.
+fn shards_elsewhere<'r>(
+    place: ShardPlace,
+    requests: impl Iterator<Item = &'r crate::request::Request>,
+) -> BTreeSet<usize> {
+    requests.filter_map(|r| place.elsewhere(r)).collect()
 }
 
 /// One hand-off mover: moves shard `source`'s hand-off outbox for its
@@ -638,18 +646,13 @@ impl Backend for ShardedFrontier {
         };
         let committed = match committed {
             Committed::Done { enqueued, filtered } => {
-                let tasks = page.tasks.iter().map(|t| &t.request);
-                let mut handed: Vec<usize> = page
-                    .requests
-                    .iter()
-                    .chain(tasks)
-                    .filter_map(|r| place.elsewhere(r))
-                    .collect();
-                handed.sort_unstable();
-                handed.dedup();
-                let moved = self.move_now(shard, handed.iter().copied()).await;
+                // The shards its links went to, and those its tasks did
+                // (each decided by its host's shard).
+                let routed = shards_elsewhere(place, page.tasks.iter().map(|t| &t.request));
+                let handed = shards_elsewhere(place, page.requests.iter());
+                let moved = self.move_now(shard, handed.union(&routed).copied()).await;
                 if !page.tasks.is_empty() {
-                    self.move_handoffs_now(shard, &handed, page).await;
+                    self.move_handoffs_now(shard, &routed, page).await;
                 }
                 Committed::Done {
                     enqueued: enqueued + moved.enqueued,

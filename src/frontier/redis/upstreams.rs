@@ -159,60 +159,74 @@ impl RedisFrontier {
     async fn read_sharded(&self, u: &UpstreamKeys) -> Result<(UpstreamStatus, Edges, Vec<u64>)> {
         let mut sum = UpstreamStatus::default();
         let (mut edges, mut sequences) = (Edges::new(), Vec::new());
-        for (i, shard) in u.shards.iter().enumerate() {
-            // Only shard 0 holds the start key, the upstreams hash and the
-            // workers; the others read none, and name keys of their own
-            // slot in their places.
-            let whole = i == 0;
-            let (start, upstreams, workers) = if whole {
-                (&u.start_urls, &u.upstreams, &u.workers)
-            } else {
-                (&shard.requests, &shard.control, &shard.control)
-            };
-            let mut call = SCRIPTS.upstream_shard.call_choosing(
-                &self.keys,
-                self.sink.sink,
-                &[
-                    ("start_urls", start),
-                    ("requests", &shard.requests),
-                    ("inflight", &shard.inflight),
-                    ("delayed", &shard.delayed),
-                    ("control", &shard.control),
-                    ("upstreams", upstreams),
-                    ("workers", workers),
-                    ("sequence", &shard.sequence),
-                ],
-                UpstreamShardArgs {
-                    start_kind: u.start_kind.clone(),
-                    live_ms: ms(Heartbeat::gone_after(self.lease)),
-                    whole: if whole { "1" } else { "0" }.to_string(),
-                },
-            );
-            for outbox in &shard.outboxes {
-                call.more_key(outbox);
-            }
-            let v: Vec<redis::Value> =
-                call.invoke_async(&mut self.conn.clone())
-                    .await
-                    .map_err(err(
-                        "read the status of a shard of an upstream at",
-                        &shard.requests,
-                    ))?;
-            let (sizes, shard_edges) = parse_upstream(v.first());
-            if whole {
+        for i in 0..u.shards.len() {
+            let (sizes, shard_edges, sequence) = self.read_upstream_shard(u, i).await?;
+            if i == 0 {
                 edges = shard_edges;
                 sum.start = sizes.start;
                 sum.paused = sizes.paused;
                 sum.live_workers = sizes.live_workers;
             }
-            sum.queued += sizes.queued + number(v.get(2));
+            sum.queued += sizes.queued;
             sum.inflight += sizes.inflight;
             sum.delayed += sizes.delayed;
             sum.page_limit_reached |= sizes.page_limit_reached;
-            sequences.push(number(v.get(1)));
+            sequences.push(sequence);
         }
         sum.producing = sum.producing();
         Ok((sum, edges, sequences))
+    }
+
+    /// Shard `i` of the sharded upstream `u`, in one step
+    /// (`upstream_shard.lua`): its sizes, with what waits in its outboxes
+    /// as queued, its `upstreams` hash and its request sequence.
+    async fn read_upstream_shard(
+        &self,
+        u: &UpstreamKeys,
+        i: usize,
+    ) -> Result<(UpstreamStatus, Edges, u64)> {
+        let shard = &u.shards[i];
+        // Only shard 0 holds the start key, the upstreams hash and the
+        // workers; the others read none, and name keys of their own slot
+        // in their places.
+        let whole = i == 0;
+        let (start, upstreams, workers) = if whole {
+            (&u.start_urls, &u.upstreams, &u.workers)
+        } else {
+            (&shard.requests, &shard.control, &shard.control)
+        };
+        let mut call = SCRIPTS.upstream_shard.call_choosing(
+            &self.keys,
+            self.sink.sink,
+            &[
+                ("start_urls", start),
+                ("requests", &shard.requests),
+                ("inflight", &shard.inflight),
+                ("delayed", &shard.delayed),
+                ("control", &shard.control),
+                ("upstreams", upstreams),
+                ("workers", workers),
+                ("sequence", &shard.sequence),
+            ],
+            UpstreamShardArgs {
+                start_kind: u.start_kind.clone(),
+                live_ms: ms(Heartbeat::gone_after(self.lease)),
+                whole: if whole { "1" } else { "0" }.to_string(),
+            },
+        );
+        for outbox in &shard.outboxes {
+            call.more_key(outbox);
+        }
+        let v: Vec<redis::Value> = call
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err(
+                "read the status of a shard of an upstream at",
+                &shard.requests,
+            ))?;
+        let (mut sizes, edges) = parse_upstream(v.first());
+        sizes.queued += number(v.get(2));
+        Ok((sizes, edges, number(v.get(1))))
     }
 
     /// One call of the status script with the upstreams `known`.
