@@ -246,9 +246,7 @@ impl ShardedFrontier {
         }
         moved
     }
-}
 
-impl ShardedFrontier {
     /// Moves the tasks a commit on shard `source` handed to other spiders
     /// (`page`'s) on to their start keys at once: from `source`'s
     /// hand-off outboxes, and from those of the shards `routed` (the
