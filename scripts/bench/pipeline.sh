@@ -12,6 +12,7 @@
 #   DETAIL="1 4 16" LATENCY=5ms ROUNDS=3 scripts/bench/pipeline.sh
 #   BIN=/tmp/crawlworker scripts/bench/pipeline.sh
 #   SIZE="--forums 4 --pages 50" scripts/bench/pipeline.sh   # a larger forum (demo size flags)
+#   LIST_SHARDS=3 scripts/bench/pipeline.sh        # bbs-list over three shards
 #
 # Needs redis-server, redis-cli and python3. Everything listens on
 # 127.0.0.1 only.
@@ -33,6 +34,11 @@ SERVE="--latency $LATENCY" forum_site
 for spider in bbs-list bbs-detail; do
   sed "s#127.0.0.1:8700#127.0.0.1:$demo_port#g" "spiders/$spider.toml" >"$work/$spider.toml"
 done
+# LIST_SHARDS: bbs-list over that many shards (its tasks then go through
+# hand-off outboxes, see docs/scaling.md).
+if [ "${LIST_SHARDS:-1}" -gt 1 ]; then
+  printf '\n[keys]\nshards = %s\n' "$LIST_SHARDS" >>"$work/bbs-list.toml"
+fi
 url=redis://127.0.0.1:$port
 
 one_run() {
@@ -57,7 +63,11 @@ for line in r('info', 'commandstats').splitlines():
     if line.startswith('cmdstat_'):
         name, rest = line[len('cmdstat_'):].split(':', 1)
         calls[name] = int(rest.split(',')[0].split('=')[1])
-pages = [int(r('hget', f'{s}:stats', 'response_received_count') or 0) for s in ('bbs-list', 'bbs-detail')]
+def pages_of(spider):
+    # A sharded spider's shards each have their stats hash.
+    keys = [k for k in r('--scan', '--pattern', f'{spider}*:stats').split() if k.count(':') == 1]
+    return sum(int(r('hget', k, 'response_received_count') or 0) for k in keys)
+pages = [pages_of(s) for s in ('bbs-list', 'bbs-detail')]
 scripts = calls.get('fcall', 0) + calls.get('evalsha', 0)
 print(f"| {n} | {pages[0]} + {pages[1]} | {r('llen', 'bbs-detail:items')} | {scripts} | "
       f"{scripts / max(1, sum(pages)):.2f} | {calls.get('blmove', 0)} |")
