@@ -478,22 +478,7 @@ async fn a_chain_of_hand_offs_never_reads_drained_before_its_end() {
         .unwrap();
     assert_eq!(claimed.enqueued, 1);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watching = {
-        let done = done.clone();
-        tokio::spawn(async move {
-            let mut readings = 0u32;
-            while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                let status = reader.status().await.unwrap_or_else(|e| panic!("{e}"));
-                let over = done.load(std::sync::atomic::Ordering::SeqCst);
-                assert!(
-                    !status.drained() || over,
-                    "read drained mid-chain: {status:?}"
-                );
-                readings += 1;
-            }
-            readings
-        })
-    };
+    let watching = read_along(reader, done.clone());
     for step in 1..=300 {
         let (leased, _) = f.lease(1, 0).await.unwrap();
         assert_eq!(leased.len(), 1, "step {step}: the chain's page is queued");
@@ -514,6 +499,27 @@ async fn a_chain_of_hand_offs_never_reads_drained_before_its_end() {
         "the reader read along ({readings} readings)"
     );
     assert!(f.status().await.unwrap().drained());
+}
+
+/// Reads `reader`'s status over and over until `done`, failing on a
+/// drained reading taken before it; how many readings it took.
+pub(crate) fn read_along(
+    reader: Frontier,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<u32> {
+    tokio::spawn(async move {
+        let mut readings = 0u32;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            let status = reader.status().await.unwrap_or_else(|e| panic!("{e}"));
+            let over = done.load(std::sync::atomic::Ordering::SeqCst);
+            assert!(
+                !status.drained() || over,
+                "read drained mid-chain: {status:?}"
+            );
+            readings += 1;
+        }
+        readings
+    })
 }
 
 /// Shard `shard` (of three) of spider `q` with `max_pages`, as `worker`.

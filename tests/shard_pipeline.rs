@@ -193,20 +193,54 @@ fn to_x() -> Handoff {
     }
 }
 
-/// Spider `q` over three shards on `redis`, handing tasks to `x`, as
-/// `worker`; and its shards' frontiers.
-async fn q_handing_to_x(redis: &RedisServer, worker: &str) -> (Frontier, Vec<RedisFrontier>) {
+/// The shards of spider `q` (three, on `redis`, as `worker`), handing
+/// tasks to `x`, with the relation recorded that `x` reads; no movers run
+/// until a [`ShardedFrontier`] is made of them.
+async fn q_handing_to_x(redis: &RedisServer, worker: &str) -> Vec<RedisFrontier> {
+    let q_keys: Vec<_> = (0..3)
+        .map(|i| shard_keys("q", KeyMode::Plain, &[], None, i, 3))
+        .collect();
+    let relation = crawlworker::frontier::pipeline::Relation {
+        upstream: "q".into(),
+        keys: crawlworker::frontier::pipeline::UpstreamKeys::of_shards(
+            &q_keys[0],
+            &q_keys,
+            StartKind::List,
+            "x",
+        ),
+        into: to_x().upstreams,
+    };
     let options = crawlworker::frontier::Options {
         handoffs: vec![to_x()],
+        relations: vec![relation],
         ..spider().frontier_options(worker)
     };
-    let client = redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
-    let shards = ShardedFrontier::connect_each(&client.into(), options, 3, |i| {
-        shard_keys("q", KeyMode::Plain, &[], None, i, 3)
-    })
-    .await
-    .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()));
-    (ShardedFrontier::new(shards.clone()).into(), shards)
+    let shards = ShardedFrontier::connect_each(&target(redis), options, 3, |i| q_keys[i].clone())
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()));
+    shards[0]
+        .record_relations()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    shards
+}
+
+/// Spider `x` on `redis`, as `worker`.
+async fn x_as(redis: &RedisServer, worker: &str) -> Frontier {
+    let options = crawlworker::frontier::Options {
+        keys: crawlworker::frontier::Keys::resolve("x", KeyMode::Plain, None, &[], None),
+        ..spider().frontier_options(worker)
+    };
+    RedisFrontier::connect(&target(redis), options)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()))
+        .into()
+}
+
+fn target(redis: &RedisServer) -> crawlworker::frontier::RedisTarget {
+    redis::Client::open(redis.url())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into()
 }
 
 /// A URL on loopback address 127.0.0.`host`, whose shard of three is
@@ -239,7 +273,8 @@ fn x_start(redis: &RedisServer) -> Vec<String> {
 #[tokio::test]
 async fn tasks_reach_the_other_spider_once_each_through_their_hosts_shards() {
     let redis = RedisServer::start();
-    let (f, shards) = q_handing_to_x(&redis, "w").await;
+    let shards = q_handing_to_x(&redis, "w").await;
+    let f: Frontier = ShardedFrontier::new(shards.clone()).into();
     let start = on_host(4, "/list");
     let entry = serde_json::to_string(&start).unwrap_or_default();
     f.push_start(std::slice::from_ref(&entry)).await.unwrap();
@@ -314,7 +349,9 @@ async fn tasks_reach_the_other_spider_once_each_through_their_hosts_shards() {
     assert_eq!(handed, 5, "counted where each passed its dupefilter");
 
     // A mover that delivered and died before trimming: the entries are
-    // still in the outbox when the next mover delivers them.
+    // still in the outbox when the next mover delivers them. (The
+    // frontier's own movers end with it, so only this one moves.)
+    drop(f);
     let outbox = "q:requests:handoff:x";
     let left: Vec<String> = redis.conn().lrange(outbox, 0, -1).unwrap();
     assert!(left.is_empty(), "trimmed: {left:?}");
@@ -339,40 +376,11 @@ async fn tasks_reach_the_other_spider_once_each_through_their_hosts_shards() {
 #[tokio::test]
 async fn the_other_spider_reads_every_shard_of_its_upstream_before_it_reads_drained() {
     let redis = RedisServer::start();
+    let q_shards = q_handing_to_x(&redis, "w").await;
     let q_keys: Vec<_> = (0..3)
         .map(|i| shard_keys("q", KeyMode::Plain, &[], None, i, 3))
         .collect();
-    let x_keys = crawlworker::frontier::Keys::resolve("x", KeyMode::Plain, None, &[], None);
-    let relation = crawlworker::frontier::pipeline::Relation {
-        upstream: "q".into(),
-        keys: crawlworker::frontier::pipeline::UpstreamKeys::of_shards(
-            &q_keys[0],
-            &q_keys,
-            StartKind::List,
-            "x",
-        ),
-        into: x_keys.upstreams.clone(),
-    };
-    let client: crawlworker::frontier::RedisTarget = redis::Client::open(redis.url())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into();
-    let q_options = crawlworker::frontier::Options {
-        handoffs: vec![to_x()],
-        relations: vec![relation],
-        ..spider().frontier_options("w")
-    };
-    let q_shards = ShardedFrontier::connect_each(&client, q_options, 3, |i| q_keys[i].clone())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    q_shards[0].record_relations().await.unwrap();
-    let x_options = crawlworker::frontier::Options {
-        keys: x_keys,
-        ..spider().frontier_options("w")
-    };
-    let x: Frontier = RedisFrontier::connect(&client, x_options)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into();
+    let x = x_as(&redis, "w").await;
     assert!(x.status().await.unwrap().drained(), "nothing anywhere yet");
 
     let task_entry = r#"t#1||0|{"url":"http://127.0.0.8:8700/t/1"}"#;
@@ -415,49 +423,9 @@ async fn the_other_spider_reads_every_shard_of_its_upstream_before_it_reads_drai
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_of_tasks_through_the_shards_never_reads_drained_before_its_end() {
     let redis = RedisServer::start();
-    let q_keys: Vec<_> = (0..3)
-        .map(|i| shard_keys("q", KeyMode::Plain, &[], None, i, 3))
-        .collect();
-    let x_keys = crawlworker::frontier::Keys::resolve("x", KeyMode::Plain, None, &[], None);
-    let relation = crawlworker::frontier::pipeline::Relation {
-        upstream: "q".into(),
-        keys: crawlworker::frontier::pipeline::UpstreamKeys::of_shards(
-            &q_keys[0],
-            &q_keys,
-            StartKind::List,
-            "x",
-        ),
-        into: x_keys.upstreams.clone(),
-    };
-    let target: crawlworker::frontier::RedisTarget = redis::Client::open(redis.url())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into();
-    let q_options = crawlworker::frontier::Options {
-        handoffs: vec![to_x()],
-        relations: vec![relation],
-        ..spider().frontier_options("w")
-    };
-    let q_shards = ShardedFrontier::connect_each(&target, q_options, 3, |i| q_keys[i].clone())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    q_shards[0].record_relations().await.unwrap();
-    let q: Frontier = ShardedFrontier::new(q_shards).into();
-    let x_frontier = |worker: &str| {
-        let options = crawlworker::frontier::Options {
-            keys: x_keys.clone(),
-            ..spider().frontier_options(worker)
-        };
-        let target = target.clone();
-        async move {
-            let f: Frontier = RedisFrontier::connect(&target, options)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .into();
-            f
-        }
-    };
-    let x = x_frontier("w").await;
-    let reader = x_frontier("r").await;
+    let q: Frontier = ShardedFrontier::new(q_handing_to_x(&redis, "w").await).into();
+    let x = x_as(&redis, "w").await;
+    let reader = x_as(&redis, "r").await;
     // Hosts 1, 8, 4: shards 2, 1, 0; each page's task is on the next
     // host, so two tasks in three go through another shard.
     let hosts = [1, 8, 4];
@@ -471,22 +439,7 @@ async fn a_chain_of_tasks_through_the_shards_never_reads_drained_before_its_end(
         .unwrap();
     q.claim_start(&[first]).await.unwrap();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watching = {
-        let done = done.clone();
-        tokio::spawn(async move {
-            let mut readings = 0u32;
-            while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                let status = reader.status().await.unwrap_or_else(|e| panic!("{e}"));
-                let over = done.load(std::sync::atomic::Ordering::SeqCst);
-                assert!(
-                    !status.drained() || over,
-                    "read drained mid-chain: {status:?}"
-                );
-                readings += 1;
-            }
-            readings
-        })
-    };
+    let watching = crate::shard_handoff::read_along(reader, done.clone());
     const STEPS: usize = 150;
     for step in 1..=STEPS {
         let (leased, _) = q.lease(1, 0).await.unwrap();
@@ -538,20 +491,24 @@ async fn a_chain_of_tasks_through_the_shards_never_reads_drained_before_its_end(
 #[tokio::test]
 async fn a_task_left_in_a_hand_off_outbox_keeps_its_spider_undrained() {
     let redis = RedisServer::start();
-    let (q, shards) = q_handing_to_x(&redis, "w").await;
-    assert!(q.status().await.unwrap().drained());
+    let shards = q_handing_to_x(&redis, "w").await;
     let left = r#"t#1||0|{"url":"http://127.0.0.8:8700/t/1"}"#;
-    let _: () = redis
-        .conn()
-        .rpush(
-            shard_keys("q", KeyMode::Plain, &[], None, 1, 3).handoff_outbox("x"),
-            left,
-        )
-        .unwrap();
-    let status = q.status().await.unwrap();
-    assert!(!status.drained(), "{status:?}");
-    assert_eq!(status.queued, 1);
-    assert_eq!(shards[1].move_handoffs(&to_x()).await.unwrap(), 1);
+    let outbox = shard_keys("q", KeyMode::Plain, &[], None, 1, 3).handoff_outbox("x");
+    let _: () = redis.conn().rpush(outbox, left).unwrap();
+    // Read before any mover runs: the task counts as queued.
+    let reading = crawlworker::frontier::redis::sharded::read_crawl(&shards)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(reading.status.queued, 1, "{:?}", reading.status);
+    assert!(!reading.status.drained());
+    // A worker's movers deliver it, after which the spider is drained.
+    let q: Frontier = ShardedFrontier::new(shards).into();
+    for _ in 0..100 {
+        if !x_start(&redis).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(x_start(&redis).len(), 1, "delivered by a mover");
     assert!(q.status().await.unwrap().drained());
-    assert_eq!(x_start(&redis).len(), 1);
 }

@@ -353,6 +353,32 @@ fn shards_elsewhere<'r>(
     requests.filter_map(|r| place.elsewhere(r)).collect()
 }
 
+/// A reading of a crawl read in several steps (`read`: its status, and
+/// marks that move whenever work moves between the steps' slots): one that
+/// finds it drained is taken again, up to [`DRAINED_READINGS`] times, and
+/// stands only when the marks did not move between the two, so that
+/// nothing was left at the instant between them (see
+/// `ShardedFrontier::status`). Without marks, the first reading stands.
+pub(super) async fn settled_reading<F, R>(read: F) -> Result<QueueStatus>
+where
+    F: Fn() -> R,
+    R: std::future::Future<Output = Result<(QueueStatus, Vec<u64>)>>,
+{
+    let (mut status, mut marks) = read().await?;
+    for _ in 0..DRAINED_READINGS {
+        if marks.is_empty() || !status.drained() {
+            break;
+        }
+        let (again, moved) = read().await?;
+        let settled = moved == marks;
+        (status, marks) = (again, moved);
+        if settled {
+            break;
+        }
+    }
+    Ok(status)
+}
+
 /// One hand-off mover: moves shard `source`'s hand-off outbox for its
 /// spider's `handoff`th `to_spider` every [`MOVER_RECHECK`], for what a
 /// worker that died after its commit left there; ends with the frontier.
@@ -705,19 +731,7 @@ impl Backend for ShardedFrontier {
     /// every queueing step draws from, unchanged). Nothing was left then
     /// at the instant between the two readings.
     async fn status(&self) -> Result<QueueStatus> {
-        let (mut status, mut sequences) = self.read_status().await?;
-        for _ in 0..DRAINED_READINGS {
-            if !status.drained() {
-                break;
-            }
-            let (again, moved) = self.read_status().await?;
-            let settled = moved == sequences;
-            (status, sequences) = (again, moved);
-            if settled {
-                break;
-            }
-        }
-        Ok(status)
+        settled_reading(|| self.read_status()).await
     }
 
     async fn reserve_slot(

@@ -23,11 +23,6 @@ use crate::frontier::{now_secs, Heartbeat, QueueStatus};
 /// next calls.
 const MAX_ROUNDS: usize = 8;
 
-/// How many readings a status that finds this spider drained takes at
-/// most while a sharded upstream keeps moving work between two (see
-/// [`RedisFrontier::status_with_upstreams`]): after that the last stands.
-const DRAINED_READINGS: usize = 16;
-
 /// What one status call read.
 struct Reading {
     status: QueueStatus,
@@ -54,19 +49,7 @@ impl RedisFrontier {
     /// draws from it) and not this spider's count of delivered tasks.
     /// Nothing was left then at the instant between the two readings.
     pub(super) async fn status_with_upstreams(&self) -> Result<QueueStatus> {
-        let (mut status, mut marks) = self.status_once().await?;
-        for _ in 0..DRAINED_READINGS {
-            if marks.is_empty() || !status.drained() {
-                break;
-            }
-            let (again, moved) = self.status_once().await?;
-            let settled = moved == marks;
-            (status, marks) = (again, moved);
-            if settled {
-                break;
-            }
-        }
-        Ok(status)
+        super::sharded::settled_reading(|| self.status_once()).await
     }
 
     /// One reading (see [`RedisFrontier::status_with_upstreams`]), and its

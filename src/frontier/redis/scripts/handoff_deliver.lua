@@ -20,21 +20,8 @@ end
 local flat, _, bad = outbox_read(entries)
 local R = OUTBOX_RECORD
 local kind = A.start_kind
-local tokens = {}
-for i = 1, #flat, R.size do
-  if flat[i + R.token] ~= '' then
-    tokens[#tokens + 1] = flat[i + R.token]
-  end
-end
-local seen = {}
-for first = 1, #tokens, 1000 do
-  local scores = prove_by('zset', 'inbox', 'ZMSCORE', K.inbox, unpack(tokens, first, math.min(first + 999, #tokens)))
-  for i = 1, #scores do
-    if scores[i] then
-      seen[tokens[first + i - 1]] = true
-    end
-  end
-end
+-- The tokens this spider took before: those entries are skipped.
+local seen = tokens_taken(K.inbox, flat)
 need(K.start, kind, 'start_urls of a to_spider')
 need(K.control, 'hash', 'control of a to_spider')
 need(K.waiting, 'hash', 'waiting of a to_spider')

@@ -26,21 +26,7 @@ end
 local flat, n, bad = outbox_read(entries)
 local R = OUTBOX_RECORD
 -- The tokens this shard queued before: those entries are skipped.
-local tokens = {}
-for i = 1, #flat, R.size do
-  if flat[i + R.token] ~= '' then
-    tokens[#tokens + 1] = flat[i + R.token]
-  end
-end
-local seen = {}
-for first = 1, #tokens, 1000 do
-  local scores = prove_by('zset', 'inbox', 'ZMSCORE', K.inbox, unpack(tokens, first, math.min(first + 999, #tokens)))
-  for i = 1, #scores do
-    if scores[i] then
-      seen[tokens[first + i - 1]] = true
-    end
-  end
-end
+local seen = tokens_taken(K.inbox, flat)
 local new, skipped = {}, 0
 for i = 1, #flat, R.size do
   if seen[flat[i + R.token]] then

@@ -54,3 +54,25 @@ local function outbox_read(entries)
   end
   return flat, n, bad
 end
+
+-- The tokens of the records in `flat` (see outbox_read) that `inbox` (a
+-- zset of tokens taken) holds, as a set: a read that proves the inbox.
+local function tokens_taken(inbox, flat)
+  local R = OUTBOX_RECORD
+  local tokens = {}
+  for i = 1, #flat, R.size do
+    if flat[i + R.token] ~= '' then
+      tokens[#tokens + 1] = flat[i + R.token]
+    end
+  end
+  local taken = {}
+  for first = 1, #tokens, 1000 do
+    local scores = prove_by('zset', 'inbox', 'ZMSCORE', inbox, unpack(tokens, first, math.min(first + 999, #tokens)))
+    for i = 1, #scores do
+      if scores[i] then
+        taken[tokens[first + i - 1]] = true
+      end
+    end
+  end
+  return taken
+end
