@@ -13,11 +13,7 @@
 --
 -- Keys, arguments and records: `handoff_deliver` in protocol.rs. Returns
 -- {pushed, skipped, unreadable}.
-local entries = {}
-for r = REST, #ARGV do
-  entries[#entries + 1] = ARGV[r]
-end
-local flat, _, bad = outbox_read(entries)
+local flat, _, bad = outbox_read(REST)
 local R = OUTBOX_RECORD
 local kind = A.start_kind
 -- The tokens this spider took before: those entries are skipped.

@@ -19,11 +19,7 @@
 -- Keys, arguments and records: `outbox_deliver` in protocol.rs. Returns
 -- {enqueued, filtered, skipped, unreadable}: tasks handed on count as
 -- enqueued.
-local entries = {}
-for r = REST, #ARGV do
-  entries[#entries + 1] = ARGV[r]
-end
-local flat, n, bad = outbox_read(entries)
+local flat, _, bad = outbox_read(REST)
 local R = OUTBOX_RECORD
 -- The tokens this shard queued before: those entries are skipped.
 local seen = tokens_taken(K.inbox, flat)

@@ -33,12 +33,16 @@ local function outbox_push(outbox, at, n, r)
   call_many('RPUSH', outbox, entries)
 end
 
--- The outbox `entries` as records in one flat list {token, fingerprint,
--- priority, json, …} (OUTBOX_RECORD gives their offsets), with their
--- count, and the entries that do not parse (not written by crawlworker),
--- for the caller to set aside.
+-- The outbox entries a mover passed as ARGV[first] on, as records in one
+-- flat list {token, fingerprint, priority, json, …} (OUTBOX_RECORD gives
+-- their offsets), with their count, and the entries that do not parse
+-- (not written by crawlworker), for the caller to set aside.
 local OUTBOX_RECORD = {size = 4, token = 0, fingerprint = 1, priority = 2, json = 3}
-local function outbox_read(entries)
+local function outbox_read(first)
+  local entries = {}
+  for r = first, #ARGV do
+    entries[#entries + 1] = ARGV[r]
+  end
   local flat, n, bad = {}, 0, {}
   for _, entry in ipairs(entries) do
     local token, fp, priority, json = string.match(entry, '^([^|]*)|([^|]*)|(-?%d+)|(.*)$')
