@@ -35,6 +35,7 @@
 #   FORUMS=18 WORKERS="4 16" REPS=1 scripts/bench/scaling.sh        # wide crawl
 #   BIN=/tmp/old-crawlworker scripts/bench/scaling.sh               # another build
 #   DEMO=/tmp/crawlworker-demo ...                                  # a demo server already built
+#   COMMANDSTATS=/tmp/stats ...       # also keep each run's INFO commandstats (W.N.txt, by usec)
 #
 # Needs redis-server, redis-cli and GNU time. Everything listens on
 # 127.0.0.1 only.
@@ -120,6 +121,8 @@ crawl() {
   sample_leases >"$work/leases" &
   local sampler=$!
   c0=$(redis_cpu)
+  local split0
+  split0=$(rcli info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { printf "%s ", $2 }')
   started=$(date +%s.%N)
   for i in $(seq "$w"); do
     CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
@@ -130,6 +133,16 @@ crawl() {
   for p in "${ws[@]}"; do wait "$p" || die "a worker failed (see $work/worker.*.log)"; done
   ended=$(date +%s.%N)
   c1=$(redis_cpu)
+  if [ -n "${COMMANDSTATS:-}" ]; then
+    mkdir -p "$COMMANDSTATS"
+    local n=1
+    while [ -e "$COMMANDSTATS/$w.$n.txt" ]; do n=$((n + 1)); done
+    rcli info commandstats | tr -d '\r' | grep '^cmdstat_' |
+      sed 's/^cmdstat_\([^:]*\):calls=\([0-9]*\),usec=\([0-9]*\).*/\3 \2 \1/' | sort -rn >"$COMMANDSTATS/$w.$n.txt"
+    # Redis CPU seconds (sys user) before and after, to tell the kernel's part.
+    echo "# cpu sys user: $split0-> $(rcli info cpu | tr -d '\r' |
+      awk -F: '/^used_cpu_(sys|user):/ { printf "%s ", $2 }')" >>"$COMMANDSTATS/$w.$n.txt"
+  fi
   touch "$work/stop"
   wait "$sampler"
   local pages calls wcpu wall share
