@@ -356,3 +356,24 @@ async fn a_dead_letter_written_by_a_script_is_the_same_record() {
         "the script writes exactly the fields of DeadLetter"
     );
 }
+
+/// A queue member with no request behind it while the dead list is a key
+/// another tool made: its dead letter cannot be written, so it stays
+/// queued rather than vanish, and the lease goes on to the request after
+/// it. The call is whole and the other tool's key untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_without_data_stays_queued_while_the_dead_list_is_another_type() {
+    let redis = RedisServer::start();
+    let (_, f) = frontier(&redis, "worker-a", Duration::from_secs(60)).await;
+    enqueue(&f.clone().into(), &[(1, 0)]).await;
+    let mut conn = redis.conn();
+    // Ahead of the queued request: a lower score is leased first.
+    let _: () = conn.zadd("q:requests", "orphan", -1).unwrap();
+    let _: () = conn.set("q:dead", "made by another tool").unwrap();
+    let (leased, _) = f.lease(5, 0).await.unwrap();
+    assert_eq!(leased.len(), 1, "the request after the orphan: {leased:?}");
+    let queued: Vec<String> = conn.zrange("q:requests", 0, -1).unwrap();
+    assert_eq!(queued, vec!["orphan".to_string()]);
+    let dead: String = conn.get("q:dead").unwrap();
+    assert_eq!(dead, "made by another tool");
+}

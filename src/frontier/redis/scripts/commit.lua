@@ -57,7 +57,8 @@ at = at + STAT_PAIR.SIZE * n_stats
 -- What the batch will do besides releasing its leases, for the keys to
 -- check.
 local pages, ids, wanted, n_tasks_all, n_dupe_tasks = {}, {}, 0, 0, 0
-local n_requests_all, retries, deads, fails, news_host, revisits, leases = 0, false, false, false, nil, false, 0
+local n_requests_all, n_items_all, retries, deads, fails, news_host, revisits, leases = 0, 0, false, false, false, nil,
+  false, 0
 for i = 1, n_pages do
   local p = at
   local n_requests, n_items = num(ARGV[p + PAGE.n_links]), num(ARGV[p + PAGE.n_items])
@@ -74,6 +75,7 @@ for i = 1, n_pages do
     end
   end
   n_requests_all = n_requests_all + n_requests
+  n_items_all = n_items_all + n_items
   retries = retries or ARGV[p + PAGE.retry_ms] ~= '-1'
   deads = deads or ARGV[p + PAGE.dead] ~= ''
   fails = fails or ARGV[p + PAGE.failed] ~= ''
@@ -101,9 +103,11 @@ end
 if #lost > 1 then
   return lost
 end
-local wrong_sink = sink_type_error(K.items, K.sink)
-if wrong_sink then
-  return wrong_sink
+if n_items_all > 0 then
+  local wrong_sink = sink_type_error(K.items, K.sink)
+  if wrong_sink then
+    return wrong_sink
+  end
 end
 
 local dupe = dupe_config(A.dupe_spec, K.dupefilter, K.dupefilter_meta)
@@ -141,6 +145,10 @@ end
 read_stats(K.stats, stat_fields)
 if leases > 0 then
   paused(K)
+end
+-- The worker's place in the crew, for its fair share (see fair_room).
+if leases > 0 or n_requests_all > 0 then
+  crew_member(K, worker)
 end
 -- The per-host hashes host_news writes (and reserve_slot reads), proved
 -- by reading the first host with news (the same hosts' replacements are

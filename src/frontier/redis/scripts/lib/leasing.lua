@@ -38,9 +38,25 @@ end
 -- leases, divided among the crew) minus what it holds (A.held): the first
 -- worker of a one-host crawl leaves its peers their share, and a worker
 -- killed strands at most about a share until its leases expire.
+--
+-- The crew is read once per call (crew_scores, crew_size): it changes
+-- only in crew_renew, at the end of a call. A commit reads its worker's
+-- place before its first write (crew_member), which proves the key.
+local crew_scores, crew_size = {}, nil
+local function crew_member(K, worker)
+  local mine = crew_scores[worker]
+  if mine == nil then
+    mine = prove_by('zset', 'crew', 'ZSCORE', K.crew, worker) or false
+    crew_scores[worker] = mine
+  end
+  return mine
+end
 local function fair_room(K, worker, held, now)
-  local mine = prove_by('zset', 'crew', 'ZSCORE', K.crew, worker)
-  local crew = redis.call('ZCOUNT', K.crew, '(' .. int(now), '+inf')
+  local mine = crew_member(K, worker)
+  if crew_size == nil then
+    crew_size = redis.call('ZCOUNT', K.crew, '(' .. int(now), '+inf')
+  end
+  local crew = crew_size
   if not mine or tonumber(mine) <= now then
     crew = crew + 1
   end
@@ -190,13 +206,20 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     for j = 1, #ids do
       local id, score, json = ids[j], window[2 * j], jsons[j]
       if not json then
-        unqueue[#unqueue + 1] = id
-        redis.call('RPUSH', K.dead, cjson.encode({
+        -- Set aside with its dead letter. The dead list is not proved
+        -- before this call's first write (a member without data is rare,
+        -- and proving it would cost every call a TYPE): if another tool
+        -- made it something else, the member stays queued, the call stays
+        -- whole, and the next scan meets it again.
+        local letter = redis.pcall('RPUSH', K.dead, cjson.encode({
           key = K.requests, entry = escaped(string.sub(id, 1, 1024)), bytes = #id,
           reason = 'queue member has no request data (not written by crawlworker?)',
           time = now / 1000,
         }))
-        count(STAT.DEADLETTER_COUNT, 1)
+        if type(letter) == 'number' then
+          unqueue[#unqueue + 1] = id
+          count(STAT.DEADLETTER_COUNT, 1)
+        end
       else
         local host = host_of(json)
         if host and max_per_host > 0 and host_get(K.host_pages, host) >= max_per_host then
@@ -272,7 +295,6 @@ local function need_lease_keys(K, max_per_host, release)
   need(K.request_data, 'hash', 'request_data')
   need(K.inflight, 'zset', 'inflight')
   need(K.leases, 'hash', 'leases')
-  need(K.dead, 'list', 'dead')
   need(K.stats, 'hash', 'stats')
   need(K.pace, 'hash', 'pace')
   need(K.host_delay, 'hash', 'host_delay')
@@ -319,6 +341,7 @@ end
 -- call's other writes.
 local function crew_renew(K, worker, now, lease_ms)
   need(K.waiting, 'hash', 'waiting')
+  crew_scores, crew_size = {}, nil
   redis.call('ZADD', K.crew, int(now + lease_ms), worker)
   local gone = redis.call('ZRANGEBYSCORE', K.crew, '-inf', int(now))
   if #gone > 0 then
