@@ -341,7 +341,7 @@ settings! {
     /// How long a leased request stays with a worker that stops renewing it (a dead worker's requests return to the queue after this).
     lease_timeout: Duration = Duration::from_secs(30);
     /// How long a finished page may wait for others to share its commit (one Redis script call for several pages costs Redis far less than one each), while its download slot (or its host's, `concurrent_requests_per_domain`) has gone to a request leased ahead, or (for a page that queues no links, while another is in progress) nothing is queued for the worker to fetch in its place, so the wait leaves no slot idle; pages finished while the previous commit is on its way always share the next (0: no extra wait).
-    commit_wait: Duration = Duration::from_millis(2);
+    commit_wait: Duration = Duration::from_millis(20);
     /// How often an idle worker looks for start entries nothing announces: those its start-key watch cannot see (a set or zset without keyspace notifications, a list beyond the worker's 16 blocking waits). When the watch sees them all, it looks only every 30 s (or this, if longer), as a safety net. Retries, expired leases, revisits and politeness slots wake it when they come due, whatever this says.
     idle_recheck: Duration = Duration::from_secs(1);
     /// How often a worker logs its progress (pages and items with their rates, the cluster's queue), as Scrapy's LogStats (0: never).
