@@ -512,3 +512,54 @@ async fn a_task_left_in_a_hand_off_outbox_keeps_its_spider_undrained() {
     assert_eq!(x_start(&redis).len(), 1, "delivered by a mover");
     assert!(q.status().await.unwrap().drained());
 }
+
+/// A task left in a hand-off outbox of a spider that has reached its page
+/// limit with nothing in flight is on its way all the same (movers
+/// deliver whatever the limit says): the spider it hands to is not
+/// drained while it waits, and the handing spider's workers, which stop
+/// at the limit, first wait for it.
+#[tokio::test]
+async fn a_task_left_in_a_hand_off_outbox_is_on_its_way_past_the_page_limit() {
+    let redis = RedisServer::start();
+    let shards = q_handing_to_x(&redis, "w").await;
+    let x = x_as(&redis, "xw").await;
+    let left = r#"t#1||0|{"url":"http://127.0.0.8:8700/t/1"}"#;
+    let outbox = shard_keys("q", KeyMode::Plain, &[], None, 1, 3).handoff_outbox("x");
+    let mut conn = redis.conn();
+    let _: () = conn.rpush(outbox, left).unwrap();
+    for i in 0..3 {
+        let control = shard_keys("q", KeyMode::Plain, &[], None, i, 3).control;
+        let _: () = conn.hset(control, "max_pages_reached", 1).unwrap();
+    }
+    let reading = crawlworker::frontier::redis::sharded::read_crawl(&shards)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (
+            reading.status.queued,
+            reading.status.outboxed,
+            reading.status.inflight
+        ),
+        (1, 1, 0),
+        "{:?}",
+        reading.status
+    );
+    let status = x.status().await.unwrap();
+    assert!(!status.drained(), "{status:?}");
+    let q_read = status.upstreams.iter().find(|u| u.spider == "q");
+    assert!(
+        q_read.is_some_and(|u| u.page_limit_reached && u.outboxed == 1 && u.producing),
+        "{status:?}"
+    );
+    // Once a mover has delivered it, only x's start key holds it.
+    let _q: Frontier = ShardedFrontier::new(shards).into();
+    for _ in 0..100 {
+        if !x_start(&redis).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(x_start(&redis).len(), 1, "delivered by a mover");
+    let status = x.status().await.unwrap();
+    assert!(status.producing().next().is_none(), "{status:?}");
+}

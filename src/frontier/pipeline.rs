@@ -213,6 +213,8 @@ pub struct UpstreamStatus {
     pub hands_to: Option<String>,
     pub start: u64,
     pub queued: u64,
+    /// Of `queued`, what waits in a sharded upstream's outboxes.
+    pub outboxed: u64,
     pub inflight: u64,
     pub delayed: u64,
     pub paused: bool,
@@ -227,10 +229,12 @@ pub struct UpstreamStatus {
 impl UpstreamStatus {
     /// Whether it may still hand work on: it has start entries, queued,
     /// leased or waiting requests, unless it has reached `max_pages` with
-    /// nothing in flight (it leases no more). Paused, it still may.
+    /// nothing in flight (it leases no more). Paused, it still may. What
+    /// waits in its outboxes is on its way whatever the limit: its movers
+    /// deliver it.
     pub fn producing(&self) -> bool {
         let work = self.start + self.queued + self.inflight + self.delayed > 0;
-        work && !(self.page_limit_reached && self.inflight == 0)
+        self.outboxed > 0 || (work && !(self.page_limit_reached && self.inflight == 0))
     }
 
     /// What it still has, for people: `3 start entries, 12 queued, 2 in
@@ -336,5 +340,12 @@ mod tests {
         assert!(!u.producing(), "max_pages reached, nothing in flight");
         u.inflight = 1;
         assert!(u.producing(), "a page in flight may still hand work on");
+        u.inflight = 0;
+        u.outboxed = 1;
+        u.queued += 1;
+        assert!(
+            u.producing(),
+            "what waits in an outbox is delivered past the limit"
+        );
     }
 }

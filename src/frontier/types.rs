@@ -157,6 +157,10 @@ pub struct Claimed {
 pub struct QueueStatus {
     pub start: u64,
     pub queued: u64,
+    /// Of `queued`, what waits in a sharded spider's outboxes for a mover:
+    /// links on their way to another shard, tasks to another spider.
+    /// Movers deliver them whatever the page limit says.
+    pub outboxed: u64,
     pub inflight: u64,
     pub dead: u64,
     pub failed: u64,

@@ -363,7 +363,9 @@ impl<'a> Turns<'a> {
         if status.drained() {
             return Some(StopReason::Drained);
         }
-        if status.page_limit_reached && status.inflight == 0 {
+        // What waits in an outbox is on its way whatever the limit: this
+        // worker's movers deliver it first.
+        if status.page_limit_reached && status.inflight == 0 && status.outboxed == 0 {
             return Some(StopReason::PageLimit);
         }
         self.waits_for_upstreams = status.own_drained();

@@ -171,6 +171,8 @@ impl LocalFrontier {
         QueueStatus {
             start: s.start.len() as u64,
             queued: s.queued() as u64,
+            // One process, one frontier: nothing is on its way elsewhere.
+            outboxed: 0,
             inflight: s.inflight() as u64,
             dead: s.dead.len() as u64,
             failed: s.failed.len() as u64,

@@ -172,7 +172,8 @@ impl ShardedFrontier {
         for shard in &self.inner.shards {
             sequences.push(shard.sequence().await?);
             let mut s = RedisFrontier::status(shard).await?;
-            s.queued += shard.outboxes_len().await?;
+            s.outboxed = shard.outboxes_len().await?;
+            s.queued += s.outboxed;
             if shard.quota.max_pages > 0 {
                 pages += shard.stat(crate::stats::RESPONSE_RECEIVED_COUNT).await? + s.inflight;
             }
@@ -290,7 +291,8 @@ pub async fn read_crawl(shards: &[RedisFrontier]) -> Result<CrawlReading> {
     let mut leases: BTreeMap<String, HeldLeases> = BTreeMap::new();
     for shard in shards {
         let mut status = shard.status().await?;
-        status.queued += shard.outboxes_len().await?;
+        status.outboxed = shard.outboxes_len().await?;
+        status.queued += status.outboxed;
         statuses.push(status);
         hashes.push(shard.stats().await?);
         for held in shard.leases().await? {
@@ -541,6 +543,7 @@ pub fn sum_dupefilters(shards: Vec<DupefilterInfo>) -> DupefilterInfo {
 fn add_status(sum: &mut QueueStatus, s: QueueStatus) {
     sum.start += s.start;
     sum.queued += s.queued;
+    sum.outboxed += s.outboxed;
     sum.inflight += s.inflight;
     sum.dead += s.dead;
     sum.failed += s.failed;

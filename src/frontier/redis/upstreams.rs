@@ -151,6 +151,7 @@ impl RedisFrontier {
                 sum.live_workers = sizes.live_workers;
             }
             sum.queued += sizes.queued;
+            sum.outboxed += sizes.outboxed;
             sum.inflight += sizes.inflight;
             sum.delayed += sizes.delayed;
             sum.page_limit_reached |= sizes.page_limit_reached;
@@ -208,7 +209,8 @@ impl RedisFrontier {
                 &shard.requests,
             ))?;
         let (mut sizes, edges) = parse_upstream(v.first());
-        sizes.queued += number(v.get(2));
+        sizes.outboxed = number(v.get(2));
+        sizes.queued += sizes.outboxed;
         Ok((sizes, edges, number(v.get(1))))
     }
 
@@ -321,6 +323,8 @@ fn parse_reading(v: Vec<redis::Value>) -> Reading {
     let status = QueueStatus {
         start: at(0),
         queued: at(1),
+        // A sharded spider's status adds its outboxes (sharded.rs).
+        outboxed: 0,
         inflight: at(2),
         dead: at(3),
         failed: at(4),
