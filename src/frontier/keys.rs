@@ -169,7 +169,7 @@ key_kinds! {
     Inflight, inflight = "{name}:inflight", "zset", Requests;
     /// Leased request id → worker and queue score; plus one note, field `~`, whose long value keeps Redis from packing the hash as a listpack (lease look-ups stay O(1)).
     Leases, leases = "{name}:inflight:owners", "hash", Requests;
-    /// Worker id → until when (ms) it counts as crawling: each of its leases and commits renews it for a `lease_timeout`. A worker leases at most its fair share (the queue and the leases divided among these workers) minus what it holds.
+    /// Worker id → until when (ms) it counts as crawling: each of its leases and commits renews it for a `lease_timeout` (a commit leaves a place with nine tenths of that still to run as it is). A worker leases at most its fair share (the queue and the leases divided among these workers) minus what it holds.
     Crew, crew = "{name}:inflight:workers", "zset", Requests;
     /// Worker id → how many requests its last lease asked for and did not get (up to its fair share), then `|h` when its wake-up subscription was confirmed; a commit that queues more than it leases leases the new work to as many of these as can use it and hands each its leases on `{name}:wake:<worker id>` (one without `|h` is woken to lease), and forgets those it satisfied; a commit of another spider that hands this one tasks (`to_spider`) wakes as many of these as the tasks can use, each on its own channel, to claim them.
     Waiting, waiting = "{name}:inflight:waiting", "hash", Requests;

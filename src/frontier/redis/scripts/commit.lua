@@ -353,7 +353,7 @@ if enqueued_all > 0 then
   end
 end
 if lease_next > 0 or release then
-  crew_renew(K, worker, now, tonumber(A.lease_ms))
+  crew_renew(K, worker, now, tonumber(A.lease_ms), release)
 end
 -- The last pages of a crawl: nothing is in flight any more and nothing
 -- was queued, or `max_pages` (here, this shard's cap of it) is reached

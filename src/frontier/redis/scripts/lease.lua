@@ -31,7 +31,7 @@ local fair = lease_requests(K, A.worker, tonumber(A.lease_ms), max, now, tonumbe
 -- to it without knowing what it holds.
 local takes = A.takes_handed == '1'
 note_waiting(K, A.worker, (takes and math.max(1, fair) or max) - #out / 4, takes)
-crew_renew(K, A.worker, now, tonumber(A.lease_ms))
+crew_renew(K, A.worker, now, tonumber(A.lease_ms), true)
 flush_hosts()
 flush_tally(K.stats)
 local start = {}

@@ -336,13 +336,24 @@ local function peek_start(key, kind, n)
   return r
 end
 
--- Renews `worker`'s place in the crew for a lease, and forgets the
--- workers gone for as long (and what they waited for). Run after the
--- call's other writes.
-local function crew_renew(K, worker, now, lease_ms)
+-- Renews `worker`'s place in the crew for a lease, and with `forget`,
+-- forgets the workers gone for as long (and what they waited for). Run
+-- after the call's other writes. A place this call read (crew_member)
+-- with nine tenths of a lease still to run is kept as it is: a busy
+-- worker commits many times a second, and each renewal is a command.
+-- (Gone workers are not counted in the crew whether forgotten or not;
+-- a commit forgets them when its worker asks for due work, a few times a
+-- second, and every lease does.)
+local function crew_renew(K, worker, now, lease_ms, forget)
   need(K.waiting, 'hash', 'waiting')
+  local mine = crew_scores[worker]
   crew_scores, crew_size = {}, nil
-  redis.call('ZADD', K.crew, int(now + lease_ms), worker)
+  if not (mine and tonumber(mine) - now >= lease_ms * 0.9) then
+    redis.call('ZADD', K.crew, int(now + lease_ms), worker)
+  end
+  if not forget then
+    return
+  end
   local gone = redis.call('ZRANGEBYSCORE', K.crew, '-inf', int(now))
   if #gone > 0 then
     redis.call('ZREMRANGEBYSCORE', K.crew, '-inf', int(now))
