@@ -254,6 +254,18 @@ fn task(request: Request) -> Task {
 }
 
 /// The entries of `x`'s start key, sorted.
+/// Waits (ten seconds at most) for a mover to deliver the one task left
+/// in a hand-off outbox to x's start key.
+async fn wait_for_one_delivered(redis: &RedisServer) {
+    for _ in 0..100 {
+        if !x_start(redis).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(x_start(redis).len(), 1, "delivered by a mover");
+}
+
 fn x_start(redis: &RedisServer) -> Vec<String> {
     let mut entries: Vec<String> = redis
         .conn()
@@ -503,13 +515,7 @@ async fn a_task_left_in_a_hand_off_outbox_keeps_its_spider_undrained() {
     assert!(!reading.status.drained());
     // A worker's movers deliver it, after which the spider is drained.
     let q: Frontier = ShardedFrontier::new(shards).into();
-    for _ in 0..100 {
-        if !x_start(&redis).is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(x_start(&redis).len(), 1, "delivered by a mover");
+    wait_for_one_delivered(&redis).await;
     assert!(q.status().await.unwrap().drained());
 }
 
@@ -553,13 +559,7 @@ async fn a_task_left_in_a_hand_off_outbox_is_on_its_way_past_the_page_limit() {
     );
     // Once a mover has delivered it, only x's start key holds it.
     let _q: Frontier = ShardedFrontier::new(shards).into();
-    for _ in 0..100 {
-        if !x_start(&redis).is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(x_start(&redis).len(), 1, "delivered by a mover");
+    wait_for_one_delivered(&redis).await;
     let status = x.status().await.unwrap();
     assert!(status.producing().next().is_none(), "{status:?}");
 }
