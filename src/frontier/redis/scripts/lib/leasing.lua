@@ -255,6 +255,10 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
         end
       end
     end
+    -- A window short of what it asked for reached the queue's end.
+    if #window / 2 < want then
+      break
+    end
   end
   call_many('ZREM', K.requests, unqueue)
   call_many('HDEL', K.request_data, forget)
