@@ -357,6 +357,42 @@ async fn a_dead_letter_written_by_a_script_is_the_same_record() {
     );
 }
 
+/// The crew (the workers that leased or committed within a lease): a
+/// worker's place is renewed once it has run down by a tenth, not on
+/// every call, and a lease forgets the workers gone for a lease, with
+/// what they waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_forgets_gone_workers_and_keeps_a_fresh_place() {
+    let redis = RedisServer::start();
+    let (_, gone) = frontier(&redis, "worker-gone", Duration::from_millis(300)).await;
+    let (_, b) = frontier(&redis, "worker-b", Duration::from_secs(60)).await;
+    let mut conn = redis.conn();
+    let place = |conn: &mut redis::Connection, worker: &str| -> Option<f64> {
+        conn.zscore("q:inflight:workers", worker).unwrap()
+    };
+    // Nothing is queued: both wait for work.
+    gone.lease(2, 0).await.unwrap();
+    b.lease(2, 0).await.unwrap();
+    let first = place(&mut conn, "worker-b");
+    assert!(first.is_some());
+    let waits: bool = conn.hexists("q:inflight:waiting", "worker-gone").unwrap();
+    assert!(waits, "the worker that found nothing waits for work");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    b.lease(2, 0).await.unwrap();
+    assert_eq!(
+        place(&mut conn, "worker-b"),
+        first,
+        "most of a lease to run: kept"
+    );
+    assert_eq!(
+        place(&mut conn, "worker-gone"),
+        None,
+        "gone for a lease: forgotten"
+    );
+    let waits: bool = conn.hexists("q:inflight:waiting", "worker-gone").unwrap();
+    assert!(!waits, "with what it waited for");
+}
+
 /// A queue member with no request behind it while the dead list is a key
 /// another tool made: its dead letter cannot be written, so it stays
 /// queued rather than vanish, and the lease goes on to the request after
