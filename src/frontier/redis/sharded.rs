@@ -171,9 +171,7 @@ impl ShardedFrontier {
         let (mut sum, mut pages): (Option<QueueStatus>, u64) = (None, 0);
         for shard in &self.inner.shards {
             sequences.push(shard.sequence().await?);
-            let mut s = RedisFrontier::status(shard).await?;
-            s.outboxed = shard.outboxes_len().await?;
-            s.queued += s.outboxed;
+            let s = status_with_outboxes(shard).await?;
             if shard.quota.max_pages > 0 {
                 pages += shard.stat(crate::stats::RESPONSE_RECEIVED_COUNT).await? + s.inflight;
             }
@@ -284,16 +282,22 @@ pub struct CrawlReading {
     pub leases: BTreeMap<String, HeldLeases>,
 }
 
+/// Shard `shard`'s queues, with what waits in its outboxes counted as
+/// queued, and as `outboxed` (on its way whatever the page limit says).
+async fn status_with_outboxes(shard: &RedisFrontier) -> Result<QueueStatus> {
+    let mut status = RedisFrontier::status(shard).await?;
+    status.outboxed = shard.outboxes_len().await?;
+    status.queued += status.outboxed;
+    Ok(status)
+}
+
 /// Reads a [`CrawlReading`] (for `stats`, `stats --watch` and the
 /// dashboard).
 pub async fn read_crawl(shards: &[RedisFrontier]) -> Result<CrawlReading> {
     let (mut statuses, mut hashes) = (Vec::new(), Vec::new());
     let mut leases: BTreeMap<String, HeldLeases> = BTreeMap::new();
     for shard in shards {
-        let mut status = shard.status().await?;
-        status.outboxed = shard.outboxes_len().await?;
-        status.queued += status.outboxed;
-        statuses.push(status);
+        statuses.push(status_with_outboxes(shard).await?);
         hashes.push(shard.stats().await?);
         for held in shard.leases().await? {
             let sum = leases.entry(held.worker.clone()).or_insert(HeldLeases {

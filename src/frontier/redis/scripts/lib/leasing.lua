@@ -349,7 +349,6 @@ end
 -- a commit forgets them when its worker asks for due work, a few times a
 -- second, and every lease does.)
 local function crew_renew(K, worker, now, lease_ms, forget)
-  need(K.waiting, 'hash', 'waiting')
   local mine = crew_scores[worker]
   crew_scores, crew_size = {}, nil
   if not (mine and tonumber(mine) - now >= lease_ms * 0.9) then
@@ -358,6 +357,7 @@ local function crew_renew(K, worker, now, lease_ms, forget)
   if not forget then
     return
   end
+  need(K.waiting, 'hash', 'waiting')
   local gone = redis.call('ZRANGEBYSCORE', K.crew, '-inf', int(now))
   if #gone > 0 then
     redis.call('ZREMRANGEBYSCORE', K.crew, '-inf', int(now))
