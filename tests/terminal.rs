@@ -64,11 +64,16 @@ async fn run_on_a_terminal_shows_a_live_status_line_under_its_log_lines() {
         done.display()
     );
     let term = Terminal::start(&command, dir.path(), 160, 30);
+    // The status line is drawn from the start, so the worker's first log
+    // line may come a moment after it: wait for both.
     let screen = eventually("the status line shows the crawl", PATIENCE, || {
         let screen = term.screen();
         let status = screen.lines().rev().find(|l| !l.trim().is_empty())?;
-        (status.contains("bbs: ") && status.contains("items") && status.contains("in flight"))
-            .then_some(screen)
+        (status.contains("bbs: ")
+            && status.contains("items")
+            && status.contains("in flight")
+            && screen.contains("worker started"))
+        .then_some(screen)
     });
     // Log lines come above it, not through it.
     assert!(screen.contains("worker started"), "{screen}");
