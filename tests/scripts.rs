@@ -44,6 +44,34 @@ async fn scripts_run_as_functions_and_survive_a_function_flush() {
     crawl.stop().await;
 }
 
+/// Workers starting together on a new server find the library missing
+/// together. One compiles it; the others' loads find it there (Redis
+/// answers that it exists, before compiling anything) instead of
+/// compiling it again, as a `REPLACE` would, some milliseconds of Redis
+/// CPU per worker. Every load but one is such an answer, and the crawl
+/// ends with every item once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_starting_together_compile_the_library_once() {
+    let crawl = DemoCrawl::start(Duration::from_millis(5)).await;
+    let workers: Vec<Worker> = (0..4)
+        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
+        .collect();
+    for worker in workers {
+        let (status, log) = worker.wait(Duration::from_secs(120));
+        assert!(status.success(), "{log}");
+    }
+    assert_exact(&scraped(&crawl.redis), &expected(&crawl.server.base_url()));
+    let loads = crawl.redis.command_calls("function|load");
+    let existed = crawl.redis.command_stat("function|load", "failed_calls");
+    assert!(loads >= 1, "the library was never loaded");
+    assert_eq!(
+        loads - existed,
+        1,
+        "{loads} loads, {existed} of them refused: the library was compiled more than once"
+    );
+    crawl.stop().await;
+}
+
 /// A worker holds leases ahead of its download slots, so a finished page
 /// whose slot another request takes at once may wait for other pages to
 /// share its commit's script call (`commit_wait`), and a page whose slot

@@ -87,18 +87,28 @@ impl RedisServer {
     /// scripts run count too. A marker that a step ran, for tests that
     /// then assert what did not happen.
     pub fn command_calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "calls")
+    }
+
+    /// One figure of `command`'s line in `INFO commandstats` (`calls`,
+    /// `failed_calls`: those that answered an error, …); 0 when it never
+    /// ran.
+    pub fn command_stat(&self, command: &str, field: &str) -> u64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query(&mut self.conn())
             .unwrap_or_else(|e| panic!("INFO commandstats failed on {}: {e}", self.url()));
-        let prefix = format!("cmdstat_{command}:calls=");
-        info.lines()
-            .find_map(|line| line.strip_prefix(&prefix))
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |n| {
-                n.parse()
-                    .unwrap_or_else(|e| panic!("INFO commandstats: calls={n}: {e}"))
-            })
+        let prefix = format!("cmdstat_{command}:");
+        let Some(line) = info.lines().find_map(|line| line.strip_prefix(&prefix)) else {
+            return 0;
+        };
+        let value = line
+            .split(',')
+            .find_map(|pair| pair.strip_prefix(field)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("INFO commandstats: no {field} in {line}"));
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("INFO commandstats: {field}={value}: {e}"))
     }
 
     /// Stops the server as an operator would (SHUTDOWN, which writes the

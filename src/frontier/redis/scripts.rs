@@ -305,14 +305,27 @@ fn no_functions(e: &RedisError) -> bool {
         && (text.contains("'fcall'") || text.contains("'function"))
 }
 
+/// Loads [`LIBRARY`] unless the server has it. Its name is a hash of its
+/// text, so a library of that name is this one: loaded already (by
+/// another worker starting at the same moment) is as good as loaded now.
+/// Not `REPLACE`: Redis compiles a library before it replaces one, some
+/// milliseconds of its CPU each time, and every worker of a crawl
+/// starting together would pay them.
 async fn load_library(conn: &mut Conn) -> RedisResult<()> {
-    redis::cmd("FUNCTION")
+    match redis::cmd("FUNCTION")
         .arg("LOAD")
-        .arg("REPLACE")
         .arg(&LIBRARY.text)
         .query_async::<redis::Value>(conn)
         .await
-        .map(drop)
+    {
+        Err(e) if library_exists(&e) => Ok(()),
+        done => done.map(drop),
+    }
+}
+
+/// `FUNCTION LOAD` of a library the server has already.
+fn library_exists(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::ResponseError && e.to_string().contains("already exists")
 }
 
 /// The Functions library: every script registered as a function, after
