@@ -140,3 +140,86 @@ async fn three_workers_on_one_paced_host_each_hold_about_their_share() {
         broken[0]
     );
 }
+
+/// The first worker of a crawl leases every start page before its peers
+/// have joined, more than it can download at once from the one host. Once
+/// they have, its next commit finds it over twice its fair share, and the
+/// requests it holds waiting for its own download slots go back to the
+/// queue, waking its idle peers, which lease and fetch them. Without that
+/// they would sit idle until the first worker had fetched everything (none
+/// of its leases could expire: it renews them). Every page is still
+/// fetched once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_worker_hands_back_what_it_cannot_start_once_its_peers_join() {
+    const HELD: usize = 24;
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.expect("server");
+    let dir = temp_dir("fair-hand-back");
+    let spider = fault_spider(
+        dir.path(),
+        "fair",
+        "allow_private_networks = true\nrobotstxt_obey = false\ndownload_delay = 0\n\
+         concurrent_requests = 16\nconcurrent_requests_per_domain = 4",
+        "[start]\nbatch_size = 100",
+    );
+    let urls: Vec<String> = (0..HELD)
+        .map(|i| format!("http://{}/fault/delay/400?key=h{i}", server.addr()))
+        .collect();
+    push_urls(&redis.url(), &spider, &urls);
+    let mut conn = redis.conn();
+    let first = InProcess::start(&spider, &redis.url(), &[], StopRules::default()).await;
+    // Alone, it leases every page: 4 downloading, 20 waiting for its slots.
+    let owner = eventually_async(
+        "the first worker holds every page",
+        Duration::from_secs(20),
+        || {
+            let held = leases_by_worker(&mut conn);
+            async move {
+                (held.len() == 1 && held.values().sum::<usize>() == HELD)
+                    .then(|| held.into_keys().next().unwrap_or_default())
+            }
+        },
+    )
+    .await;
+    let mut workers = vec![first];
+    for _ in 1..WORKERS {
+        workers.push(InProcess::start(&spider, &redis.url(), &[], StopRules::default()).await);
+    }
+    // Each peer holds leases at some point while the crawl runs.
+    let mut peers_seen = std::collections::HashSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        for (worker, n) in leases_by_worker(&mut conn) {
+            if worker != owner && n > 0 {
+                peers_seen.insert(worker);
+            }
+        }
+        let done: Option<usize> = conn
+            .hget("fair:stats", "item_scraped_count")
+            .unwrap_or(None);
+        if done == Some(HELD) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the crawl did not finish within 60 s ({done:?} items)"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for w in workers {
+        w.stop().await;
+    }
+    let items: Vec<String> = conn.lrange("fair:items", 0, -1).unwrap();
+    let mut pages: Vec<String> = items
+        .iter()
+        .map(|i| serde_json::from_str::<serde_json::Value>(i).unwrap()["url"].to_string())
+        .collect();
+    pages.sort();
+    pages.dedup();
+    assert_eq!((items.len(), pages.len()), (HELD, HELD), "each page once");
+    assert_eq!(
+        peers_seen.len(),
+        WORKERS - 1,
+        "only {peers_seen:?} of the first worker's peers ever held a lease: it kept what it could not start"
+    );
+}

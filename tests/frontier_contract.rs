@@ -747,6 +747,48 @@ async fn a_worker_leases_no_more_than_its_fair_share(h: &impl Harness) {
     assert_eq!(lease(&a, 64).await.len(), 12);
 }
 
+/// A worker that leased while it was alone, and holds over twice its fair
+/// share once its peers have joined, is asked by its next commit to hand
+/// back what it cannot start (its hand-back signal); what it hands back
+/// is its peers' to lease. A worker within its share is not asked.
+async fn a_worker_over_twice_its_share_is_asked_to_hand_back(h: &impl Harness) {
+    let a = h.frontier(worker("worker-a")).await;
+    let tasks: Vec<(u32, i64)> = (1..=30).map(|n| (n, 0)).collect();
+    enqueue(&a, &tasks).await;
+    let held = lease(&a, 64).await;
+    assert_eq!(held.len(), 30, "alone, a may take everything");
+    let b = h.frontier(worker("worker-b")).await;
+    let c = h.frontier(worker("worker-c")).await;
+    assert!(lease(&b, 16).await.is_empty());
+    assert!(lease(&c, 16).await.is_empty());
+    // A page done: 29 out among three, a share of 10; a holds 29.
+    let asked = a.hand_back().asked();
+    let (_, next) = a
+        .commit(&held[0], &PageResult::default(), 1, false)
+        .await
+        .unwrap();
+    assert!(next.is_empty(), "a is over its share: no replacement");
+    tokio::time::timeout(LIMIT, asked)
+        .await
+        .expect("a was not asked to hand back");
+    // a hands back all but its share; b leases its share of 29 out.
+    assert_eq!(a.release(&ids(&held[10..])).await.unwrap(), 20);
+    let b_held = lease(&b, 64).await;
+    assert_eq!(b_held.len(), 10);
+    let b_asked = b.hand_back().asked();
+    let (_, next) = b
+        .commit(&b_held[0], &PageResult::default(), 1, false)
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 1, "b is within its share");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), b_asked)
+            .await
+            .is_err(),
+        "b, within its share, was asked to hand back"
+    );
+}
+
 async fn a_retry_waits_its_delay(h: &impl Harness) {
     const DELAY: Duration = Duration::from_millis(400);
     let f = h.frontier(worker("w1")).await;
@@ -1673,6 +1715,7 @@ promises!(
     a_commit_leases_the_pages_replacements,
     a_released_lease_returns_to_its_place,
     a_worker_leases_no_more_than_its_fair_share,
+    a_worker_over_twice_its_share_is_asked_to_hand_back,
     a_retry_waits_its_delay,
     a_retry_after_holds_its_host,
     slots_are_spaced_by_the_delay_and_by_a_crawl_delay,

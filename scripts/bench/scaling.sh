@@ -26,6 +26,16 @@
 #                       starting, not yet in the crew, is not idle: the
 #                       first to lease may take the start pages before
 #                       the others have joined.
+#   held back           of those unfair samples, the ones in which that
+#                       worker held more leases than it can download at
+#                       once (its concurrent_requests_per_domain: every
+#                       forum is on the one demo host), so that some of
+#                       them waited for its slots while another worker
+#                       had nothing. The rest are downloads in progress:
+#                       at the end of a crawl, with fewer pages left than
+#                       the workers could fetch at once, those that
+#                       leased them a moment earlier are still fetching
+#                       while the others have run out, and nobody waits.
 #
 # then the medians of REPS runs per worker count. On a shared machine CPU
 # times move with the load (printed beside every run); the counts (calls
@@ -36,6 +46,7 @@
 #   BIN=/tmp/old-crawlworker scripts/bench/scaling.sh               # another build
 #   DEMO=/tmp/crawlworker-demo ...                                  # a demo server already built
 #   COMMANDSTATS=/tmp/stats ...       # also keep each run's INFO commandstats (W.N.txt, by usec)
+#                                     # and its lease samples (W.N.leases: total largest holders crew)
 #
 # Needs redis-server, redis-cli and GNU time. Everything listens on
 # 127.0.0.1 only.
@@ -84,6 +95,9 @@ for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
 "$demo" tasks --forums "$FORUMS" --pages "$PAGES" >"$work/tasks.txt"
 mapfile -t tasks <"$work/tasks.txt"
 sed "s#127.0.0.1:8700#127.0.0.1:$DEMO_PORT#g" spiders/bbs.toml >"$work/bbs.toml"
+# What one worker can download at once from the one demo host.
+can_start=$(sed -n 's/^concurrent_requests_per_domain *= *\([0-9]*\).*/\1/p' "$work/bbs.toml")
+[ -n "$can_start" ] || die "spiders/bbs.toml has no concurrent_requests_per_domain"
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 
 redis_cpu() {
@@ -112,7 +126,7 @@ sample_leases() {
 
 # One crawl by $1 workers; prints the run's figures (see the header).
 crawl() {
-  local w=$1 started ended c0 c1 ws=() load
+  local w=$1 started ended c0 c1 ws=() load kept=""
   rcli flushall >/dev/null
   rcli rpush bbs:start_urls "${tasks[@]}" >/dev/null
   rcli config resetstat >/dev/null
@@ -139,12 +153,14 @@ crawl() {
     while [ -e "$COMMANDSTATS/$w.$n.txt" ]; do n=$((n + 1)); done
     rcli info commandstats | tr -d '\r' | grep '^cmdstat_' |
       sed 's/^cmdstat_\([^:]*\):calls=\([0-9]*\),usec=\([0-9]*\).*/\3 \2 \1/' | sort -rn >"$COMMANDSTATS/$w.$n.txt"
+    kept="$COMMANDSTATS/$w.$n"
     # Redis CPU seconds (sys user) before and after, to tell the kernel's part.
     echo "# cpu sys user: $split0-> $(rcli info cpu | tr -d '\r' |
       awk -F: '/^used_cpu_(sys|user):/ { printf "%s ", $2 }')" >>"$COMMANDSTATS/$w.$n.txt"
   fi
   touch "$work/stop"
   wait "$sampler"
+  [ -z "$kept" ] || cp "$work/leases" "$kept.leases"
   local pages calls wcpu wall share
   pages=$(rcli hget bbs:stats downloader/response_count)
   calls=$(script_calls)
@@ -152,10 +168,11 @@ crawl() {
   wall=$(echo "$ended - $started" | bc -l)
   # The largest share, among samples with at least as many leases as workers.
   # And how many samples broke the rule: one worker over twice its fair
-  # share of the crew while another of the crew held none.
-  share=$(awk -v w="$w" '$1 >= w { n++; s = $2 / $1; if (s > best) { best = s; idle = ($3 < $4) }
-      if ($2 * $4 > 2 * $1 && $3 < $4) bad++ }
-    END { printf "%.2f %.2f %s %d/%d", best, best * w, (idle ? "idle" : "-"), bad, n }' "$work/leases")
+  # share of the crew while another of the crew held none; and of those,
+  # how many with that worker holding more than it can download at once.
+  share=$(awk -v w="$w" -v can="$can_start" '$1 >= w { n++; s = $2 / $1; if (s > best) { best = s; idle = ($3 < $4) }
+      if ($2 * $4 > 2 * $1 && $3 < $4) { bad++; if ($2 > can) back++ } }
+    END { printf "%.2f %.2f %s %d/%d %d", best, best * w, (idle ? "idle" : "-"), bad, n, back }' "$work/leases")
   printf '%s %s %.3f %.1f %.2f %.1f %s %s\n' "$pages" \
     "$(echo "$pages / $wall" | bc -l)" "$(echo "$calls / $pages" | bc -l)" \
     "$(echo "($c1 - $c0) * 1000000 / $pages" | bc -l)" "$(echo "($c1 - $c0) / $wall" | bc -l)" \
@@ -165,21 +182,21 @@ crawl() {
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 echo "# $BIN; latency $LATENCY, $FORUMS forums x $PAGES list pages; $(nproc) CPUs"
-echo "| workers | pages | pages/s | calls/page | redis µs/page | redis core | worker µs/page | lease share | × fair | another idle | unfair samples | load |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+echo "| workers | pages | pages/s | calls/page | redis µs/page | redis core | worker µs/page | lease share | × fair | another idle | unfair samples | held back | load |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
 for w in $WORKERS; do
   : >"$work/runs"
   for _ in $(seq "$REPS"); do
     line=$(crawl "$w")
     echo "$line" >>"$work/runs"
-    read -r pages rate calls rus core wus share fair idle bad load <<<"$line"
-    printf '| %s | %s | %.0f | %s | %s | %.0f %% | %s | %.0f %% | %s | %s | %s | %s |\n' \
+    read -r pages rate calls rus core wus share fair idle bad back load <<<"$line"
+    printf '| %s | %s | %.0f | %s | %s | %.0f %% | %s | %.0f %% | %s | %s | %s | %s | %s |\n' \
       "$w" "$pages" "$rate" "$calls" "$rus" "$(echo "$core * 100" | bc -l)" "$wus" \
-      "$(echo "$share * 100" | bc -l)" "$fair" "$idle" "$bad" "$load"
+      "$(echo "$share * 100" | bc -l)" "$fair" "$idle" "$bad" "$back" "$load"
   done
   if [ "$REPS" -gt 1 ]; then
     col() { awk -v c="$1" '{ print $c }' "$work/runs" | median; }
-    printf '| **%s, median** | | %.0f | %s | %s | %.0f %% | %s | %.0f %% | %s | | | |\n' "$w" \
+    printf '| **%s, median** | | %.0f | %s | %s | %.0f %% | %s | %.0f %% | %s | | | | |\n' "$w" \
       "$(col 2)" "$(col 3)" "$(col 4)" "$(echo "$(col 5) * 100" | bc -l)" "$(col 6)" \
       "$(echo "$(col 7) * 100" | bc -l)" "$(col 8)"
   fi

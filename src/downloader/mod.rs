@@ -52,7 +52,7 @@ use retry::Failure;
 use robots::{RobotsGate, Verdict};
 
 use crate::frontier::outage::until_done;
-use crate::frontier::{Frontier, HostOutcome, PageResult};
+use crate::frontier::{Frontier, HandBack, HostOutcome, PageResult};
 use crate::metrics::Metrics;
 use crate::request::Request;
 use crate::settings::Settings;
@@ -62,11 +62,15 @@ use crate::stats::{self, Tally};
 
 /// What gives up a request not yet downloading (waiting for its host's
 /// slot): the worker stopping, or the spider paused. Either sends it back
-/// to the queue; a download in progress is not cut.
+/// to the queue; a download in progress is not cut. And while it waits
+/// for one of the worker's own download slots, the worker found holding
+/// over twice its fair share of the crawl's leases (`hand_back`, see
+/// [`HandBack`]): a peer with a free slot starts it sooner.
 #[derive(Debug, Clone)]
 pub struct GiveUp {
     pub shutdown: watch::Receiver<bool>,
     pub paused: watch::Receiver<bool>,
+    pub hand_back: HandBack,
 }
 
 impl GiveUp {
@@ -217,10 +221,11 @@ impl Downloader {
             return (replayed, false);
         }
         let turn = self.politeness.join(&request.host_key());
+        let hand_back = give_up.hand_back.clone();
         let ready = tokio::select! {
             biased;
             _ = give_up.wait() => return (Downloaded::NotStarted, false),
-            ready = self.ready(request, &turn, wait, paced_with, stats) => ready,
+            ready = self.ready(request, &turn, wait, paced_with, stats, &hand_back) => ready,
         };
         let slots = match ready {
             Ready::Go(slots) => slots,
@@ -255,6 +260,7 @@ impl Downloader {
         wait: Duration,
         paced_with: Duration,
         stats: &mut Tally,
+        hand_back: &HandBack,
     ) -> Ready {
         if !wait.is_zero() {
             self.politeness.wait_turn(wait).await;
@@ -267,7 +273,7 @@ impl Downloader {
         } else {
             paced_with
         };
-        self.take_slots(request, turn, paced_with).await
+        self.take_slots(request, turn, paced_with, hand_back).await
     }
 
     /// Asks robots.txt about the request: the spacing its slot now keeps,
@@ -328,10 +334,20 @@ impl Downloader {
         request: &Request,
         turn: &politeness::Turn<'_>,
         mut paced_with: Duration,
+        hand_back: &HandBack,
     ) -> Ready {
         let host = request.host_key();
         loop {
-            let slots = turn.slots().await;
+            // A slot free now is taken: only a request that would wait
+            // for one goes back when the worker is asked to hand back.
+            let slots = tokio::select! {
+                biased;
+                slots = turn.slots() => slots,
+                () = hand_back.asked() => {
+                    tracing::debug!(url = %request.url, host = %host, "this worker holds over twice its fair share of the crawl's leases: handed back to the queue for a peer to start");
+                    return Ready::Done(Downloaded::NotStarted);
+                }
+            };
             let (spacing, hold) = match turn.pace(paced_with) {
                 Pace::Go => return Ready::Go(slots),
                 Pace::Repace { spacing, hold } => (spacing, hold),

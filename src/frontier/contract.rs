@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::hand_back::HandBack;
 use super::outage::Fatal;
 use super::pickup::StartWatch;
 use super::wake::Wake;
@@ -109,6 +110,14 @@ pub trait Backend: Send + Sync {
     /// know it.
     fn in_flight_seen(&self) -> Option<u64> {
         None
+    }
+
+    /// The signal this worker's commits raise when it holds over twice
+    /// its fair share of the crawl's leases: its requests waiting for a
+    /// download slot then go back (see [`HandBack`]). A worker alone in
+    /// its crawl, as a local one is, never holds over its share.
+    fn hand_back(&self) -> HandBack {
+        HandBack::default()
     }
 
     /// Commits one page in one step, only while its lease is this

@@ -21,10 +21,21 @@
 /// worker of the crew and per lease (see [`beyond_share`]).
 pub const SLOTS_AHEAD: u64 = 2;
 
+/// A worker holding more than this many times its fair share is asked to
+/// hand back what it cannot start (see [`over_share`]).
+pub const HAND_BACK_OVER: usize = 2;
+
+/// The status of a commit's reply that asks its worker to hand back what
+/// it cannot start (a plain commit's is 1; see `scripts/commit.lua`).
+pub const HAND_BACK_REPLY: i64 = 2;
+
 /// The rule's constants as Lua locals, for the scripts (generated, so the
 /// two never disagree).
 pub fn lua_constants() -> String {
-    format!("local SLOTS_AHEAD = {SLOTS_AHEAD}\n")
+    format!(
+        "local SLOTS_AHEAD = {SLOTS_AHEAD}\nlocal HAND_BACK_OVER = {HAND_BACK_OVER}\n\
+         local HAND_BACK_REPLY = {HAND_BACK_REPLY}\n"
+    )
 }
 
 /// Whether a request for a host whose slots are `spacing` ms apart, and
@@ -49,9 +60,34 @@ pub fn fair_room(out: usize, crew: usize, held: usize) -> usize {
     out.div_ceil(crew.max(1)).saturating_sub(held)
 }
 
+/// Whether a worker holding `held` leases holds over [`HAND_BACK_OVER`]
+/// times its share of the `out` requests a crew of `crew` shares: it
+/// leased them when the crew was smaller (the first worker of a crawl,
+/// before its peers joined) or the crawl had more out. It then hands back
+/// the requests it cannot start now (those waiting for one of its own
+/// download slots), so that a peer with room starts them: a commit says
+/// so ([`HAND_BACK_REPLY`]), and the worker's requests waiting for a slot
+/// go back to the queue ([`super::HandBack`]). Those downloading stay.
+/// Alone, a worker's share is everything.
+pub fn over_share(out: usize, crew: usize, held: usize) -> bool {
+    crew > 1 && held > HAND_BACK_OVER * out.div_ceil(crew)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::fair_room;
+    use super::{fair_room, over_share};
+
+    #[test]
+    fn a_worker_over_twice_its_share_hands_back() {
+        // The first worker took 16 of 18 start pages; 16 workers now.
+        assert!(over_share(18, 16, 16));
+        // Twice its share is still its own; alone, everything is.
+        assert!(!over_share(18, 16, 4));
+        assert!(over_share(18, 16, 5));
+        assert!(!over_share(18, 1, 18));
+        // A busy crawl's lease-ahead: 13 of 200 among 16.
+        assert!(!over_share(200, 16, 13));
+    }
 
     #[test]
     fn a_paced_hosts_next_slots_are_left_to_the_crew() {

@@ -20,12 +20,14 @@
 //! hand work to which ([`pipeline`]), which shard of a sharded spider a
 //! request belongs to and its keys ([`shards`], being built), the one error
 //! ([`FrontierError`]) and how callers ride out a Redis outage
-//! ([`outage`]).
+//! ([`outage`]), and the signal that a worker holding over its fair share
+//! hands back what it cannot start ([`HandBack`]).
 
 pub mod contract;
 pub mod dupefilter;
 mod error;
 mod fairness;
+mod hand_back;
 pub mod keys;
 pub mod local;
 pub mod outage;
@@ -45,6 +47,7 @@ pub use self::redis::{Conn, RedisFrontier, RedisTarget};
 pub use contract::Backend;
 pub use dupefilter::{bloom_chain, bloom_plan, BloomPlan, Dupefilter};
 pub use error::FrontierError;
+pub use hand_back::HandBack;
 pub use keys::{ItemSink, KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use local::LocalFrontier;
 pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsError, RobotsRecord};

@@ -141,7 +141,9 @@ fn count_commit(
 }
 
 /// The request's download did not start (the worker is stopping, the
-/// spider is paused, or its host was slowed down after it was leased): its
+/// spider is paused, its host was slowed down after it was leased, or the
+/// worker holds over twice its fair share and the request waited for a
+/// slot): its
 /// lease goes back to the
 /// queue now, at its place (if that fails, it expires).
 async fn hand_back(ctx: &Context, id: &str) {
@@ -171,6 +173,7 @@ async fn process<'c>(
     let give_up = GiveUp {
         shutdown: ctx.shutdown.clone(),
         paused: ctx.paused.clone(),
+        hand_back: ctx.frontier.hand_back(),
     };
     let (downloaded, slot_went_on) = ctx
         .downloader

@@ -26,5 +26,7 @@ items=$(redis-cli -p "$port" llen bbs:items)
 calls=$(script_calls)
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$redis_pid" || true
+# KEEP_CALLGRIND=FILE keeps the profile, for callgrind_annotate.
+[ -z "${KEEP_CALLGRIND:-}" ] || cp "$work/callgrind.out" "$KEEP_CALLGRIND"
 total=$(callgrind_annotate "$work/callgrind.out" 2>/dev/null | grep "PROGRAM TOTALS" | head -1 | awk '{print $1}' | tr -d ,)
 echo "pages=$pages items=$items script_calls=$calls instructions=$total per_page=$((total / pages))"

@@ -27,9 +27,9 @@ use super::pickup::StartWatch;
 use super::politeness::HostState;
 use super::wake::Wake;
 use super::{
-    Backend, Claimed, Committed, DeadLetter, FailedRecord, Handoff, Heartbeat, Keys, Leased,
-    Options, PageResult, QueueStatus, RobotsRecord, SessionLock, SessionLogin, SessionRecord,
-    StartClaim, Swept,
+    Backend, Claimed, Committed, DeadLetter, FailedRecord, HandBack, Handoff, Heartbeat, Keys,
+    Leased, Options, PageResult, QueueStatus, RobotsRecord, SessionLock, SessionLogin,
+    SessionRecord, StartClaim, Swept,
 };
 use crate::request::Request;
 use crate::stats::{self, Stat, Tally};
@@ -40,6 +40,8 @@ use state::{now_ms, StatValue, State};
 pub struct LocalFrontier {
     options: Options,
     crawl: Arc<Crawl>,
+    /// This worker's: raised by its commits (see [`Backend::hand_back`]).
+    hand_back: HandBack,
 }
 
 /// The crawl the handles share.
@@ -58,6 +60,7 @@ impl LocalFrontier {
         let state = State::new(start, sink::Sink::new(sink));
         LocalFrontier {
             options,
+            hand_back: HandBack::default(),
             crawl: Arc::new(Crawl {
                 state: Mutex::new(state),
                 wake: Arc::default(),
@@ -84,6 +87,7 @@ impl LocalFrontier {
         LocalFrontier {
             options,
             crawl: Arc::clone(&self.crawl),
+            hand_back: HandBack::default(),
         }
     }
 
@@ -158,6 +162,9 @@ impl LocalFrontier {
         let (enqueued, filtered) = s.commit_page(&self.options, lease, page, now);
         s.release_due(now);
         let next = s.lease_requests(&self.options, lease_next, now);
+        if s.over_share() {
+            self.hand_back.ask();
+        }
         if enqueued > 0 || s.inflight() == 0 {
             self.crawl.wake.notify_waiters();
             self.notify();
@@ -270,6 +277,10 @@ impl Backend for LocalFrontier {
 
     fn worker(&self) -> &str {
         &self.options.worker
+    }
+
+    fn hand_back(&self) -> HandBack {
+        self.hand_back.clone()
     }
 
     fn items_key(&self) -> &str {

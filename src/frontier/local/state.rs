@@ -86,6 +86,9 @@ pub(super) struct State {
     /// When the first request left queued for its host's slot may be
     /// leased, as the last lease saw.
     next_due: Option<Instant>,
+    /// Whether the last lease found its worker over twice its fair share
+    /// (`over_share` in the scripts; see [`State::over_share`]).
+    over_share: bool,
     pub sink: Sink,
     /// Makes each jittered slot's salt differ.
     jitter_salt: u64,
@@ -246,6 +249,7 @@ impl State {
     /// (`lease_requests` in the scripts).
     pub fn lease_requests(&mut self, options: &Options, max: usize, now: u64) -> Vec<Leased> {
         self.next_due = None;
+        self.over_share = false;
         if max == 0 || self.paused || self.sink.failed() {
             return Vec::new();
         }
@@ -319,7 +323,14 @@ impl State {
         self.join_crew(worker, now, lease);
         let held = self.leases.values().filter(|l| l.worker == worker).count();
         let out = self.queue.len() + self.leases.len();
+        self.over_share = fairness::over_share(out, self.crew.len(), held);
         fairness::fair_room(out, self.crew.len(), held)
+    }
+
+    /// Whether the last lease found its worker holding over twice its
+    /// fair share: a commit asks it to hand back what it cannot start.
+    pub fn over_share(&self) -> bool {
+        self.over_share
     }
 
     /// Whether a request for `host` is left for the crew's other workers

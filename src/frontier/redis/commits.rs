@@ -37,6 +37,7 @@ use super::{
     clamped, encode, fingerprint_arg, flag, ms, to_json, Committed, HostOutcome, Leased,
     PageResult, RedisFrontier, Result, Revisit, MAX_REQUEST_BYTES,
 };
+use crate::frontier::fairness;
 use crate::request::{Request, Task};
 use crate::stats::{self, Tally};
 
@@ -393,7 +394,8 @@ impl RedisFrontier {
                     .and_then(|v| redis::from_redis_value::<i64>(&v).ok())
                     .unwrap_or(-1)
             };
-            if number() < 0 {
+            let status = number();
+            if status < 0 {
                 let before = lost.iter().filter(|l| **l).count();
                 while let Some(n) = usize::try_from(number()).ok().filter(|n| *n >= 1) {
                     if let Some(&i) = sent.get(n - 1) {
@@ -417,6 +419,9 @@ impl RedisFrontier {
                     },
                     pages[i].lease_next,
                 );
+            }
+            if status == fairness::HAND_BACK_REPLY {
+                self.hand_back.ask();
             }
             // The new leases go to the pages that asked for them, in order.
             let leases = self.decode_leases(reply);

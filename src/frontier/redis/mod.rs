@@ -64,6 +64,7 @@ use super::{
 use crate::frontier::outage::Fatal;
 use crate::frontier::pipeline::{Found, Relation};
 use crate::frontier::shards::ShardPlace;
+use crate::frontier::HandBack;
 use crate::frontier::{SessionLock, SessionLogin, SessionRecord};
 use crate::request::Request;
 use crate::stats::{Stat, Tally};
@@ -105,6 +106,9 @@ pub struct RedisFrontier {
     /// commits add, its commits and hand-backs take away): the scripts
     /// lease at most its fair share less these.
     held: Arc<AtomicUsize>,
+    /// Raised when a commit finds this worker over twice its fair share
+    /// (see [`crate::frontier::HandBack`]).
+    hand_back: HandBack,
     /// The first error of this spider's run that retrying cannot mend.
     pub fatal: Fatal,
     /// The last reason given that the Bloom chain cannot grow (said once).
@@ -177,6 +181,7 @@ impl RedisFrontier {
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
             held: Arc::default(),
+            hand_back: HandBack::default(),
             fatal: Fatal::default(),
             bloom_refusal_said: Arc::default(),
             shard: None,
@@ -412,6 +417,7 @@ impl RedisFrontier {
         self.let_go(ids.len());
         let args = ReleaseArgs {
             worker: self.worker.clone(),
+            wake: self.keys.wake.clone(),
         };
         SCRIPTS
             .release
@@ -549,6 +555,10 @@ impl Backend for RedisFrontier {
 
     fn take_handed(&self) -> Vec<Leased> {
         RedisFrontier::take_handed(self)
+    }
+
+    fn hand_back(&self) -> HandBack {
+        self.hand_back.clone()
     }
 
     fn in_flight_seen(&self) -> Option<u64> {

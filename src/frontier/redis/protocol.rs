@@ -502,8 +502,9 @@ wire! {
 }
 
 wire! {
-    /// `release.lua`.
-    ReleaseArgs { worker }
+    /// `release.lua`: whose leases, and the channel its waiting peers
+    /// are woken on.
+    ReleaseArgs { worker, wake }
 }
 
 wire! {
@@ -727,6 +728,7 @@ fn queue_layouts() -> Vec<Layout> {
                 K(Kk::Leases),
                 K(Kk::RequestData),
                 K(Kk::HostPages),
+                K(Kk::Waiting),
             ],
             ReleaseArgs::FIELDS,
             vec![&VALUE],

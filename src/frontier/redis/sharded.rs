@@ -29,6 +29,7 @@ use super::outbox::Delivered;
 use super::{pickup, quota, wake, RedisFrontier, RedisTarget, Result};
 use crate::frontier::outage::Fatal;
 use crate::frontier::shards::{shard_of_host, ShardPlace};
+use crate::frontier::HandBack;
 use crate::frontier::{
     Backend, Claimed, Committed, DeadLetter, FailedRecord, Heartbeat, Keys, Leased, Options,
     PageResult, QueueStatus, RobotsRecord, SessionLock, SessionLogin, SessionRecord, StartClaim,
@@ -99,8 +100,10 @@ impl ShardedFrontier {
     /// [`ShardedFrontier::connect_each`]); starts the worker's movers.
     pub fn new(mut frontiers: Vec<RedisFrontier>) -> ShardedFrontier {
         let fatal = Fatal::default();
+        let hand_back = HandBack::default();
         for shard in &mut frontiers {
             shard.fatal = fatal.clone();
+            shard.hand_back = hand_back.clone();
         }
         let shards = frontiers.len();
         let inner = Arc::new(Shards {
@@ -645,6 +648,11 @@ impl Backend for ShardedFrontier {
 
     fn in_flight_seen(&self) -> Option<u64> {
         self.inner.shards.iter().map(Backend::in_flight_seen).sum()
+    }
+
+    /// The shards' one signal (see [`ShardedFrontier::new`]).
+    fn hand_back(&self) -> HandBack {
+        self.zero().hand_back.clone()
     }
 
     fn next_due_in(&self) -> Option<Duration> {

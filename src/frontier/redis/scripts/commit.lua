@@ -24,8 +24,12 @@
 -- the pages' stats summed), then each page: a PAGE record followed by its
 -- n_tasks TASK records, n_links LINK records and n_items item JSON
 -- strings.
--- Returns {1, enqueued1, filtered1, ..., id1, json1, wait1, interval1,
--- ...}: per page what it queued and filtered, then the new leases. If the
+-- Returns {status, enqueued1, filtered1, ..., id1, json1, wait1,
+-- interval1, ...}: per page what it queued and filtered, then the new
+-- leases. The status is 1, or HAND_BACK_REPLY when the worker holds over
+-- HAND_BACK_OVER times its fair share of the crawl's leases (see
+-- fair_room): it hands back the requests it cannot start now, for its
+-- peers to start (frontier::hand_back). If the
 -- lease of any page is no longer this worker's, nothing is written and it
 -- returns {-1, page number, ...} (those pages, counted from 1): the worker
 -- sends the batch again without them and their stats.
@@ -354,6 +358,9 @@ if enqueued_all > 0 then
 end
 if lease_next > 0 or release then
   crew_renew(K, worker, now, tonumber(A.lease_ms), release)
+end
+if over_share then
+  out[1] = HAND_BACK_REPLY
 end
 -- The last pages of a crawl: nothing is in flight any more and nothing
 -- was queued, or `max_pages` (here, this shard's cap of it) is reached

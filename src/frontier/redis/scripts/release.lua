@@ -1,8 +1,11 @@
 -- Hand worker A.worker's leases on the ids after the head arguments back
 -- to the queue, at their old place (a worker shutting down, or one that
--- could not start them). A request counted against its host's page quota
+-- could not start them: paused, or holding over its fair share while
+-- its peers wait). A request counted against its host's page quota
 -- (max_pages_per_host) when it was leased is counted again when it is
--- leased again, so its count is given back here.
+-- leased again, so its count is given back here. The workers waiting for
+-- work are woken, as many as the requests can use (hand_waiting): they
+-- lease them.
 --
 -- Keys and arguments: `release` in protocol.rs.
 -- Returns how many were handed back.
@@ -12,6 +15,7 @@ need(K.inflight, 'zset', 'inflight')
 need(K.leases, 'hash', 'leases')
 need(K.request_data, 'hash', 'request_data')
 need(K.host_pages, 'hash', 'host_pages')
+need(K.waiting, 'hash', 'waiting')
 local worker = A.worker
 local n = 0
 for i = REST, #ARGV do
@@ -32,4 +36,5 @@ for i = REST, #ARGV do
   end
 end
 flush_hosts()
+hand_waiting(K, A.wake, n, math.huge, worker)
 return n

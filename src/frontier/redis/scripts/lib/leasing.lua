@@ -43,6 +43,11 @@ end
 -- only in crew_renew, at the end of a call. A commit reads its worker's
 -- place before its first write (crew_member), which proves the key.
 local crew_scores, crew_size = {}, nil
+-- Whether a fair share computed in this call found its worker holding
+-- over HAND_BACK_OVER times its share (frontier::fairness::over_share):
+-- a commit then asks it to hand back what it cannot start (see
+-- commit.lua).
+local over_share = false
 local function crew_member(K, worker)
   local mine = crew_scores[worker]
   if mine == nil then
@@ -61,6 +66,9 @@ local function fair_room(K, worker, held, now)
     crew = crew + 1
   end
   local out = redis.call('ZCARD', K.requests) + redis.call('ZCARD', K.inflight)
+  if crew > 1 and held > HAND_BACK_OVER * math.ceil(out / crew) then
+    over_share = true
+  end
   return fair_share(out, crew, held), crew
 end
 
