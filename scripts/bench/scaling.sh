@@ -131,7 +131,8 @@ crawl() {
   rcli rpush bbs:start_urls "${tasks[@]}" >/dev/null
   rcli config resetstat >/dev/null
   load=$(cut -d' ' -f1 /proc/loadavg)
-  rm -f "$work/stop"
+  # The last run's timings go: a run of fewer workers would add them up.
+  rm -f "$work/stop" "$work"/time.*
   sample_leases >"$work/leases" &
   local sampler=$!
   c0=$(redis_cpu)

@@ -24,11 +24,15 @@ from library import escaped
 # Called per field or per link: the wrapper would cost more than they do.
 TINY = {'num', 'int', 'host_get', 'host_set', 'host_del', 'count', 'queue_score', 'escaped', 'json_number',
         'hex_to_bin', 'packed_has', 'bloom_key', 'bloom_piece_key', 'owner_score', 'owned_by', 'fair_share',
-        'waiting_entry', 'before_write', 'host_of', 'jittered', 'error_delay', 'begin_call'}
+        'waiting_entry', 'before_write', 'host_of', 'jittered', 'error_delay', 'begin_call',
+        # The library's globals, bound before the clock can be read.
+        'runtime_globals', 'bind_globals'}
 
 TIMING = '''
 local __profile, __child = {}, 0
 local function __clock()
+  -- The library's globals are its locals, bound on a call's first use.
+  bind_globals()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1e6
 end
@@ -53,7 +57,7 @@ end
 '''
 
 REPORT = '''
-redis.register_function{function_name = FUNCTION_PREFIX .. 'profile', callback = function()
+REGISTER_FUNCTION{function_name = FUNCTION_PREFIX .. 'profile', callback = function()
   local out = {}
   for name, p in pairs(__profile) do
     out[#out + 1] = string.format('%s %d %.6f %.6f', name, p[1], p[2], p[3])
@@ -65,7 +69,9 @@ end}
 
 def timed(text):
     """`text` (a library) with its helpers and functions timed."""
-    first = text.index('redis.register_function')
+    # The first function registered (through the library's local
+    # REGISTER_FUNCTION, taken from `redis` before the helpers).
+    first = text.index('REGISTER_FUNCTION{')
     head, tail = text[:first], text[first:]
     names = [n for n in re.findall(r'^local function ([a-z_0-9]+)', head, re.M) if n not in TINY]
     wraps = ''.join(f"{n} = __wrap('{n}', {n})\n" for n in names)
