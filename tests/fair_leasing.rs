@@ -53,6 +53,42 @@ fn unfair(held: &HashMap<String, usize>) -> Option<String> {
         .then(|| format!("{held:?}: {most} of {total} leases while {idle} worker(s) hold none"))
 }
 
+/// Hands `sample` the leases by worker every 10 ms until the crawl has
+/// scraped `pages` items (60 s at most).
+async fn sample_until_done(
+    conn: &mut redis::Connection,
+    pages: usize,
+    mut sample: impl FnMut(HashMap<String, usize>),
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        sample(leases_by_worker(conn));
+        let done: Option<usize> = conn
+            .hget("fair:stats", "item_scraped_count")
+            .unwrap_or(None);
+        if done == Some(pages) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the crawl did not finish within 60 s ({done:?} items)"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Every one of the `pages` pages has its item, once.
+fn assert_each_page_once(conn: &mut redis::Connection, pages: usize) {
+    let items: Vec<String> = conn.lrange("fair:items", 0, -1).unwrap();
+    let mut urls: Vec<String> = items
+        .iter()
+        .map(|i| serde_json::from_str::<serde_json::Value>(i).unwrap()["url"].to_string())
+        .collect();
+    urls.sort();
+    urls.dedup();
+    assert_eq!((items.len(), urls.len()), (pages, pages), "each page once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_on_one_paced_host_each_hold_about_their_share() {
     let redis = RedisServer::start();
@@ -105,34 +141,16 @@ async fn three_workers_on_one_paced_host_each_hold_about_their_share() {
     control.resume().await.expect("resume");
 
     let mut broken = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(why) = unfair(&leases_by_worker(&mut conn)) {
+    sample_until_done(&mut conn, PAGES, |held| {
+        if let Some(why) = unfair(&held) {
             broken.push(why);
         }
-        let done: Option<usize> = conn
-            .hget("fair:stats", "item_scraped_count")
-            .unwrap_or(None);
-        if done == Some(PAGES) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the crawl did not finish within 60 s ({done:?} items)"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await;
     for w in workers {
         w.stop().await;
     }
-    let items: Vec<String> = conn.lrange("fair:items", 0, -1).unwrap();
-    let mut pages: Vec<String> = items
-        .iter()
-        .map(|i| serde_json::from_str::<serde_json::Value>(i).unwrap()["url"].to_string())
-        .collect();
-    pages.sort();
-    pages.dedup();
-    assert_eq!((items.len(), pages.len()), (PAGES, PAGES), "each page once");
+    assert_each_page_once(&mut conn, PAGES);
     assert!(
         broken.is_empty(),
         "{} samples broke the fair share, the first: {}",
@@ -187,36 +205,14 @@ async fn the_first_worker_hands_back_what_it_cannot_start_once_its_peers_join() 
     }
     // Each peer holds leases at some point while the crawl runs.
     let mut peers_seen = std::collections::HashSet::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        for (worker, n) in leases_by_worker(&mut conn) {
-            if worker != owner && n > 0 {
-                peers_seen.insert(worker);
-            }
-        }
-        let done: Option<usize> = conn
-            .hget("fair:stats", "item_scraped_count")
-            .unwrap_or(None);
-        if done == Some(HELD) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the crawl did not finish within 60 s ({done:?} items)"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    sample_until_done(&mut conn, HELD, |held| {
+        peers_seen.extend(held.into_keys().filter(|worker| *worker != owner));
+    })
+    .await;
     for w in workers {
         w.stop().await;
     }
-    let items: Vec<String> = conn.lrange("fair:items", 0, -1).unwrap();
-    let mut pages: Vec<String> = items
-        .iter()
-        .map(|i| serde_json::from_str::<serde_json::Value>(i).unwrap()["url"].to_string())
-        .collect();
-    pages.sort();
-    pages.dedup();
-    assert_eq!((items.len(), pages.len()), (HELD, HELD), "each page once");
+    assert_each_page_once(&mut conn, HELD);
     assert_eq!(
         peers_seen.len(),
         WORKERS - 1,
