@@ -28,8 +28,9 @@
 #                       the others have joined.
 #   held back           of those unfair samples, the ones in which that
 #                       worker held more leases than it can download at
-#                       once (its concurrent_requests_per_domain: every
-#                       forum is on the one demo host), so that some of
+#                       once (its concurrent_requests_per_domain, or its
+#                       concurrent_requests if fewer: every forum is on
+#                       the one demo host), so that some of
 #                       them waited for its slots while another worker
 #                       had nothing. The rest are downloads in progress:
 #                       at the end of a crawl, with fewer pages left than
@@ -95,9 +96,14 @@ for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
 "$demo" tasks --forums "$FORUMS" --pages "$PAGES" >"$work/tasks.txt"
 mapfile -t tasks <"$work/tasks.txt"
 sed "s#127.0.0.1:8700#127.0.0.1:$DEMO_PORT#g" spiders/bbs.toml >"$work/bbs.toml"
-# What one worker can download at once from the one demo host.
-can_start=$(sed -n 's/^concurrent_requests_per_domain *= *\([0-9]*\).*/\1/p' "$work/bbs.toml")
-[ -n "$can_start" ] || die "spiders/bbs.toml has no concurrent_requests_per_domain"
+# What one worker can download at once from the one demo host: its slots
+# for a host, or all its slots if fewer.
+setting() { sed -n "s/^$1 *= *\([0-9]*\).*/\1/p" "$work/bbs.toml"; }
+per_host=$(setting concurrent_requests_per_domain)
+slots=$(setting concurrent_requests)
+[ -n "$per_host" ] && [ -n "$slots" ] ||
+  die "spiders/bbs.toml sets no concurrent_requests or concurrent_requests_per_domain"
+can_start=$((per_host < slots ? per_host : slots))
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 
 redis_cpu() {
