@@ -109,6 +109,21 @@ async fn a_wrong_type_sequence_key_commits_nothing_and_is_fatal() {
     wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:requests:seq", "hash").await;
 }
 
+/// The queue is proved by the size a commit reads for its fair share,
+/// before its first write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_type_queue_key_proved_by_its_size_commits_nothing_and_is_fatal() {
+    wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:requests", "hash").await;
+}
+
+/// The waiting workers' hash is not proved by a commit (a TYPE every
+/// call): a commit that meets it wakes nobody and commits whole, and the
+/// worker's next lease, which writes it, stops on it with its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_type_waiting_key_is_fatal_at_the_next_lease_and_loses_nothing() {
+    wrong_type_mid_crawl_is_fatal_and_loses_nothing("bbs:inflight:waiting", "list").await;
+}
+
 /// A start key or in-flight set of the wrong type stops the worker at
 /// its first lease with the key's name
 /// (every lease once failed on it, retried every 5 s for ever), and the

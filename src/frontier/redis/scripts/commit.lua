@@ -60,14 +60,13 @@ at = at + STAT_PAIR.SIZE * n_stats
 -- anything is written.
 -- What the batch will do besides releasing its leases, for the keys to
 -- check.
-local pages, ids, wanted, n_tasks_all, n_dupe_tasks = {}, {}, 0, 0, 0
-local n_requests_all, n_items_all, retries, deads, fails, news_host, revisits, leases = 0, 0, false, false, false, nil,
-  false, 0
+local pages, ids, items, wanted, n_tasks_all, n_dupe_tasks = {}, {}, {}, 0, 0, 0
+local n_requests_all, retries, deads, fails, news_host, revisits, leases = 0, false, false, false, nil, false, 0
 for i = 1, n_pages do
   local p = at
   local n_requests, n_items = num(ARGV[p + PAGE.n_links]), num(ARGV[p + PAGE.n_items])
   local n_tasks = num(ARGV[p + PAGE.n_tasks])
-  pages[i] = {p, n_requests, n_items, n_tasks}
+  pages[i] = {p, n_requests, n_tasks}
   ids[i] = ARGV[p + PAGE.id]
   wanted = wanted + n_requests + 1
   n_tasks_all = n_tasks_all + n_tasks
@@ -79,7 +78,6 @@ for i = 1, n_pages do
     end
   end
   n_requests_all = n_requests_all + n_requests
-  n_items_all = n_items_all + n_items
   retries = retries or ARGV[p + PAGE.retry_ms] ~= '-1'
   deads = deads or ARGV[p + PAGE.dead] ~= ''
   fails = fails or ARGV[p + PAGE.failed] ~= ''
@@ -88,7 +86,11 @@ for i = 1, n_pages do
   end
   revisits = revisits or ARGV[p + PAGE.revisit] ~= ''
   leases = leases + num(ARGV[p + PAGE.lease_next])
-  at = p + PAGE.SIZE + TASK.SIZE * n_tasks + LINK.SIZE * n_requests + n_items
+  at = p + PAGE.SIZE + TASK.SIZE * n_tasks + LINK.SIZE * n_requests
+  for j = at, at + n_items - 1 do
+    items[#items + 1] = ARGV[j]
+  end
+  at = at + n_items
 end
 local owner_prefix = worker .. '|'
 local lost = {-1}
@@ -106,12 +108,6 @@ for i = 1, n_pages do
 end
 if #lost > 1 then
   return lost
-end
-if n_items_all > 0 then
-  local wrong_sink = sink_type_error(K.items, K.sink)
-  if wrong_sink then
-    return wrong_sink
-  end
 end
 
 local dupe = dupe_config(A.dupe_spec, K.dupefilter, K.dupefilter_meta)
@@ -135,7 +131,7 @@ local fps = nil
 if n_dupe_tasks == 0 then
   fps = {}
   for _, page in ipairs(pages) do
-    link_fingerprints(page[1] + PAGE.SIZE + TASK.SIZE * page[4], page[2], link, fps)
+    link_fingerprints(page[1] + PAGE.SIZE + TASK.SIZE * page[3], page[2], link, fps)
   end
 end
 local now = now_ms()
@@ -147,6 +143,9 @@ for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
   stat_fields[#stat_fields + 1] = ARGV[i + STAT_PAIR.field]
 end
 read_stats(K.stats, stat_fields)
+-- The queue's and the in-flight set's sizes, for the fair shares and the
+-- end-of-crawl check (see read_queue_sizes).
+read_queue_sizes(K)
 if leases > 0 then
   paused(K)
 end
@@ -188,7 +187,6 @@ if leases > 0 or release or n_requests_all > 0 then
 end
 if n_requests_all > 0 then
   need(K.crew, 'zset', 'crew')
-  need(K.waiting, 'hash', 'waiting')
 end
 if fails then
   need(K.failed, 'list', 'failed')
@@ -211,6 +209,10 @@ end
 -- Sequence numbers for every request the batch may queue (retries too);
 -- the first block is the batch's first write, and proves its key.
 local next_seq = seq_block(K.sequence, wanted, n_requests_all > 0 or retries)
+-- Then the items, which prove their key (see push_items): a wrong one
+-- leaves nothing written but a gap in the sequence numbers, which keeps
+-- the order.
+push_items(K.items, K.sink, items)
 for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
   count(ARGV[i + STAT_PAIR.field], ARGV[i + STAT_PAIR.delta])
 end
@@ -218,13 +220,13 @@ end
 local queue_args, data_args = {}, {}
 
 local out = {1}
-local items, done_data, dead, failed = {}, {}, {}, {}
+local done_data, dead, failed = {}, {}, {}
 local retry_data, retry_scores, retry_due = {}, {}, {}
 local enqueued_all, filtered_all, depth_max, lease_next = 0, 0, -1, 0
-call_many('ZREM', K.inflight, ids)
+queue_sizes_moved(0, -call_many('ZREM', K.inflight, ids))
 call_many('HDEL', K.leases, ids)
 for _, page in ipairs(pages) do
-  local p, n_requests, n_items, n_tasks = page[1], page[2], page[3], page[4]
+  local p, n_requests, n_tasks = page[1], page[2], page[3]
   local id = ARGV[p + PAGE.id]
   at = p + PAGE.SIZE
   lease_next = lease_next + num(ARGV[p + PAGE.lease_next])
@@ -306,9 +308,6 @@ for _, page in ipairs(pages) do
   end
   enqueued_all = enqueued_all + enqueued
   filtered_all = filtered_all + filtered
-  for i = at, at + n_items - 1 do
-    items[#items + 1] = ARGV[i]
-  end
   out[#out + 1] = enqueued
   out[#out + 1] = filtered
 end
@@ -321,9 +320,8 @@ call_many('ZADD', K.delayed, retry_due)
 call_many('RPUSH', K.dead, dead)
 call_many('RPUSH', K.failed, failed)
 gate.record()
-call_many('ZADD', K.requests, queue_args)
+queue_sizes_moved(call_many('ZADD', K.requests, queue_args), 0)
 call_many('HSET', K.request_data, data_args)
-push_items(K.items, K.sink, items)
 -- The tasks handed to another spider wake its waiting workers, as many
 -- as they can use, each on its own channel (hand_waiting without a lease:
 -- the tasks are start entries, which a woken worker claims); its busy
@@ -367,7 +365,8 @@ end
 -- with work left queued, so idle workers (waiting for `--until-drained`
 -- to see the crawl drained or its limit reached, or for work) look again
 -- now rather than at their next recheck.
-if (enqueued_all == 0 or max_pages) and redis.call('ZCARD', K.inflight) == 0
+local _, in_flight = read_queue_sizes(K)
+if (enqueued_all == 0 or max_pages) and in_flight == 0
     and (enqueued_all == 0 or redis.call('HEXISTS', K.control, 'max_pages_reached') == 1) then
   redis.call('PUBLISH', channel, '0')
 end

@@ -19,6 +19,7 @@ local max = tonumber(A.max)
 write_checks = function()
   need(K.start_urls, A.start_kind, 'start_urls')
   need_lease_keys(K, tonumber(A.max_per_host), true)
+  need(K.waiting, 'hash', 'waiting')
 end
 local now = now_ms()
 local out = {}

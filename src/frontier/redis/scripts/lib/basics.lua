@@ -43,15 +43,17 @@ end
 
 -- Runs `command key v1 v2 …` over the values of `list`, 1000 at a time
 -- (Lua's unpack has a limit): one command for a whole batch. Pairs stay
--- whole (1000 is even).
+-- whole (1000 is even). Returns the sum of the replies that are numbers
+-- (what a ZADD added, a ZREM removed).
 local function call_many(command, key, list)
-  local n = #list
-  if n == 0 then
-    return
-  end
+  local n, sum = #list, 0
   for first = 1, n, 1000 do
-    redis.call(command, key, unpack(list, first, math.min(first + 999, n)))
+    local r = redis.call(command, key, unpack(list, first, math.min(first + 999, n)))
+    if type(r) == 'number' then
+      sum = sum + r
+    end
   end
+  return sum
 end
 
 -- A number field of a JSON record, without decoding it (a robots.txt body

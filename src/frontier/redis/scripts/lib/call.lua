@@ -12,5 +12,5 @@ local function begin_call()
   tally_fields, tally, stat_values = {}, {}, {}
   host_cache, host_dirty, host_dirty_list = {}, {}, {}
   slot_due, paused_read = nil, nil
-  crew_scores, crew_size, over_share = {}, nil, false
+  crew_scores, crew_size, over_share, queue_sizes = {}, nil, false, nil
 end

@@ -56,6 +56,30 @@ local function crew_member(K, worker)
   end
   return mine
 end
+-- The requests queued and in flight (the queue's and the in-flight
+-- set's sizes), read once per call and kept by the call's own moves from
+-- then on (queue_sizes_moved), since a commit needs them for its fair
+-- shares and its end-of-crawl check. A commit reads them before its first
+-- write, which proves both keys. A step that moves requests without
+-- counting the move (work coming due, see lease_requests) forgets them
+-- (queue_sizes_unknown); nil: not read in this call.
+local queue_sizes = nil
+local function read_queue_sizes(K)
+  if queue_sizes == nil then
+    queue_sizes = {prove_by('zset', 'requests', 'ZCARD', K.requests),
+                   prove_by('zset', 'inflight', 'ZCARD', K.inflight)}
+  end
+  return queue_sizes[1], queue_sizes[2]
+end
+local function queue_sizes_moved(queued, inflight)
+  if queue_sizes then
+    queue_sizes[1], queue_sizes[2] = queue_sizes[1] + queued, queue_sizes[2] + inflight
+  end
+end
+local function queue_sizes_unknown()
+  queue_sizes = nil
+end
+
 local function fair_room(K, worker, held, now)
   local mine = crew_member(K, worker)
   if crew_size == nil then
@@ -65,7 +89,8 @@ local function fair_room(K, worker, held, now)
   if not mine or tonumber(mine) <= now then
     crew = crew + 1
   end
-  local out = redis.call('ZCARD', K.requests) + redis.call('ZCARD', K.inflight)
+  local queued, inflight = read_queue_sizes(K)
+  local out = queued + inflight
   if crew > 1 and held > HAND_BACK_OVER * math.ceil(out / crew) then
     over_share = true
   end
@@ -163,6 +188,7 @@ end
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
                               release, held, out)
   if release then
+    queue_sizes_unknown()
     requeue_expired(K.requests, K.request_data, K.inflight, K.leases, now)
     requeue_due(K.delayed, K.delayed_scores, K.requests, K.request_data, now)
     release_revisits(K, now)
@@ -176,8 +202,9 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     return max
   end
   if max_pages then
+    local _, inflight = read_queue_sizes(K)
     local used = tonumber(redis.call('HGET', K.stats, STAT.RESPONSE_RECEIVED_COUNT) or '0')
-      + (tally[STAT.RESPONSE_RECEIVED_COUNT] or 0) + redis.call('ZCARD', K.inflight)
+      + (tally[STAT.RESPONSE_RECEIVED_COUNT] or 0) + inflight
     before_write()
     if used >= max_pages then
       if redis.call('HSETNX', K.control, 'max_pages_reached', now) == 1 then
@@ -268,9 +295,9 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
       break
     end
   end
-  call_many('ZREM', K.requests, unqueue)
+  local unqueued = call_many('ZREM', K.requests, unqueue)
   call_many('HDEL', K.request_data, forget)
-  call_many('ZADD', K.inflight, inflight)
+  queue_sizes_moved(-unqueued, call_many('ZADD', K.inflight, inflight))
   if #owners > 0 then
     owners[#owners + 1] = OWNERS_NOTE_FIELD
     owners[#owners + 1] = OWNERS_NOTE
@@ -324,7 +351,6 @@ local function need_lease_keys(K, max_per_host, release)
     need(K.host_pages, 'hash', 'host_pages')
   end
   need(K.crew, 'zset', 'crew')
-  need(K.waiting, 'hash', 'waiting')
 end
 
 -- Up to `n` start entries, without removing them (claim_start does).
@@ -365,11 +391,15 @@ local function crew_renew(K, worker, now, lease_ms, forget)
   if not forget then
     return
   end
-  need(K.waiting, 'hash', 'waiting')
   local gone = redis.call('ZRANGEBYSCORE', K.crew, '-inf', int(now))
   if #gone > 0 then
     redis.call('ZREMRANGEBYSCORE', K.crew, '-inf', int(now))
-    call_many('HDEL', K.waiting, gone)
+    -- What they waited for. Not proved before the call's first write (a
+    -- TYPE each call): a waiting key another tool made something else
+    -- holds no entries to forget, and the HDEL fails alone.
+    for first = 1, #gone, 1000 do
+      redis.pcall('HDEL', K.waiting, unpack(gone, first, math.min(first + 999, #gone)))
+    end
   end
 end
 
@@ -428,7 +458,13 @@ local function hand_waiting(K, channel, avail, fair, self, lease)
   if avail <= 0 then
     return
   end
-  local waiting = redis.call('HGETALL', K.waiting)
+  -- Read after the step's writes and not proved before them (a TYPE
+  -- every commit): a waiting key another tool made something else lists
+  -- nobody to wake, and its workers' own leases name it (note_waiting).
+  local waiting = redis.pcall('HGETALL', K.waiting)
+  if waiting.err then
+    return
+  end
   local done, short = {}, {}
   for i = 1, #waiting, 2 do
     if avail <= 0 then

@@ -7,9 +7,8 @@ local function item_sink(arg)
   return {stream = max ~= nil, max_backlog = tonumber(max or '0')}
 end
 
--- An error reply, before anything is written, when the items key holds
--- another type than the sink writes: a command failing half-way through a
--- script would leave the script's earlier writes in place.
+-- An error reply when the items key holds another type than the sink
+-- writes (nil when it does not).
 local function sink_type_error(key, sink)
   local found = redis.call('TYPE', key).ok
   local want = sink.stream and 'stream' or 'list'
@@ -20,13 +19,36 @@ local function sink_type_error(key, sink)
   end
 end
 
+-- Pushes the JSON strings `items` to the items key as `sink` writes them.
+-- A script pushes them before its other writes (a block of sequence
+-- numbers aside, see commit.lua), so its first command proves
+-- the key without a TYPE (see prove_by): when it fails (another tool made
+-- the key another type), nothing is written yet and the error names the
+-- key, its type and the sink's (a command failing half-way through a
+-- script would leave the script's earlier writes in place).
 local function push_items(key, sink, items)
-  if not sink.stream then
-    call_many('RPUSH', key, items)
+  local n = #items
+  if n == 0 then
     return
   end
-  for _, json in ipairs(items) do
-    redis.call('XADD', key, '*', 'item', json)
+  local first, pushed
+  if sink.stream then
+    first, pushed = redis.pcall('XADD', key, '*', 'item', items[1]), 1
+  else
+    pushed = math.min(n, 1000)
+    first = redis.pcall('RPUSH', key, unpack(items, 1, pushed))
+  end
+  if type(first) == 'table' and first.err then
+    error(sink_type_error(key, sink) or first)
+  end
+  if sink.stream then
+    for i = pushed + 1, n do
+      redis.call('XADD', key, '*', 'item', items[i])
+    end
+  else
+    for from = pushed + 1, n, 1000 do
+      redis.call('RPUSH', key, unpack(items, from, math.min(from + 999, n)))
+    end
   end
 end
 
