@@ -388,10 +388,14 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
 /// A script for `EVALSHA`: its body after the `STAT` table of the stats it
 /// (or the helpers) names, the generated constants and the helpers.
 fn eval_script(layout: &Layout) -> Script {
+    Script::new(&eval_text(layout))
+}
+
+fn eval_text(layout: &Layout) -> String {
     let shared = shared(false);
     let text = with_preamble(layout);
     let stats = crate::stats::lua_table(&format!("{shared}{text}"));
-    Script::new(&format!("{stats}\n{shared}{text}"))
+    format!("{stats}\n{shared}{text}")
 }
 
 pub(super) fn body(name: &str) -> &'static str {
@@ -433,6 +437,24 @@ mod tests {
                     .map(|(name, text)| (format!("{name}.lua"), *text)),
             )
             .collect()
+    }
+
+    /// A Redis without Functions gets each script on its own, helpers and
+    /// all, as one chunk, which Lua allows 200 locals: every script must
+    /// compile so (a crawl reaches only some of them).
+    #[test]
+    fn every_script_compiles_for_evalsha() {
+        let redis = crawlworker_testkit::RedisServer::start();
+        let mut conn = redis.conn();
+        for layout in LAYOUTS.iter() {
+            let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(super::eval_text(layout))
+                .query(&mut conn);
+            if let Err(e) = loaded {
+                panic!("script {} does not compile for EVALSHA: {e}", layout.name);
+            }
+        }
     }
 
     /// A Redis Function shares the helpers' locals between calls: every

@@ -60,7 +60,7 @@ at = at + STAT_PAIR.SIZE * n_stats
 -- anything is written.
 -- What the batch will do besides releasing its leases, for the keys to
 -- check.
-local pages, ids, items, wanted, n_tasks_all, n_dupe_tasks = {}, {}, {}, 0, 0, 0
+local pages, ids, items, wanted, n_tasks_all, n_dupe_tasks = new_list(), new_list(), new_list(), 0, 0, 0
 local n_requests_all, retries, deads, fails, news_host, revisits, leases = 0, false, false, false, nil, false, 0
 for i = 1, n_pages do
   local p = at
@@ -92,22 +92,26 @@ for i = 1, n_pages do
   end
   at = at + n_items
 end
-local owner_prefix = worker .. '|'
-local lost = {-1}
-local owners = prove_by('hash', 'leases', 'HMGET', K.leases, unpack(ids))
--- A page twice in one batch (its worker's lease expired while the first
--- commit waited, and the worker leased and fetched it again) finds the
--- lease its worker's both times: only the first is committed.
-local seen = {}
-for i = 1, n_pages do
-  local owner = owners[i]
-  if not owner or string.sub(owner, 1, #owner_prefix) ~= owner_prefix or seen[ids[i]] then
-    lost[#lost + 1] = i
+-- (Blocks keep short-lived names out of the chunk's locals: a script sent
+-- with EVALSHA, helpers and all, may have 200.)
+do
+  local owner_prefix = worker .. '|'
+  local lost = {-1}
+  local owners = prove_by('hash', 'leases', 'HMGET', K.leases, unpack(ids))
+  -- A page twice in one batch (its worker's lease expired while the
+  -- first commit waited, and the worker leased and fetched it again)
+  -- finds the lease its worker's both times: only the first is committed.
+  local seen = {}
+  for i = 1, n_pages do
+    local owner = owners[i]
+    if not owner or string.sub(owner, 1, #owner_prefix) ~= owner_prefix or seen[ids[i]] then
+      lost[#lost + 1] = i
+    end
+    seen[ids[i]] = true
   end
-  seen[ids[i]] = true
-end
-if #lost > 1 then
-  return lost
+  if #lost > 1 then
+    return lost
+  end
 end
 
 local dupe = dupe_config(A.dupe_spec, K.dupefilter, K.dupefilter_meta)
@@ -129,7 +133,7 @@ local task_link = {size = TASK.SIZE, token = TASK.token, fingerprint = TASK.fing
                    json = TASK.entry}
 local fps = nil
 if n_dupe_tasks == 0 then
-  fps = {}
+  fps = new_list()
   for _, page in ipairs(pages) do
     link_fingerprints(page[1] + PAGE.SIZE + TASK.SIZE * page[3], page[2], link, fps)
   end
@@ -137,12 +141,15 @@ end
 local now = now_ms()
 local gate = link_gate(dupe, fps, now)
 -- The stats the batch counts, read now (see flush_tally).
-local stat_fields = {STAT.SCHEDULER_ENQUEUED, STAT.DUPEFILTER_FILTERED, STAT.REQUEST_DEPTH_MAX,
-                     STAT.SCHEDULER_DEQUEUED}
-for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
-  stat_fields[#stat_fields + 1] = ARGV[i + STAT_PAIR.field]
+do
+  local stat_fields = new_list()
+  stat_fields[1], stat_fields[2], stat_fields[3], stat_fields[4] = STAT.SCHEDULER_ENQUEUED,
+    STAT.DUPEFILTER_FILTERED, STAT.REQUEST_DEPTH_MAX, STAT.SCHEDULER_DEQUEUED
+  for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
+    stat_fields[#stat_fields + 1] = ARGV[i + STAT_PAIR.field]
+  end
+  read_stats(K.stats, stat_fields)
 end
-read_stats(K.stats, stat_fields)
 -- The queue's and the in-flight set's sizes, for the fair shares and the
 -- end-of-crawl check (see read_queue_sizes).
 read_queue_sizes(K)
@@ -217,10 +224,11 @@ for i = stats_at, stats_at + STAT_PAIR.SIZE * (n_stats - 1), STAT_PAIR.SIZE do
   count(ARGV[i + STAT_PAIR.field], ARGV[i + STAT_PAIR.delta])
 end
 
-local queue_args, data_args = {}, {}
+local queue_args, data_args = new_list(), new_list()
 
-local out = {1}
-local done_data, dead, failed = {}, {}, {}
+local out = new_list()
+out[1] = 1
+local done_data, dead, failed = new_list(), {}, {}
 local retry_data, retry_scores, retry_due = {}, {}, {}
 local enqueued_all, filtered_all, depth_max, lease_next = 0, 0, -1, 0
 queue_sizes_moved(0, -call_many('ZREM', K.inflight, ids))
@@ -365,10 +373,12 @@ end
 -- with work left queued, so idle workers (waiting for `--until-drained`
 -- to see the crawl drained or its limit reached, or for work) look again
 -- now rather than at their next recheck.
-local _, in_flight = read_queue_sizes(K)
-if (enqueued_all == 0 or max_pages) and in_flight == 0
-    and (enqueued_all == 0 or redis.call('HEXISTS', K.control, 'max_pages_reached') == 1) then
-  redis.call('PUBLISH', channel, '0')
+do
+  local _, in_flight = read_queue_sizes(K)
+  if (enqueued_all == 0 or max_pages) and in_flight == 0
+      and (enqueued_all == 0 or redis.call('HEXISTS', K.control, 'max_pages_reached') == 1) then
+    redis.call('PUBLISH', channel, '0')
+  end
 end
 flush_hosts()
 flush_tally(K.stats)

@@ -41,6 +41,29 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(clock_us / 1000)
 end
 
+-- A new empty list with room for 32 entries. Appending to an empty
+-- table makes Lua rehash it at 1, 2, 4, 8, … entries, each rehash a walk
+-- over the whole table: the lists a commit builds (queue entries, leases,
+-- items, stats) cost it about 1 % of its instructions that way. A list
+-- that outgrows the room grows as before.
+local function new_list()
+  return {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+end
+
+-- The table `t` emptied for another call (a new one if nil), keeping the
+-- room Lua made for its entries: the per-call tables of the helpers below
+-- (key types, stats, host numbers) hold the same keys call after call,
+-- which then go back in place without a rehash.
+local function cleared(t)
+  if t == nil then
+    return {}
+  end
+  for k in next, t do
+    t[k] = nil
+  end
+  return t
+end
+
 -- Runs `command key v1 v2 …` over the values of `list`, 1000 at a time
 -- (Lua's unpack has a limit): one command for a whole batch. Pairs stay
 -- whole (1000 is even). Returns the sum of the replies that are numbers

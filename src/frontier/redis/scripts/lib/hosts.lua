@@ -68,5 +68,5 @@ local function flush_hosts()
     call_many('HSET', key, sets[key])
     call_many('HDEL', key, dels[key])
   end
-  host_dirty, host_dirty_list = {}, {}
+  host_dirty, host_dirty_list = cleared(host_dirty), cleared(host_dirty_list)
 end

@@ -219,7 +219,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
   local deadline = int(now + lease_ms)
   local owner_prefix = worker .. '|'
   local leased = 0
-  local unqueue, forget, inflight, owners = {}, {}, {}, {}
+  local unqueue, forget, inflight, owners = new_list(), {}, new_list(), new_list()
   -- The queue is read from the head in windows of as many entries as
   -- leases are missing (scores formatted and parsed cost Redis more than
   -- anything else here), up to 4 x `max` entries deep. Nothing leaves
@@ -384,7 +384,7 @@ end
 -- second, and every lease does.)
 local function crew_renew(K, worker, now, lease_ms, forget)
   local mine = crew_scores[worker]
-  crew_scores, crew_size = {}, nil
+  crew_scores, crew_size = cleared(crew_scores), nil
   if not (mine and tonumber(mine) - now >= lease_ms * 0.9) then
     redis.call('ZADD', K.crew, int(now + lease_ms), worker)
   end

@@ -65,7 +65,7 @@ end
 -- (gate.record, after the last first_seen); otherwise, or without `fps`,
 -- each goes through dupe_add in turn.
 local function link_gate(d, fps, now)
-  local known, new_fps = nil, {}
+  local known, new_fps = nil, new_list()
   if fps and d.mode == 'exact' then
     known = {}
     for first = 1, #fps, 1000 do

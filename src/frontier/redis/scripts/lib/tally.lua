@@ -39,7 +39,7 @@ local function read_stats(stats, fields)
 end
 
 local function flush_tally(stats)
-  local unread, sets = {}, {}
+  local unread, sets = {}, new_list()
   for _, field in ipairs(tally_fields) do
     if tally[field] ~= 0 and stat_values[field] == nil then
       unread[#unread + 1] = field
@@ -59,5 +59,5 @@ local function flush_tally(stats)
     before_write()
   end
   call_many('HSET', stats, sets)
-  tally_fields, tally = {}, {}
+  tally_fields, tally = cleared(tally_fields), cleared(tally)
 end
