@@ -9,13 +9,27 @@ recording of another build, whose scripts run as Redis Functions), its
 Functions library is loaded instead of REC's and REC's FCALLs are sent to
 the functions of the same name in it: the same calls, other scripts (as
 long as the two builds call their scripts with the same arguments).
+
+With REPLAY_CLOCK=recorded in the environment, the scripts read the
+recording's clock instead of Redis's: before each FCALL the replay sets
+the time MONITOR stamped on it (the hash replay:clock), and the library's
+`redis.call('TIME')` reads that hash. A replay under valgrind runs tens of
+times slower than the crawl it replays, so on Redis's clock its leases
+and crew places expire mid-replay and its calls take other paths than
+the recording's (two replays of one build then differ by about 0.25 % of
+their instructions); on the recorded clock every replay of the same calls
+takes the same paths. It costs an HSET per call (and the HMGET in place
+of TIME), the same for both sides of a comparison.
 """
+import os
 import re
 import socket
 import sys
 
 ESCAPES = {'n': b'\n', 'r': b'\r', 't': b'\t', 'a': b'\a', 'b': b'\b', '"': b'"', '\\': b'\\'}
-LINE = re.compile(r'^[0-9.]+ \[\d+ ([^\]]+)\] (.*)$')
+LINE = re.compile(r'^([0-9]+)\.([0-9]+) \[\d+ ([^\]]+)\] (.*)$')
+CLOCK_KEY = b'replay:clock'
+RECORDED_TIME = b"redis.call('HMGET', '" + CLOCK_KEY + b"', 's', 'us')"
 SKIP = {b'SUBSCRIBE', b'UNSUBSCRIBE', b'PSUBSCRIBE', b'PUNSUBSCRIBE', b'MONITOR', b'CLIENT', b'HELLO',
         b'BLPOP', b'BRPOP', b'BLMOVE', b'BLMPOP', b'BZPOPMIN', b'BZPOPMAX', b'BZMPOP'}
 
@@ -45,14 +59,21 @@ def arguments(text):
     return out
 
 
-def commands(path):
+def stamped_commands(path):
+    """The commands a client sent, each with the time MONITOR stamped on
+    it (seconds and microseconds, as TIME gives them)."""
     for line in open(path, encoding='latin-1'):
         m = LINE.match(line.rstrip('\n'))
-        if not m or m.group(1) == 'lua':
+        if not m or m.group(3) == 'lua':
             continue
-        args = arguments(m.group(2))
+        args = arguments(m.group(4))
         if args and args[0].upper() not in SKIP:
-            yield args
+            yield (m.group(1).encode(), m.group(2).encode()), args
+
+
+def commands(path):
+    for _, args in stamped_commands(path):
+        yield args
 
 
 def library(path):
@@ -92,12 +113,19 @@ def main():
     sock.sendall(request([b'RPUSH', b'bbs:start_urls'] + tasks))
     reply()
     sent = errors = 0
-    for args in commands(rec):
+    recorded_clock = os.environ.get('REPLAY_CLOCK') == 'recorded'
+    for (seconds, micros), args in stamped_commands(rec):
         verb = args[0].upper()
-        if other and verb == b'FUNCTION' and args[1].upper() == b'LOAD':
-            args = args[:-1] + [other[0]]
+        if verb == b'FUNCTION' and args[1].upper() == b'LOAD':
+            text = other[0] if other else args[-1]
+            if recorded_clock:
+                text = text.replace(b"redis.call('TIME')", RECORDED_TIME)
+            args = args[:-1] + [text]
         elif other and verb == b'FCALL':
             args = [args[0], re.sub(rb'^crawlworker_[0-9a-f]+', other[1], args[1])] + args[2:]
+        if recorded_clock and verb == b'FCALL':
+            sock.sendall(request([b'HSET', CLOCK_KEY, b's', seconds, b'us', micros]))
+            reply()
         sock.sendall(request(args))
         answer = reply()
         sent += 1
