@@ -37,7 +37,8 @@ wait "$redis_pid" || true
 total=$(callgrind_annotate "$work/callgrind.out" 2>/dev/null | grep "PROGRAM TOTALS" | head -1 | awk '{print $1}' | tr -d ,)
 # The scripts' part alone (FCALL, inclusive): what Redis does besides
 # (its cron, client I/O) moves with the replay's wall time.
+# (awk reads to the end: a reader that stops early fails the pipeline.)
 scripts=$(callgrind_annotate --inclusive=yes "$work/callgrind.out" 2>/dev/null |
-  grep -m1 -E 'fcallCommand \[' | awk '{print $1}' | tr -d ,)
+  awk '/fcallCommand \[/ && !found { print $1; found = 1 }' | tr -d ,)
 echo "pages=$pages items=$items script_calls=$calls instructions=$total per_page=$((total / pages))" \
   "scripts_per_page=$((${scripts:-0} / pages))"
