@@ -10,11 +10,7 @@ local function begin_call()
   bind_globals()
   key_types, write_checks, clock_us = cleared(key_types), nil, 0
   tally_fields, tally, stat_values = cleared(tally_fields), cleared(tally), cleared(stat_values)
-  -- Each key's table of hosts is kept, emptied.
-  for _, by_host in next, host_cache do
-    cleared(by_host)
-  end
-  host_cache, host_dirty, host_dirty_list = host_cache, cleared(host_dirty), cleared(host_dirty_list)
+  host_cache, host_dirty, host_dirty_list = emptied_hosts(host_cache), cleared(host_dirty), cleared(host_dirty_list)
   slot_due, paused_read = nil, nil
   crew_scores, crew_size, over_share, queue_sizes = cleared(crew_scores), nil, false, nil
 end

@@ -28,6 +28,15 @@ local function host_get(key, host, kind)
   return v
 end
 
+-- The cache emptied for another call, each key's table of hosts kept
+-- (see cleared).
+local function emptied_hosts(cache)
+  for _, by_host in next, cache do
+    cleared(by_host)
+  end
+  return cache
+end
+
 -- `v` false deletes the field.
 local function host_set(key, host, v)
   host_get(key, host)

@@ -61,8 +61,8 @@ end
 -- then on (queue_sizes_moved), since a commit needs them for its fair
 -- shares and its end-of-crawl check. A commit reads them before its first
 -- write, which proves both keys. A step that moves requests without
--- counting the move (work coming due, see lease_requests) forgets them
--- (queue_sizes_unknown); nil: not read in this call.
+-- counting the move (work coming due, see lease_requests) sets them to
+-- nil, as they are before this call reads them.
 local queue_sizes = nil
 local function read_queue_sizes(K)
   if queue_sizes == nil then
@@ -76,10 +76,6 @@ local function queue_sizes_moved(queued, inflight)
     queue_sizes[1], queue_sizes[2] = queue_sizes[1] + queued, queue_sizes[2] + inflight
   end
 end
-local function queue_sizes_unknown()
-  queue_sizes = nil
-end
-
 local function fair_room(K, worker, held, now)
   local mine = crew_member(K, worker)
   if crew_size == nil then
@@ -188,7 +184,7 @@ end
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
                               release, held, out)
   if release then
-    queue_sizes_unknown()
+    queue_sizes = nil
     requeue_expired(K.requests, K.request_data, K.inflight, K.leases, now)
     requeue_due(K.delayed, K.delayed_scores, K.requests, K.request_data, now)
     release_revisits(K, now)
