@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use super::protocol::{
-    CommitArgs, HandoffRecord, LinkRecord, LinksAheadArgs, PageRecord, StatRecord, TaskRecord, Wire,
+    CommitArgs, HandoffRecord, LinkRecord, LinksAheadArgs, PageRareRecord, PageRecord, StatRecord,
+    TaskRecord, Wire,
 };
 use super::scripts::SCRIPTS;
 use super::{
@@ -298,8 +299,8 @@ impl RedisFrontier {
         Some(record)
     }
 
-    /// One page's arguments: its [`PageRecord`], then its tasks, links and
-    /// items (see `commit` in [`super::protocol`]).
+    /// One page's arguments: its [`PageRecord`] (and [`PageRareRecord`]),
+    /// then its tasks, links and items (see `commit` in [`super::protocol`]).
     pub(super) fn page_args(
         &self,
         leased: &Leased,
@@ -343,9 +344,12 @@ impl RedisFrontier {
                 "follow-up requests over {MAX_REQUEST_BYTES} bytes were not queued"
             );
         }
-        let record = page_record(leased, page, lease_next, links.len(), tasks.len());
+        let (record, rare) = page_record(leased, page, lease_next, links.len(), tasks.len());
         let mut args = Vec::new();
         record.write_to(&mut args);
+        if let Some(rare) = rare {
+            rare.write_to(&mut args);
+        }
         for task in tasks {
             task.write_to(&mut args);
         }
@@ -524,14 +528,52 @@ impl RedisFrontier {
     }
 }
 
-/// A page's [`PageRecord`], with `links` and `tasks` following it.
+/// A page's [`PageRecord`], with `links` and `tasks` following it, and
+/// its [`PageRareRecord`] if it has anything to say there.
 fn page_record(
     leased: &Leased,
     page: &PageResult,
     lease_next: usize,
     links: usize,
     tasks: usize,
-) -> PageRecord {
+) -> (PageRecord, Option<PageRareRecord>) {
+    let (host_outcome, slow_ms) = match page.host {
+        HostOutcome::None => ("", None),
+        HostOutcome::Slow { wait } => ("slow", Some(wait.as_millis() as u64)),
+        HostOutcome::Error => ("error", None),
+        HostOutcome::Ok => ("ok", None),
+    };
+    let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
+    let rare = rare_record(page, slow_ms);
+    let record = PageRecord {
+        id: leased.id.clone(),
+        n_links: links.to_string(),
+        n_items: page.items.len().to_string(),
+        n_tasks: tasks.to_string(),
+        depth: depth.to_string(),
+        host_outcome: host_outcome.to_string(),
+        lease_next: lease_next.to_string(),
+        host: leased
+            .request
+            .as_ref()
+            .map(Request::host_key)
+            .unwrap_or_default(),
+        rare: flag(rare.is_some()),
+    };
+    (record, rare)
+}
+
+/// A page's [`PageRareRecord`]: its dead letter, failure, retry, slow
+/// host's wait (`slow_ms`) and revisit, if it has any of them.
+fn rare_record(page: &PageResult, slow_ms: Option<u64>) -> Option<PageRareRecord> {
+    if page.dead.is_none()
+        && page.failed.is_none()
+        && page.retry.is_none()
+        && slow_ms.is_none()
+        && page.revisit.is_none()
+    {
+        return None;
+    }
     let (retry_ms, retry_json, retry_priority) = match &page.retry {
         Some(r) => (
             r.delay.as_millis() as i64,
@@ -539,12 +581,6 @@ fn page_record(
             clamped(r.request.priority),
         ),
         None => (-1, String::new(), 0),
-    };
-    let (host_outcome, slow_ms) = match page.host {
-        HostOutcome::None => ("", 0),
-        HostOutcome::Slow { wait } => ("slow", wait.as_millis() as u64),
-        HostOutcome::Error => ("error", 0),
-        HostOutcome::Ok => ("ok", 0),
     };
     let (revisit, revisit_fp, revisit_ms, revisit_json) = match &page.revisit {
         Some(Revisit::At { request, after }) => (
@@ -556,31 +592,18 @@ fn page_record(
         Some(Revisit::Drop { request }) => ("drop", request.fingerprint(), 0, String::new()),
         None => ("", String::new(), 0, String::new()),
     };
-    let depth = page.requests.iter().map(|r| r.depth).max().unwrap_or(0);
-    PageRecord {
-        id: leased.id.clone(),
-        n_links: links.to_string(),
-        n_items: page.items.len().to_string(),
-        n_tasks: tasks.to_string(),
-        depth: depth.to_string(),
+    Some(PageRareRecord {
         dead: page.dead.as_ref().map(to_json).unwrap_or_default(),
         failed: page.failed.as_ref().map(to_json).unwrap_or_default(),
         retry_ms: retry_ms.to_string(),
         retry_json,
         retry_priority: retry_priority.to_string(),
-        host_outcome: host_outcome.to_string(),
-        slow_ms: slow_ms.to_string(),
+        slow_ms: slow_ms.unwrap_or(0).to_string(),
         revisit: revisit.to_string(),
         revisit_fp,
         revisit_ms: revisit_ms.to_string(),
         revisit_json,
-        lease_next: lease_next.to_string(),
-        host: leased
-            .request
-            .as_ref()
-            .map(Request::host_key)
-            .unwrap_or_default(),
-    }
+    })
 }
 
 /// Which of a page's links go to Redis ahead of its commit: with more

@@ -613,6 +613,7 @@ mod tests {
     fn scripts_read_the_records_their_layouts_declare() {
         let records = [
             "PAGE",
+            "PAGE_RARE",
             "TASK",
             "LINK",
             "HANDOFF",

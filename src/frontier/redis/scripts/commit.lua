@@ -21,9 +21,10 @@
 -- those keys, each start key's spider's waiting workers' hash, in the
 -- same order), the stat
 -- increments (STAT_PAIR:
--- the pages' stats summed), then each page: a PAGE record followed by its
--- n_tasks TASK records, n_links LINK records and n_items item JSON
--- strings.
+-- the pages' stats summed), then each page: a PAGE record, its PAGE_RARE
+-- record if PAGE.rare is '1' (a dead letter, a failure, a retry, a slow
+-- host's wait, a revisit), then its n_tasks TASK records, n_links LINK
+-- records and n_items item JSON strings.
 -- Returns {status, enqueued1, filtered1, ..., id1, json1, wait1,
 -- interval1, ...}: per page what it queued and filtered, then the new
 -- leases. The status is 1, or HAND_BACK_REPLY when the worker holds over
@@ -66,27 +67,33 @@ for i = 1, n_pages do
   local p = at
   local n_requests, n_items = num(ARGV[p + PAGE.n_links]), num(ARGV[p + PAGE.n_items])
   local n_tasks = num(ARGV[p + PAGE.n_tasks])
-  pages[i] = {p, n_requests, n_tasks}
+  -- Where its PAGE_RARE record is (false: it has none), and where its
+  -- tasks start.
+  local rare = ARGV[p + PAGE.rare] == '1' and p + PAGE.SIZE
+  local body = p + PAGE.SIZE + (rare and PAGE_RARE.SIZE or 0)
+  pages[i] = {p, n_requests, n_tasks, rare, body}
   ids[i] = ARGV[p + PAGE.id]
   wanted = wanted + n_requests + 1
   n_tasks_all = n_tasks_all + n_tasks
   -- Links handed to another spider pass this spider's dupefilter; those
   -- handed to another shard pass that shard's, when they are delivered.
-  for r = p + PAGE.SIZE, p + PAGE.SIZE + TASK.SIZE * (n_tasks - 1), TASK.SIZE do
+  for r = body, body + TASK.SIZE * (n_tasks - 1), TASK.SIZE do
     if targets[tonumber(ARGV[r + TASK.spider])].kind ~= 'outbox' then
       n_dupe_tasks = n_dupe_tasks + 1
     end
   end
   n_requests_all = n_requests_all + n_requests
-  retries = retries or ARGV[p + PAGE.retry_ms] ~= '-1'
-  deads = deads or ARGV[p + PAGE.dead] ~= ''
-  fails = fails or ARGV[p + PAGE.failed] ~= ''
+  if rare then
+    retries = retries or ARGV[rare + PAGE_RARE.retry_ms] ~= '-1'
+    deads = deads or ARGV[rare + PAGE_RARE.dead] ~= ''
+    fails = fails or ARGV[rare + PAGE_RARE.failed] ~= ''
+    revisits = revisits or ARGV[rare + PAGE_RARE.revisit] ~= ''
+  end
   if not news_host and ARGV[p + PAGE.host] ~= '' and ARGV[p + PAGE.host_outcome] ~= '' then
     news_host = ARGV[p + PAGE.host]
   end
-  revisits = revisits or ARGV[p + PAGE.revisit] ~= ''
   leases = leases + num(ARGV[p + PAGE.lease_next])
-  at = p + PAGE.SIZE + TASK.SIZE * n_tasks + LINK.SIZE * n_requests
+  at = body + TASK.SIZE * n_tasks + LINK.SIZE * n_requests
   for j = at, at + n_items - 1 do
     items[#items + 1] = ARGV[j]
   end
@@ -135,7 +142,7 @@ local fps = nil
 if n_dupe_tasks == 0 then
   fps = new_list()
   for _, page in ipairs(pages) do
-    link_fingerprints(page[1] + PAGE.SIZE + TASK.SIZE * page[3], page[2], link, fps)
+    link_fingerprints(page[5] + TASK.SIZE * page[3], page[2], link, fps)
   end
 end
 local now = now_ms()
@@ -234,18 +241,18 @@ local enqueued_all, filtered_all, depth_max, lease_next = 0, 0, -1, 0
 queue_sizes_moved(0, -call_many('ZREM', K.inflight, ids))
 call_many('HDEL', K.leases, ids)
 for _, page in ipairs(pages) do
-  local p, n_requests, n_tasks = page[1], page[2], page[3]
+  local p, n_requests, n_tasks, rare = page[1], page[2], page[3], page[4]
   local id = ARGV[p + PAGE.id]
-  at = p + PAGE.SIZE
+  at = page[5]
   lease_next = lease_next + num(ARGV[p + PAGE.lease_next])
 
-  if ARGV[p + PAGE.retry_ms] ~= '-1' then
-    local retry_ms = tonumber(ARGV[p + PAGE.retry_ms])
+  if rare and ARGV[rare + PAGE_RARE.retry_ms] ~= '-1' then
+    local retry_ms = tonumber(ARGV[rare + PAGE_RARE.retry_ms])
     -- The same id waits in the delayed set, then returns to the queue.
     retry_data[#retry_data + 1] = id
-    retry_data[#retry_data + 1] = ARGV[p + PAGE.retry_json]
+    retry_data[#retry_data + 1] = ARGV[rare + PAGE_RARE.retry_json]
     retry_scores[#retry_scores + 1] = id
-    retry_scores[#retry_scores + 1] = int(queue_score(ARGV[p + PAGE.retry_priority], next_seq()))
+    retry_scores[#retry_scores + 1] = int(queue_score(ARGV[rare + PAGE_RARE.retry_priority], next_seq()))
     retry_due[#retry_due + 1] = int(now + retry_ms)
     retry_due[#retry_due + 1] = id
   else
@@ -253,29 +260,31 @@ for _, page in ipairs(pages) do
   end
 
   -- Counted where they are written, so the stats and the keys agree.
-  if ARGV[p + PAGE.dead] ~= '' then
-    dead[#dead + 1] = ARGV[p + PAGE.dead]
+  if rare and ARGV[rare + PAGE_RARE.dead] ~= '' then
+    dead[#dead + 1] = ARGV[rare + PAGE_RARE.dead]
     count(STAT.DEADLETTER_COUNT, 1)
   end
-  if ARGV[p + PAGE.failed] ~= '' then
-    failed[#failed + 1] = ARGV[p + PAGE.failed]
+  if rare and ARGV[rare + PAGE_RARE.failed] ~= '' then
+    failed[#failed + 1] = ARGV[rare + PAGE_RARE.failed]
     count(STAT.FAILED_COUNT, 1)
   end
 
   local host = ARGV[p + PAGE.host]
   if host ~= '' and ARGV[p + PAGE.host_outcome] ~= '' then
-    host_news(K, host, ARGV[p + PAGE.host_outcome], ARGV[p + PAGE.slow_ms], now, backoff_max)
+    host_news(K, host, ARGV[p + PAGE.host_outcome], rare and ARGV[rare + PAGE_RARE.slow_ms] or '0', now,
+      backoff_max)
   end
 
   -- A page a revisit rule fetched is due again (whether it came from the
   -- schedule or not), or leaves the schedule; either way its revisit is
   -- no longer overdue.
-  local revisit, revisit_fp = ARGV[p + PAGE.revisit], ARGV[p + PAGE.revisit_fp]
+  local revisit = rare and ARGV[rare + PAGE_RARE.revisit] or ''
   if revisit ~= '' then
+    local revisit_fp = ARGV[rare + PAGE_RARE.revisit_fp]
     redis.call('ZREM', K.schedule_due, revisit_fp)
     if revisit == 'at' then
-      redis.call('ZADD', K.schedule, now + tonumber(ARGV[p + PAGE.revisit_ms]), revisit_fp)
-      redis.call('HSET', K.schedule_data, revisit_fp, ARGV[p + PAGE.revisit_json])
+      redis.call('ZADD', K.schedule, now + tonumber(ARGV[rare + PAGE_RARE.revisit_ms]), revisit_fp)
+      redis.call('HSET', K.schedule_data, revisit_fp, ARGV[rare + PAGE_RARE.revisit_json])
     elseif redis.call('ZREM', K.schedule, revisit_fp) + redis.call('HDEL', K.schedule_data, revisit_fp) > 0 then
       count(STAT.REVISIT_DROPPED, 1)
     end
