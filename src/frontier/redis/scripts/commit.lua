@@ -36,8 +36,8 @@
 -- sends the batch again without them and their stats.
 K.sink = item_sink(A.sink)
 local worker, channel = A.worker, A.wake
-local backoff_max = tonumber(A.backoff_max_ms)
-local n_targets, n_pages, n_stats = tonumber(A.handoffs), tonumber(A.pages), tonumber(A.stat_pairs)
+local backoff_max = num(A.backoff_max_ms)
+local n_targets, n_pages, n_stats = num(A.handoffs), num(A.pages), num(A.stat_pairs)
 
 -- Targets whose tasks wait in an outbox of this shard for a mover,
 -- rather than going to a start key (which wakes its spider's workers).
@@ -78,7 +78,7 @@ for i = 1, n_pages do
   -- Links handed to another spider pass this spider's dupefilter; those
   -- handed to another shard pass that shard's, when they are delivered.
   for r = body, body + TASK.SIZE * (n_tasks - 1), TASK.SIZE do
-    if targets[tonumber(ARGV[r + TASK.spider])].kind ~= 'outbox' then
+    if targets[num(ARGV[r + TASK.spider])].kind ~= 'outbox' then
       n_dupe_tasks = n_dupe_tasks + 1
     end
   end
@@ -197,7 +197,7 @@ if revisits then
   need(K.schedule_due, 'zset', 'schedule_due')
 end
 if leases > 0 or release or n_requests_all > 0 then
-  need_lease_keys(K, tonumber(A.max_per_host), release)
+  need_lease_keys(K, num(A.max_per_host), release)
 end
 if n_requests_all > 0 then
   need(K.crew, 'zset', 'crew')
@@ -295,7 +295,7 @@ for _, page in ipairs(pages) do
   -- becomes a task on the other spider's start key; one handed to another
   -- shard goes to this shard's outbox for it (see lib/outbox.lua).
   for _ = 1, n_tasks do
-    local t = targets[tonumber(ARGV[at + TASK.spider])]
+    local t = targets[num(ARGV[at + TASK.spider])]
     local entry = ARGV[at + TASK.entry]
     if t.kind == 'outbox' then
       outbox_push(t.key, at, 1, task_link)
@@ -321,7 +321,7 @@ for _, page in ipairs(pages) do
   enqueued, filtered = enqueued + queued, filtered + dropped
   at = at + LINK.SIZE * n_requests
   if enqueued > 0 then
-    depth_max = math.max(depth_max, tonumber(ARGV[p + PAGE.depth]))
+    depth_max = math.max(depth_max, num(ARGV[p + PAGE.depth]))
   end
   enqueued_all = enqueued_all + enqueued
   filtered_all = filtered_all + filtered
@@ -352,12 +352,12 @@ if enqueued_all > 0 and depth_max > stat_values[STAT.REQUEST_DEPTH_MAX] then
   redis.call('HSET', K.stats, STAT.REQUEST_DEPTH_MAX, int(depth_max))
 end
 local before = #out
-local max_pages = page_cap(K, tonumber(A.max_pages), A.quota_shard)
+local max_pages = page_cap(K, num(A.max_pages), A.quota_shard)
 local function lease(to, max, into, held, again)
-  lease_requests(K, to, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
-    tonumber(A.max_wait_ms), max_pages, tonumber(A.max_per_host), again, held, into)
+  lease_requests(K, to, num(A.lease_ms), max, now, num(A.interval_ms), A.jitter == '1', num(A.max_wait_ms),
+    max_pages, num(A.max_per_host), again, held, into)
 end
-lease(worker, lease_next, out, tonumber(A.held), release)
+lease(worker, lease_next, out, num(A.held), release)
 -- The requests queued that this commit did not lease are leased to the
 -- workers waiting for work, as many as can use them, and handed to them
 -- in their wake-ups (see hand_waiting): neither a wake-up that finds
@@ -372,7 +372,7 @@ if enqueued_all > 0 then
   end
 end
 if lease_next > 0 or release then
-  crew_renew(K, worker, now, tonumber(A.lease_ms), release)
+  crew_renew(K, worker, now, num(A.lease_ms), release)
 end
 if over_share then
   out[1] = HAND_BACK_REPLY

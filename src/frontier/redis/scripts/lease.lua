@@ -13,30 +13,30 @@
 -- known), the requests in flight (leased by any worker, this one's new
 -- leases included)}.
 K.sink = item_sink(A.sink)
-local max = tonumber(A.max)
+local max = num(A.max)
 -- Proved once the lease is about to write (see before_write); the start
 -- key too, which is read after the writes.
 write_checks = function()
   need(K.start_urls, A.start_kind, 'start_urls')
-  need_lease_keys(K, tonumber(A.max_per_host), true)
+  need_lease_keys(K, num(A.max_per_host), true)
   need(K.waiting, 'hash', 'waiting')
 end
 local now = now_ms()
 local out = {}
-local max_pages = page_cap(K, tonumber(A.max_pages), A.quota_shard)
-local fair = lease_requests(K, A.worker, tonumber(A.lease_ms), max, now, tonumber(A.interval_ms), A.jitter == '1',
-  tonumber(A.max_wait_ms), max_pages, tonumber(A.max_per_host), true, tonumber(A.held), out)
+local max_pages = page_cap(K, num(A.max_pages), A.quota_shard)
+local fair = lease_requests(K, A.worker, num(A.lease_ms), max, now, num(A.interval_ms), A.jitter == '1', num(A.max_wait_ms),
+  max_pages, num(A.max_per_host), true, num(A.held), out)
 -- What it did not get, a commit that queues work wakes it for; until
 -- then (or the next_due below) it does not ask again. A worker that takes
 -- handed leases waits for no more than its fair share: a commit leases
 -- to it without knowing what it holds.
 local takes = A.takes_handed == '1'
 note_waiting(K, A.worker, (takes and math.max(1, fair) or max) - #out / 4, takes)
-crew_renew(K, A.worker, now, tonumber(A.lease_ms), true)
+crew_renew(K, A.worker, now, num(A.lease_ms), true)
 flush_hosts()
 flush_tally(K.stats)
 local start = {}
 if #out / 4 < max or max == 0 then
-  start = peek_start(K.start_urls, A.start_kind, tonumber(A.peek))
+  start = peek_start(K.start_urls, A.start_kind, num(A.peek))
 end
 return {out, start, next_due(K, now), prove_by('zset', 'inflight', 'ZCARD', K.inflight)}

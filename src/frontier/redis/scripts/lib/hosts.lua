@@ -22,7 +22,7 @@ local function host_get(key, host, kind)
     else
       raw = redis.call('HGET', key, host)
     end
-    v = tonumber(raw or '0') or 0
+    v = num(raw or '0') or 0
     by_host[host] = v
   end
   return v

@@ -8,7 +8,7 @@
 local tally_fields, tally = {}, {}
 
 local function count(field, n)
-  n = tonumber(n)
+  n = num(n)
   if not n or n == 0 then
     return
   end
