@@ -6,7 +6,7 @@
 //! give; the repeated records after them (a commit's pages, a claim's
 //! entries, …) are structs too. From the same declarations come the Lua
 //! names a script reads: `K.requests`, `A.worker`, `REST` (the first
-//! argument after the head) and record offsets such as `PAGE.retry_ms`.
+//! argument after the head) and record offsets such as `PAGE.lease_next`.
 //! Keys come as a table ([`lua_preamble`]); argument and record names are
 //! resolved to positions when the scripts are built ([`resolve_names`]),
 //! so they cost a script nothing at run time. No script indexes `KEYS` or
@@ -68,7 +68,7 @@ pub enum Slot {
 }
 
 /// A record repeated after the head arguments, and its Lua table of
-/// offsets (`PAGE.retry_ms` is the field's offset from the record's
+/// offsets (`PAGE.lease_next` is the field's offset from the record's
 /// first argument; `PAGE.SIZE` its length).
 pub struct Record {
     pub lua: &'static str,

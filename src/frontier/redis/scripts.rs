@@ -6,7 +6,7 @@
 //! (`scripts/lib/*.lua`: basics, key proofs, the stats tally, per-host
 //! numbers, politeness, the queue, item sinks, leasing, the per-call
 //! reset). Its own preamble names its keys (`K.requests`), and the names of
-//! its arguments and records (`A.worker`, `PAGE.retry_ms`) are resolved to
+//! its arguments and records (`A.worker`, `PAGE.lease_next`) are resolved to
 //! positions when the scripts are built (see [`super::protocol`]).
 //!
 //! They run as Redis Functions where the server has them (Redis 7.0 and
@@ -549,7 +549,7 @@ mod tests {
     }
 
     /// Scripts read their keys and arguments by name (`K.requests`,
-    /// `A.worker`, `ARGV[at + PAGE.retry_ms]`), never by a position
+    /// `A.worker`, `ARGV[at + PAGE.lease_next]`), never by a position
     /// written by hand: the positions come from the layouts in
     /// `protocol.rs`.
     #[test]
