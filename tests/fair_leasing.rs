@@ -160,13 +160,14 @@ async fn three_workers_on_one_paced_host_each_hold_about_their_share() {
 }
 
 /// The first worker of a crawl leases every start page before its peers
-/// have joined, more than it can download at once from the one host. Once
-/// they have, its next commit finds it over twice its fair share, and the
-/// requests it holds waiting for its own download slots go back to the
-/// queue, waking its idle peers, which lease and fetch them. Without that
-/// they would sit idle until the first worker had fetched everything (none
-/// of its leases could expire: it renews them). Every page is still
-/// fetched once.
+/// have joined, more than it can download at once from the one host. As
+/// soon as they join (their first leases find nothing and tell the crew
+/// it grew), it is over twice its fair share, and the requests it holds
+/// waiting for its own download slots go back to the queue, waking its
+/// idle peers, which lease and fetch them: before its first page is
+/// committed, not a response later. Without that they would sit idle
+/// until the first worker had fetched everything (none of its leases
+/// could expire: it renews them). Every page is still fetched once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_worker_hands_back_what_it_cannot_start_once_its_peers_join() {
     const HELD: usize = 24;
@@ -181,7 +182,7 @@ async fn the_first_worker_hands_back_what_it_cannot_start_once_its_peers_join() 
         "[start]\nbatch_size = 100",
     );
     let urls: Vec<String> = (0..HELD)
-        .map(|i| format!("http://{}/fault/delay/400?key=h{i}", server.addr()))
+        .map(|i| format!("http://{}/fault/delay/3000?key=h{i}", server.addr()))
         .collect();
     push_urls(&redis.url(), &spider, &urls);
     let mut conn = redis.conn();
@@ -203,6 +204,20 @@ async fn the_first_worker_hands_back_what_it_cannot_start_once_its_peers_join() 
     for _ in 1..WORKERS {
         workers.push(InProcess::start(&spider, &redis.url(), &[], StopRules::default()).await);
     }
+    eventually_async("a peer holds a lease", Duration::from_secs(20), || {
+        let held = leases_by_worker(&mut conn);
+        let owner = owner.clone();
+        async move { held.keys().any(|w| *w != owner).then_some(()) }
+    })
+    .await;
+    let scraped: Option<usize> = conn
+        .hget("fair:stats", "item_scraped_count")
+        .unwrap_or(None);
+    assert_eq!(
+        scraped.unwrap_or(0),
+        0,
+        "the peers got work only once the first worker committed (its pages take 3 s)"
+    );
     // Each peer holds leases at some point while the crawl runs.
     let mut peers_seen = std::collections::HashSet::new();
     sample_until_done(&mut conn, HELD, |held| {

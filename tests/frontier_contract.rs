@@ -789,6 +789,60 @@ async fn a_worker_over_twice_its_share_is_asked_to_hand_back(h: &impl Harness) {
     );
 }
 
+/// A worker that leased while it was alone is asked to hand back what it
+/// cannot start as soon as a peer joining the crew finds nothing to lease,
+/// not a response later at its next commit: the joining lease tells the
+/// crew it grew. Not while it is within twice its new share.
+async fn a_worker_joining_the_crew_asks_one_over_its_share_to_hand_back(h: &impl Harness) {
+    let a = h.frontier(worker("worker-a")).await;
+    let tasks: Vec<(u32, i64)> = (1..=30).map(|n| (n, 0)).collect();
+    enqueue(&a, &tasks).await;
+    assert_eq!(
+        lease(&a, 64).await.len(),
+        30,
+        "alone, a may take everything"
+    );
+    hears_its_crew(h, &a).await;
+    let mut asked = Box::pin(a.hand_back().asked());
+    // b joins: a share of 15 among two, and a holds twice that.
+    let b = h.frontier(worker("worker-b")).await;
+    assert!(lease(&b, 16).await.is_empty());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut asked)
+            .await
+            .is_err(),
+        "a, within twice its share, was asked to hand back"
+    );
+    // c joins: a share of 10, and a holds 30.
+    let c = h.frontier(worker("worker-c")).await;
+    assert!(lease(&c, 16).await.is_empty());
+    tokio::time::timeout(LIMIT, asked)
+        .await
+        .expect("a was not asked to hand back when c joined");
+}
+
+/// Waits until `f` hears what the other workers' leases say on its
+/// spider's wake channel (on Redis, once its subscription is up).
+async fn hears_its_crew(h: &impl Harness, f: &Frontier) {
+    let Some(server) = h.redis() else {
+        return;
+    };
+    let channel = f.keys().wake.clone();
+    eventually_async("the frontier subscribed to its wake channel", LIMIT, || {
+        let mut conn = server.conn();
+        let channel = channel.clone();
+        async move {
+            let counts: Vec<(String, u64)> = ::redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("PUBSUB NUMSUB {channel}: {e}"));
+            counts.iter().any(|(_, n)| *n > 0).then_some(())
+        }
+    })
+    .await;
+}
+
 async fn a_retry_waits_its_delay(h: &impl Harness) {
     const DELAY: Duration = Duration::from_millis(400);
     let f = h.frontier(worker("w1")).await;
@@ -1716,6 +1770,7 @@ promises!(
     a_released_lease_returns_to_its_place,
     a_worker_leases_no_more_than_its_fair_share,
     a_worker_over_twice_its_share_is_asked_to_hand_back,
+    a_worker_joining_the_crew_asks_one_over_its_share_to_hand_back,
     a_retry_waits_its_delay,
     a_retry_after_holds_its_host,
     slots_are_spaced_by_the_delay_and_by_a_crawl_delay,

@@ -29,13 +29,54 @@ pub const HAND_BACK_OVER: usize = 2;
 /// it cannot start (a plain commit's is 1; see `scripts/commit.lua`).
 pub const HAND_BACK_REPLY: i64 = 2;
 
+/// What a lease that finds its worker joining the crew publishes on the
+/// spider's wake channel (see [`CrewGrew`]).
+pub const CREW_GREW_MARK: &str = "crew:";
+
 /// The rule's constants as Lua locals, for the scripts (generated, so the
 /// two never disagree).
 pub fn lua_constants() -> String {
     format!(
         "local SLOTS_AHEAD = {SLOTS_AHEAD}\nlocal HAND_BACK_OVER = {HAND_BACK_OVER}\n\
-         local HAND_BACK_REPLY = {HAND_BACK_REPLY}\n"
+         local HAND_BACK_REPLY = {HAND_BACK_REPLY}\nlocal CREW_GREW_MARK = '{CREW_GREW_MARK}'\n"
     )
+}
+
+/// A worker joined the crew and its lease came back short: the shares
+/// are smaller now. Published by that lease (`crew_grew` in
+/// `scripts/lib/leasing.lua`) as [`CREW_GREW_MARK`], then `out:crew:`
+/// and the queue key (a sharded spider's shards share one wake channel),
+/// so that a worker holding over [`HAND_BACK_OVER`] times the new share
+/// hands back what it cannot start at once ([`over_share`]), rather than
+/// at its next commit, a response later: the first worker of a crawl
+/// leases the start pages before its peers have joined, and a worker
+/// added to a running crawl would otherwise wait that long for work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrewGrew {
+    /// The requests queued and leased at that moment.
+    pub out: usize,
+    /// The crew, the new worker included.
+    pub crew: usize,
+    /// The queue key of the shard whose crew it is.
+    pub queue: String,
+}
+
+impl CrewGrew {
+    /// Reads a wake channel's message; `None` when it is not one.
+    pub fn parse(payload: &[u8]) -> Option<CrewGrew> {
+        let rest = std::str::from_utf8(payload.strip_prefix(CREW_GREW_MARK.as_bytes())?).ok()?;
+        let mut parts = rest.splitn(3, ':');
+        let out = parts.next()?.parse().ok()?;
+        let crew = parts.next()?.parse().ok()?;
+        let queue = parts.next()?.to_string();
+        Some(CrewGrew { out, crew, queue })
+    }
+
+    /// Whether a worker holding `held` leases of this shard holds over
+    /// its share now.
+    pub fn over_share(&self, held: usize) -> bool {
+        over_share(self.out, self.crew, held)
+    }
 }
 
 /// Whether a request for a host whose slots are `spacing` ms apart, and
@@ -87,6 +128,30 @@ mod tests {
         assert!(!over_share(18, 1, 18));
         // A busy crawl's lease-ahead: 13 of 200 among 16.
         assert!(!over_share(200, 16, 13));
+    }
+
+    #[test]
+    fn a_grown_crew_is_read_from_its_message() {
+        use super::CrewGrew;
+        let grown = CrewGrew::parse(b"crew:18:3:bbs:requests{x}:a").expect("a crew message");
+        assert_eq!(
+            grown,
+            CrewGrew {
+                out: 18,
+                crew: 3,
+                queue: "bbs:requests{x}:a".into()
+            }
+        );
+        assert!(grown.over_share(13) && !grown.over_share(12));
+        for other in [
+            &b"3"[..],
+            b"control",
+            b"handed:1:q",
+            b"crew:x:3:q",
+            b"crew:18:3",
+        ] {
+            assert_eq!(CrewGrew::parse(other), None, "{other:?}");
+        }
     }
 
     #[test]

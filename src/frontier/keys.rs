@@ -229,7 +229,7 @@ key_kinds! {
     Workers, workers = "{name}:workers", "hash", Workers;
     /// Spider handing work to this one (`to_spider`, directly or through others) → its key names and when its workers or `push-urls` last said so (JSON); `--until-drained` waits for them, and a relation not renewed for an hour is forgotten.
     Upstreams, upstreams = "{name}:upstreams", "hash", Workers;
-    /// Announces new work to every idle worker (start entries pushed, retries requeued); a commit's new requests are leased to the workers waiting for them, each handed its leases on `{name}:wake:<worker id>` (a message `handed:` then length-prefixed parts: the queue key, then each lease's id, JSON, wait and interval).
+    /// Announces new work to every idle worker (start entries pushed, retries requeued); a commit's new requests are leased to the workers waiting for them, each handed its leases on `{name}:wake:<worker id>` (a message `handed:` then length-prefixed parts: the queue key, then each lease's id, JSON, wait and interval). A worker joining the crew with less than it asked for publishes `crew:<out>:<crew>:<queue key>` here: a worker holding over twice the new fair share hands back what it cannot start.
     Wake, wake = "{name}:wake", "pub/sub channel", Channel;
 }
 

@@ -13,6 +13,7 @@
 mod sink;
 mod state;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -51,6 +52,11 @@ struct Crawl {
     wake: Arc<Notify>,
     /// Woken when the crawl is paused or resumed.
     control: Arc<Notify>,
+    /// Each worker's hand-back signal, for a worker joining the crew to
+    /// raise when it finds that one over twice its new share (the
+    /// crew-grew message of the Redis frontier, see
+    /// [`super::fairness::CrewGrew`]).
+    hand_backs: Mutex<HashMap<String, HandBack>>,
 }
 
 impl LocalFrontier {
@@ -58,14 +64,26 @@ impl LocalFrontier {
     /// `start` entries, its items written to `sink`.
     pub fn new(options: Options, start: Vec<String>, sink: ItemWriter) -> LocalFrontier {
         let state = State::new(start, sink::Sink::new(sink));
+        let crawl = Arc::new(Crawl {
+            state: Mutex::new(state),
+            wake: Arc::default(),
+            control: Arc::default(),
+            hand_backs: Mutex::default(),
+        });
+        LocalFrontier::of(crawl, options)
+    }
+
+    /// A worker's handle on `crawl`, its hand-back signal known to its
+    /// peers.
+    fn of(crawl: Arc<Crawl>, options: Options) -> LocalFrontier {
+        let hand_back = HandBack::default();
+        if let Ok(mut all) = crawl.hand_backs.lock() {
+            all.insert(options.worker.clone(), hand_back.clone());
+        }
         LocalFrontier {
             options,
-            hand_back: HandBack::default(),
-            crawl: Arc::new(Crawl {
-                state: Mutex::new(state),
-                wake: Arc::default(),
-                control: Arc::default(),
-            }),
+            crawl,
+            hand_back,
         }
     }
 
@@ -84,11 +102,7 @@ impl LocalFrontier {
     /// Another worker's handle on the same crawl, with its own `options`
     /// (its worker id, lease, quotas).
     pub fn handle(&self, options: Options) -> LocalFrontier {
-        LocalFrontier {
-            options,
-            crawl: Arc::clone(&self.crawl),
-            hand_back: HandBack::default(),
-        }
+        LocalFrontier::of(Arc::clone(&self.crawl), options)
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -138,14 +152,32 @@ impl LocalFrontier {
         let mut s = self.state();
         let now = now_ms();
         s.release_due(now);
+        let joins = !s.in_crew(&self.options.worker, now);
         s.join_crew(&self.options.worker, now, self.options.lease);
         let out = s.lease_requests(&self.options, max, now);
+        if joins && out.len() < max {
+            self.crew_grew(&s.over_share_besides(&self.options.worker));
+        }
         let start = if out.len() < max || max == 0 {
             s.start.iter().take(peek).cloned().collect()
         } else {
             Vec::new()
         };
         (out, start)
+    }
+
+    /// This worker joined the crew with less than it asked for: the
+    /// `over` workers, holding over twice their new share, hand back what
+    /// they cannot start (`announce_joined` in the scripts).
+    fn crew_grew(&self, over: &[String]) {
+        let Ok(all) = self.crawl.hand_backs.lock() else {
+            return;
+        };
+        for worker in over {
+            if let Some(hand_back) = all.get(worker) {
+                hand_back.ask();
+            }
+        }
     }
 
     fn commit_now(

@@ -368,6 +368,26 @@ impl State {
             .insert(worker.to_string(), now + lease.as_millis() as u64);
     }
 
+    /// Whether `worker` is in the crew now (it leased or committed within
+    /// a lease).
+    pub fn in_crew(&self, worker: &str, now: u64) -> bool {
+        self.crew.get(worker).is_some_and(|until| *until > now)
+    }
+
+    /// The crew's workers, other than `worker`, holding over twice their
+    /// fair share now (see [`fairness::CrewGrew`]).
+    pub fn over_share_besides(&self, worker: &str) -> Vec<String> {
+        let out = self.queue.len() + self.leases.len();
+        let mut held: HashMap<&str, usize> = HashMap::new();
+        for lease in self.leases.values() {
+            *held.entry(lease.worker.as_str()).or_default() += 1;
+        }
+        held.into_iter()
+            .filter(|(w, n)| *w != worker && fairness::over_share(out, self.crew.len(), *n))
+            .map(|(w, _)| w.to_string())
+            .collect()
+    }
+
     /// `worker` stopped: its peers' shares grow at once.
     pub fn leave(&mut self, worker: &str) {
         self.crew.remove(worker);

@@ -19,7 +19,7 @@ use redis::cluster::ClusterClient;
 use super::link::{Conn, Place, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use super::pickup::{Pickups, StartWatch, Watched};
 use super::url::RedisUrl;
-use super::wake::{Wake, Wakes};
+use super::wake::{CrewWatch, Wake, Wakes};
 use super::Handoff;
 use crate::frontier::keys::{Keys, StartKind};
 
@@ -117,6 +117,15 @@ impl RedisTarget {
             .wakes
             .get_or_init(|| Wakes::start(self.pubsub_nodes()))
             .subscribe(channel, own)
+    }
+
+    /// Crew-grew messages of `channel` for a frontier's `watch` (see
+    /// [`Wakes::watch_crew`]), on the subscription every clone shares.
+    pub fn watch_crew(&self, channel: &str, watch: CrewWatch) -> Wake {
+        self.shared
+            .wakes
+            .get_or_init(|| Wakes::start(self.pubsub_nodes()))
+            .watch_crew(channel, watch)
     }
 
     /// Whether this worker's subscription to `channel` is confirmed now

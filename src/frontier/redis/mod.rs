@@ -107,8 +107,12 @@ pub struct RedisFrontier {
     /// lease at most its fair share less these.
     held: Arc<AtomicUsize>,
     /// Raised when a commit finds this worker over twice its fair share
-    /// (see [`crate::frontier::HandBack`]).
+    /// (see [`crate::frontier::HandBack`]), or a worker joining the crew
+    /// does (see [`RedisFrontier::watch_crew`]).
     hand_back: HandBack,
+    /// The subscription that watches the crew for it, from its first
+    /// lease on.
+    crew_watch: Arc<std::sync::OnceLock<wake::Wake>>,
     /// The first error of this spider's run that retrying cannot mend.
     pub fatal: Fatal,
     /// The last reason given that the Bloom chain cannot grow (said once).
@@ -182,6 +186,7 @@ impl RedisFrontier {
             commit_wait: options.commit_wait,
             held: Arc::default(),
             hand_back: HandBack::default(),
+            crew_watch: Arc::default(),
             fatal: Fatal::default(),
             bloom_refusal_said: Arc::default(),
             shard: None,
@@ -228,8 +233,10 @@ impl RedisFrontier {
     /// Leases up to `max` requests; when fewer are queued, also returns up
     /// to `peek` start entries (not yet claimed) to convert and claim.
     pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
+        self.watch_crew();
         let args = LeaseArgs {
             worker: self.worker.clone(),
+            wake: self.keys.wake.clone(),
             lease_ms: ms(self.lease),
             max: max.to_string(),
             start_kind: self.kind.as_str().to_string(),
@@ -264,6 +271,24 @@ impl RedisFrontier {
         let leased = self.decode_leases(leases.into_iter());
         self.held.fetch_add(leased.len(), Ordering::Relaxed);
         Ok((leased, self.readable_start(start).await))
+    }
+
+    /// From its first lease on, this frontier hands back what it cannot
+    /// start as soon as a worker joining the crew finds it over twice its
+    /// new share (see [`crate::frontier::fairness::CrewGrew`]), not only
+    /// at its next commit. Started then rather than when connected: a
+    /// sharded spider's shards get their shared hand-back signal after.
+    fn watch_crew(&self) {
+        self.crew_watch.get_or_init(|| {
+            self.target.watch_crew(
+                &self.keys.wake,
+                wake::CrewWatch {
+                    queue: self.keys.requests.clone(),
+                    held: self.held.clone(),
+                    hand_back: self.hand_back.clone(),
+                },
+            )
+        });
     }
 
     /// The leases commits handed to this worker in its wake-ups and it has

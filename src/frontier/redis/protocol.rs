@@ -438,7 +438,7 @@ pub static VALUE: Record = Record {
 wire! {
     /// `lease.lua`.
     LeaseArgs {
-        worker, lease_ms, max, start_kind, peek, interval_ms, jitter, max_wait_ms, max_pages,
+        worker, wake, lease_ms, max, start_kind, peek, interval_ms, jitter, max_wait_ms, max_pages,
         quota_shard, max_per_host, sink, held, takes_handed,
     }
 }

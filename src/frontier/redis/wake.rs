@@ -14,9 +14,14 @@
 //! [`CONTROL`] on the same channel: every worker of the spider, busy or
 //! idle, learns within milliseconds that it should read the pause again
 //! ([`Wake::control`]).
+//!
+//! A lease that finds its worker joining the crew publishes a
+//! [`CrewGrew`] there too: a frontier that registered its share
+//! ([`CrewWatch`]) and holds over twice the new share raises its
+//! hand-back signal, in the subscription's task, with no Redis call.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +29,8 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, Notify};
 
 use super::url::redact;
+use crate::frontier::fairness::CrewGrew;
+use crate::frontier::HandBack;
 use crate::retry_schedule::RetrySchedule;
 
 /// What `crawlworker pause` and `resume` publish on a spider's wake
@@ -61,6 +68,19 @@ struct Listeners {
     control: Arc<Notify>,
     /// How many spiders listen on it.
     spiders: usize,
+    /// The frontiers that hand back when the crew grows.
+    crew: Vec<Arc<CrewWatch>>,
+}
+
+/// One frontier's leases, for the crew-grew messages of its spider's wake
+/// channel (see [`CrewGrew`]): when its shard's crew grows and it holds
+/// over twice the new share, its hand-back signal is raised.
+pub struct CrewWatch {
+    /// The queue key of its shard, which the message names.
+    pub queue: String,
+    /// The leases it holds, by its own count.
+    pub held: Arc<AtomicUsize>,
+    pub hand_back: HandBack,
 }
 
 impl Listeners {
@@ -69,6 +89,18 @@ impl Listeners {
     fn wake_all(&self) {
         wake_up(&self.work);
         wake_up(&self.control);
+    }
+
+    /// A worker joined the crew: each watching frontier of its shard over
+    /// its new share hands back what it cannot start.
+    fn crew_grew(&self, grown: &CrewGrew) {
+        for watch in self.crew.iter().filter(|w| w.queue == grown.queue) {
+            let held = watch.held.load(Ordering::Relaxed);
+            if grown.over_share(held) {
+                tracing::debug!(held, out = grown.out, crew = grown.crew, queue = %grown.queue, "a worker joined the crew and this one holds over twice its share now: handing back what it cannot start");
+                watch.hand_back.ask();
+            }
+        }
     }
 }
 
@@ -99,6 +131,8 @@ pub struct Wake {
     control: Arc<Notify>,
     /// The worker's own channel and its waiters, if it has one.
     own: Option<(String, Arc<Notify>)>,
+    /// Its frontier's share, watched for crew-grew messages, if any.
+    crew: Option<Arc<CrewWatch>>,
     channels: Channels,
     changes: mpsc::UnboundedSender<Change>,
     live: Arc<AtomicBool>,
@@ -228,10 +262,25 @@ impl Wakes {
             notify,
             control,
             own: own.map(|c| (c.to_string(), self.listen(c).0)),
+            crew: None,
             channels: self.channels.clone(),
             changes: self.changes.clone(),
             live: self.live.clone(),
         }
+    }
+
+    /// Crew-grew messages of `channel` (a spider's) for `watch`'s
+    /// frontier, for as long as the returned wake-up lives.
+    pub fn watch_crew(&self, channel: &str, watch: CrewWatch) -> Wake {
+        let mut wake = self.subscribe(channel, None);
+        let watch = Arc::new(watch);
+        if let Ok(mut c) = self.channels.lock() {
+            if let Some(l) = c.get_mut(channel) {
+                l.crew.push(watch.clone());
+            }
+        }
+        wake.crew = Some(watch);
+        wake
     }
 
     /// The work and control waiters of `channel`, subscribed to by the
@@ -243,6 +292,7 @@ impl Wakes {
                     work: Arc::default(),
                     control: Arc::default(),
                     spiders: 0,
+                    crew: Vec::new(),
                 });
                 entry.spiders += 1;
                 if entry.spiders == 1 {
@@ -268,6 +318,9 @@ fn dispatch(listening: &Channels, handed: &HandedBox, message: &redis::Msg) {
         let payload = message.get_payload_bytes();
         if payload == CONTROL.as_bytes() {
             l.wake_all();
+        } else if let Some(grown) = CrewGrew::parse(payload) {
+            // Nobody need look for work: the crew only grew.
+            l.crew_grew(&grown);
         } else {
             if super::handed::is_handed(payload) {
                 if let Ok(mut h) = handed.lock() {
@@ -297,6 +350,7 @@ impl Wake {
             notify,
             control,
             own: None,
+            crew: None,
             channels: Arc::default(),
             changes,
             live: Arc::new(AtomicBool::new(true)),
@@ -351,6 +405,9 @@ impl Drop for Wake {
             return;
         };
         let own = self.own.as_ref().map(|(channel, _)| channel);
+        if let (Some(watch), Some(entry)) = (&self.crew, c.get_mut(&self.channel)) {
+            entry.crew.retain(|w| !Arc::ptr_eq(w, watch));
+        }
         for channel in std::iter::once(&self.channel).chain(own) {
             if let Some(entry) = c.get_mut(channel) {
                 entry.spiders -= 1;

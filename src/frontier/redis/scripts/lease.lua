@@ -5,7 +5,9 @@
 -- were asked for), also peek at up to A.peek start entries, so the worker
 -- can claim them without another round trip. No more than the worker's
 -- fair share is leased (see fair_room), and what it asked for and did not
--- get is noted, for a commit that queues work to wake it.
+-- get is noted, for a commit that queues work to wake it. A worker
+-- joining the crew with less than it asked for tells its peers on A.wake
+-- (see announce_joined).
 --
 -- Keys and arguments: `lease` in protocol.rs.
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
@@ -32,6 +34,9 @@ local fair = lease_requests(K, A.worker, num(A.lease_ms), max, now, num(A.interv
 -- to it without knowing what it holds.
 local takes = A.takes_handed == '1'
 note_waiting(K, A.worker, (takes and math.max(1, fair) or max) - #out / 4, takes)
+if #out / 4 < max then
+  announce_joined(K, A.worker, A.wake, now)
+end
 crew_renew(K, A.worker, now, num(A.lease_ms), true)
 flush_hosts()
 flush_tally(K.stats)

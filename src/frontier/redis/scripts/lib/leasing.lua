@@ -93,6 +93,25 @@ local function fair_room(K, worker, held, now)
   return fair_share(out, crew, held), crew
 end
 
+-- A worker joining the crew (its first lease, or its first since it
+-- left) that got less than it asked for tells its peers on the spider's
+-- wake channel that the shares are smaller now (CREW_GREW_MARK, then
+-- out:crew:queue key; frontier::fairness::CrewGrew): one holding over
+-- HAND_BACK_OVER times the new share hands back what it cannot start at
+-- once, rather than at its next commit, a response later. Before
+-- crew_renew, which forgets the worker's old place.
+local function announce_joined(K, worker, wake, now)
+  local mine = crew_member(K, worker)
+  if mine and tonumber(mine) > now then
+    return
+  end
+  local crew = (crew_size or redis.call('ZCOUNT', K.crew, '(' .. int(now), '+inf')) + 1
+  local queued, inflight = read_queue_sizes(K)
+  if crew > 1 and inflight > 0 then
+    redis.call('PUBLISH', wake, CREW_GREW_MARK .. int(queued + inflight) .. ':' .. int(crew) .. ':' .. K.requests)
+  end
+end
+
 -- A paced host's politeness slots belong to the whole crew: with others
 -- in it, a worker reserves at most SLOTS_AHEAD of them in one call, and
 -- none more than SLOTS_AHEAD slots per worker of the crew ahead of now,
