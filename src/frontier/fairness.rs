@@ -43,7 +43,7 @@ pub fn lua_constants() -> String {
 }
 
 /// A worker joined the crew and its lease came back short: the shares
-/// are smaller now. Published by that lease (`crew_grew` in
+/// are smaller now. Published by that lease (`announce_joined` in
 /// `scripts/lib/leasing.lua`) as [`CREW_GREW_MARK`], then `out:crew:`
 /// and the queue key (a sharded spider's shards share one wake channel),
 /// so that a worker holding over [`HAND_BACK_OVER`] times the new share

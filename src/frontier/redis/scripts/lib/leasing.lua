@@ -98,15 +98,16 @@ end
 -- wake channel that the shares are smaller now (CREW_GREW_MARK, then
 -- out:crew:queue key; frontier::fairness::CrewGrew): one holding over
 -- HAND_BACK_OVER times the new share hands back what it cannot start at
--- once, rather than at its next commit, a response later. Before
--- crew_renew, which forgets the worker's old place.
+-- once, rather than at its next commit, a response later. After
+-- fair_room, whose readings it reuses (nothing is read after the lease's
+-- writes), and before crew_renew, which forgets the worker's old place.
 local function announce_joined(K, worker, wake, now)
-  local mine = crew_member(K, worker)
-  if mine and tonumber(mine) > now then
+  local mine = crew_scores[worker]
+  if crew_size == nil or queue_sizes == nil or mine == nil or (mine and tonumber(mine) > now) then
     return
   end
-  local crew = (crew_size or redis.call('ZCOUNT', K.crew, '(' .. int(now), '+inf')) + 1
-  local queued, inflight = read_queue_sizes(K)
+  local crew = crew_size + 1
+  local queued, inflight = queue_sizes[1], queue_sizes[2]
   if crew > 1 and inflight > 0 then
     redis.call('PUBLISH', wake, CREW_GREW_MARK .. int(queued + inflight) .. ':' .. int(crew) .. ':' .. K.requests)
   end
