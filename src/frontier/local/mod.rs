@@ -551,6 +551,9 @@ impl Backend for LocalFrontier {
 
     async fn unregister(&self) -> Result<()> {
         self.state().leave(&self.options.worker);
+        if let Ok(mut all) = self.crawl.hand_backs.lock() {
+            all.remove(&self.options.worker);
+        }
         Ok(())
     }
 

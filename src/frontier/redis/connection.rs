@@ -113,19 +113,21 @@ impl RedisTarget {
 
     /// A wake-up for `channel` and for a worker's `own` channel.
     pub fn wake_for(&self, channel: &str, own: Option<&str>) -> Wake {
-        self.shared
-            .wakes
-            .get_or_init(|| Wakes::start(self.pubsub_nodes()))
-            .subscribe(channel, own)
+        self.wakes().subscribe(channel, own)
     }
 
     /// Crew-grew messages of `channel` for a frontier's `watch` (see
     /// [`Wakes::watch_crew`]), on the subscription every clone shares.
     pub fn watch_crew(&self, channel: &str, watch: CrewWatch) -> Wake {
+        self.wakes().watch_crew(channel, watch)
+    }
+
+    /// The subscription every clone of this target shares, started by
+    /// the first that listens.
+    fn wakes(&self) -> &Wakes {
         self.shared
             .wakes
             .get_or_init(|| Wakes::start(self.pubsub_nodes()))
-            .watch_crew(channel, watch)
     }
 
     /// Whether this worker's subscription to `channel` is confirmed now
