@@ -419,11 +419,19 @@ async fn a_pages_links_are_queued_once_each_on_their_hosts_shards() {
     };
     let distinct: std::collections::HashSet<String> =
         page.requests.iter().map(|r| r.url.clone()).collect();
-    assert_eq!(
-        (enqueued, filtered),
-        (distinct.len() as u64, 6000 - distinct.len() as u64)
+    // The commit counts what its own moves delivered: a worker's mover
+    // at work on an outbox when the commit moves it delivers it instead,
+    // so the queue is where the whole count shows.
+    assert!(
+        enqueued <= distinct.len() as u64 && filtered <= 6000 - distinct.len() as u64,
+        "{enqueued} enqueued, {filtered} filtered"
     );
-    assert_eq!(f.status().await.unwrap().queued, distinct.len() as u64);
+    crawlworker_testkit::eventually_async(
+        "every shard's share is queued",
+        Duration::from_secs(10),
+        || async { (f.status().await.unwrap().queued == distinct.len() as u64).then_some(()) },
+    )
+    .await;
     let stat = f
         .stat(crawlworker::stats::SCHEDULER_ENQUEUED)
         .await
