@@ -209,6 +209,8 @@ stats! {
     SCHEDULER_HANDED_OFF = "scheduler/handed_off", Counter => "tasks_handed_off";
     /// Requests taken from the queue (`scheduler/dequeued/memory` in a local crawl).
     SCHEDULER_DEQUEUED = "scheduler/dequeued/redis", Counter => "requests_leased";
+    /// Requests moved out of the queue's way to wait in `delayed` for their host's politeness slot (a slow or backed-off host's backlog), each until its slot comes within reach.
+    SCHEDULER_PARKED = "scheduler/parked", Counter;
     /// Requests the dupefilter had seen.
     DUPEFILTER_FILTERED = "dupefilter/filtered", Counter => "dupefilter_filtered";
     /// Start entries claimed.

@@ -1078,7 +1078,7 @@ async fn a_slot_reserved_later_keeps_the_spacing_and_the_hold(h: &impl Harness) 
     );
 }
 
-async fn a_request_whose_slot_is_beyond_half_a_lease_stays_queued(h: &impl Harness) {
+async fn a_request_whose_slot_is_beyond_half_a_lease_is_parked_until_in_reach(h: &impl Harness) {
     // Half a lease (and at least a second): waits up to 1 s are worth a lease.
     let f = h
         .frontier(Options {
@@ -1097,14 +1097,18 @@ async fn a_request_whose_slot_is_beyond_half_a_lease_stays_queued(h: &impl Harne
     .await;
     let leased_at = Instant::now();
     let leased = lease(&f, 3).await;
-    // Slots at 0 and 800 ms; the third, at 1600 ms, is too far.
+    // Slots at 0 and 800 ms; the third, at 1600 ms, is too far: it is
+    // parked, still queued, and the crawl is not over.
     assert_eq!(
         urls(&leased),
         vec!["http://far.example/a", "http://far.example/b"]
     );
-    assert_eq!(f.status().await.unwrap().queued, 1);
+    let status = f.status().await.unwrap();
+    assert_eq!((status.queued, status.delayed), (1, 0), "{status:?}");
+    assert!(!status.drained());
+    assert_eq!(f.stat(stats::SCHEDULER_PARKED).await.unwrap(), 1);
     // It may be leased once its slot is within 1 s: 600 ms from the lease.
-    let due = f.next_due_in().expect("the queued request's time is known");
+    let due = f.next_due_in().expect("the parked request's time is known");
     assert!(
         due <= Duration::from_millis(600)
             && due + leased_at.elapsed() + MS_ROUNDING >= Duration::from_millis(600),
@@ -1117,6 +1121,97 @@ async fn a_request_whose_slot_is_beyond_half_a_lease_stays_queued(h: &impl Harne
         "{after:?}"
     );
     assert!(third.wait <= Duration::from_secs(1), "{:?}", third.wait);
+}
+
+async fn a_slow_hosts_backlog_never_hides_other_hosts_requests(h: &impl Harness) {
+    // A lease of 4 scans 16 entries deep, and parks what it passes.
+    const BACKLOG: usize = 200;
+    let f = h
+        .frontier(Options {
+            pacing: paced(Duration::from_secs(1)),
+            ..options("w1", Duration::from_secs(2))
+        })
+        .await;
+    let mut requests: Vec<Request> = (0..BACKLOG)
+        .map(|i| Request::get(&format!("http://slow.example/{i}")))
+        .collect();
+    requests.extend((0..3).map(|i| Request::get(&format!("http://other.example/{i}"))));
+    queue(&f, &requests).await;
+    let leased_at = Instant::now();
+    let leased = lease(&f, 4).await;
+    // Each host's slots within 1 s (half the lease): 0 and 1000 ms (a
+    // sharded spider's hosts are in different shards: in any order).
+    let mut got = urls(&leased);
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        vec![
+            "http://other.example/0",
+            "http://other.example/1",
+            "http://slow.example/0",
+            "http://slow.example/1"
+        ]
+    );
+    // What the lease passed of the slow host is parked, still queued (in
+    // one queue, the whole backlog; a sharded spider's other shard was not
+    // passed).
+    let status = f.status().await.unwrap();
+    assert_eq!(
+        (status.queued, status.delayed),
+        (BACKLOG as u64 - 1, 0),
+        "{status:?}"
+    );
+    let parked = f.stat(stats::SCHEDULER_PARKED).await.unwrap();
+    assert!(
+        (1..=BACKLOG as u64 - 2).contains(&parked),
+        "{parked} parked"
+    );
+    // Parked requests keep their queue place: the slow host's next is the
+    // one after those leased.
+    let next = loop {
+        let (next, _) = lease_when_due(&f, leased_at).await;
+        let url = next.request.as_ref().unwrap().url.clone();
+        if url.starts_with("http://slow.example/") {
+            break url;
+        }
+    };
+    assert_eq!(next, "http://slow.example/2");
+}
+
+async fn a_worker_leasing_due_only_parks_what_would_wait(h: &impl Harness) {
+    let f = h
+        .frontier(Options {
+            pacing: paced(Duration::from_secs(1)),
+            ..worker("w1")
+        })
+        .await;
+    queue(
+        &f,
+        &[
+            Request::get("http://paced.example/a"),
+            Request::get("http://paced.example/b"),
+            Request::get("http://paced.example/c"),
+            Request::get("http://other.example/a"),
+        ],
+    )
+    .await;
+    // A worker holding its fill of requests waiting for their slots.
+    f.lease_due_only(true);
+    let leased = lease(&f, 4).await;
+    let mut got = urls(&leased);
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        vec!["http://other.example/a", "http://paced.example/a"]
+    );
+    assert!(leased.iter().all(|l| l.wait.is_zero()), "{leased:?}");
+    assert_eq!(f.status().await.unwrap().queued, 2);
+    assert_eq!(f.stat(stats::SCHEDULER_PARKED).await.unwrap(), 2);
+    // Once it has room again, the host's next request comes back at the
+    // host's turn, with its wait.
+    f.lease_due_only(false);
+    let (next, _) = lease_when_due(&f, Instant::now()).await;
+    assert_eq!(next.request.as_ref().unwrap().url, "http://paced.example/b");
 }
 
 async fn revisits_come_due_and_leave_the_schedule(h: &impl Harness) {
@@ -1776,7 +1871,9 @@ promises!(
     slots_are_spaced_by_the_delay_and_by_a_crawl_delay,
     jittered_slots_stay_between_half_and_one_and_a_half_the_delay,
     a_slot_reserved_later_keeps_the_spacing_and_the_hold,
-    a_request_whose_slot_is_beyond_half_a_lease_stays_queued,
+    a_request_whose_slot_is_beyond_half_a_lease_is_parked_until_in_reach,
+    a_slow_hosts_backlog_never_hides_other_hosts_requests,
+    a_worker_leasing_due_only_parks_what_would_wait,
     revisits_come_due_and_leave_the_schedule,
     work_that_comes_back_takes_its_priority_place,
     leases_stop_at_max_pages_until_the_limit_is_raised,

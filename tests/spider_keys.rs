@@ -213,6 +213,12 @@ match = '/fault/'
     // A shard's inbox is written only by requests another shard of a
     // sharded spider hands it: made by hand.
     let _: () = conn.zadd(&keys.inbox, "w#1", 7).unwrap();
+    // Requests are parked only while their host's next slot is out of
+    // reach (half a lease away): made by hand.
+    let _: () = conn
+        .zadd(&keys.parked, "slow.example 0000000000000001 1", 0)
+        .unwrap();
+    let _: () = conn.zadd(&keys.parked_hosts, "slow.example", 1).unwrap();
     let missing: Vec<&str> = KeyKind::ALL
         .iter()
         .filter(|k| k.group() != KeyGroup::Channel)

@@ -50,6 +50,7 @@ mod shard_handoff;
 mod shard_pipeline;
 mod shards;
 mod sinks;
+mod slow_hosts;
 mod sources;
 mod spider_keys;
 mod split;

@@ -331,7 +331,7 @@ fn render_queues(o: &mut String, frontier: &RedisFrontier, status: &QueueStatus)
         ("in flight", status.inflight, &k.inflight),
         ("dead letters", status.dead, &k.dead),
         ("failed", status.failed, &k.failed),
-        ("retry waiting", status.delayed, &k.delayed),
+        ("delayed", status.delayed, &k.delayed),
         ("scheduled", status.scheduled, &k.schedule),
         ("overdue", status.overdue, &k.schedule_due),
         ("dupefilter", status.dupefilter, &k.dupefilter),

@@ -124,7 +124,7 @@ pub fn render(spider: &str, redis: &str, now: &Sample, before: &Sample) -> Strin
         ("start entries", q.start, p.start),
         ("queued", q.queued, p.queued),
         ("in flight", q.inflight, p.inflight),
-        ("retry waiting", q.delayed, p.delayed),
+        ("delayed", q.delayed, p.delayed),
         ("scheduled", q.scheduled, p.scheduled),
         ("overdue", q.overdue, p.overdue),
         ("failed", q.failed, p.failed),

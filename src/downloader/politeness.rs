@@ -33,7 +33,6 @@
 //! then).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -73,9 +72,6 @@ pub struct Politeness {
     backoff_max: u64,
     /// The longest wait a request holds its lease for.
     max_wait: Duration,
-    /// Requests waiting for their host's slot: they hold no download slot,
-    /// so the worker does not count them as busy.
-    waiting: AtomicUsize,
 }
 
 /// One host in this worker.
@@ -227,7 +223,6 @@ impl Politeness {
             epoch: Instant::now(),
             backoff_max: settings.adaptive_backoff_max_delay.as_millis() as u64,
             max_wait: crate::frontier::max_wait(settings.lease_timeout),
-            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -253,7 +248,7 @@ impl Politeness {
     /// Counts a request that will wait for its host's slot, as soon as it
     /// is leased (so the worker's room is right before it starts).
     pub fn will_wait(&self) {
-        self.waiting.fetch_add(1, Ordering::Relaxed);
+        self.share.will_wait();
     }
 
     /// Hosts with a request in the downloader right now.
@@ -271,21 +266,22 @@ impl Politeness {
         self.recent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Requests waiting for their host's slot.
+    /// Requests waiting for their host's slot: they hold no download
+    /// slot, so the worker does not count them as busy.
     pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
+        self.share.waiting()
     }
 
     /// Waits for the host's turn (a request counted by [`Self::will_wait`]);
     /// it stops counting as waiting when the wait ends or is abandoned.
     pub async fn wait_turn(&self, wait: Duration) {
-        struct Counted<'a>(&'a AtomicUsize);
+        struct Counted<'a>(&'a Share);
         impl Drop for Counted<'_> {
             fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
+                self.0.waited();
             }
         }
-        let _counted = Counted(&self.waiting);
+        let _counted = Counted(&self.share);
         tokio::time::sleep(wait).await;
     }
 }

@@ -81,7 +81,7 @@ pub trait Backend: Send + Sync {
     /// then first in, first out) after putting work that came due back in
     /// the queue (expired leases, retries, revisits). Each lease reserves
     /// its host's next politeness slot; a request whose slot is further
-    /// than half a lease away stays queued. Nothing is leased while
+    /// than half a lease away is parked (see [`super::parking`]). Nothing is leased while
     /// paused, beyond `max_pages`, or past a host's `max_pages_per_host`
     /// (such a request is dropped and counted). Nor beyond the worker's
     /// fair share (`fairness`): the requests queued or leased, divided
@@ -90,6 +90,13 @@ pub trait Backend: Send + Sync {
     /// When fewer than `max` are leased (or none were asked for), also
     /// returns up to `peek` start entries, not yet claimed.
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)>;
+
+    /// From now on, whether this worker's leases (and its commits')
+    /// take only requests whose host's politeness slot is free now, parking
+    /// the others (see [`super::parking`]): set while the worker holds as
+    /// many requests waiting for their hosts' slots as it will, so that it
+    /// keeps leasing other hosts' work and claiming start entries.
+    fn lease_due_only(&self, due_only: bool);
 
     /// How long until work nothing announces may be due, as of the last
     /// lease: the next retry, revisit or lease expiry, or the slot a

@@ -79,20 +79,41 @@ impl CrewGrew {
     }
 }
 
-/// Whether a request for a host whose slots are `spacing` ms apart, and
-/// whose next slot is free at `next_free` (ms, at `now`), is left for the
-/// crew's other workers: with others in the crew (`crew` > 1), one lease
-/// reserves at most [`SLOTS_AHEAD`] of a paced host's slots (`taken` so
-/// far), and none beyond `SLOTS_AHEAD` slots per worker of the crew ahead
-/// of now. A host's slots are the cluster's: without this, the first
-/// worker to lease took a one-host crawl's next slots for half a lease
-/// ahead while its peers had nothing to fetch. An unpaced host has no
-/// slots to share.
-pub fn beyond_share(spacing: u64, next_free: u64, now: u64, crew: usize, taken: u64) -> bool {
+/// What a lease does with a request of a paced host, given the crew's
+/// share of the host's slots (see [`beyond_share`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotShare {
+    /// Lease it.
+    Lease,
+    /// This lease took its share of the host's slots: leave it queued for
+    /// another.
+    Left,
+    /// The crew's slots ahead of now are all taken: park it until this
+    /// time (ms), when they come within reach again (see
+    /// [`super::parking`]).
+    ParkUntil(u64),
+}
+
+/// What a lease does with a request for a host whose slots are `spacing`
+/// ms apart, and whose next slot is free at `next_free` (ms, at `now`):
+/// with others in the crew (`crew` > 1), one lease reserves at most
+/// [`SLOTS_AHEAD`] of a paced host's slots (`taken` so far), and none
+/// beyond `SLOTS_AHEAD` slots per worker of the crew ahead of now. A host's
+/// slots are the cluster's: without this, the first worker to lease took a
+/// one-host crawl's next slots for half a lease ahead while its peers had
+/// nothing to fetch. An unpaced host has no slots to share.
+pub fn beyond_share(spacing: u64, next_free: u64, now: u64, crew: usize, taken: u64) -> SlotShare {
     if crew <= 1 || spacing == 0 {
-        return false;
+        return SlotShare::Lease;
     }
-    taken >= SLOTS_AHEAD || next_free.saturating_sub(now) > SLOTS_AHEAD * crew as u64 * spacing
+    let ahead = SLOTS_AHEAD * crew as u64 * spacing;
+    if next_free.saturating_sub(now) > ahead {
+        SlotShare::ParkUntil(next_free - ahead)
+    } else if taken >= SLOTS_AHEAD {
+        SlotShare::Left
+    } else {
+        SlotShare::Lease
+    }
 }
 
 /// How many more requests a worker holding `held` leases may lease, when
@@ -156,16 +177,16 @@ mod tests {
 
     #[test]
     fn a_paced_hosts_next_slots_are_left_to_the_crew() {
-        use super::beyond_share;
+        use super::{beyond_share, SlotShare};
         // Alone, or on an unpaced host: nothing is left.
-        assert!(!beyond_share(100, 10_000, 0, 1, 5));
-        assert!(!beyond_share(0, 10_000, 0, 3, 5));
+        assert_eq!(beyond_share(100, 10_000, 0, 1, 5), SlotShare::Lease);
+        assert_eq!(beyond_share(0, 10_000, 0, 3, 5), SlotShare::Lease);
         // Three workers, 100 ms apart: six slots (600 ms) ahead at most,
-        // two per lease.
-        assert!(!beyond_share(100, 600, 0, 3, 0));
-        assert!(beyond_share(100, 601, 0, 3, 0));
-        assert!(!beyond_share(100, 0, 0, 3, 1));
-        assert!(beyond_share(100, 0, 0, 3, 2));
+        // two per lease; past them, parked until they are in reach.
+        assert_eq!(beyond_share(100, 600, 0, 3, 0), SlotShare::Lease);
+        assert_eq!(beyond_share(100, 601, 0, 3, 0), SlotShare::ParkUntil(1));
+        assert_eq!(beyond_share(100, 0, 0, 3, 1), SlotShare::Lease);
+        assert_eq!(beyond_share(100, 0, 0, 3, 2), SlotShare::Left);
     }
 
     #[test]

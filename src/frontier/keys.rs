@@ -163,6 +163,10 @@ key_kinds! {
     RequestData, request_data = "{name}:requests:data", "hash", Requests;
     /// Counter giving request ids and FIFO order.
     Sequence, sequence = "{name}:requests:seq", "string", Requests;
+    /// The parked requests, per host in queue order: members `<host> <queue place> <id>` of score 0, read by host with ZRANGEBYLEX. A request whose host's next politeness slot is out of a lease's reach (a slow or backed-off host's backlog) stays in `requests`, but at the score 8e15, behind every other, until its host's turn puts it back at its place (see `docs/frontier.md`).
+    Parked, parked = "{name}:requests:parked", "zset", Requests;
+    /// Host with parked requests → its next turn (ms): then its next parked requests go back to their queue places, as many as its slots within `max_wait` (up to 16).
+    ParkedHosts, parked_hosts = "{name}:requests:parked:hosts", "zset", Requests;
     /// The requests a scrapy-redis crawl had queued (pickles, as scrapy-redis left them: a zset, or a list for its FIFO and LIFO queues), moved here by `import-queue` and taken out one by one as each becomes a queued request or a dead letter; gone once the import is done.
     ScrapyQueue, scrapy_queue = "{name}:requests:scrapy_redis", "zset or list", Requests;
     /// Leased request id → lease deadline (ms, Redis clock).

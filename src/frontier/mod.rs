@@ -15,7 +15,8 @@
 //!
 //! Beside them, shared by both: the values that cross the contract
 //! ([`types`]), the per-host politeness rule ([`politeness`]: slot spacing,
-//! jitter, adaptive back-off), key names ([`keys`]), the JSON records
+//! jitter, adaptive back-off; [`parking`]: a paced host's backlog waits out
+//! of the queue's way), key names ([`keys`]), the JSON records
 //! ([`records`]), the dupefilter's modes ([`dupefilter`]), which spiders
 //! hand work to which ([`pipeline`]), which shard of a sharded spider a
 //! request belongs to and its keys ([`shards`], being built), the one error
@@ -31,6 +32,7 @@ mod hand_back;
 pub mod keys;
 pub mod local;
 pub mod outage;
+pub mod parking;
 pub mod pipeline;
 pub mod politeness;
 pub mod records;

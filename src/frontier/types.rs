@@ -47,6 +47,29 @@ pub fn max_wait(lease: Duration) -> Duration {
     (lease / 2).max(Duration::from_secs(1))
 }
 
+/// Whether a worker's leases (its own and its commits') take only
+/// requests whose host's politeness slot is free now: set while the worker
+/// holds as many requests waiting for their slots as it will (see
+/// [`super::Backend::lease_due_only`]). Shared by a frontier's clones.
+#[derive(Debug, Clone, Default)]
+pub struct DueOnly(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl DueOnly {
+    pub fn set(&self, on: bool) {
+        self.0.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How far ahead a lease may reserve a host's slot: [`max_wait`], or
+    /// nothing while only due requests are leased.
+    pub fn reach(&self, lease: Duration) -> Duration {
+        if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            Duration::ZERO
+        } else {
+            max_wait(lease)
+        }
+    }
+}
+
 /// What a response says about its host's load, for adaptive back-off.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum HostOutcome {

@@ -177,9 +177,16 @@ pub fn sink_mismatch_message(spider: &Spider, frontier: &RedisFrontier, found: &
     )
 }
 
-/// Requests leased per download slot at most (the others wait for their
-/// hosts' politeness slots).
+/// Requests leased per download slot at most, not counting those waiting
+/// for their host's politeness slot (which hold no download slot).
 const LEASES_PER_SLOT: usize = 4;
+
+/// Requests waiting for their host's politeness slot, per download slot at
+/// most: a paced host's requests leased ahead (up to `max_wait`, half a
+/// lease) hold no download slot and never keep the worker from leasing
+/// other hosts' work or claiming start entries, up to this bound on what
+/// it holds in memory.
+const WAITING_PER_SLOT: usize = 16;
 
 /// How often an idle spider looks for work when nothing can arrive
 /// unannounced (its start key watched, its wake-ups subscribed, the next

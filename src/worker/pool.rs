@@ -84,6 +84,7 @@ impl Pool {
             committing: AtomicUsize::new(0),
             asked: AtomicUsize::new(0),
             finishing: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
             dry: AtomicBool::new(false),
         }
     }
@@ -104,6 +105,9 @@ pub struct Share {
     asked: AtomicUsize,
     /// Its pages downloaded and not yet being committed (parsing).
     finishing: AtomicUsize,
+    /// Its pages waiting for their host's politeness slot: they hold no
+    /// download slot, and are not in progress for the commit's rules.
+    waiting: AtomicUsize,
     /// Whether its last lease (a commit's, the turn loop's, or leases
     /// handed to it) came back short of what it asked: nothing more was
     /// queued for this worker (see [`Share::leased`]).
@@ -214,7 +218,7 @@ impl Share {
         let in_progress = self
             .pages
             .load(Ordering::Relaxed)
-            .saturating_sub(committing);
+            .saturating_sub(committing + self.waiting());
         let lease_next = if replace {
             let held = in_progress + self.asked.load(Ordering::Relaxed);
             self.lease_limit().saturating_sub(held).min(MAX_LEASE_NEXT)
@@ -240,6 +244,24 @@ impl Share {
     pub fn finishing(&self, slot_went_on: bool) -> Finishing<'_> {
         self.finishing.fetch_add(1, Ordering::Relaxed);
         Finishing(self, slot_went_on)
+    }
+
+    /// Counts a page that will wait for its host's politeness slot, from
+    /// when it is leased until [`Share::waited`].
+    pub fn will_wait(&self) {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A page's wait for its host's slot ended (or was abandoned).
+    pub fn waited(&self) {
+        let _ = self
+            .waiting
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| w.checked_sub(1));
+    }
+
+    /// Its pages waiting for their host's politeness slot.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Records what a lease for the spider (a commit's, the turn loop's,

@@ -11,7 +11,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use super::{page, preview, SpiderRun, StopReason, StopRules, LEASES_PER_SLOT, QUIET_RECHECK};
+use super::{
+    page, preview, SpiderRun, StopReason, StopRules, LEASES_PER_SLOT, QUIET_RECHECK,
+    WAITING_PER_SLOT,
+};
 use crate::frontier::outage::{with_redis, Fatal};
 use crate::frontier::pickup::StartWatch;
 use crate::frontier::wake::Wake;
@@ -61,6 +64,9 @@ struct Room {
     leases: usize,
     /// How many to lease now.
     free: usize,
+    /// Whether it holds as many requests waiting for their hosts' slots
+    /// as it will ([`WAITING_PER_SLOT`] per slot).
+    waiting_full: bool,
 }
 
 /// What leasing for the room found.
@@ -117,6 +123,11 @@ impl<'a> Turns<'a> {
             return Some(StopReason::Shutdown);
         }
         let room = self.room();
+        // Holding as many requests waiting for their hosts' slots as it
+        // will, the worker leases only those due now (the others are
+        // parked), so it keeps leasing other hosts' work and claiming
+        // start entries whatever the paced hosts' backlogs.
+        self.run.frontier.lease_due_only(room.waiting_full);
         // Paused: the frontier would lease nothing; the pages in flight
         // finish (those not yet downloading go back to the queue). Busy
         // and short of work: nothing to ask for until a wake-up.
@@ -156,13 +167,15 @@ impl<'a> Turns<'a> {
     /// spawned has not taken its permit yet.) While commits in flight
     /// lease, they also fill the leases held ahead; the loop leases only
     /// for idle slots then, not on every wake-up a commit's new links
-    /// publish.
+    /// publish. Pages waiting for their host's turn take no room: a slow
+    /// host's pages leased ahead never keep the worker from other hosts'
+    /// work or new start entries (up to [`WAITING_PER_SLOT`] of them; past
+    /// that, it leases only requests due now).
     fn room(&self) -> Room {
         let share = &self.run.share;
         // This spider's share of the worker's slots, which changes as the
         // worker's other spiders get work or run out of it.
         let concurrency = share.limit();
-        let max_tasks = concurrency * LEASES_PER_SLOT;
         let leases = if share.leasing() {
             concurrency
         } else {
@@ -170,12 +183,20 @@ impl<'a> Turns<'a> {
         };
         let free = leases
             .saturating_sub(self.busy())
-            .min(max_tasks.saturating_sub(self.tasks.len()));
+            .min(Self::max_tasks(concurrency).saturating_sub(self.tasks.len()));
         Room {
             concurrency,
             leases,
             free,
+            waiting_full: share.waiting() >= concurrency * WAITING_PER_SLOT,
         }
+    }
+
+    /// The page tasks a spider of `concurrency` slots may hold: those
+    /// downloading or waiting for a download slot, and those waiting for
+    /// their host's politeness slot.
+    fn max_tasks(concurrency: usize) -> usize {
+        concurrency * (LEASES_PER_SLOT + WAITING_PER_SLOT)
     }
 
     /// Pages in flight that hold, wait for or are about to take a download
@@ -473,7 +494,7 @@ impl<'a> Turns<'a> {
     async fn wait_busy(&mut self, room: &Room) {
         let share = &self.run.share;
         let room_for_more =
-            self.tasks.len() < room.concurrency * LEASES_PER_SLOT && self.busy() < room.leases;
+            self.tasks.len() < Self::max_tasks(room.concurrency) && self.busy() < room.leases;
         tokio::select! {
             Some(done) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                 if let Ok(next) = done {

@@ -28,8 +28,8 @@ use super::pickup::StartWatch;
 use super::politeness::HostState;
 use super::wake::Wake;
 use super::{
-    Backend, Claimed, Committed, DeadLetter, FailedRecord, HandBack, Handoff, Heartbeat, Keys,
-    Leased, Options, PageResult, QueueStatus, RobotsRecord, SessionLock, SessionLogin,
+    Backend, Claimed, Committed, DeadLetter, DueOnly, FailedRecord, HandBack, Handoff, Heartbeat,
+    Keys, Leased, Options, PageResult, QueueStatus, RobotsRecord, SessionLock, SessionLogin,
     SessionRecord, StartClaim, Swept,
 };
 use crate::request::Request;
@@ -41,6 +41,9 @@ use state::{now_ms, StatValue, State};
 pub struct LocalFrontier {
     options: Options,
     crawl: Arc<Crawl>,
+    /// Whether its leases take only requests due now (see
+    /// [`Backend::lease_due_only`]).
+    due_only: DueOnly,
     /// This worker's: raised by its commits (see [`Backend::hand_back`]).
     hand_back: HandBack,
 }
@@ -83,6 +86,7 @@ impl LocalFrontier {
         LocalFrontier {
             options,
             crawl,
+            due_only: DueOnly::default(),
             hand_back,
         }
     }
@@ -148,13 +152,19 @@ impl LocalFrontier {
         self.state().hosts.get(host).copied()
     }
 
+    /// How far ahead its leases may reserve a host's slot (ms).
+    fn reach(&self) -> u64 {
+        self.due_only.reach(self.options.lease).as_millis() as u64
+    }
+
     fn lease_now(&self, max: usize, peek: usize) -> (Vec<Leased>, Vec<String>) {
         let mut s = self.state();
         let now = now_ms();
-        s.release_due(now);
+        let reach = self.reach();
+        s.release_due(&self.options, now, reach);
         let joins = !s.in_crew(&self.options.worker, now);
         s.join_crew(&self.options.worker, now, self.options.lease);
-        let out = s.lease_requests(&self.options, max, now);
+        let out = s.lease_requests(&self.options, max, now, reach);
         if joins && out.len() < max {
             self.crew_grew(&s.over_share_besides(&self.options.worker));
         }
@@ -192,8 +202,9 @@ impl LocalFrontier {
         };
         let now = now_ms();
         let (enqueued, filtered) = s.commit_page(&self.options, lease, page, now);
-        s.release_due(now);
-        let next = s.lease_requests(&self.options, lease_next, now);
+        let reach = self.reach();
+        s.release_due(&self.options, now, reach);
+        let next = s.lease_requests(&self.options, lease_next, now, reach);
         if s.over_share() {
             self.hand_back.ask();
         }
@@ -341,6 +352,10 @@ impl Backend for LocalFrontier {
 
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
         Ok(self.lease_now(max, peek))
+    }
+
+    fn lease_due_only(&self, due_only: bool) {
+        self.due_only.set(due_only);
     }
 
     fn next_due_in(&self) -> Option<Duration> {

@@ -9,7 +9,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::super::fairness;
+use super::super::fairness::{self, SlotShare};
+use super::super::parking;
 use super::super::politeness::{jittered, HostNews, HostState};
 use super::super::{
     Claimed, DeadLetter, FailedRecord, Leased, Options, PageResult, Refused, Revisit, RobotsRecord,
@@ -62,6 +63,11 @@ pub(super) struct State {
     next_seq: u64,
     /// Retries waiting for their time: (due ms, seq) → place and request.
     delayed: BTreeMap<(u64, u64), (Place, Request)>,
+    /// Parked requests, per host in queue order (`parked` in the scripts;
+    /// see [`parking`]): queued, but out of the queue's way.
+    parked: HashMap<String, BTreeMap<Place, Request>>,
+    /// Host with parked requests → its next turn (ms; `parked_hosts`).
+    parked_turns: HashMap<String, u64>,
     /// Revisits: fingerprint → (due ms, request), and the due order.
     schedule: HashMap<String, (u64, Request)>,
     schedule_order: BTreeMap<(u64, String), ()>,
@@ -83,9 +89,6 @@ pub(super) struct State {
     pub failed: Vec<FailedRecord>,
     pub paused: bool,
     pub page_limit_reached: bool,
-    /// When the first request left queued for its host's slot may be
-    /// leased, as the last lease saw.
-    next_due: Option<Instant>,
     /// Whether the last lease found its worker over twice its fair share
     /// (`over_share` in the scripts; see [`State::over_share`]).
     over_share: bool,
@@ -156,7 +159,7 @@ impl State {
     }
 
     pub fn queued(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.parked.values().map(BTreeMap::len).sum::<usize>()
     }
 
     pub fn delayed(&self) -> usize {
@@ -208,7 +211,8 @@ impl State {
     /// Puts work that came due back in the queue: expired leases, retries
     /// and revisits (`requeue_expired`, `requeue_due` and
     /// `release_revisits` in the scripts).
-    pub fn release_due(&mut self, now: u64) {
+    /// `max_wait`: how far ahead a lease may reserve a host's slot (ms).
+    pub fn release_due(&mut self, options: &Options, now: u64, max_wait: u64) {
         let expired: Vec<String> = self
             .leases
             .iter()
@@ -221,6 +225,7 @@ impl State {
             }
         }
         self.count_stat(stats::LEASE_EXPIRED, expired.len());
+        self.release_parked(options, now, max_wait);
         while let Some(entry) = self.delayed.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -247,8 +252,13 @@ impl State {
 
     /// Leases up to `max` requests to `options.worker` at `now`
     /// (`lease_requests` in the scripts).
-    pub fn lease_requests(&mut self, options: &Options, max: usize, now: u64) -> Vec<Leased> {
-        self.next_due = None;
+    pub fn lease_requests(
+        &mut self,
+        options: &Options,
+        max: usize,
+        now: u64,
+        max_wait: u64,
+    ) -> Vec<Leased> {
         self.over_share = false;
         if max == 0 || self.paused || self.sink.failed() {
             return Vec::new();
@@ -262,11 +272,13 @@ impl State {
         let Some(max) = self.within_page_limit(options.quota.max_pages, max) else {
             return Vec::new();
         };
-        let max_wait = super::super::max_wait(options.lease).as_millis() as u64;
-        let places: Vec<Place> = self.queue.keys().take(max * 4).copied().collect();
+        // Four times what it asks for, and up to PARK_SCAN deeper for the
+        // entries it parks (`lease_requests` in the scripts).
+        let (mut depth, reach) = (max * 4, max * 4 + parking::PARK_SCAN);
+        let places: Vec<Place> = self.queue.keys().take(reach).copied().collect();
         let mut out = Vec::new();
-        for place in places {
-            if out.len() >= max {
+        for (scanned, place) in places.into_iter().enumerate() {
+            if out.len() >= max || scanned >= depth {
                 break;
             }
             let Some(host) = self.queue.get(&place).map(Request::host_key) else {
@@ -280,14 +292,20 @@ impl State {
                 continue;
             }
             let next_free = self.hosts.get(&host).map_or(0, |h| h.next_free);
-            if next_free.saturating_sub(now) > max_wait {
-                let due = Instant::now() + Duration::from_millis(next_free - now - max_wait);
-                self.next_due = Some(self.next_due.map_or(due, |d| d.min(due)));
-                continue;
-            }
             let taken = ahead.get(&host).copied().unwrap_or(0);
-            if self.left_to_crew(options, &host, now, crew, taken) {
-                continue;
+            let share = if next_free.saturating_sub(now) > max_wait {
+                SlotShare::ParkUntil(next_free - max_wait)
+            } else {
+                self.crew_share(options, &host, now, crew, taken)
+            };
+            match share {
+                SlotShare::Lease => {}
+                SlotShare::Left => continue,
+                SlotShare::ParkUntil(reach_at) => {
+                    self.park(place, &host, reach_at);
+                    depth = (depth + 1).min(reach);
+                    continue;
+                }
             }
             *ahead.entry(host.clone()).or_default() += 1;
             let Some(request) = self.queue.remove(&place) else {
@@ -322,7 +340,7 @@ impl State {
     fn fair_room(&mut self, worker: &str, now: u64, lease: Duration) -> usize {
         self.join_crew(worker, now, lease);
         let held = self.leases.values().filter(|l| l.worker == worker).count();
-        let out = self.queue.len() + self.leases.len();
+        let out = self.queued() + self.leases.len();
         self.over_share = fairness::over_share(out, self.crew.len(), held);
         fairness::fair_room(out, self.crew.len(), held)
     }
@@ -333,31 +351,85 @@ impl State {
         self.over_share
     }
 
-    /// Whether a request for `host` is left for the crew's other workers
-    /// (`beyond_share` in the scripts), `taken` of its slots leased in
-    /// this step already.
-    fn left_to_crew(
-        &mut self,
+    /// The spacing of `host`'s slots (ms): the spider's delay, its
+    /// Crawl-delay or its back-off, whichever is longest.
+    fn spacing(&self, options: &Options, host: &str) -> u64 {
+        let state = self.hosts.get(host).copied().unwrap_or_default();
+        (options.pacing.interval.as_millis() as u64)
+            .max(state.crawl_delay)
+            .max(state.backoff)
+    }
+
+    /// What a lease does with a request for `host` given the crew's share
+    /// of its slots (`beyond_share` in the scripts), `taken` of them
+    /// leased in this step already.
+    fn crew_share(
+        &self,
         options: &Options,
         host: &str,
         now: u64,
         crew: usize,
         taken: u64,
-    ) -> bool {
-        let state = self.hosts.get(host).copied().unwrap_or_default();
-        let spacing = (options.pacing.interval.as_millis() as u64)
-            .max(state.crawl_delay)
-            .max(state.backoff);
-        if !fairness::beyond_share(spacing, state.next_free, now, crew, taken) {
-            return false;
+    ) -> SlotShare {
+        let next_free = self.hosts.get(host).map_or(0, |h| h.next_free);
+        fairness::beyond_share(self.spacing(options, host), next_free, now, crew, taken)
+    }
+
+    /// Parks the request at `place`, whose host's slot comes within reach
+    /// at `reach_at` (ms): out of the queue's way, in its host's queue,
+    /// until the host's turn (`PARKING.park` in the scripts; see
+    /// [`parking`]).
+    fn park(&mut self, place: Place, host: &str, reach_at: u64) {
+        let Some(request) = self.queue.remove(&place) else {
+            return;
+        };
+        self.parked
+            .entry(host.to_string())
+            .or_default()
+            .insert(place, request);
+        let turn = self
+            .parked_turns
+            .entry(host.to_string())
+            .or_insert(reach_at);
+        *turn = (*turn).min(reach_at);
+        self.count_stat(stats::SCHEDULER_PARKED, 1);
+    }
+
+    /// Puts back at their queue places the parked requests of the hosts
+    /// whose turn has come: as many as each host's slots within reach
+    /// (`PARKING.release` in the scripts).
+    fn release_parked(&mut self, options: &Options, now: u64, max_wait: u64) {
+        let due: Vec<String> = self
+            .parked_turns
+            .iter()
+            .filter(|(_, turn)| **turn <= now)
+            .map(|(host, _)| host.clone())
+            .collect();
+        for host in due {
+            let spacing = self.spacing(options, &host).max(1);
+            let ahead = self
+                .hosts
+                .get(&host)
+                .map_or(0, |h| h.next_free.saturating_sub(now));
+            let n = parking::returning(max_wait, ahead, spacing);
+            let Some(parked) = self.parked.get_mut(&host) else {
+                self.parked_turns.remove(&host);
+                continue;
+            };
+            for _ in 0..n {
+                let Some((place, request)) = parked.pop_first() else {
+                    break;
+                };
+                self.queue.insert(place, request);
+            }
+            if parked.is_empty() {
+                self.parked.remove(&host);
+                self.parked_turns.remove(&host);
+            } else {
+                self.parked_turns
+                    .insert(host, parking::next_look(now, n, spacing));
+            }
         }
-        let beyond = fairness::SLOTS_AHEAD * crew as u64 * spacing;
-        let due = state.next_free.saturating_sub(now).saturating_sub(beyond);
-        if due > 0 {
-            let due = Instant::now() + Duration::from_millis(due);
-            self.next_due = Some(self.next_due.map_or(due, |d| d.min(due)));
-        }
-        true
     }
 
     /// Renews `worker`'s place in the crew for a lease, and forgets the
@@ -377,7 +449,7 @@ impl State {
     /// The crew's workers, other than `worker`, holding over twice their
     /// fair share now (see [`fairness::CrewGrew`]).
     pub fn over_share_besides(&self, worker: &str) -> Vec<String> {
-        let out = self.queue.len() + self.leases.len();
+        let out = self.queued() + self.leases.len();
         let mut held: HashMap<&str, usize> = HashMap::new();
         for lease in self.leases.values() {
             *held.entry(lease.worker.as_str()).or_default() += 1;
@@ -588,13 +660,12 @@ impl State {
     }
 
     /// When the next thing nothing announces may be due: a retry, a
-    /// revisit, a lease expiring, or a request left queued for its host's
-    /// slot.
+    /// parked host's turn, a revisit, a lease expiring.
     pub fn next_due(&self, now: u64) -> Option<Duration> {
         let clock = |ms: u64| Instant::now() + Duration::from_millis(ms.saturating_sub(now));
         [
-            self.next_due,
             self.delayed.keys().next().map(|(due, _)| clock(*due)),
+            self.parked_turns.values().min().map(|turn| clock(*turn)),
             self.schedule_order
                 .keys()
                 .next()

@@ -56,7 +56,7 @@ pub use link::Conn;
 
 use super::error::{err, Result};
 use super::{
-    max_wait, now_secs, Backend, Claimed, Committed, DeadLetter, FailedRecord, FrontierError,
+    now_secs, Backend, Claimed, Committed, DeadLetter, DueOnly, FailedRecord, FrontierError,
     Handoff, Heartbeat, HostOutcome, KeyGroup, Keys, Leased, Options, Pacing, PageResult,
     QueueStatus, Quota, Refused, Revisit, RobotsRecord, SinkOptions, StartClaim, StartKind, Swept,
     MAX_PRIORITY, MAX_REQUEST_BYTES,
@@ -102,6 +102,9 @@ pub struct RedisFrontier {
     batcher: commits::Batcher,
     /// How long a finished page may wait for others to share its commit.
     commit_wait: Duration,
+    /// Whether its leases take only requests due now (see
+    /// [`Backend::lease_due_only`]).
+    due_only: DueOnly,
     /// The leases this worker holds, by its own count (its leases and
     /// commits add, its commits and hand-backs take away): the scripts
     /// lease at most its fair share less these.
@@ -184,6 +187,7 @@ impl RedisFrontier {
             in_flight_seen: Arc::default(),
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
+            due_only: DueOnly::default(),
             held: Arc::default(),
             hand_back: HandBack::default(),
             crew_watch: Arc::default(),
@@ -216,8 +220,9 @@ impl RedisFrontier {
         }
     }
 
+    /// How far ahead its leases may reserve a host's slot (ms).
     fn max_wait_ms(&self) -> u64 {
-        max_wait(self.lease).as_millis() as u64
+        self.due_only.reach(self.lease).as_millis() as u64
     }
 
     /// Where the spider's items go.
@@ -572,6 +577,10 @@ impl Backend for RedisFrontier {
 
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
         RedisFrontier::lease(self, max, peek).await
+    }
+
+    fn lease_due_only(&self, due_only: bool) {
+        self.due_only.set(due_only);
     }
 
     fn next_due_in(&self) -> Option<Duration> {

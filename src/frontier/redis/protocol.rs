@@ -638,6 +638,8 @@ fn leasing_keys() -> Vec<Slot> {
         K(Kk::Pace),
         K(Kk::HostDelay),
         K(Kk::Backoff),
+        K(Kk::Parked),
+        K(Kk::ParkedHosts),
         K(Kk::Sequence),
         K(Kk::Schedule),
         K(Kk::ScheduleData),

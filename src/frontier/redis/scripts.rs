@@ -157,6 +157,7 @@ fn shared(globals: bool) -> String {
     };
     out.push_str(&crate::frontier::politeness::lua_constants());
     out.push_str(&crate::frontier::fairness::lua_constants());
+    out.push_str(&crate::frontier::parking::lua_constants());
     out.push_str(&super::handed::lua_constants());
     out.push_str(&format!(
         "local MAX_PRIORITY = {}\n",

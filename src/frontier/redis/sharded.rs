@@ -655,6 +655,12 @@ impl Backend for ShardedFrontier {
         self.zero().hand_back.clone()
     }
 
+    fn lease_due_only(&self, due_only: bool) {
+        for shard in &self.inner.shards {
+            Backend::lease_due_only(shard, due_only);
+        }
+    }
+
     fn next_due_in(&self) -> Option<Duration> {
         self.inner
             .shards

@@ -362,8 +362,9 @@ lease(worker, lease_next, out, num(A.held), release)
 -- workers waiting for work, as many as can use them, and handed to them
 -- in their wake-ups (see hand_waiting): neither a wake-up that finds
 -- nothing nor one that must ask Redis for its work costs a script call.
-if enqueued_all > 0 then
-  local avail = enqueued_all - (#out - before) / 4
+-- So are the parked requests its release put back (PARKING.back).
+if enqueued_all + PARKING.back > 0 then
+  local avail = enqueued_all + PARKING.back - (#out - before) / 4
   if avail > 0 then
     local fair = fair_room(K, worker, 0, now)
     hand_waiting(K, channel, avail, fair, worker, function(to, max, into)

@@ -37,6 +37,11 @@ note_waiting(K, A.worker, (takes and math.max(1, fair) or max) - #out / 4, takes
 if #out / 4 < max then
   announce_joined(K, A.worker, A.wake, now)
 end
+-- Parked requests its release put back and it did not lease: the
+-- workers waiting for work are woken for them.
+if PARKING.back > #out / 4 then
+  hand_waiting(K, A.wake, PARKING.back - #out / 4, math.huge, A.worker)
+end
 crew_renew(K, A.worker, now, num(A.lease_ms), true)
 flush_hosts()
 flush_tally(K.stats)

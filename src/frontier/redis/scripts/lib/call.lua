@@ -11,6 +11,6 @@ local function begin_call()
   key_types, write_checks, clock_us = cleared(key_types), nil, 0
   tally_fields, tally, stat_values = cleared(tally_fields), cleared(tally), cleared(stat_values)
   host_cache, host_dirty, host_dirty_list = emptied_hosts(host_cache), cleared(host_dirty), cleared(host_dirty_list)
-  slot_due, paused_read = nil, nil
+  slot_due, paused_read, PARKING.back = nil, nil, 0
   crew_scores, crew_size, over_share, queue_sizes = cleared(crew_scores), nil, false, nil
 end

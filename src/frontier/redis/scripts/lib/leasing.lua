@@ -113,26 +113,130 @@ local function announce_joined(K, worker, wake, now)
   end
 end
 
+-- Parking (frontier::parking in Rust): its helpers go in the table its
+-- generated constants are in (PARKING.SCAN, .RETURN_MAX, .SCORE), since a
+-- script sent with EVALSHA has room for 200 locals in all.
+
+-- The spacing of a host's slots (ms): the spider's delay, its
+-- Crawl-delay or its back-off, whichever is longest.
+function PARKING.spacing(K, host, pace_ms)
+  return math.max(pace_ms, host_get(K.host_delay, host), host_get(K.backoff, host))
+end
+
 -- A paced host's politeness slots belong to the whole crew: with others
 -- in it, a worker reserves at most SLOTS_AHEAD of them in one call, and
 -- none more than SLOTS_AHEAD slots per worker of the crew ahead of now,
 -- so the next slots go to its peers rather than all to whoever leased
 -- first (frontier::fairness::beyond_share in Rust). `ahead` counts what
 -- this call took per host. An unpaced host has no slots to share.
+-- Returns false (the request may be leased), true (this call took its
+-- share of the host's slots: left for another call) or, when the crew's
+-- slots ahead of now are all taken, when they come within reach again
+-- (ms, the clock's), to park the request until then.
 local function beyond_share(K, host, now, pace_ms, crew, ahead)
-  local spacing = math.max(pace_ms, host_get(K.host_delay, host), host_get(K.backoff, host))
+  local spacing = PARKING.spacing(K, host, pace_ms)
   if spacing <= 0 then
     return false
   end
-  if (ahead[host] or 0) >= SLOTS_AHEAD then
-    return true
-  end
   local due = host_get(K.pace, host) - now - SLOTS_AHEAD * crew * spacing
   if due > 0 then
-    slot_due = math.min(slot_due or due, due)
-    return true
+    return now + due
   end
-  return false
+  return (ahead[host] or 0) >= SLOTS_AHEAD
+end
+
+-- Notes a request to park (see PARKING.park).
+function PARKING.later(parked, id, score, host, reach)
+  parked[#parked + 1] = id
+  parked[#parked + 1] = score
+  parked[#parked + 1] = host
+  parked[#parked + 1] = reach
+end
+
+-- A parked request's member of K.parked: its host, its queue place (the
+-- score made whole and positive, padded, so a host's members sort in
+-- queue order) and its id.
+PARKING.OFFSET = MAX_PRIORITY * SEQ_SPAN
+function PARKING.member(host, score, id)
+  return host .. ' ' .. string.format('%016d', tonumber(score) + PARKING.OFFSET) .. ' ' .. id
+end
+
+-- Parks the requests a lease found out of their host's reach (`parked`:
+-- id, queue score, host and when the host's slot comes within reach, four
+-- entries each; frontier::parking in Rust): each stays queued, but at
+-- PARKING.SCORE, behind every request that is not, and its host keeps it
+-- in K.parked, in queue order, until its turn (K.parked_hosts, at the
+-- earliest reach found) puts it back at its place (PARKING.release). A
+-- host's backlog so never stands at the queue's head in front of other
+-- hosts' work. The two parking keys are written with pcall, before the
+-- queue is touched: if another tool made one of them another type, the
+-- requests stay where they are and the call stays whole.
+function PARKING.park(K, parked)
+  if #parked == 0 then
+    return
+  end
+  local turns, members, scores, seen = {}, {}, {}, {}
+  for i = 1, #parked, 4 do
+    local id, host = parked[i], parked[i + 2]
+    if not seen[host] then
+      seen[host] = true
+      turns[#turns + 1] = int(parked[i + 3])
+      turns[#turns + 1] = host
+    end
+    members[#members + 1] = 0
+    members[#members + 1] = PARKING.member(host, parked[i + 1], id)
+    scores[#scores + 1] = int(PARKING.SCORE)
+    scores[#scores + 1] = id
+  end
+  local written = redis.pcall('ZADD', K.parked_hosts, 'LT', unpack(turns))
+  if type(written) == 'table' and written.err then
+    return
+  end
+  written = redis.pcall('ZADD', K.parked, unpack(members))
+  if type(written) == 'table' and written.err then
+    return
+  end
+  redis.call('ZADD', K.requests, 'XX', unpack(scores))
+  count(STAT.SCHEDULER_PARKED, #scores / 2)
+end
+
+-- Puts back at their queue places the parked requests of the hosts whose
+-- turn has come (up to 64 hosts a call): as many of each host's as its
+-- slots within `max_wait` (PARKING.RETURN_MAX at most), its next turn once
+-- those slots have passed (frontier::parking::returning and next_look); a
+-- host with none left leaves K.parked_hosts. A member whose request has
+-- left the queue meanwhile is only forgotten. Counts what it put back in
+-- PARKING.back, for the caller to wake the workers waiting for work. Read
+-- and written with pcall (see PARKING.park): parking keys of another type
+-- are left alone.
+function PARKING.release(K, now, pace_ms, max_wait)
+  local due = redis.pcall('ZRANGEBYSCORE', K.parked_hosts, '-inf', int(now), 'LIMIT', 0, 64)
+  if due.err or #due == 0 then
+    return
+  end
+  before_write()
+  for _, host in ipairs(due) do
+    local spacing = math.max(1, PARKING.spacing(K, host, pace_ms))
+    local ahead = math.max(0, host_get(K.pace, host) - now)
+    local n = math.max(1, math.min(PARKING.RETURN_MAX, math.floor(math.max(0, max_wait - ahead) / spacing) + 1))
+    local members = redis.pcall('ZRANGEBYLEX', K.parked, '[' .. host .. ' ', '(' .. host .. '!', 'LIMIT', 0, n)
+    if members.err then
+      return
+    end
+    for _, member in ipairs(members) do
+      local place, id = string.match(member, ' (%d+) (.*)$')
+      if place then
+        redis.call('ZADD', K.requests, 'XX', int(tonumber(place) - PARKING.OFFSET), id)
+      end
+    end
+    call_many('ZREM', K.parked, members)
+    PARKING.back = PARKING.back + #members
+    if #members < n then
+      redis.call('ZREM', K.parked_hosts, host)
+    else
+      redis.call('ZADD', K.parked_hosts, int(now + n * spacing), host)
+    end
+  end
 end
 
 -- Leases up to `max` requests to `worker` until now + lease_ms, appending
@@ -144,10 +248,12 @@ end
 -- one ZRANGEBYSCORE each per page would be most of a commit's cost.)
 --
 -- Requests are taken in queue order, but one whose host's next slot is
--- more than `max_wait` ms away is left queued for later: a worker never
--- fills its leases with requests for one slow (or backed-off) host while
--- other hosts' requests wait behind them. The scan looks at most 4 x `max`
--- queue entries deep. A queue member with no request behind it (written by
+-- more than `max_wait` ms away (or past the crew's share of the host's
+-- slots) is parked until it comes within reach (see park): a worker never
+-- fills its leases with requests for one slow (or backed-off) host, and
+-- that host's backlog never stands in front of other hosts' requests. The
+-- scan looks at most 4 x `max` queue entries deep, and up to PARKING.SCAN
+-- deeper for the entries it parks. A queue member with no request behind it (written by
 -- something other than crawlworker) is set aside rather than left to block
 -- the queue.
 --
@@ -198,9 +304,11 @@ local function page_cap(K, max_pages, place)
   return cap
 end
 
--- Sets `slot_due` to the ms until the first request left queued for its
--- host's slot may be leased (nil: none was left), for next_due. Returns
--- `max` after the fair share's cut.
+-- A request whose host's slot is out of this lease's reach is parked
+-- (see PARKING.park) rather than left standing at the queue's head: the
+-- scan parks up to PARKING.SCAN of them beyond the depth it scans anyway,
+-- so a slow host's backlog is moved out of the way in a few calls however
+-- deep it is. Returns `max` after the fair share's cut.
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
                               release, held, out)
   if release then
@@ -208,6 +316,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     requeue_expired(K.requests, K.request_data, K.inflight, K.leases, now)
     requeue_due(K.delayed, K.delayed_scores, K.requests, K.request_data, now)
     release_revisits(K, now)
+    PARKING.release(K, now, pace_ms, max_wait)
   end
   local crew, ahead = 1, {}
   if held and max > 0 then
@@ -240,10 +349,12 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
   -- leases are missing (scores formatted and parsed cost Redis more than
   -- anything else here), up to 4 x `max` entries deep. Nothing leaves
   -- the queue until the scan is over, so the windows do not shift.
-  local from, depth = 0, max * 4
+  local from, depth, reach = 0, max * 4, max * 4 + PARKING.SCAN
+  local parked = {}
   while leased < max and from < depth do
     local want = math.min(max - leased, 500, depth - from)
-    local window = redis.call('ZRANGE', K.requests, int(from), int(from + want - 1), 'WITHSCORES')
+    local window = redis.call('ZRANGE', K.requests, '-inf', '(' .. int(PARKING.SCORE), 'BYSCORE', 'LIMIT', int(from), int(want),
+      'WITHSCORES')
     if #window == 0 then
       break
     end
@@ -278,10 +389,18 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
           forget[#forget + 1] = id
           count(STAT.QUOTA_HOST_DROPPED, 1)
         elseif host and host_get(K.pace, host) - now > max_wait then
-          local due = host_get(K.pace, host) - now - max_wait
-          slot_due = math.min(slot_due or due, due)
+          -- Parked (see park), and the scan goes that much deeper.
+          PARKING.later(parked, id, score, host, host_get(K.pace, host) - max_wait)
+          depth = math.min(depth + 1, reach)
         elseif host and crew > 1 and beyond_share(K, host, now, pace_ms, crew, ahead) then
-          -- Left for the crew's other workers (see beyond_share).
+          -- Left for the crew's other workers, or parked until the crew's
+          -- slots ahead come within reach (see beyond_share; its numbers
+          -- are the call's cache, so asking twice costs no command).
+          local until_ms = beyond_share(K, host, now, pace_ms, crew, ahead)
+          if until_ms ~= true then
+            PARKING.later(parked, id, score, host, until_ms)
+            depth = math.min(depth + 1, reach)
+          end
         else
           if host and crew > 1 then
             ahead[host] = (ahead[host] or 0) + 1
@@ -311,6 +430,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
       break
     end
   end
+  PARKING.park(K, parked)
   local unqueued = call_many('ZREM', K.requests, unqueue)
   call_many('HDEL', K.request_data, forget)
   queue_sizes_moved(-unqueued, call_many('ZADD', K.inflight, inflight))
@@ -329,7 +449,7 @@ end
 -- sleeps until then (or a wake-up) instead of polling.
 local function next_due(K, now)
   local due = slot_due or -1
-  for _, key in ipairs({K.schedule, K.delayed, K.inflight}) do
+  for _, key in ipairs({K.schedule, K.delayed, K.inflight, K.parked_hosts}) do
     local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #first == 2 then
       local ms = math.max(0, tonumber(first[2]) - now)
