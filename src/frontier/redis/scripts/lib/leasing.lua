@@ -145,6 +145,15 @@ local function beyond_share(K, host, now, pace_ms, crew, ahead)
   return (ahead[host] or 0) >= SLOTS_AHEAD
 end
 
+-- A scan that parks reads on in windows of this many entries.
+PARKING.WINDOW = 128
+
+-- How deep a scan at `from` that has just parked an entry may go: a
+-- window past where it is, PARKING.SCAN past its usual depth at most.
+function PARKING.deeper(depth, from, reach)
+  return math.min(reach, math.max(depth + 1, from + PARKING.WINDOW))
+end
+
 -- Notes a request to park (see PARKING.park).
 function PARKING.later(parked, id, score, host, reach)
   parked[#parked + 1] = id
@@ -347,12 +356,13 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
   local unqueue, forget, inflight, owners = new_list(), {}, new_list(), new_list()
   -- The queue is read from the head in windows of as many entries as
   -- leases are missing (scores formatted and parsed cost Redis more than
-  -- anything else here), up to 4 x `max` entries deep. Nothing leaves
-  -- the queue until the scan is over, so the windows do not shift.
+  -- anything else here), up to 4 x `max` entries deep; once it parks,
+  -- in windows of PARKING.WINDOW, up to PARKING.SCAN deeper. Nothing
+  -- leaves the queue until the scan is over, so the windows do not shift.
   local from, depth, reach = 0, max * 4, max * 4 + PARKING.SCAN
   local parked = {}
   while leased < max and from < depth do
-    local want = math.min(max - leased, 500, depth - from)
+    local want = math.min(#parked > 0 and PARKING.WINDOW or max - leased, 500, depth - from)
     local window = redis.call('ZRANGE', K.requests, '-inf', '(' .. int(PARKING.SCORE), 'BYSCORE', 'LIMIT', int(from), int(want),
       'WITHSCORES')
     if #window == 0 then
@@ -367,7 +377,10 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     local jsons = redis.call('HMGET', K.request_data, unpack(ids))
     for j = 1, #ids do
       local id, score, json = ids[j], window[2 * j], jsons[j]
-      if not json then
+      if leased >= max then
+        -- A parking scan's window may hold more than it leases.
+        break
+      elseif not json then
         -- Set aside with its dead letter. The dead list is not proved
         -- before this call's first write (a member without data is rare,
         -- and proving it would cost every call a TYPE): if another tool
@@ -389,9 +402,9 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
           forget[#forget + 1] = id
           count(STAT.QUOTA_HOST_DROPPED, 1)
         elseif host and host_get(K.pace, host) - now > max_wait then
-          -- Parked (see park), and the scan goes that much deeper.
+          -- Parked (see PARKING.park), and the scan goes deeper.
           PARKING.later(parked, id, score, host, host_get(K.pace, host) - max_wait)
-          depth = math.min(depth + 1, reach)
+          depth = PARKING.deeper(depth, from, reach)
         elseif host and crew > 1 and beyond_share(K, host, now, pace_ms, crew, ahead) then
           -- Left for the crew's other workers, or parked until the crew's
           -- slots ahead come within reach (see beyond_share; its numbers
@@ -399,7 +412,7 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
           local until_ms = beyond_share(K, host, now, pace_ms, crew, ahead)
           if until_ms ~= true then
             PARKING.later(parked, id, score, host, until_ms)
-            depth = math.min(depth + 1, reach)
+            depth = PARKING.deeper(depth, from, reach)
           end
         else
           if host and crew > 1 then
@@ -431,6 +444,11 @@ local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, ma
     end
   end
   PARKING.park(K, parked)
+  -- Parked as deep as it may: more of a backlog may be behind, so the
+  -- worker asks again at once (next_due) rather than at the host's turn.
+  if depth >= reach and from >= depth then
+    slot_due = 0
+  end
   local unqueued = call_many('ZREM', K.requests, unqueue)
   call_many('HDEL', K.request_data, forget)
   queue_sizes_moved(-unqueued, call_many('ZADD', K.inflight, inflight))
