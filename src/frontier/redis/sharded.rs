@@ -119,7 +119,9 @@ impl ShardedFrontier {
             shard.hand_back = hand_back.clone();
         }
         let shards = frontiers.len();
-        let home = frontiers.first().map_or(0, |f| first_home(&f.worker, shards));
+        let home = frontiers
+            .first()
+            .map_or(0, |f| first_home(&f.worker, shards));
         let inner = Arc::new(Shards {
             shards: frontiers,
             home: AtomicUsize::new(home),
