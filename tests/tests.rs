@@ -21,6 +21,7 @@ mod dashboard;
 mod docs;
 mod downloader;
 mod dupefilter;
+mod engine_dates;
 mod failures;
 mod fair_leasing;
 mod files_and_binary_bodies;
