@@ -177,6 +177,8 @@ stats! {
     FOLLOW_FILTERED_NOT_MODIFIED = "follow/filtered/not_modified", Counter => "links_filtered"("reason" = "not_modified");
     /// Pages extracted only in part: deeper or larger than `extract_max_depth` or `extract_max_nodes`, an element with more than 1,024 attributes, or slower than `extract_timeout` (`extract/cut_short_reason_count/<reason>`).
     EXTRACT_CUT_SHORT = "extract/cut_short_count", Counter => "pages_cut_short";
+    /// Values fields could not convert to their `type` (a date in no form `type = "datetime"` reads, `12a` for an `int`), or whose `prepare` or `transform` failed: the field went without the value (`extract/unconverted_field_count/<item>.<field>`). Each field's first is logged as a warning with the value, and `crawlworker parse` lists them.
+    EXTRACT_UNCONVERTED = "extract/unconverted_count", Counter;
     /// Responses with a binary body (by their Content-Type, or by their first bytes without one) not extracted: their rule neither takes binary responses (`binary = true`) nor reads sitemaps or feeds.
     EXTRACT_BINARY_IGNORED = "extract/binary_ignored_count", Counter => "binary_responses_ignored";
     /// Sources that gave nothing, or not all they hold, because they are too large or malformed: JSON that does not parse for a JSON rule, a sitemap or feed that is not one, is cut off, or unpacks past `download_maxsize` (`extract/unreadable_kind_count/<kind>`). Each is recorded as failed, with its reason.
@@ -268,6 +270,8 @@ families! {
     ITEM_DROPPED_REASONS = "item_dropped_reasons_count" / "reason" => "items_dropped";
     /// Pages extracted only in part, by reason: `depth`, `nodes`, `attributes` or `time`.
     EXTRACT_CUT_SHORT_REASON = "extract/cut_short_reason_count" / "reason";
+    /// Values fields could not convert, by item type and field (`comment.created`).
+    EXTRACT_UNCONVERTED_FIELD = "extract/unconverted_field_count" / "field" => "values_unconverted";
     /// Sources that gave nothing or not all they hold, by kind: `too_large`, `broken_gzip`, `malformed`, `not_a_sitemap`, `not_a_feed` or `not_json`.
     EXTRACT_UNREADABLE_KIND = "extract/unreadable_kind_count" / "kind";
     /// Retries scheduled, by reason.

@@ -60,6 +60,7 @@ mod structured_fields;
 mod takeover;
 mod terminal;
 mod tools;
+mod unconverted_values;
 mod unreadable_entries;
 mod web_limits;
 mod wrong_type_keys;

@@ -120,6 +120,25 @@ impl DropReason {
     }
 }
 
+/// A value a field could not convert to its `type`, or whose `prepare`
+/// failed: the field went without it (counted as
+/// `extract/unconverted_field_count/<item>.<field>`, never silently null).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unconverted {
+    pub item: String,
+    /// The field's path in its item (`posts.author`).
+    pub field: String,
+    /// Why, with the value cut short (`` `Jan. 20…` is not a date``).
+    pub reason: String,
+}
+
+impl Unconverted {
+    /// The label of its stat: `<item>.<field>`.
+    pub fn label(&self) -> String {
+        format!("{}.{}", self.item, self.field)
+    }
+}
+
 /// Links not followed, by reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Filtered {
@@ -171,6 +190,9 @@ pub struct Extraction {
     pub ignored_status: Option<u16>,
     pub items: Vec<Item>,
     pub dropped: Vec<Dropped>,
+    /// Values fields could not convert (the fields went without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unconverted: Vec<Unconverted>,
     pub requests: Vec<Request>,
     /// Set when the body is binary and nothing of the rule reads it (it
     /// does not take binary responses, and has no sitemap or feed entry):
@@ -328,6 +350,7 @@ impl Extraction {
             unreadable: None,
             items: Vec::new(),
             dropped: Vec::new(),
+            unconverted: Vec::new(),
             requests: Vec::new(),
             tasks: Vec::new(),
             filtered: Filtered::default(),
@@ -371,6 +394,13 @@ fn extract_items(
                     reason,
                     code,
                 }),
+            }
+            for (field, reason) in doc.page.take_unconverted() {
+                out.unconverted.push(Unconverted {
+                    item: def.name.clone(),
+                    field,
+                    reason,
+                });
             }
         }
     }

@@ -108,6 +108,8 @@ pub struct FieldFile {
     pub timezone: Option<At<String>>,
     /// A jq program the extracted value goes through.
     pub transform: Option<At<String>>,
+    /// A jq program each value goes through before `type` reads it.
+    pub prepare: Option<At<String>>,
     pub css: Option<At<String>>,
     /// A JSONPath over the JSON response (or the `each` element).
     pub json: Option<At<String>>,
@@ -509,6 +511,7 @@ fn read_field(
         formats: t.str_list("formats"),
         timezone: t.str("timezone"),
         transform: t.str("transform"),
+        prepare: t.str("prepare"),
         css: t.str("css"),
         json: t.str("json"),
         xpath: t.str("xpath"),

@@ -184,6 +184,8 @@ pub struct Field {
     pub each: Option<Each>,
     /// `type = "datetime"`: how its text is read.
     pub dates: Option<DateSpec>,
+    /// A jq program each value goes through before `type` reads it.
+    pub prepare: Option<Transform>,
     /// A jq program the extracted value goes through.
     pub transform: Option<Transform>,
     /// Keep every value (a JSON array) instead of the first.

@@ -37,6 +37,7 @@ impl Compiler<'_> {
         let dates = self.dates(f, kind.flatten());
         let each = self.field_each(f);
         let transform = f.transform.as_ref().map(|t| self.transform(t));
+        let prepare = f.prepare.as_ref().map(|t| self.transform(t));
         let all = f.all.as_ref().is_some_and(|a| a.value) || f.join.is_some();
         let list = (all && f.join.is_none()) || f.each.is_some();
         let checks = self.checks(f, kind.flatten(), list);
@@ -48,6 +49,7 @@ impl Compiler<'_> {
             each: each?,
             dates: dates?,
             transform: transform.map_or(Some(None), |t| t.map(Some))?,
+            prepare: prepare.map_or(Some(None), |t| t.map(Some))?,
             all,
             join: f.join.as_ref().map(|j| j.value.clone()),
             re: match re {
@@ -175,6 +177,7 @@ impl Compiler<'_> {
             ("whitespace", f.whitespace.as_ref().map(|a| &a.loc)),
             ("url", f.url.as_ref().map(|a| &a.loc)),
             ("all", f.all.as_ref().map(|a| &a.loc)),
+            ("prepare", f.prepare.as_ref().map(|a| &a.loc)),
         ];
         for (key, loc) in text_keys {
             if let Some(loc) = loc {
