@@ -169,6 +169,8 @@ stats! {
     FOLLOW_FILTERED_DENIED = "follow/filtered/denied", Counter => "links_filtered"("reason" = "denied");
     /// Links whose path ends with an extension their follow entry does not follow (`deny_extensions`; Scrapy's list by default: images, archives, office documents, `pdf`, `js`, `py`, …).
     FOLLOW_FILTERED_EXTENSION = "follow/filtered/extension", Counter => "links_filtered"("reason" = "extension");
+    /// Links their follow entry's `rewrite` could not rewrite (its `jq` failed or gave `null`, or it made no http(s) URL).
+    FOLLOW_FILTERED_REWRITE = "follow/filtered/rewrite", Counter => "links_filtered"("reason" = "rewrite");
     /// Links deeper than the depth limit.
     FOLLOW_FILTERED_DEPTH = "follow/filtered/depth", Counter => "links_filtered"("reason" = "depth");
     /// Links past the last page a task asks for.

@@ -23,6 +23,7 @@ pub mod fields;
 pub mod json;
 pub mod links;
 pub mod page;
+pub mod rewrite;
 pub mod structured;
 
 use scraper::Html;
@@ -139,6 +140,19 @@ impl Unconverted {
     }
 }
 
+/// A link a follow entry's `rewrite` changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rewritten {
+    /// As found (resolved against the page).
+    pub from: String,
+    /// As followed; `None` when the rewrite failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Why the rewrite failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// Links not followed, by reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Filtered {
@@ -168,6 +182,10 @@ pub struct Filtered {
     /// request's context has (a cursor on the last page).
     #[serde(skip_serializing_if = "is_zero")]
     pub incomplete: u64,
+    /// The follow entry's `rewrite` failed (its jq failed, or it made no
+    /// http(s) URL).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rewrite: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -194,6 +212,10 @@ pub struct Extraction {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unconverted: Vec<Unconverted>,
     pub requests: Vec<Request>,
+    /// Links a follow entry's `rewrite` changed: as found, and as followed
+    /// (or why not).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rewritten: Vec<Rewritten>,
     /// Set when the body is binary and nothing of the rule reads it (it
     /// does not take binary responses, and has no sitemap or feed entry):
     /// nothing was extracted.
@@ -352,6 +374,7 @@ impl Extraction {
             dropped: Vec::new(),
             unconverted: Vec::new(),
             requests: Vec::new(),
+            rewritten: Vec::new(),
             tasks: Vec::new(),
             filtered: Filtered::default(),
             cut_short: None,
@@ -458,6 +481,7 @@ fn follow_links(
         &mut out.tasks,
     );
     let unreadable = follower.unreadable.take();
+    out.rewritten = std::mem::take(&mut follower.rewritten);
     out.unreadable = out.unreadable.take().or(unreadable);
     ran
 }

@@ -217,6 +217,19 @@ pub struct FollowFile {
     pub body: Option<At<String>>,
     pub form: Option<(Loc, Templates)>,
     pub headers: Templates,
+    /// `rewrite = { … }`: each link's canonical form.
+    pub rewrite: Option<RewriteFile>,
+}
+
+/// `rewrite = { remove_query = ["page"], replace = { '/$' = "" }, jq = '…' }`.
+#[derive(Debug)]
+pub struct RewriteFile {
+    pub loc: Loc,
+    pub remove_query: Option<Vec<At<String>>>,
+    pub keep_query: Option<Vec<At<String>>>,
+    /// Regex → replacement, in file order.
+    pub replace: Option<(Loc, Templates)>,
+    pub jq: Option<At<String>>,
 }
 
 /// `until = { empty = "$.comments", last = "$.total_pages", more = "$.has_more" }`.
@@ -679,6 +692,17 @@ fn read_follow(t: &TableReader<'_>) -> FollowFile {
         body: t.str("body"),
         form: templates(t, "form"),
         headers: templates(t, "headers").map_or_else(Vec::new, |(_, h)| h),
+        rewrite: t.table("rewrite").map(|r| {
+            let x = RewriteFile {
+                loc: r.loc.clone(),
+                remove_query: r.str_list("remove_query"),
+                keep_query: r.str_list("keep_query"),
+                replace: templates(&r, "replace"),
+                jq: r.str("jq"),
+            };
+            r.finish();
+            x
+        }),
     };
     t.finish();
     follow

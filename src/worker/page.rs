@@ -337,6 +337,7 @@ fn extract_page(
         (stats::FOLLOW_FILTERED_DEPTH, f.depth),
         (stats::FOLLOW_FILTERED_PAGINATION, f.pagination),
         (stats::FOLLOW_FILTERED_NOT_MODIFIED, f.not_modified),
+        (stats::FOLLOW_FILTERED_REWRITE, f.rewrite),
     ] {
         stats.add(stat, n as i64);
     }

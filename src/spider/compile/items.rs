@@ -37,7 +37,9 @@ impl Compiler<'_> {
         let dates = self.dates(f, kind.flatten());
         let each = self.field_each(f);
         let transform = f.transform.as_ref().map(|t| self.transform(t));
-        let prepare = f.prepare.as_ref().map(|t| self.transform(t));
+        let prepare = f.prepare.as_ref().map(|t| {
+            self.jq(t, "prepare", "write jq over the value as found, e.g. 'ltrimstr(\"Posted \")' or 'sub(\" views$\"; \"\")'")
+        });
         let all = f.all.as_ref().is_some_and(|a| a.value) || f.join.is_some();
         let list = (all && f.join.is_none()) || f.each.is_some();
         let checks = self.checks(f, kind.flatten(), list);
@@ -252,12 +254,26 @@ impl Compiler<'_> {
 
     /// `transform = '…'`: a jq program, its errors at their line:column.
     fn transform(&self, at: &At<String>) -> Option<Transform> {
+        self.jq(
+            at,
+            "transform",
+            "write jq, e.g. 'gsub(\"[^0-9]\"; \"\") | tonumber' (a field named `transform` is written as a table: transform = { css = \"…\" })",
+        )
+    }
+
+    /// A jq program (`what` names its key), its errors at their
+    /// line:column with `hint`.
+    pub(super) fn jq(&self, at: &At<String>, what: &str, hint: &str) -> Option<Transform> {
         Transform::compile(&at.value)
             .map_err(|e| {
                 self.problem(
                     &super::json::within(&at.loc, &at.value, e.offset + 1),
-                    format!("transform `{}` does not compile: {}", crate::wording::cut(&at.value, 80), e.message),
-                    "write jq, e.g. 'gsub(\"[^0-9]\"; \"\") | tonumber' (a field named `transform` is written as a table: transform = { css = \"…\" })",
+                    format!(
+                        "{what} `{}` does not compile: {}",
+                        crate::wording::cut(&at.value, 80),
+                        e.message
+                    ),
+                    hint,
                 )
             })
             .ok()
