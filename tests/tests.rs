@@ -30,6 +30,7 @@ mod frontier;
 mod frontier_contract;
 mod hostile_pages;
 mod idle;
+mod item_types;
 mod json_api;
 mod link_rewrites;
 mod local;

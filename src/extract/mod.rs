@@ -410,7 +410,7 @@ fn extract_items(
             match fields::item(def, scope, doc.page, &ex.jsonld_types) {
                 Ok(fields) => out.items.push(Item {
                     kind: def.name.clone(),
-                    fields,
+                    fields: typed(spider.type_field.as_deref(), &def.name, fields),
                 }),
                 Err((code, reason)) => out.dropped.push(Dropped {
                     item: def.name.clone(),
@@ -428,6 +428,19 @@ fn extract_items(
         }
     }
     Ok(())
+}
+
+/// An item's fields with its type name first under `type_field`, when the
+/// spider names one.
+fn typed(type_field: Option<&str>, name: &str, fields: Map<String, Value>) -> Map<String, Value> {
+    let Some(key) = type_field else {
+        return fields;
+    };
+    let mut out = Map::with_capacity(fields.len() + 1);
+    out.insert(key.to_string(), Value::String(name.to_string()));
+    // An item transform may have made the key itself: the type wins.
+    out.extend(fields.into_iter().filter(|(k, _)| k != key));
+    out
 }
 
 /// What one item is extracted from each: the nodes or JSON values `each`

@@ -164,6 +164,7 @@ impl Compiler<'_> {
         self.check_context(file, &graph);
 
         let sink = self.sink(file.items_sink.as_ref());
+        let type_field = self.type_field(file);
         let items = items.into_iter().collect::<Option<Vec<_>>>()?;
         let rules = rules.into_iter().collect::<Option<Vec<_>>>()?;
         let overrides = file.settings.clone();
@@ -186,6 +187,7 @@ impl Compiler<'_> {
             warnings: Vec::new(),
             items,
             sink: sink?,
+            type_field: type_field?,
             rules,
             scrapy_redis: scrapy_redis?,
             session: session?.map(std::sync::Arc::new),

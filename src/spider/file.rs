@@ -22,6 +22,9 @@ pub struct SpiderFile {
     pub items: Vec<ItemFile>,
     /// `[items] sink = "list" | "stream"`: where items go.
     pub items_sink: Option<At<String>>,
+    /// `[items] type_field = "kind"`: the key each item's type name is
+    /// added under.
+    pub items_type_field: Option<At<String>>,
     pub rules: Vec<RuleFile>,
     /// `[scrapy_redis]`: how the requests a scrapy-redis crawl queued map
     /// to rules (`import-queue`).
@@ -267,22 +270,29 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         .table("keys")
         .map(|t| read_keys(&t))
         .unwrap_or_default();
-    // `[items]` holds the item types (tables) and, as a plain value,
-    // `sink`: an item type may still be called `sink` (`[items.sink]`).
+    // `[items]` holds the item types (tables) and, as plain values,
+    // `sink` and `type_field`: an item type may still be called `sink`
+    // (`[items.sink]`).
     let mut items_sink = None;
+    let mut items_type_field = None;
     let items = match root.table("items") {
         Some(t) => {
             let items = t
                 .entries()
                 .into_iter()
                 .filter_map(|(name, node, loc)| {
-                    if name.value == "sink" && node.as_table_like().is_none() {
+                    let plain = match name.value.as_str() {
+                        "sink" => Some((&mut items_sink, "write `sink = \"list\"` or `sink = \"stream\"`")),
+                        "type_field" => Some((&mut items_type_field, "write the key each item's type name goes under, e.g. `type_field = \"kind\"`")),
+                        _ => None,
+                    };
+                    if let Some((slot, hint)) = plain.filter(|_| node.as_table_like().is_none()) {
                         match node.as_str() {
-                            Some(s) => items_sink = Some(At::new(s.to_string(), loc)),
+                            Some(s) => *slot = Some(At::new(s.to_string(), loc)),
                             None => t.reader().problem(
                                 &loc,
                                 format!("expected a string, found {}", node.type_name()),
-                                Some("write `sink = \"list\"` or `sink = \"stream\"`".into()),
+                                Some(hint.into()),
                             ),
                         }
                         return None;
@@ -291,10 +301,10 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
                         t.reader().problem(
                             &loc,
                             format!(
-                                "`{}` is neither an item type (a table) nor `sink`",
+                                "`{}` is neither an item type (a table) nor `sink` or `type_field`",
                                 name.value
                             ),
-                            Some("define an item type as `[items.<name>]` with its fields; `sink = \"stream\"` chooses where items go".into()),
+                            Some("define an item type as `[items.<name>]` with its fields; `sink = \"stream\"` chooses where items go, `type_field = \"kind\"` names each item's type".into()),
                         );
                         return None;
                     }
@@ -321,6 +331,7 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         keys,
         items,
         items_sink,
+        items_type_field,
         rules,
         scrapy_redis,
         session,

@@ -110,6 +110,9 @@ pub struct Spider {
     pub items: Vec<ItemDef>,
     /// Where its items go (`[items] sink`).
     pub sink: ItemSink,
+    /// `[items] type_field`: the key each item's type name is added under
+    /// (first), if any.
+    pub type_field: Option<String>,
     pub rules: Vec<Rule>,
     /// How requests a scrapy-redis crawl queued map to rules
     /// (`[scrapy_redis]`, read by `crawlworker import-queue`).

@@ -364,6 +364,44 @@ impl Compiler<'_> {
         }
     }
 
+    /// `[items] type_field`: a key no item type has a field of; `Some(None)`
+    /// without one.
+    pub(super) fn type_field(
+        &self,
+        file: &crate::spider::file::SpiderFile,
+    ) -> Option<Option<String>> {
+        let Some(at) = &file.items_type_field else {
+            return Some(None);
+        };
+        if at.value.trim().is_empty() {
+            self.problem(
+                &at.loc,
+                "`type_field` is empty",
+                "name the key each item's type goes under, e.g. `type_field = \"kind\"`",
+            );
+            return None;
+        }
+        let clash = file
+            .items
+            .iter()
+            .find(|i| i.fields.iter().any(|f| f.name.value == at.value));
+        if let Some(item) = clash {
+            self.problem(
+                &at.loc,
+                format!(
+                    "item `{}` has a field `{}`, the key `type_field` adds the item type under",
+                    item.name.value, at.value
+                ),
+                format!(
+                    "rename the field, or choose another key for the type (`type_field = \"item_type\"`); `type_field` replaces a `{} = {{ const = \"…\" }}` field",
+                    at.value
+                ),
+            );
+            return None;
+        }
+        Some(Some(at.value.clone()))
+    }
+
     /// `[items] sink`.
     pub(super) fn sink(&self, sink: Option<&At<String>>) -> Option<ItemSink> {
         match sink.map(|s| s.value.as_str()) {
