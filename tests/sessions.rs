@@ -370,3 +370,51 @@ async fn logins_beyond_the_hourly_limit_make_the_crawl_wait_not_hammer_the_form(
         "{log}"
     );
 }
+
+/// What a user may ask of the log: every target at trace, the crates
+/// that handle cookies and connections named on purpose.
+const EVERY_TARGET_AT_TRACE: &str = "trace,cookie_store=trace,cookie_store::cookie_store=trace,reqwest=trace,reqwest::connect::verbose=trace,hyper=trace,hyper_util=trace,html5ever=trace,selectors=trace";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_logged_in_crawl_logged_at_trace_for_every_target_prints_no_secret() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 15,
+        ..MembersConfig::default()
+    });
+    let dir = temp_dir("sessions-trace");
+    let spider = spider(&server, dir.path(), "");
+    let mut logs = Vec::new();
+    for format in ["text", "json"] {
+        let out = std::process::Command::new(crawlworker_testkit::binary())
+            .args([
+                "run",
+                spider.to_str().unwrap(),
+                "--local",
+                "--log-format",
+                format,
+            ])
+            .arg("--start")
+            .arg(server.url("/members/"))
+            .arg("-o")
+            .arg(dir.path().join(format!("items-{format}.jsonl")))
+            .envs(env())
+            .env("CRAWLWORKER_LOG", EVERY_TARGET_AT_TRACE)
+            .output()
+            .unwrap();
+        let log = stderr(&out);
+        assert!(out.status.success(), "{log}");
+        // The filter took: the libraries' own trace lines are there.
+        assert!(log.contains("hyper_util::client"), "{log}");
+        logs.push(log);
+    }
+    let members = server.members();
+    assert!(members.logins() >= 4, "{}", members.logins());
+    let mut secrets = vec![PASSWORD.to_string()];
+    secrets.extend(members.issued_sessions());
+    secrets.extend(members.issued_tokens());
+    assert_no_secret(
+        &secrets,
+        &[("the text log", &logs[0]), ("the JSON log", &logs[1])],
+    );
+}

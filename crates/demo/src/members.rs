@@ -158,6 +158,12 @@ impl Members {
         self.state().issued.clone()
     }
 
+    /// Every CSRF token handed out (a login form's, and its cookie's), for
+    /// tests that make sure none leaks into a log.
+    pub fn issued_tokens(&self) -> Vec<String> {
+        self.state().tokens.clone()
+    }
+
     /// The answer to a GET of `path` with the `Cookie` header `cookies`.
     pub fn get(&self, path: &str, cookies: Option<&str>) -> Answer {
         if path == "/members/login" {
