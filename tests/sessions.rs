@@ -418,3 +418,84 @@ async fn a_logged_in_crawl_logged_at_trace_for_every_target_prints_no_secret() {
         &[("the text log", &logs[0]), ("the JSON log", &logs[1])],
     );
 }
+
+/// `crawlworker parse` of a members-only page, with `args` after the URL.
+fn parse_members(spider: &Path, url: &str, args: &[&str]) -> (Value, String) {
+    let out = std::process::Command::new(crawlworker_testkit::binary())
+        .args(["parse", spider.to_str().unwrap(), url])
+        .args(args)
+        .envs(env())
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    (serde_json::from_str(&stdout(&out)).unwrap(), log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parse_uses_the_clusters_live_session_or_logs_in_once_itself() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-parse");
+    let spider = spider(&server, dir.path(), "");
+    start(&redis, &spider, &server);
+    wait_all(vec![Worker::spawn(
+        &spider,
+        &redis.url(),
+        &["--until-drained"],
+        &env(),
+    )]);
+    let members = server.members();
+    assert_eq!(members.logins(), 1);
+    let page = server.url("/members/thread/3");
+    let title = |v: &Value| v["items"][0]["fields"]["title"].clone();
+
+    // The cluster's live session: items, and no login at all.
+    let form_hits = server.hits("/members/login");
+    let (v, log) = parse_members(&spider, &page, &["--redis", &redis.url()]);
+    assert_eq!(title(&v), "Members thread 3", "{v}");
+    assert_eq!(v["session"]["source"], "cluster", "{v}");
+    assert_eq!(v["session"]["generation"], 1, "{v}");
+    assert_eq!(
+        (members.logins(), server.hits("/members/login")),
+        (1, form_hits)
+    );
+    assert!(
+        log.contains("fetched with the cluster's live session"),
+        "{log}"
+    );
+
+    // Without Redis: one login of its own, said so.
+    let (v, log) = parse_members(&spider, &page, &[]);
+    assert_eq!(title(&v), "Members thread 3", "{v}");
+    assert_eq!(v["session"]["source"], "login", "{v}");
+    assert_eq!(v["session"]["why"], "no --redis given", "{v}");
+    assert_eq!(members.logins(), 2);
+    assert!(
+        log.contains("logged in once as account `account-1`"),
+        "{log}"
+    );
+
+    // A Redis with no session yet: one login, and the cluster's Redis is
+    // left as it was.
+    let empty = RedisServer::start();
+    let (v, _) = parse_members(&spider, &page, &["--redis", &empty.url()]);
+    assert_eq!(v["session"]["source"], "login", "{v}");
+    assert!(
+        v["session"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("has logged in no session yet"),
+        "{v}"
+    );
+    assert_eq!(members.logins(), 3);
+    let keys: Vec<String> = empty.conn().keys("*").unwrap();
+    assert!(keys.is_empty(), "parse wrote to Redis: {keys:?}");
+    let mut secrets = vec![PASSWORD.to_string()];
+    secrets.extend(members.issued_sessions());
+    assert_no_secret(
+        &secrets,
+        &[("parse's output", &v.to_string()), ("parse's log", &log)],
+    );
+}

@@ -50,6 +50,24 @@ pub enum Ready {
     Failed(String),
 }
 
+/// Whether `page` shows `session` logged out: it is, or redirects to, the
+/// `logged_out` URL, or has its `css`.
+pub fn logged_out(session: &Session, page: &Fetched) -> bool {
+    let test = &session.logged_out;
+    let Ok(at) = url::Url::parse(&page.url) else {
+        return false;
+    };
+    if test.url_matches(&at) {
+        return true;
+    }
+    let redirected = (300..400).contains(&page.status)
+        && page
+            .header("location")
+            .and_then(|l| at.join(l).ok())
+            .is_some_and(|to| test.url_matches(&to));
+    redirected || ((200..300).contains(&page.status) && login::shows(page, test))
+}
+
 /// One spider run's hold on the cluster's session.
 pub struct Keeper {
     config: Arc<Session>,
@@ -85,22 +103,9 @@ impl Keeper {
         self.config.applies_to(url)
     }
 
-    /// Whether `page` shows the session logged out: it is, or redirects
-    /// to, the `logged_out` URL, or has its `css`.
+    /// Whether `page` shows the session logged out (see [`logged_out`]).
     pub fn logged_out(&self, page: &Fetched) -> bool {
-        let test = &self.config.logged_out;
-        let Ok(at) = url::Url::parse(&page.url) else {
-            return false;
-        };
-        if test.url_matches(&at) {
-            return true;
-        }
-        let redirected = (300..400).contains(&page.status)
-            && page
-                .header("location")
-                .and_then(|l| at.join(l).ok())
-                .is_some_and(|to| test.url_matches(&to));
-        redirected || ((200..300).contains(&page.status) && login::shows(page, test))
+        logged_out(&self.config, page)
     }
 
     fn current(&self) -> Option<(u64, SecretText)> {
