@@ -241,7 +241,9 @@ stats! {
     SESSION_LOGIN_COUNT = "session/login_count", Counter => "session_logins";
     /// Logins that failed: refused (the account is retired) or not possible (the site down, the form gone).
     SESSION_LOGIN_FAILED = "session/login_failed_count", Counter => "session_logins_failed";
-    /// Accounts retired because their login was refused; they are not used again.
+    /// Accounts that rest after a refused login (a wrong password, "too many attempts"): for the site's Retry-After or `login_cooldown`, then they are tried once more.
+    SESSION_ACCOUNT_RESTED = "session/account_rested_count", Counter => "session_accounts_rested";
+    /// Accounts retired because their login was refused again after their rest (in a local crawl: at once); they are not used again.
     SESSION_ACCOUNT_RETIRED = "session/account_retired_count", Counter => "session_accounts_retired";
     /// Logins put off because every account left had its `max_logins_per_hour`; the requests waited.
     SESSION_LOGIN_DEFERRED = "session/login_deferred_count", Counter => "session_logins_deferred";

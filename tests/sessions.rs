@@ -247,7 +247,7 @@ async fn a_worker_killed_holding_the_login_lock_loses_nothing_and_locks_nobody_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_account_is_retired_and_counted_and_the_next_one_logs_in() {
+async fn a_refused_account_rests_and_is_counted_and_the_next_one_logs_in() {
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     server.members().configure(long_sessions());
     let redis = RedisServer::start();
@@ -269,12 +269,19 @@ async fn a_refused_account_is_retired_and_counted_and_the_next_one_logs_in() {
         (1, 1)
     );
     let stats = stats_json(&redis, &path);
-    assert_eq!(stat(&stats, "session/account_retired_count"), 1, "{stats}");
+    assert_eq!(stat(&stats, "session/account_rested_count"), 1, "{stats}");
+    assert_eq!(stat(&stats, "session/account_retired_count"), 0, "{stats}");
     assert_eq!(stat(&stats, "session/login_failed_count"), 1, "{stats}");
-    assert!(
-        log.contains("account retired") && log.contains("`old`"),
-        "{log}"
+    assert_eq!(stats["session"]["accounts"][0]["name"], "old", "{stats}");
+    assert_eq!(
+        stats["session"]["accounts"][0]["state"], "resting",
+        "{stats}"
     );
+    assert_eq!(
+        stats["session"]["accounts"][1]["state"], "active",
+        "{stats}"
+    );
+    assert!(log.contains("account `old` rests 15m"), "{log}");
     assert!(
         !log.contains("expired-password") && !log.contains(PASSWORD),
         "{log}"
@@ -498,4 +505,68 @@ async fn parse_uses_the_clusters_live_session_or_logs_in_once_itself() {
         &secrets,
         &[("parse's output", &v.to_string()), ("parse's log", &log)],
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_login_rests_for_the_sites_retry_after_then_logs_in_again() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        refuse_next: 1,
+        retry_after: Some(3),
+        ..long_sessions()
+    });
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-rested");
+    // The site's Retry-After, not the hour of login_cooldown, sets the rest.
+    let spider = spider(&server, dir.path(), "login_cooldown = \"1h\"");
+    start(&redis, &spider, &server);
+    let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &env());
+    // While it rests, `stats` says so.
+    let resting = eventually_async("the account resting", Duration::from_secs(30), || async {
+        let stats = stats_json(&redis, &spider);
+        (stats["session"]["accounts"][0]["state"] == "resting").then_some(stats)
+    })
+    .await;
+    let left = resting["session"]["accounts"][0]["rests_for_seconds"]
+        .as_f64()
+        .unwrap();
+    assert!(left > 0.0 && left <= 3.0, "{resting}");
+    let log = wait_all(vec![worker]);
+    assert_exact(&items(&redis), &want(&server.base_url()));
+    let members = server.members();
+    assert_eq!((members.refused(), members.logins()), (1, 1), "{log}");
+    let stats = stats_json(&redis, &spider);
+    assert_eq!(stat(&stats, "session/account_rested_count"), 1, "{stats}");
+    assert_eq!(stat(&stats, "session/account_retired_count"), 0, "{stats}");
+    assert_eq!(
+        stats["session"]["accounts"][0]["state"], "active",
+        "{stats}"
+    );
+    assert!(log.contains("account `account-1` rests 3.0s"), "{log}");
+    assert!(!log.contains(PASSWORD), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_whose_login_is_refused_exits_at_once_naming_the_account() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("sessions-local-refused");
+    let spider = spider(&server, dir.path(), "");
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(crawlworker_testkit::binary())
+        .args(["run", spider.to_str().unwrap(), "--local", "--start"])
+        .arg(server.url("/members/"))
+        .envs(env())
+        .env("FORUM_PASS", "wrong-password")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let log = stderr(&out);
+    assert!(!out.status.success(), "{log}");
+    assert!(took < Duration::from_secs(10), "took {took:?}: {log}");
+    assert!(
+        log.contains("the login of account `account-1` was refused") && log.contains("status 403"),
+        "{log}"
+    );
+    assert!(!log.contains("wrong-password"), "{log}");
+    assert_eq!(server.members().refused(), 1);
 }

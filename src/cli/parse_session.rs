@@ -1,7 +1,7 @@
 //! `parse` on a `[session]` spider: the page is fetched logged in, as a
 //! crawl fetches it. The cluster's live session is used when `--redis`
 //! reaches one (no login at all); otherwise `parse` logs in once itself,
-//! with an account the cluster has not retired. It never writes
+//! with an account the cluster has neither retired nor rests. It never writes
 //! to Redis: its own login is for this one page. What it did is said on
 //! standard error and in the output's `session`; never a cookie or a
 //! credential.
@@ -123,7 +123,7 @@ async fn log_in(
     };
     match login::log_in(client, session, account).await {
         Ok(cookie) => Ok((cookie, account.name.clone())),
-        Err(LoginError::Refused(why)) | Err(LoginError::Unavailable(why)) => {
+        Err(LoginError::Refused(why, _)) | Err(LoginError::Unavailable(why)) => {
             bail!(
                 "parse could not log in with account `{}`: {why}",
                 account.name
