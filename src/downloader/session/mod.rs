@@ -252,7 +252,12 @@ impl Keeper {
                 match self.frontier.session_store(&self.holder, &stored).await {
                     Ok(true) => {
                         stats.add(stats::SESSION_LOGIN_COUNT, 1);
-                        tracing::info!(account = %account, generation = generation + 1, "logged in for the cluster");
+                        let whom = if self.frontier.is_shared() {
+                            "logged in for the cluster"
+                        } else {
+                            "logged in"
+                        };
+                        tracing::info!(account = %account, generation = generation + 1, "{whom}");
                         self.set_current(generation + 1, cookie.clone());
                         Some(Ready::Session {
                             generation: generation + 1,
