@@ -169,6 +169,8 @@ stats! {
     FOLLOW_FILTERED_DENIED = "follow/filtered/denied", Counter => "links_filtered"("reason" = "denied");
     /// Links whose path ends with an extension their follow entry does not follow (`deny_extensions`; Scrapy's list by default: images, archives, office documents, `pdf`, `js`, `py`, …).
     FOLLOW_FILTERED_EXTENSION = "follow/filtered/extension", Counter => "links_filtered"("reason" = "extension");
+    /// Links their follow entry's `rewrite` could not rewrite (its `jq` failed or gave `null`, or it made no http(s) URL).
+    FOLLOW_FILTERED_REWRITE = "follow/filtered/rewrite", Counter => "links_filtered"("reason" = "rewrite");
     /// Links deeper than the depth limit.
     FOLLOW_FILTERED_DEPTH = "follow/filtered/depth", Counter => "links_filtered"("reason" = "depth");
     /// Links past the last page a task asks for.
@@ -177,6 +179,8 @@ stats! {
     FOLLOW_FILTERED_NOT_MODIFIED = "follow/filtered/not_modified", Counter => "links_filtered"("reason" = "not_modified");
     /// Pages extracted only in part: deeper or larger than `extract_max_depth` or `extract_max_nodes`, an element with more than 1,024 attributes, or slower than `extract_timeout` (`extract/cut_short_reason_count/<reason>`).
     EXTRACT_CUT_SHORT = "extract/cut_short_count", Counter => "pages_cut_short";
+    /// Values fields could not convert to their `type` (a date in no form `type = "datetime"` reads, `12a` for an `int`), or whose `prepare` or `transform` failed: the field went without the value (`extract/unconverted_field_count/<item>.<field>`). Each field's first is logged as a warning with the value, and `crawlworker parse` lists them.
+    EXTRACT_UNCONVERTED = "extract/unconverted_count", Counter;
     /// Responses with a binary body (by their Content-Type, or by their first bytes without one) not extracted: their rule neither takes binary responses (`binary = true`) nor reads sitemaps or feeds.
     EXTRACT_BINARY_IGNORED = "extract/binary_ignored_count", Counter => "binary_responses_ignored";
     /// Sources that gave nothing, or not all they hold, because they are too large or malformed: JSON that does not parse for a JSON rule, a sitemap or feed that is not one, is cut off, or unpacks past `download_maxsize` (`extract/unreadable_kind_count/<kind>`). Each is recorded as failed, with its reason.
@@ -239,7 +243,9 @@ stats! {
     SESSION_LOGIN_COUNT = "session/login_count", Counter => "session_logins";
     /// Logins that failed: refused (the account is retired) or not possible (the site down, the form gone).
     SESSION_LOGIN_FAILED = "session/login_failed_count", Counter => "session_logins_failed";
-    /// Accounts retired because their login was refused; they are not used again.
+    /// Accounts that rest after a refused login (a wrong password, "too many attempts"): for the site's Retry-After or `login_cooldown`, then they are tried once more.
+    SESSION_ACCOUNT_RESTED = "session/account_rested_count", Counter => "session_accounts_rested";
+    /// Accounts retired because their login was refused again after their rest (in a local crawl: at once); they are not used again.
     SESSION_ACCOUNT_RETIRED = "session/account_retired_count", Counter => "session_accounts_retired";
     /// Logins put off because every account left had its `max_logins_per_hour`; the requests waited.
     SESSION_LOGIN_DEFERRED = "session/login_deferred_count", Counter => "session_logins_deferred";
@@ -270,6 +276,8 @@ families! {
     ITEM_DROPPED_REASONS = "item_dropped_reasons_count" / "reason" => "items_dropped";
     /// Pages extracted only in part, by reason: `depth`, `nodes`, `attributes` or `time`.
     EXTRACT_CUT_SHORT_REASON = "extract/cut_short_reason_count" / "reason";
+    /// Values fields could not convert, by item type and field (`comment.created`).
+    EXTRACT_UNCONVERTED_FIELD = "extract/unconverted_field_count" / "field" => "values_unconverted";
     /// Sources that gave nothing or not all they hold, by kind: `too_large`, `broken_gzip`, `malformed`, `not_a_sitemap`, `not_a_feed` or `not_json`.
     EXTRACT_UNREADABLE_KIND = "extract/unreadable_kind_count" / "kind";
     /// Retries scheduled, by reason.

@@ -34,7 +34,7 @@ fn promtool_accepts_the_alert_rules() {
 /// The login session's alerts fire on their counters' series, and stay
 /// quiet without them (`promtool test rules`).
 #[test]
-fn the_session_alerts_fire_when_an_account_is_retired_or_logins_wait() {
+fn the_session_alerts_fire_when_an_account_rests_is_retired_or_logins_wait() {
     let dir = crawlworker_testkit::temp_dir("alerts");
     let test = dir.path().join("session_test.yml");
     let rules = root().join(RULES);
@@ -52,7 +52,18 @@ tests:
         values: '0+1x40'
       - series: 'crawlworker_session_accounts_retired_total{{spider="quiet",instance="a"}}'
         values: '0x40'
+      - series: 'crawlworker_session_accounts_rested_total{{spider="members",instance="a"}}'
+        values: '0 1 1 1 1'
+      - series: 'crawlworker_session_accounts_rested_total{{spider="quiet",instance="a"}}'
+        values: '0x40'
     alert_rule_test:
+      - eval_time: 3m
+        alertname: CrawlworkerSessionAccountResting
+        exp_alerts:
+          - exp_labels: {{severity: info, spider: members}}
+            exp_annotations:
+              summary: "members: a login account was refused and rests"
+              description: "It is tried once more after its rest (crawlworker stats shows how long is left); if it is refused again it is retired. The worker logs name the account and what the site said."
       - eval_time: 4m
         alertname: CrawlworkerSessionAccountRetired
         exp_alerts:

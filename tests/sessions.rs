@@ -247,7 +247,7 @@ async fn a_worker_killed_holding_the_login_lock_loses_nothing_and_locks_nobody_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_account_is_retired_and_counted_and_the_next_one_logs_in() {
+async fn a_refused_account_rests_and_is_counted_and_the_next_one_logs_in() {
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     server.members().configure(long_sessions());
     let redis = RedisServer::start();
@@ -269,12 +269,19 @@ async fn a_refused_account_is_retired_and_counted_and_the_next_one_logs_in() {
         (1, 1)
     );
     let stats = stats_json(&redis, &path);
-    assert_eq!(stat(&stats, "session/account_retired_count"), 1, "{stats}");
+    assert_eq!(stat(&stats, "session/account_rested_count"), 1, "{stats}");
+    assert_eq!(stat(&stats, "session/account_retired_count"), 0, "{stats}");
     assert_eq!(stat(&stats, "session/login_failed_count"), 1, "{stats}");
-    assert!(
-        log.contains("account retired") && log.contains("`old`"),
-        "{log}"
+    assert_eq!(stats["session"]["accounts"][0]["name"], "old", "{stats}");
+    assert_eq!(
+        stats["session"]["accounts"][0]["state"], "resting",
+        "{stats}"
     );
+    assert_eq!(
+        stats["session"]["accounts"][1]["state"], "active",
+        "{stats}"
+    );
+    assert!(log.contains("account `old` rests 15m"), "{log}");
     assert!(
         !log.contains("expired-password") && !log.contains(PASSWORD),
         "{log}"
@@ -369,4 +376,197 @@ async fn logins_beyond_the_hourly_limit_make_the_crawl_wait_not_hammer_the_form(
         log.contains("every account has had its logins for this hour"),
         "{log}"
     );
+}
+
+/// What a user may ask of the log: every target at trace, the crates
+/// that handle cookies and connections named on purpose.
+const EVERY_TARGET_AT_TRACE: &str = "trace,cookie_store=trace,cookie_store::cookie_store=trace,reqwest=trace,reqwest::connect::verbose=trace,hyper=trace,hyper_util=trace,html5ever=trace,selectors=trace";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_logged_in_crawl_logged_at_trace_for_every_target_prints_no_secret() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 15,
+        ..MembersConfig::default()
+    });
+    let dir = temp_dir("sessions-trace");
+    let spider = spider(&server, dir.path(), "");
+    let mut logs = Vec::new();
+    for format in ["text", "json"] {
+        let out = std::process::Command::new(crawlworker_testkit::binary())
+            .args([
+                "run",
+                spider.to_str().unwrap(),
+                "--local",
+                "--log-format",
+                format,
+            ])
+            .arg("--start")
+            .arg(server.url("/members/"))
+            .arg("-o")
+            .arg(dir.path().join(format!("items-{format}.jsonl")))
+            .envs(env())
+            .env("CRAWLWORKER_LOG", EVERY_TARGET_AT_TRACE)
+            .output()
+            .unwrap();
+        let log = stderr(&out);
+        assert!(out.status.success(), "{log}");
+        // The filter took: the libraries' own trace lines are there.
+        assert!(log.contains("hyper_util::client"), "{log}");
+        logs.push(log);
+    }
+    let members = server.members();
+    assert!(members.logins() >= 4, "{}", members.logins());
+    let mut secrets = vec![PASSWORD.to_string()];
+    secrets.extend(members.issued_sessions());
+    secrets.extend(members.issued_tokens());
+    assert_no_secret(
+        &secrets,
+        &[("the text log", &logs[0]), ("the JSON log", &logs[1])],
+    );
+}
+
+/// `crawlworker parse` of a members-only page, with `args` after the URL.
+fn parse_members(spider: &Path, url: &str, args: &[&str]) -> (Value, String) {
+    let out = std::process::Command::new(crawlworker_testkit::binary())
+        .args(["parse", spider.to_str().unwrap(), url])
+        .args(args)
+        .envs(env())
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    (serde_json::from_str(&stdout(&out)).unwrap(), log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parse_uses_the_clusters_live_session_or_logs_in_once_itself() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-parse");
+    let spider = spider(&server, dir.path(), "");
+    start(&redis, &spider, &server);
+    wait_all(vec![Worker::spawn(
+        &spider,
+        &redis.url(),
+        &["--until-drained"],
+        &env(),
+    )]);
+    let members = server.members();
+    assert_eq!(members.logins(), 1);
+    let page = server.url("/members/thread/3");
+    let title = |v: &Value| v["items"][0]["fields"]["title"].clone();
+
+    // The cluster's live session: items, and no login at all.
+    let form_hits = server.hits("/members/login");
+    let (v, log) = parse_members(&spider, &page, &["--redis", &redis.url()]);
+    assert_eq!(title(&v), "Members thread 3", "{v}");
+    assert_eq!(v["session"]["source"], "cluster", "{v}");
+    assert_eq!(v["session"]["generation"], 1, "{v}");
+    assert_eq!(
+        (members.logins(), server.hits("/members/login")),
+        (1, form_hits)
+    );
+    assert!(
+        log.contains("fetched with the cluster's live session"),
+        "{log}"
+    );
+
+    // Without Redis: one login of its own, said so.
+    let (v, log) = parse_members(&spider, &page, &[]);
+    assert_eq!(title(&v), "Members thread 3", "{v}");
+    assert_eq!(v["session"]["source"], "login", "{v}");
+    assert_eq!(v["session"]["why"], "no --redis given", "{v}");
+    assert_eq!(members.logins(), 2);
+    assert!(
+        log.contains("logged in once as account `account-1`"),
+        "{log}"
+    );
+
+    // A Redis with no session yet: one login, and the cluster's Redis is
+    // left as it was.
+    let empty = RedisServer::start();
+    let (v, _) = parse_members(&spider, &page, &["--redis", &empty.url()]);
+    assert_eq!(v["session"]["source"], "login", "{v}");
+    assert!(
+        v["session"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("has logged in no session yet"),
+        "{v}"
+    );
+    assert_eq!(members.logins(), 3);
+    let keys: Vec<String> = empty.conn().keys("*").unwrap();
+    assert!(keys.is_empty(), "parse wrote to Redis: {keys:?}");
+    let mut secrets = vec![PASSWORD.to_string()];
+    secrets.extend(members.issued_sessions());
+    assert_no_secret(
+        &secrets,
+        &[("parse's output", &v.to_string()), ("parse's log", &log)],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_login_rests_for_the_sites_retry_after_then_logs_in_again() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        refuse_next: 1,
+        retry_after: Some(3),
+        ..long_sessions()
+    });
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-rested");
+    // The site's Retry-After, not the hour of login_cooldown, sets the rest.
+    let spider = spider(&server, dir.path(), "login_cooldown = \"1h\"");
+    start(&redis, &spider, &server);
+    let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], &env());
+    // While it rests, `stats` says so.
+    let resting = eventually_async("the account resting", Duration::from_secs(30), || async {
+        let stats = stats_json(&redis, &spider);
+        (stats["session"]["accounts"][0]["state"] == "resting").then_some(stats)
+    })
+    .await;
+    let left = resting["session"]["accounts"][0]["rests_for_seconds"]
+        .as_f64()
+        .unwrap();
+    assert!(left > 0.0 && left <= 3.0, "{resting}");
+    let log = wait_all(vec![worker]);
+    assert_exact(&items(&redis), &want(&server.base_url()));
+    let members = server.members();
+    assert_eq!((members.refused(), members.logins()), (1, 1), "{log}");
+    let stats = stats_json(&redis, &spider);
+    assert_eq!(stat(&stats, "session/account_rested_count"), 1, "{stats}");
+    assert_eq!(stat(&stats, "session/account_retired_count"), 0, "{stats}");
+    assert_eq!(
+        stats["session"]["accounts"][0]["state"], "active",
+        "{stats}"
+    );
+    assert!(log.contains("account `account-1` rests 3.0s"), "{log}");
+    assert!(!log.contains(PASSWORD), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crawl_whose_login_is_refused_exits_at_once_naming_the_account() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("sessions-local-refused");
+    let spider = spider(&server, dir.path(), "");
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(crawlworker_testkit::binary())
+        .args(["run", spider.to_str().unwrap(), "--local", "--start"])
+        .arg(server.url("/members/"))
+        .envs(env())
+        .env("FORUM_PASS", "wrong-password")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let log = stderr(&out);
+    assert!(!out.status.success(), "{log}");
+    assert!(took < Duration::from_secs(10), "took {took:?}: {log}");
+    assert!(
+        log.contains("the login of account `account-1` was refused") && log.contains("status 403"),
+        "{log}"
+    );
+    assert!(!log.contains("wrong-password"), "{log}");
+    assert_eq!(server.members().refused(), 1);
 }

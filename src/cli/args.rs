@@ -454,6 +454,11 @@ pub struct ParseArgs {
     /// without asking the site again.
     #[arg(long, value_name = "DIR")]
     pub http_cache: Option<PathBuf>,
+    /// For a `[session]` spider: the cluster's Redis, whose live session
+    /// fetches the page (no login). Without it, or without a live
+    /// session there, parse logs in once itself. Nothing is written there.
+    #[arg(long, value_name = "URL", value_parser = RedisUrl::parse)]
+    pub redis: Option<RedisUrl>,
     #[command(flatten)]
     pub config: ConfigArgs,
 }

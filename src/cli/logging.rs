@@ -6,15 +6,54 @@
 //! level from the command line; `--log-format json` writes one JSON object
 //! per line for log shippers. Lines are written around the live status
 //! line when one is shown ([`status_line`]).
+//!
+//! Whatever the filter says, the library targets that print secrets at
+//! their debug or trace levels ([`CAPPED`]: cookies being stored, the raw
+//! bytes of a connection, a login page's tokens as the HTML parser reads
+//! them) are held at `info` by a second filter, which a directive of the
+//! user's cannot loosen, however specific.
 
 use std::io::IsTerminal;
 
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 use super::status_line;
 
 /// The variable that sets what is logged.
 pub const VAR: &str = "CRAWLWORKER_LOG";
+
+/// Library targets (and the modules below them) held at `info` whatever
+/// `CRAWLWORKER_LOG` says, and what they would print below it.
+pub const CAPPED: &[(&str, &str)] = &[
+    (
+        "cookie_store",
+        "every cookie a response sets, the session's included (debug)",
+    ),
+    (
+        "reqwest::connect::verbose",
+        "every byte sent and received: passwords, cookies (trace)",
+    ),
+    (
+        "html5ever",
+        "every tag, attribute and character of a page: a login form's tokens (debug, trace)",
+    ),
+    (
+        "selectors",
+        "the elements a selector tries, with their attributes (debug)",
+    ),
+];
+
+/// The filter that holds [`CAPPED`] at `info` and lets everything else
+/// through (the user's filter decides).
+pub fn caps() -> Targets {
+    CAPPED.iter().fold(
+        Targets::new().with_default(LevelFilter::TRACE),
+        |t, (target, _)| t.with_target(*target, LevelFilter::INFO),
+    )
+}
 
 /// The filter for `spec`, or why it is not one.
 pub fn filter(spec: Option<&str>) -> Result<EnvFilter, String> {
@@ -74,11 +113,17 @@ pub fn init(options: LogOptions) {
         .with_env_filter(filter)
         .with_writer(status_line::LogWriter);
     match options.format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .finish()
+            .with(caps())
+            .init(),
         LogFormat::Json => builder
             .json()
             .with_current_span(true)
             .with_span_list(false)
+            .finish()
+            .with(caps())
             .init(),
     }
     // Said once logging is set up, so that it is JSON with the rest.
@@ -89,7 +134,32 @@ pub fn init(options: LogOptions) {
 
 #[cfg(test)]
 mod tests {
-    use super::filter;
+    use super::{caps, filter};
+    use tracing::Level;
+    use tracing_subscriber::filter::Targets;
+
+    #[test]
+    fn secret_printing_targets_are_capped_at_info_and_others_are_not() {
+        let caps: Targets = caps();
+        for target in [
+            "cookie_store",
+            "cookie_store::cookie_store",
+            "reqwest::connect::verbose",
+            "html5ever::tree_builder",
+            "selectors::matching",
+        ] {
+            assert!(!caps.would_enable(target, &Level::DEBUG), "{target}");
+            assert!(caps.would_enable(target, &Level::INFO), "{target}");
+        }
+        for target in [
+            "crawlworker::downloader",
+            "reqwest::connect",
+            "hyper_util",
+            "h2",
+        ] {
+            assert!(caps.would_enable(target, &Level::TRACE), "{target}");
+        }
+    }
 
     #[test]
     fn a_bare_level_is_crawlworkers_and_directives_are_kept() {

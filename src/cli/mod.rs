@@ -20,6 +20,7 @@ pub mod logging;
 mod onto_shards;
 pub mod output;
 mod parse;
+mod parse_session;
 mod run;
 mod stats;
 mod status_line;

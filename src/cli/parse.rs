@@ -1,6 +1,8 @@
 //! `crawlworker parse`: one page (a URL fetched with the spider's settings,
 //! or a saved file) through the spider's rule, and what it gives printed
-//! as JSON. No Redis: nothing is queued, deduplicated or pushed.
+//! as JSON. Nothing is queued, deduplicated or pushed; Redis is read only
+//! for a `[session]` spider's live session, with `--redis`
+//! ([`super::parse_session`]).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -9,10 +11,12 @@ use anyhow::{bail, Context};
 use serde_json::{json, Map, Value};
 
 use super::args::ParseArgs;
+use super::parse_session::SessionUsed;
 use super::{load_config, load_spider};
 use crate::downloader::cache::HttpCache;
 use crate::downloader::{Fetched, HttpClient};
 use crate::extract::{self, Response};
+use crate::frontier::redis_url::RedisUrl;
 use crate::request::Request;
 use crate::settings::Overrides;
 use crate::spider::Spider;
@@ -43,12 +47,16 @@ pub(super) async fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
         depth: args.depth,
         ..Request::get(&page_url(target, args.url, is_url)?)
     };
-    let fetched = if is_url {
-        fetch(&spider, &request).await?
+    let (fetched, session) = if is_url {
+        fetch(&spider, &request, args.redis.as_ref()).await?
     } else {
-        read_page(target, &request)?
+        (read_page(target, &request)?, None)
     };
-    let out = report(&spider, &request, &fetched)?;
+    let mut out = report(&spider, &request, &fetched)?;
+    if let (Some(session), Some(o)) = (session, out.as_object_mut()) {
+        tracing::info!("{}", session.said());
+        o.insert("session".into(), serde_json::to_value(&session)?);
+    }
     let mut stdout = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut stdout, &out)?;
     writeln!(stdout)?;
@@ -56,18 +64,28 @@ pub(super) async fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The page from the page cache when it is on and holds it, else from the
-/// site (and then stored in the cache).
-async fn fetch(spider: &Spider, request: &Request) -> anyhow::Result<Fetched> {
+/// site (and then stored in the cache): logged in, for a `[session]`
+/// spider, with the session it says.
+async fn fetch(
+    spider: &Spider,
+    request: &Request,
+    redis: Option<&RedisUrl>,
+) -> anyhow::Result<(Fetched, Option<SessionUsed>)> {
     let cache = HttpCache::from_settings(&spider.settings);
     if let Some(fetched) = cache.as_ref().and_then(|c| c.get(request)) {
         tracing::info!(url = %request.url, "replayed from the page cache");
-        return Ok(fetched);
+        return Ok((fetched, None));
     }
-    let fetched = HttpClient::new(&spider.settings)?.fetch(request).await?;
+    let client = HttpClient::new(&spider.settings)?;
+    let (fetched, session) =
+        match super::parse_session::fetch_logged_in(spider, &client, request, redis).await? {
+            Some((fetched, used)) => (fetched, Some(used)),
+            None => (client.fetch(request).await?, None),
+        };
     if let Some(cache) = &cache {
         cache.put(request, &fetched);
     }
-    Ok(fetched)
+    Ok((fetched, session))
 }
 
 /// `--meta`: the request's context, a JSON object.

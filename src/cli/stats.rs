@@ -77,6 +77,20 @@ struct SessionView {
     logins: u64,
     /// Accounts retired (their logins were refused).
     accounts_retired: usize,
+    /// Each account's state, in the spider's order.
+    accounts: Vec<AccountView>,
+}
+
+/// One account of `[session]` as `stats` shows it: its name, never a
+/// credential.
+#[derive(Debug, Serialize)]
+struct AccountView {
+    name: String,
+    /// `active`, `resting` (after a refused login) or `retired`.
+    state: &'static str,
+    /// For a resting account: seconds until it is tried once more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rests_for_seconds: Option<f64>,
 }
 
 /// What `stats` read from Redis.
@@ -154,8 +168,8 @@ async fn read(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<Readi
         leased: held.count,
         back_within_seconds: round(held.expire_within.as_secs_f64()),
     }));
-    let session = match spider.session {
-        Some(_) => Some(read_session(frontier, &stats, now).await?),
+    let session = match &spider.session {
+        Some(config) => Some(read_session(frontier, config, &stats, now).await?),
         None => None,
     };
     Ok(Reading {
@@ -170,10 +184,30 @@ async fn read(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<Readi
 
 async fn read_session(
     frontier: &RedisFrontier,
+    config: &crate::spider::session::Session,
     stats: &[(String, String)],
     now: f64,
 ) -> anyhow::Result<SessionView> {
+    use crate::downloader::session::accounts::{Book, State};
     let record = crate::frontier::Backend::session(frontier).await?;
+    let book = Book::parse(&record.accounts);
+    let now_ms = (now * 1000.0) as u64;
+    let accounts = config
+        .accounts
+        .iter()
+        .map(|a| {
+            let (state, rests) = match book.state(&a.name, now_ms) {
+                State::Active => ("active", None),
+                State::Resting(until) => ("resting", Some(round((until - now_ms) as f64 / 1000.0))),
+                State::Retired => ("retired", None),
+            };
+            AccountView {
+                name: a.name.clone(),
+                state,
+                rests_for_seconds: rests,
+            }
+        })
+        .collect();
     let uses = stats
         .iter()
         .find(|(f, _)| f == crate::stats::SESSION_REQUEST_COUNT.name)
@@ -187,8 +221,8 @@ async fn read_session(
         stale: record.stale,
         uses,
         logins: record.logins,
-        accounts_retired: crate::downloader::session::accounts::Book::parse(&record.accounts)
-            .retired(),
+        accounts_retired: book.retired(),
+        accounts,
     })
 }
 
@@ -209,6 +243,19 @@ fn render_session(o: &mut String, session: &SessionView) {
         session.generation,
         session.accounts_retired,
     );
+    let states: Vec<String> = session
+        .accounts
+        .iter()
+        .map(|a| match a.rests_for_seconds {
+            Some(s) => format!(
+                "{} resting ({} left)",
+                a.name,
+                crate::wording::duration(std::time::Duration::from_secs_f64(s))
+            ),
+            None => format!("{} {}", a.name, a.state),
+        })
+        .collect();
+    *o += &format!("  accounts: {}\n", states.join(", "));
 }
 
 fn json_report<'a>(

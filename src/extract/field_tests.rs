@@ -196,3 +196,60 @@ views = { css = "span.views::text" }"#,
         "{reason}"
     );
 }
+
+#[test]
+fn a_value_that_does_not_convert_is_noted_with_its_item_and_field() {
+    let s = spider(
+        r#"[items.thread]
+title = { css = "h1 ::text", join = "" }
+views = { css = "span.views::text", type = "int" }
+posted = { css = "h1::text", type = "datetime" }"#,
+    );
+    let x = run(&s, "text/html", THREAD);
+    assert_eq!(x.items.len(), 1, "{:?}", x.dropped);
+    assert_eq!(x.items[0].fields["views"], Value::Null);
+    let noted: Vec<(String, String)> = x
+        .unconverted
+        .iter()
+        .map(|u| (u.label(), u.reason.clone()))
+        .collect();
+    assert_eq!(
+        noted,
+        [
+            (
+                "thread.views".to_string(),
+                "`1,234 views` is not a whole number".to_string()
+            ),
+            (
+                "thread.posted".to_string(),
+                "`Borrow` is not a date".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn prepare_tidies_a_value_before_type_reads_it() {
+    let s = spider(
+        r#"[items.thread]
+views = { css = "span.views::text", prepare = 'sub(" views$"; "")', type = "int" }
+posted = { css = "p::text", prepare = 'ltrimstr("Posted ")', type = "datetime" }
+broken = { css = "p::text", prepare = 'error("no")', type = "int" }
+gone = { css = "p::text", prepare = 'null', type = "int" }"#,
+    );
+    let x = run(
+        &s,
+        "text/html",
+        r#"<p>Posted Nov 28, 2026 at 5:01 PM</p><span class="views">1,234 views</span>"#,
+    );
+    assert_eq!(x.items.len(), 1, "{:?}", x.dropped);
+    let item = &x.items[0].fields;
+    assert_eq!(item["views"], json!(1234));
+    assert_eq!(item["posted"], json!("2026-11-28T17:01:00Z"));
+    // A failing `prepare` is noted; a `null` one is a missing value.
+    assert_eq!(item["broken"], Value::Null);
+    assert_eq!(item["gone"], Value::Null);
+    let noted: Vec<String> = x.unconverted.iter().map(|u| u.label()).collect();
+    assert_eq!(noted, ["thread.broken"]);
+    assert!(x.unconverted[0].reason.contains("`prepare` failed"));
+}

@@ -1,7 +1,9 @@
 //! Item fields: the values a field's source yields (CSS, XPath, JSON-LD,
 //! `<meta>` properties, the page, the context, a constant; in an HTML
 //! element, or in a JSON value: [`Scope`]), then whitespace cleaning, regex
-//! capture, URL resolution, type conversion (dates by [`super::dates`]),
+//! capture, URL resolution, the field's `prepare`, type conversion (dates
+//! by [`super::dates`]; a value that does not convert is noted on the
+//! page, never silently null),
 //! and first / all / joined, with defaults and required fields; per
 //! element of the field's `each`, and as objects of nested `fields`; then
 //! the field's transform and its checks (`expect`, `non_empty`, `pattern`,
@@ -232,7 +234,8 @@ fn shown(v: &Value) -> String {
 
 /// The finished value of a field; `None` when the page has none. With
 /// `each`, one value per element (elements without one left out). A value
-/// that cannot be converted to the field's type (or whose transform fails)
+/// that cannot be converted to the field's type (or whose `prepare` or
+/// transform fails) is noted on the page (counted and warned about) and
 /// drops the item only when the field is required; otherwise it counts as
 /// missing.
 fn value(
@@ -255,11 +258,14 @@ fn value(
         (Some(t), Some(v)) => match t.run(&v) {
             Ok(Value::Null) => Ok(None),
             Ok(v) => Ok(Some(v)),
-            Err(e) if field.required => Err((
-                DropReason::TransformFailed,
-                format!("the transform of field `{}` failed: {e}", field.path),
-            )),
-            Err(_) => Ok(None),
+            Err(e) => {
+                let why = format!("the transform of field `{}` failed: {e}", field.path);
+                page.unconverted(&field.path, why.clone());
+                match field.required {
+                    true => Err((DropReason::TransformFailed, why)),
+                    false => Ok(None),
+                }
+            }
         },
         (_, found) => Ok(found),
     }
@@ -335,31 +341,67 @@ fn one_value(
             }
         }
     }
+    let all = field.all && field.join.is_none();
     let mut typed = Vec::with_capacity(values.len());
+    let mut failed = Vec::new();
     for v in values {
-        let converted = match (field.kind, &field.dates) {
-            (Some(FieldType::DateTime), Some(spec)) => {
-                super::dates::convert(&v, spec, page.response.fetched_at)
-            }
-            (Some(kind), _) => convert(v, kind),
-            (None, _) => Ok(v),
+        let converted = match prepared(field, v) {
+            Ok(Some(v)) => typed_value(field, v, page),
+            Ok(None) => continue,
+            Err(e) => Err(e),
         };
         match converted {
             Ok(v) => typed.push(v),
-            Err(bad) if field.required => {
-                return Err((
-                    DropReason::WrongType,
-                    format!("field `{}`: {bad}", field.path),
-                ));
+            Err((code, bad)) if field.required => {
+                page.unconverted(&field.path, bad.clone());
+                return Err((code, format!("field `{}`: {bad}", field.path)));
             }
-            Err(_) => {}
+            Err((_, bad)) => failed.push(bad),
         }
     }
-    Ok(if field.all && field.join.is_none() {
+    // A list goes without each value that failed; a single value is
+    // missing only when none converted (the first that did is the value).
+    let noted = match all {
+        true => failed.len(),
+        false => usize::from(typed.is_empty()).min(failed.len()),
+    };
+    for bad in failed.into_iter().take(noted) {
+        page.unconverted(&field.path, bad);
+    }
+    Ok(if all {
         (!typed.is_empty()).then_some(Value::Array(typed))
     } else {
         typed.into_iter().next()
     })
+}
+
+/// One value through the field's `prepare` (before `type` reads it):
+/// `None` when it gives `null` or nothing, the failure otherwise.
+fn prepared(field: &Field, v: Value) -> Result<Option<Value>, Drop> {
+    let Some(prepare) = &field.prepare else {
+        return Ok(Some(v));
+    };
+    match prepare.run(&v) {
+        Ok(Value::Null) => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(e) => Err((
+            DropReason::TransformFailed,
+            format!("`prepare` failed on {}: {e}", shown(&v)),
+        )),
+    }
+}
+
+/// One value converted to the field's `type` (dates by the field's
+/// formats and zone), or why it does not convert.
+fn typed_value(field: &Field, v: Value, page: &Page<'_>) -> Result<Value, Drop> {
+    let converted = match (field.kind, &field.dates) {
+        (Some(FieldType::DateTime), Some(spec)) => {
+            super::dates::convert(&v, spec, page.response.fetched_at)
+        }
+        (Some(kind), _) => convert(v, kind),
+        (None, _) => Ok(v),
+    };
+    converted.map_err(|bad| (DropReason::WrongType, bad))
 }
 
 /// A value as joined text: a string as it is, anything else as JSON.
@@ -563,7 +605,8 @@ fn convert(v: Value, kind: FieldType) -> Result<Value, String> {
     };
     converted.ok_or_else(|| {
         format!(
-            "`{text}` is not {}",
+            "`{}` is not {}",
+            crate::wording::cut(&text, 80),
             match kind {
                 FieldType::Int => "a whole number",
                 FieldType::Float => "a number",

@@ -2,8 +2,9 @@
 //! page's base URL with the page's character set (as a browser does, so a
 //! Chinese query on a GBK page is percent-encoded in GBK), drop what must
 //! not be crawled (other schemes, fragments, other hosts, denied, with an
-//! extension not followed, too deep, past the last page), and build the follow-up requests with their
-//! priority, depth and context.
+//! extension not followed, too deep, past the last page) after the follow
+//! entry's `rewrite` ([`super::rewrite`]), and build the follow-up requests
+//! with their priority, depth and context.
 
 use std::collections::HashSet;
 
@@ -46,6 +47,8 @@ pub struct Follower<'a> {
     /// Why a sitemap or feed this page is gave nothing, or not all it
     /// holds.
     pub unreadable: Option<Unreadable>,
+    /// Links a follow entry's `rewrite` changed, for `parse` to show.
+    pub rewritten: Vec<super::Rewritten>,
 }
 
 /// What a found link is, besides a link.
@@ -73,6 +76,7 @@ impl<'a> Follower<'a> {
             filtered,
             seen: HashSet::new(),
             unreadable: None,
+            rewritten: Vec::new(),
         }
     }
 
@@ -205,6 +209,10 @@ impl<'a> Follower<'a> {
     ) -> Option<String> {
         let depth = self.page.request.depth + 1;
         let url = self.resolve(href)?;
+        let url = match &follow.rewrite {
+            Some(rewrite) => self.rewritten(rewrite, url)?,
+            None => url,
+        };
         let parsed = url::Url::parse(&url).ok();
         if !self.allowed(follow, &url, parsed.as_ref()) {
             return None;
@@ -230,6 +238,28 @@ impl<'a> Follower<'a> {
             }
         }
         Some(url)
+    }
+
+    /// `url` through the follow entry's `rewrite`, noted when it changed;
+    /// `None` (counted) when the rewrite failed.
+    fn rewritten(&mut self, rewrite: &crate::spider::Rewrite, url: String) -> Option<String> {
+        let done = super::rewrite::apply(rewrite, &url);
+        if done.as_ref().is_ok_and(|to| *to == url) {
+            return Some(url);
+        }
+        let (to, error) = match done {
+            Ok(to) => (Some(to), None),
+            Err(e) => {
+                self.filtered.rewrite += 1;
+                (None, Some(e))
+            }
+        };
+        self.rewritten.push(super::Rewritten {
+            from: url,
+            to: to.clone(),
+            error,
+        });
+        to
     }
 
     /// Whether this page has not yet asked for the same request (the same

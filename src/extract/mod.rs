@@ -23,6 +23,7 @@ pub mod fields;
 pub mod json;
 pub mod links;
 pub mod page;
+pub mod rewrite;
 pub mod structured;
 
 use scraper::Html;
@@ -120,6 +121,38 @@ impl DropReason {
     }
 }
 
+/// A value a field could not convert to its `type`, or whose `prepare`
+/// failed: the field went without it (counted as
+/// `extract/unconverted_field_count/<item>.<field>`, never silently null).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unconverted {
+    pub item: String,
+    /// The field's path in its item (`posts.author`).
+    pub field: String,
+    /// Why, with the value cut short (`` `Jan. 20…` is not a date``).
+    pub reason: String,
+}
+
+impl Unconverted {
+    /// The label of its stat: `<item>.<field>`.
+    pub fn label(&self) -> String {
+        format!("{}.{}", self.item, self.field)
+    }
+}
+
+/// A link a follow entry's `rewrite` changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rewritten {
+    /// As found (resolved against the page).
+    pub from: String,
+    /// As followed; `None` when the rewrite failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Why the rewrite failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// Links not followed, by reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Filtered {
@@ -149,6 +182,10 @@ pub struct Filtered {
     /// request's context has (a cursor on the last page).
     #[serde(skip_serializing_if = "is_zero")]
     pub incomplete: u64,
+    /// The follow entry's `rewrite` failed (its jq failed, or it made no
+    /// http(s) URL).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rewrite: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -171,7 +208,14 @@ pub struct Extraction {
     pub ignored_status: Option<u16>,
     pub items: Vec<Item>,
     pub dropped: Vec<Dropped>,
+    /// Values fields could not convert (the fields went without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unconverted: Vec<Unconverted>,
     pub requests: Vec<Request>,
+    /// Links a follow entry's `rewrite` changed: as found, and as followed
+    /// (or why not).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rewritten: Vec<Rewritten>,
     /// Set when the body is binary and nothing of the rule reads it (it
     /// does not take binary responses, and has no sitemap or feed entry):
     /// nothing was extracted.
@@ -328,7 +372,9 @@ impl Extraction {
             unreadable: None,
             items: Vec::new(),
             dropped: Vec::new(),
+            unconverted: Vec::new(),
             requests: Vec::new(),
+            rewritten: Vec::new(),
             tasks: Vec::new(),
             filtered: Filtered::default(),
             cut_short: None,
@@ -364,7 +410,7 @@ fn extract_items(
             match fields::item(def, scope, doc.page, &ex.jsonld_types) {
                 Ok(fields) => out.items.push(Item {
                     kind: def.name.clone(),
-                    fields,
+                    fields: typed(spider.type_field.as_deref(), &def.name, fields),
                 }),
                 Err((code, reason)) => out.dropped.push(Dropped {
                     item: def.name.clone(),
@@ -372,9 +418,29 @@ fn extract_items(
                     code,
                 }),
             }
+            for (field, reason) in doc.page.take_unconverted() {
+                out.unconverted.push(Unconverted {
+                    item: def.name.clone(),
+                    field,
+                    reason,
+                });
+            }
         }
     }
     Ok(())
+}
+
+/// An item's fields with its type name first under `type_field`, when the
+/// spider names one.
+fn typed(type_field: Option<&str>, name: &str, fields: Map<String, Value>) -> Map<String, Value> {
+    let Some(key) = type_field else {
+        return fields;
+    };
+    let mut out = Map::with_capacity(fields.len() + 1);
+    out.insert(key.to_string(), Value::String(name.to_string()));
+    // An item transform may have made the key itself: the type wins.
+    out.extend(fields.into_iter().filter(|(k, _)| k != key));
+    out
 }
 
 /// What one item is extracted from each: the nodes or JSON values `each`
@@ -428,6 +494,7 @@ fn follow_links(
         &mut out.tasks,
     );
     let unreadable = follower.unreadable.take();
+    out.rewritten = std::mem::take(&mut follower.rewritten);
     out.unreadable = out.unreadable.take().or(unreadable);
     ran
 }

@@ -5,7 +5,7 @@
 //! document order XPath sorts by, the structured data) is computed on first
 //! use, once per page.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 
 use scraper::{ElementRef, Html};
 
@@ -26,6 +26,9 @@ pub struct Page<'a> {
     order: OnceCell<Order>,
     /// The page's JSON-LD and `<meta>` properties.
     metadata: OnceCell<Metadata>,
+    /// Values the item being read could not convert: its field's path and
+    /// why (the extractor names the item).
+    unconverted: RefCell<Vec<(String, String)>>,
 }
 
 impl<'a> Page<'a> {
@@ -42,7 +45,18 @@ impl<'a> Page<'a> {
             encoding,
             order: OnceCell::new(),
             metadata: OnceCell::new(),
+            unconverted: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Notes that the field at `path` could not convert a value, and why.
+    pub fn unconverted(&self, path: &str, why: String) {
+        self.unconverted.borrow_mut().push((path.to_string(), why));
+    }
+
+    /// The values noted since the last call.
+    pub fn take_unconverted(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut *self.unconverted.borrow_mut())
     }
 
     /// The document order of the page `any` is a node of.

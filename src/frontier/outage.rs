@@ -43,6 +43,19 @@ impl Fatal {
         });
     }
 
+    /// Stops the spider for a reason that is not Redis's (a local crawl
+    /// whose login was refused): logged, and the first one wins.
+    pub fn stop(&self, message: String) {
+        self.0.send_if_modified(|slot| {
+            if slot.is_some() {
+                return false;
+            }
+            tracing::error!("{message}; stopping the spider");
+            *slot = Some(message.into());
+            true
+        });
+    }
+
     /// The fatal error that stops the spider, if one happened.
     pub fn get(&self) -> Option<Arc<str>> {
         self.0.borrow().clone()

@@ -15,7 +15,8 @@
 //!   the checks of its value;
 //! - [`rules`], [`revisit`] and [`follow`]: `[[rules]]`, their extract
 //!   entries, revisits and follow entries; [`json`] the JSON API parts of
-//!   them, [`handoff`] the spiders `to_spider` hands links to;
+//!   them, [`rewrite`] their links' canonical forms, [`handoff`] the
+//!   spiders `to_spider` hands links to;
 //! - [`scrapy_redis`]: `[scrapy_redis]`, the rules requests a
 //!   scrapy-redis crawl queued are handled by;
 //! - [`graph`]: the spider as a whole (rules nothing reaches, context
@@ -32,6 +33,7 @@ mod items;
 mod json;
 mod keys;
 mod revisit;
+mod rewrite;
 mod rules;
 mod scrapy_redis;
 pub(crate) mod session;
@@ -162,6 +164,7 @@ impl Compiler<'_> {
         self.check_context(file, &graph);
 
         let sink = self.sink(file.items_sink.as_ref());
+        let type_field = self.type_field(file);
         let items = items.into_iter().collect::<Option<Vec<_>>>()?;
         let rules = rules.into_iter().collect::<Option<Vec<_>>>()?;
         let overrides = file.settings.clone();
@@ -184,6 +187,7 @@ impl Compiler<'_> {
             warnings: Vec::new(),
             items,
             sink: sink?,
+            type_field: type_field?,
             rules,
             scrapy_redis: scrapy_redis?,
             session: session?.map(std::sync::Arc::new),

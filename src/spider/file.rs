@@ -22,6 +22,9 @@ pub struct SpiderFile {
     pub items: Vec<ItemFile>,
     /// `[items] sink = "list" | "stream"`: where items go.
     pub items_sink: Option<At<String>>,
+    /// `[items] type_field = "kind"`: the key each item's type name is
+    /// added under.
+    pub items_type_field: Option<At<String>>,
     pub rules: Vec<RuleFile>,
     /// `[scrapy_redis]`: how the requests a scrapy-redis crawl queued map
     /// to rules (`import-queue`).
@@ -108,6 +111,8 @@ pub struct FieldFile {
     pub timezone: Option<At<String>>,
     /// A jq program the extracted value goes through.
     pub transform: Option<At<String>>,
+    /// A jq program each value goes through before `type` reads it.
+    pub prepare: Option<At<String>>,
     pub css: Option<At<String>>,
     /// A JSONPath over the JSON response (or the `each` element).
     pub json: Option<At<String>>,
@@ -215,6 +220,19 @@ pub struct FollowFile {
     pub body: Option<At<String>>,
     pub form: Option<(Loc, Templates)>,
     pub headers: Templates,
+    /// `rewrite = { … }`: each link's canonical form.
+    pub rewrite: Option<RewriteFile>,
+}
+
+/// `rewrite = { remove_query = ["page"], replace = { '/$' = "" }, jq = '…' }`.
+#[derive(Debug)]
+pub struct RewriteFile {
+    pub loc: Loc,
+    pub remove_query: Option<Vec<At<String>>>,
+    pub keep_query: Option<Vec<At<String>>>,
+    /// Regex → replacement, in file order.
+    pub replace: Option<(Loc, Templates)>,
+    pub jq: Option<At<String>>,
 }
 
 /// `until = { empty = "$.comments", last = "$.total_pages", more = "$.has_more" }`.
@@ -252,22 +270,29 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         .table("keys")
         .map(|t| read_keys(&t))
         .unwrap_or_default();
-    // `[items]` holds the item types (tables) and, as a plain value,
-    // `sink`: an item type may still be called `sink` (`[items.sink]`).
+    // `[items]` holds the item types (tables) and, as plain values,
+    // `sink` and `type_field`: an item type may still be called `sink`
+    // (`[items.sink]`).
     let mut items_sink = None;
+    let mut items_type_field = None;
     let items = match root.table("items") {
         Some(t) => {
             let items = t
                 .entries()
                 .into_iter()
                 .filter_map(|(name, node, loc)| {
-                    if name.value == "sink" && node.as_table_like().is_none() {
+                    let plain = match name.value.as_str() {
+                        "sink" => Some((&mut items_sink, "write `sink = \"list\"` or `sink = \"stream\"`")),
+                        "type_field" => Some((&mut items_type_field, "write the key each item's type name goes under, e.g. `type_field = \"kind\"`")),
+                        _ => None,
+                    };
+                    if let Some((slot, hint)) = plain.filter(|_| node.as_table_like().is_none()) {
                         match node.as_str() {
-                            Some(s) => items_sink = Some(At::new(s.to_string(), loc)),
+                            Some(s) => *slot = Some(At::new(s.to_string(), loc)),
                             None => t.reader().problem(
                                 &loc,
                                 format!("expected a string, found {}", node.type_name()),
-                                Some("write `sink = \"list\"` or `sink = \"stream\"`".into()),
+                                Some(hint.into()),
                             ),
                         }
                         return None;
@@ -276,10 +301,10 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
                         t.reader().problem(
                             &loc,
                             format!(
-                                "`{}` is neither an item type (a table) nor `sink`",
+                                "`{}` is neither an item type (a table) nor `sink` or `type_field`",
                                 name.value
                             ),
-                            Some("define an item type as `[items.<name>]` with its fields; `sink = \"stream\"` chooses where items go".into()),
+                            Some("define an item type as `[items.<name>]` with its fields; `sink = \"stream\"` chooses where items go, `type_field = \"kind\"` names each item's type".into()),
                         );
                         return None;
                     }
@@ -306,6 +331,7 @@ pub(crate) fn read_spider(root: &TableReader<'_>) -> SpiderFile {
         keys,
         items,
         items_sink,
+        items_type_field,
         rules,
         scrapy_redis,
         session,
@@ -509,6 +535,7 @@ fn read_field(
         formats: t.str_list("formats"),
         timezone: t.str("timezone"),
         transform: t.str("transform"),
+        prepare: t.str("prepare"),
         css: t.str("css"),
         json: t.str("json"),
         xpath: t.str("xpath"),
@@ -676,6 +703,17 @@ fn read_follow(t: &TableReader<'_>) -> FollowFile {
         body: t.str("body"),
         form: templates(t, "form"),
         headers: templates(t, "headers").map_or_else(Vec::new, |(_, h)| h),
+        rewrite: t.table("rewrite").map(|r| {
+            let x = RewriteFile {
+                loc: r.loc.clone(),
+                remove_query: r.str_list("remove_query"),
+                keep_query: r.str_list("keep_query"),
+                replace: templates(&r, "replace"),
+                jq: r.str("jq"),
+            };
+            r.finish();
+            x
+        }),
     };
     t.finish();
     follow

@@ -110,6 +110,9 @@ pub struct Spider {
     pub items: Vec<ItemDef>,
     /// Where its items go (`[items] sink`).
     pub sink: ItemSink,
+    /// `[items] type_field`: the key each item's type name is added under
+    /// (first), if any.
+    pub type_field: Option<String>,
     pub rules: Vec<Rule>,
     /// How requests a scrapy-redis crawl queued map to rules
     /// (`[scrapy_redis]`, read by `crawlworker import-queue`).
@@ -184,6 +187,8 @@ pub struct Field {
     pub each: Option<Each>,
     /// `type = "datetime"`: how its text is read.
     pub dates: Option<DateSpec>,
+    /// A jq program each value goes through before `type` reads it.
+    pub prepare: Option<Transform>,
     /// A jq program the extracted value goes through.
     pub transform: Option<Transform>,
     /// Keep every value (a JSON array) instead of the first.
@@ -467,6 +472,43 @@ pub struct Follow {
     pub until: Option<Until>,
     /// Method, body and headers of the requests.
     pub sending: Sending,
+    /// How each link is rewritten before it is checked and followed.
+    pub rewrite: Option<Rewrite>,
+}
+
+/// `rewrite = { … }` on a follow entry: a link's canonical form, made
+/// before `allow`, `deny` and the dupefilter see it. Applied in this
+/// order: the query's parameters, then `replace`, then `jq`.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    pub query: QueryRule,
+    /// Regexes over the whole URL and what replaces their matches (`$1`
+    /// for a group), in file order.
+    pub replace: Vec<(Regex, String)>,
+    /// A jq program from the URL (a string) to the URL followed.
+    pub jq: Option<Transform>,
+}
+
+/// Which query parameters a rewritten link keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryRule {
+    /// All of them.
+    All,
+    /// `keep_query`: only these (none for an empty list).
+    Keep(Vec<QueryParam>),
+    /// `remove_query`: all but these.
+    Remove(Vec<QueryParam>),
+}
+
+/// A query parameter by name (`page`), name prefix (`utm_*`), or name
+/// and value (`page=1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryParam {
+    pub name: String,
+    /// The name ends with `*`: any parameter starting with `name`.
+    pub prefix: bool,
+    /// Only with this value (as written in the URL, decoded).
+    pub value: Option<String>,
 }
 
 /// Stop following pages past a limit.

@@ -35,6 +35,9 @@ pub struct Session {
     /// How long one worker holds the cluster's login lock at most (a
     /// worker killed mid-login locks nobody out for longer).
     pub login_timeout: Duration,
+    /// How long an account rests after a refused login, when the site's
+    /// answer has no `Retry-After`; then it is tried once more.
+    pub login_cooldown: Duration,
 }
 
 /// One account of `[[session.accounts]]`.

@@ -322,6 +322,11 @@ fn extract_page(
         stats.add_in(stats::ITEM_DROPPED_REASONS, d.code.as_str(), 1);
         log_drop(&spider.name, &request.url, d);
     }
+    stats.add(stats::EXTRACT_UNCONVERTED, x.unconverted.len() as i64);
+    for u in &x.unconverted {
+        stats.add_in(stats::EXTRACT_UNCONVERTED_FIELD, u.label(), 1);
+        log_unconverted(&spider.name, &request.url, u);
+    }
     let f = &x.filtered;
     for (stat, n) in [
         (stats::OFFSITE_FILTERED, f.offsite),
@@ -332,6 +337,7 @@ fn extract_page(
         (stats::FOLLOW_FILTERED_DEPTH, f.depth),
         (stats::FOLLOW_FILTERED_PAGINATION, f.pagination),
         (stats::FOLLOW_FILTERED_NOT_MODIFIED, f.not_modified),
+        (stats::FOLLOW_FILTERED_REWRITE, f.rewrite),
     ] {
         stats.add(stat, n as i64);
     }
@@ -459,5 +465,36 @@ fn log_drop(spider: &str, url: &str, d: &crate::extract::Dropped) {
         );
     } else {
         tracing::debug!(spider, url, item = %d.item, reason = %d.reason, "item dropped");
+    }
+}
+
+/// Logs a value a field could not convert: the first of each item type
+/// and field in this process as a warning with the value (cut short), the
+/// rest at debug level; all are counted.
+fn log_unconverted(spider: &str, url: &str, u: &crate::extract::Unconverted) {
+    static SEEN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+    let first = SEEN.lock().is_ok_and(|mut seen| {
+        let key = (spider.to_string(), u.label());
+        let new = !seen.contains(&key);
+        if new {
+            seen.push(key);
+        }
+        new
+    });
+    if first {
+        tracing::warn!(
+            spider,
+            url,
+            item = %u.item,
+            field = %u.field,
+            "field `{}` of item `{}` went without a value: {}; further ones are logged at debug level and counted in {}/{}",
+            u.field,
+            u.item,
+            u.reason,
+            stats::EXTRACT_UNCONVERTED_FIELD.prefix,
+            u.label()
+        );
+    } else {
+        tracing::debug!(spider, url, item = %u.item, field = %u.field, reason = %u.reason, "value not converted");
     }
 }

@@ -6,7 +6,9 @@
 //!   input whose value must come back with the `csrf` cookie it sets;
 //! - `POST /members/login`: a right CSRF token, user and password start a
 //!   session (`member_session` cookie, a 303 to `/members/`); anything else
-//!   answers the form again with 403 (a refused login);
+//!   answers the form again with 403 (a refused login), and while the
+//!   rate limit a test sets holds ([`MembersConfig::refuse_next`]), with
+//!   429 "Too many login attempts" (and a `Retry-After` if set);
 //! - `GET /members/`, `/members/thread/<n>`: with a live session, the index
 //!   (with `a.logout`) and [`THREADS`] thread pages; without one, or with
 //!   one that expired, a 302 to `/members/login`.
@@ -36,6 +38,11 @@ pub struct MembersConfig {
     pub session_ttl: Duration,
     /// How long a login's POST takes to answer (to kill a worker mid-login).
     pub login_delay: Duration,
+    /// Refuse this many of the next logins, right credentials or not, as
+    /// a forum's login rate limit does: 429 and "Too many login attempts".
+    pub refuse_next: u64,
+    /// The `Retry-After` (seconds) of those refusals, if any.
+    pub retry_after: Option<u64>,
 }
 
 impl Default for MembersConfig {
@@ -45,6 +52,8 @@ impl Default for MembersConfig {
             requests_per_session: 25,
             session_ttl: Duration::from_secs(60),
             login_delay: Duration::ZERO,
+            refuse_next: 0,
+            retry_after: None,
         }
     }
 }
@@ -158,6 +167,12 @@ impl Members {
         self.state().issued.clone()
     }
 
+    /// Every CSRF token handed out (a login form's, and its cookie's), for
+    /// tests that make sure none leaks into a log.
+    pub fn issued_tokens(&self) -> Vec<String> {
+        self.state().tokens.clone()
+    }
+
     /// The answer to a GET of `path` with the `Cookie` header `cookies`.
     pub fn get(&self, path: &str, cookies: Option<&str>) -> Answer {
         if path == "/members/login" {
@@ -186,6 +201,17 @@ impl Members {
             .accounts
             .iter()
             .any(|(u, p)| form.get("username") == Some(u) && form.get("password") == Some(p));
+        if token_ok && s.config.refuse_next > 0 {
+            s.config.refuse_next -= 1;
+            s.refused += 1;
+            let retry_after = s.config.retry_after;
+            drop(s);
+            let mut answer = self.login_form(429, "Too many login attempts. Try again later.");
+            if let Some(secs) = retry_after {
+                answer.headers.push(("retry-after", secs.to_string()));
+            }
+            return answer;
+        }
         if !(token_ok && user_ok) {
             s.refused += 1;
             drop(s);

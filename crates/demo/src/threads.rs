@@ -7,8 +7,12 @@
 //! 14:02"), a view count with thousands separators and a body with quoted
 //! replies nested inside each other.
 //!
-//! - `/threads/`: the index, a link per thread (`a.thread`);
-//! - `/threads/<n>` (1 to [`THREADS`]): a thread page;
+//! - `/threads/`: the index, a link per thread (`a.thread`), and beside
+//!   it the link a forum engine bookmarks (`a.unread`: the last page read
+//!   and an anchor, `/threads/<n>?page=2#unread`);
+//! - `/threads/<n>` (1 to [`THREADS`]): a thread page, with a pager linking
+//!   back to its first page as `?page=1` (`div.pager a`); the query is
+//!   not read, so every such URL is the same page;
 //! - anything else under `/threads/`: not handled here (404).
 //!
 //! The markup is a contract the tests' spiders are written against;
@@ -118,7 +122,7 @@ pub fn page(path: &str) -> Option<Page> {
         index()
     } else {
         let n: usize = rest.parse().ok()?;
-        thread_page(THREAD_DATA.get(n.checked_sub(1)?)?)
+        thread_page(n, THREAD_DATA.get(n.checked_sub(1)?)?)
     };
     Some(Page {
         status: 200,
@@ -131,15 +135,15 @@ fn index() -> String {
     let mut links = String::new();
     for (i, t) in THREAD_DATA.iter().enumerate() {
         links.push_str(&format!(
-            "<li><a class=\"thread\" href=\"{ROOT}{}\">{}</a></li>",
-            i + 1,
-            escape(t.title)
+            "<li><a class=\"thread\" href=\"{ROOT}{n}\">{}</a> <a class=\"unread\" href=\"{ROOT}{n}?page=2#unread\">new</a></li>",
+            escape(t.title),
+            n = i + 1,
         ));
     }
     format!("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Threads</title></head><body><ul>{links}</ul></body></html>")
 }
 
-fn thread_page(t: &Thread) -> String {
+fn thread_page(n: usize, t: &Thread) -> String {
     // The title's last word in bold, a tag's last word in italics: the
     // text of one element comes in pieces.
     let title = match t.title.rsplit_once(' ') {
@@ -156,7 +160,7 @@ fn thread_page(t: &Thread) -> String {
         .collect();
     let posts: String = t.posts.iter().map(post).collect();
     format!(
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{}</title></head><body><h1>{title}</h1><ul class=\"tags\">{tags}</ul>{posts}</body></html>",
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{}</title></head><body><h1>{title}</h1><ul class=\"tags\">{tags}</ul>{posts}<div class=\"pager\"><a href=\"{ROOT}{n}?page=1\">1</a></div></body></html>",
         escape(t.title)
     )
 }

@@ -1,9 +1,10 @@
 //! Which account logs in next: the accounts' login history the cluster
 //! shares (stored with the session, written only by the worker holding
-//! the login lock), an account retired once its login fails, and at most
-//! `max_logins_per_hour` logins per account, so a crawl whose session
-//! keeps expiring waits instead of hammering the login form. Pure: the
-//! history and the clock in, a choice out.
+//! the login lock); an account whose login is refused rests for a
+//! cool-down and is tried once more, and is retired when refused again;
+//! at most `max_logins_per_hour` logins per account, so a crawl whose
+//! session keeps expiring waits instead of hammering the login form. Pure:
+//! the history and the clock in, a choice out.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +28,30 @@ pub struct History {
     /// deleted).
     #[serde(default)]
     pub retired: bool,
+    /// Its login was refused since it last logged in: it rests until then
+    /// (ms since the epoch), and is retired if refused again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resting_until: Option<u64>,
+}
+
+/// What an account may do now, as `stats` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// It may log in (within its hourly logins).
+    Active,
+    /// Its login was refused; it is tried once more then (ms since the
+    /// epoch).
+    Resting(u64),
+    Retired,
+}
+
+/// What a refused login does to its account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It rests until then (ms since the epoch), then is tried once more.
+    Rests(u64),
+    /// It was refused after its rest too: it is retired.
+    Retired,
 }
 
 /// What logs in next.
@@ -70,6 +95,10 @@ impl Book {
             if h.retired {
                 continue;
             }
+            if let Some(until) = h.resting_until.filter(|t| *t > now) {
+                earliest_free = Some(earliest_free.map_or(until, |e| e.min(until)));
+                continue;
+            }
             if h.logins.len() >= max as usize {
                 let free = h.logins.iter().min().map_or(now, |t| t + HOUR_MS);
                 earliest_free = Some(earliest_free.map_or(free, |e| e.min(free)));
@@ -98,6 +127,56 @@ impl Book {
     /// Retires `account`.
     pub fn retire(&mut self, account: &str) {
         self.0.entry(account.to_string()).or_default().retired = true;
+    }
+
+    /// `account`'s login was refused at `now`: it rests for `rest` if
+    /// this is its first refusal since it last logged in, else it is
+    /// retired.
+    pub fn refused(&mut self, account: &str, now: u64, rest: u64) -> Refusal {
+        let h = self.0.entry(account.to_string()).or_default();
+        if h.resting_until.is_some() {
+            h.resting_until = None;
+            h.retired = true;
+            return Refusal::Retired;
+        }
+        let until = now.saturating_add(rest);
+        h.resting_until = Some(until);
+        Refusal::Rests(until)
+    }
+
+    /// `account` logged in: a rest it had is over.
+    pub fn logged_in(&mut self, account: &str) {
+        if let Some(h) = self.0.get_mut(account) {
+            h.resting_until = None;
+        }
+    }
+
+    /// What `account` may do at `now`.
+    pub fn state(&self, account: &str, now: u64) -> State {
+        match self.0.get(account) {
+            Some(h) if h.retired => State::Retired,
+            Some(History {
+                resting_until: Some(t),
+                ..
+            }) if *t > now => State::Resting(*t),
+            _ => State::Active,
+        }
+    }
+
+    /// The account resting longest at `now`, and until when.
+    pub fn resting(&self, now: u64) -> Option<(&str, u64)> {
+        self.0
+            .iter()
+            .filter_map(|(name, h)| match h.resting_until {
+                Some(t) if t > now && !h.retired => Some((name.as_str(), t)),
+                _ => None,
+            })
+            .max_by_key(|(_, t)| *t)
+    }
+
+    /// The accounts' names with a history, in name order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
     }
 
     /// How many accounts are retired.
@@ -140,6 +219,34 @@ mod tests {
             book.choose(&list, 2, "b", now + HOUR_MS),
             Choice::Account(0)
         );
+    }
+
+    #[test]
+    fn a_refused_account_rests_is_tried_once_more_then_retires() {
+        let list = accounts(&["a"]);
+        let mut book = Book::default();
+        let now = 10 * HOUR_MS;
+        assert_eq!(book.refused("a", now, 60_000), Refusal::Rests(now + 60_000));
+        assert_eq!(book.state("a", now + 1), State::Resting(now + 60_000));
+        assert_eq!(
+            book.choose(&list, 5, "", now + 1),
+            Choice::WaitUntil(now + 60_000)
+        );
+        // After its rest it may log in once more.
+        assert_eq!(book.choose(&list, 5, "", now + 60_000), Choice::Account(0));
+        let back = Book::parse(&book.to_json());
+        assert_eq!(back, book);
+        assert_eq!(book.refused("a", now + 60_000, 60_000), Refusal::Retired);
+        assert_eq!(book.state("a", now + 60_001), State::Retired);
+        assert_eq!(
+            book.choose(&list, 5, "", now + HOUR_MS * 2),
+            Choice::NoneLeft
+        );
+        // A login in between ends the rest: the next refusal rests again.
+        let mut book = Book::default();
+        book.refused("a", now, 1000);
+        book.logged_in("a");
+        assert_eq!(book.refused("a", now, 1000), Refusal::Rests(now + 1000));
     }
 
     #[test]

@@ -24,10 +24,12 @@ const MAX_REDIRECTS: usize = 5;
 /// Why a login did not give a session.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LoginError {
-    /// The site refused the account (or the account cannot be filled in):
-    /// trying again would fail the same way, so the account is retired.
+    /// The site refused the account (a wrong password, "too many
+    /// attempts"), or the account cannot be filled in: the account rests,
+    /// as long as the site's `Retry-After` says (the second field) or the
+    /// session's cool-down.
     #[error("{0}")]
-    Refused(String),
+    Refused(String, Option<std::time::Duration>),
     /// The site could not be asked (network, a 5xx, no form on the page):
     /// try again later with the same account.
     #[error("{0}")]
@@ -54,29 +56,45 @@ pub async fn log_in(
     };
     for (name, source) in session.fields_of(account) {
         let value = source.read().map_err(|e| {
-            LoginError::Refused(format!("field `{name}` of account `{}`: {e}", account.name))
+            LoginError::Refused(
+                format!("field `{name}` of account `{}`: {e}", account.name),
+                None,
+            )
         })?;
         form.set(name, value.expose());
     }
     let done = submit(client, &jar, &form).await?;
     if !(200..300).contains(&done.status) || !shows(&done, &session.logged_in) {
-        return Err(LoginError::Refused(format!(
-            "account `{}` was not logged in: the page after submitting the form ({}, status {}) does not show `{}`",
-            account.name,
-            shown(&done.url),
-            done.status,
-            session.logged_in.css.as_ref().map_or("", |c| c.source())
-        )));
+        let retry_after = done
+            .header("retry-after")
+            .and_then(crate::downloader::retry::parse_retry_after);
+        return Err(LoginError::Refused(
+            format!(
+                "account `{}` was not logged in: the page after submitting the form ({}, status {}) does not show `{}`{}",
+                account.name,
+                shown(&done.url),
+                done.status,
+                session.logged_in.css.as_ref().map_or("", |c| c.source()),
+                retry_after.map_or(String::new(), |d| format!(
+                    "; the site asks to wait {} (Retry-After)",
+                    crate::wording::duration(d)
+                ))
+            ),
+            retry_after,
+        ));
     }
     let cookie = jar
         .cookies(&session.login_url)
         .and_then(|h| h.to_str().ok().map(str::to_string))
         .filter(|c| !c.is_empty());
     cookie.map(SecretText::new).ok_or_else(|| {
-        LoginError::Refused(format!(
-            "account `{}` was logged in but the site set no cookie for {}: nothing to share",
-            account.name, session.login_url
-        ))
+        LoginError::Refused(
+            format!(
+                "account `{}` was logged in but the site set no cookie for {}: nothing to share",
+                account.name, session.login_url
+            ),
+            None,
+        )
     })
 }
 

@@ -12,7 +12,8 @@
 //!
 //! - [`login`]: one login (GET the page, fill the form, submit, check);
 //! - [`form`]: the login form read from a page (pure);
-//! - [`accounts`]: which account logs in next, retirement, hourly limits.
+//! - [`accounts`]: which account logs in next, rests after a refused
+//!   login, retirement, hourly limits.
 //!
 //! Credentials and cookies are [`SecretText`]: never in a log line, an
 //! error, a stat or a dead letter; what is logged is the account's name.
@@ -50,6 +51,24 @@ pub enum Ready {
     Failed(String),
 }
 
+/// Whether `page` shows `session` logged out: it is, or redirects to, the
+/// `logged_out` URL, or has its `css`.
+pub fn logged_out(session: &Session, page: &Fetched) -> bool {
+    let test = &session.logged_out;
+    let Ok(at) = url::Url::parse(&page.url) else {
+        return false;
+    };
+    if test.url_matches(&at) {
+        return true;
+    }
+    let redirected = (300..400).contains(&page.status)
+        && page
+            .header("location")
+            .and_then(|l| at.join(l).ok())
+            .is_some_and(|to| test.url_matches(&to));
+    redirected || ((200..300).contains(&page.status) && login::shows(page, test))
+}
+
 /// One spider run's hold on the cluster's session.
 pub struct Keeper {
     config: Arc<Session>,
@@ -85,22 +104,9 @@ impl Keeper {
         self.config.applies_to(url)
     }
 
-    /// Whether `page` shows the session logged out: it is, or redirects
-    /// to, the `logged_out` URL, or has its `css`.
+    /// Whether `page` shows the session logged out (see [`logged_out`]).
     pub fn logged_out(&self, page: &Fetched) -> bool {
-        let test = &self.config.logged_out;
-        let Ok(at) = url::Url::parse(&page.url) else {
-            return false;
-        };
-        if test.url_matches(&at) {
-            return true;
-        }
-        let redirected = (300..400).contains(&page.status)
-            && page
-                .header("location")
-                .and_then(|l| at.join(l).ok())
-                .is_some_and(|to| test.url_matches(&to));
-        redirected || ((200..300).contains(&page.status) && login::shows(page, test))
+        logged_out(&self.config, page)
     }
 
     fn current(&self) -> Option<(u64, SecretText)> {
@@ -191,19 +197,32 @@ impl Keeper {
         ) {
             Choice::Account(i) => i,
             Choice::WaitUntil(t) => {
-                stats.add(stats::SESSION_LOGIN_DEFERRED, 1);
                 self.free_lock(&book).await;
                 let wait = Duration::from_millis(t.saturating_sub(now).max(1000));
-                tracing::warn!(
-                    max_logins_per_hour = self.config.max_logins_per_hour,
-                    "every account has had its logins for this hour; requests to the site wait {}",
-                    crate::wording::duration(wait)
-                );
+                match book.resting(now) {
+                    Some((account, _)) => tracing::info!(
+                        account,
+                        "no account may log in now ({account} rests after a refused login); requests to the site wait {}, other sites' go on",
+                        crate::wording::duration(wait)
+                    ),
+                    None => {
+                        stats.add(stats::SESSION_LOGIN_DEFERRED, 1);
+                        tracing::warn!(
+                            max_logins_per_hour = self.config.max_logins_per_hour,
+                            "every account has had its logins for this hour; requests to the site wait {}",
+                            crate::wording::duration(wait)
+                        );
+                    }
+                }
                 return Some(Ready::Wait(wait));
+            }
+            // A local crawl stopped when its last account was refused.
+            Choice::NoneLeft if !self.frontier.is_shared() => {
+                return Some(Ready::Wait(ALL_RETIRED_WAIT));
             }
             Choice::NoneLeft => {
                 self.free_lock(&book).await;
-                tracing::error!(accounts = accounts.len(), "every account of [session] is retired (their logins failed); requests to the site wait. Fix the credentials, then delete the session key (crawlworker flush --all, or DEL <name>:session)");
+                tracing::error!(accounts = accounts.len(), "every account of [session] is retired (each was refused, rested, and refused again); requests to the site wait. Fix the credentials, then delete the session key (crawlworker flush --all, or DEL <name>:session)");
                 return Some(Ready::Wait(ALL_RETIRED_WAIT));
             }
         };
@@ -224,6 +243,7 @@ impl Keeper {
     ) -> Option<Ready> {
         match login {
             Ok(cookie) => {
+                book.logged_in(&account);
                 let stored = SessionLogin {
                     cookie: Some(cookie.clone()),
                     account: account.clone(),
@@ -232,7 +252,12 @@ impl Keeper {
                 match self.frontier.session_store(&self.holder, &stored).await {
                     Ok(true) => {
                         stats.add(stats::SESSION_LOGIN_COUNT, 1);
-                        tracing::info!(account = %account, generation = generation + 1, "logged in for the cluster");
+                        let whom = if self.frontier.is_shared() {
+                            "logged in for the cluster"
+                        } else {
+                            "logged in"
+                        };
+                        tracing::info!(account = %account, generation = generation + 1, "{whom}");
                         self.set_current(generation + 1, cookie.clone());
                         Some(Ready::Session {
                             generation: generation + 1,
@@ -250,11 +275,9 @@ impl Keeper {
                     ))),
                 }
             }
-            Err(LoginError::Refused(why)) => {
+            Err(LoginError::Refused(why, retry_after)) => {
                 stats.add(stats::SESSION_LOGIN_FAILED, 1);
-                stats.add(stats::SESSION_ACCOUNT_RETIRED, 1);
-                book.retire(&account);
-                tracing::error!(account = %account, "login failed, account retired: {why}");
+                self.refused(&account, &why, retry_after, &mut book, stats);
                 self.free_lock(&book).await;
                 None
             }
@@ -263,6 +286,55 @@ impl Keeper {
                 tracing::warn!(account = %account, "login could not be done: {why}");
                 self.free_lock(&book).await;
                 Some(Ready::Failed(why))
+            }
+        }
+    }
+
+    /// A refused login: in a cluster the account rests (the site's
+    /// `Retry-After`, else `login_cooldown`) and is tried once more, and is
+    /// retired when refused after its rest; a local crawl, with a person
+    /// waiting for it, retires it at once and stops when none is left.
+    fn refused(
+        &self,
+        account: &str,
+        why: &str,
+        retry_after: Option<Duration>,
+        book: &mut Book,
+        stats: &mut Tally,
+    ) {
+        let now = (crate::frontier::now_secs() * 1000.0) as u64;
+        if !self.frontier.is_shared() {
+            stats.add(stats::SESSION_ACCOUNT_RETIRED, 1);
+            book.retire(account);
+            tracing::error!(account, "login refused, account retired: {why}");
+            let left = self
+                .config
+                .accounts
+                .iter()
+                .any(|a| book.state(&a.name, now) != accounts::State::Retired);
+            if !left {
+                self.frontier.fatal().stop(format!(
+                    "the login of account `{account}` was refused, and [session] has no other account: {why}. Fix the credentials (or wait out the site's lock) and run again"
+                ));
+            }
+            return;
+        }
+        let rest = retry_after.unwrap_or(self.config.login_cooldown);
+        match book.refused(account, now, rest.as_millis() as u64) {
+            accounts::Refusal::Rests(_) => {
+                stats.add(stats::SESSION_ACCOUNT_RESTED, 1);
+                tracing::warn!(
+                    account,
+                    "login refused: {why}; account `{account}` rests {} (login_cooldown, or the site's Retry-After), then is tried once more",
+                    crate::wording::duration(rest)
+                );
+            }
+            accounts::Refusal::Retired => {
+                stats.add(stats::SESSION_ACCOUNT_RETIRED, 1);
+                tracing::error!(
+                    account,
+                    "login refused again after its rest, account retired: {why}"
+                );
             }
         }
     }

@@ -60,6 +60,9 @@ struct Crawl {
     /// crew-grew message of the Redis frontier, see
     /// [`super::fairness::CrewGrew`]).
     hand_backs: Mutex<HashMap<String, HandBack>>,
+    /// What stops the crawl for good (a refused login with no account
+    /// left): no Redis error ever raises it here.
+    fatal: Fatal,
 }
 
 impl LocalFrontier {
@@ -72,6 +75,7 @@ impl LocalFrontier {
             wake: Arc::default(),
             control: Arc::default(),
             hand_backs: Mutex::default(),
+            fatal: Fatal::default(),
         });
         LocalFrontier::of(crawl, options)
     }
@@ -335,7 +339,7 @@ impl Backend for LocalFrontier {
     }
 
     fn fatal(&self) -> Fatal {
-        Fatal::default()
+        self.crawl.fatal.clone()
     }
 
     fn wake(&self) -> Wake {

@@ -153,6 +153,10 @@ fn made(f: &FieldFile, kind: Option<FieldType>, list: bool) -> Option<ValueKind>
     if f.fields.is_some() {
         return Some(ValueKind::Object);
     }
+    if f.prepare.is_some() && kind.is_none() {
+        // A `prepare` may make anything, and no `type` reads it.
+        return None;
+    }
     match kind {
         Some(FieldType::String) => Some(ValueKind::String),
         Some(FieldType::Int) => Some(ValueKind::Integer),

@@ -1,6 +1,7 @@
 //! `[[rules.follow]]`: how a follow entry finds its links (CSS, XPath, a
 //! regex, JSONPath, a URL template, a sitemap or a feed), which it keeps
-//! (`allow`, `deny`, `deny_extensions`, `depth_limit`, `paginate`), where they go (a rule of
+//! (`allow`, `deny`, `deny_extensions`, `depth_limit`, `paginate`), how
+//! each is rewritten first ([`super::rewrite`]), where they go (a rule of
 //! this spider, or another spider through [`super::handoff`]) and what
 //! context they carry. The JSON API keys and how requests are sent are
 //! [`super::json`]'s.
@@ -19,6 +20,7 @@ impl Compiler<'_> {
         let allow: Vec<Option<Regex>> = f.allow.iter().map(|a| self.regex(a)).collect();
         let deny: Vec<Option<Regex>> = f.deny.iter().map(|a| self.regex(a)).collect();
         let rule = f.rule.as_ref().map(|r| self.lookup(r, rules, "rule"));
+        let rewrite = self.rewrite(f.rewrite.as_ref());
         let to_spider = self.to_spider(f, api.as_ref())?;
         let depth_limit = self.depth_limit(f)?;
         let paginate = match &f.paginate {
@@ -45,6 +47,7 @@ impl Compiler<'_> {
             counter: api.as_ref()?.counter.clone(),
             until: api.as_ref()?.until.clone(),
             sending: api?.sending,
+            rewrite: rewrite?,
         })
     }
 

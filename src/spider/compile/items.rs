@@ -37,6 +37,9 @@ impl Compiler<'_> {
         let dates = self.dates(f, kind.flatten());
         let each = self.field_each(f);
         let transform = f.transform.as_ref().map(|t| self.transform(t));
+        let prepare = f.prepare.as_ref().map(|t| {
+            self.jq(t, "prepare", "write jq over the value as found, e.g. 'ltrimstr(\"Posted \")' or 'sub(\" views$\"; \"\")'")
+        });
         let all = f.all.as_ref().is_some_and(|a| a.value) || f.join.is_some();
         let list = (all && f.join.is_none()) || f.each.is_some();
         let checks = self.checks(f, kind.flatten(), list);
@@ -48,6 +51,7 @@ impl Compiler<'_> {
             each: each?,
             dates: dates?,
             transform: transform.map_or(Some(None), |t| t.map(Some))?,
+            prepare: prepare.map_or(Some(None), |t| t.map(Some))?,
             all,
             join: f.join.as_ref().map(|j| j.value.clone()),
             re: match re {
@@ -175,6 +179,7 @@ impl Compiler<'_> {
             ("whitespace", f.whitespace.as_ref().map(|a| &a.loc)),
             ("url", f.url.as_ref().map(|a| &a.loc)),
             ("all", f.all.as_ref().map(|a| &a.loc)),
+            ("prepare", f.prepare.as_ref().map(|a| &a.loc)),
         ];
         for (key, loc) in text_keys {
             if let Some(loc) = loc {
@@ -249,12 +254,26 @@ impl Compiler<'_> {
 
     /// `transform = '…'`: a jq program, its errors at their line:column.
     fn transform(&self, at: &At<String>) -> Option<Transform> {
+        self.jq(
+            at,
+            "transform",
+            "write jq, e.g. 'gsub(\"[^0-9]\"; \"\") | tonumber' (a field named `transform` is written as a table: transform = { css = \"…\" })",
+        )
+    }
+
+    /// A jq program (`what` names its key), its errors at their
+    /// line:column with `hint`.
+    pub(super) fn jq(&self, at: &At<String>, what: &str, hint: &str) -> Option<Transform> {
         Transform::compile(&at.value)
             .map_err(|e| {
                 self.problem(
                     &super::json::within(&at.loc, &at.value, e.offset + 1),
-                    format!("transform `{}` does not compile: {}", crate::wording::cut(&at.value, 80), e.message),
-                    "write jq, e.g. 'gsub(\"[^0-9]\"; \"\") | tonumber' (a field named `transform` is written as a table: transform = { css = \"…\" })",
+                    format!(
+                        "{what} `{}` does not compile: {}",
+                        crate::wording::cut(&at.value, 80),
+                        e.message
+                    ),
+                    hint,
                 )
             })
             .ok()
@@ -343,6 +362,44 @@ impl Compiler<'_> {
                 None
             }
         }
+    }
+
+    /// `[items] type_field`: a key no item type has a field of; `Some(None)`
+    /// without one.
+    pub(super) fn type_field(
+        &self,
+        file: &crate::spider::file::SpiderFile,
+    ) -> Option<Option<String>> {
+        let Some(at) = &file.items_type_field else {
+            return Some(None);
+        };
+        if at.value.trim().is_empty() {
+            self.problem(
+                &at.loc,
+                "`type_field` is empty",
+                "name the key each item's type goes under, e.g. `type_field = \"kind\"`",
+            );
+            return None;
+        }
+        let clash = file
+            .items
+            .iter()
+            .find(|i| i.fields.iter().any(|f| f.name.value == at.value));
+        if let Some(item) = clash {
+            self.problem(
+                &at.loc,
+                format!(
+                    "item `{}` has a field `{}`, the key `type_field` adds the item type under",
+                    item.name.value, at.value
+                ),
+                format!(
+                    "rename the field, or choose another key for the type (`type_field = \"item_type\"`); `type_field` replaces a `{} = {{ const = \"…\" }}` field",
+                    at.value
+                ),
+            );
+            return None;
+        }
+        Some(Some(at.value.clone()))
     }
 
     /// `[items] sink`.

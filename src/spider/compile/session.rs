@@ -16,6 +16,10 @@ const DEFAULT_MAX_LOGINS_PER_HOUR: i64 = 10;
 /// How long a login may hold the cluster's login lock when the spider
 /// does not say.
 const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an account rests after a refused login, when the site says
+/// no `Retry-After`: a forum's "too many attempts" lock usually lasts
+/// minutes.
+const DEFAULT_LOGIN_COOLDOWN: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// `[session]` as written.
 #[derive(Debug)]
@@ -29,6 +33,8 @@ pub struct SessionFile {
     pub logged_out: Option<DetectorFile>,
     pub max_logins_per_hour: Option<At<i64>>,
     pub login_timeout: Option<At<String>>,
+    /// How long an account rests after a refused login.
+    pub login_cooldown: Option<At<String>>,
 }
 
 /// One form field: `name = { env = "VAR" }`, `{ file = "path" }` or a
@@ -80,6 +86,7 @@ pub(crate) fn read_session(t: &TableReader<'_>) -> SessionFile {
         logged_out: t.table("logged_out").map(|d| read_detector(&d)),
         max_logins_per_hour: t.int_in("max_logins_per_hour", 1, 3600),
         login_timeout: t.str("login_timeout"),
+        login_cooldown: t.str("login_cooldown"),
     };
     t.finish();
     file
@@ -163,6 +170,12 @@ impl Compiler<'_> {
                 .ok(),
             None => Some(DEFAULT_LOGIN_TIMEOUT),
         };
+        let login_cooldown = match &file.login_cooldown {
+            Some(at) => settings::parse_duration(&at.value)
+                .map_err(|e| self.problem(&at.loc, e, "write a duration such as \"15m\""))
+                .ok(),
+            None => Some(DEFAULT_LOGIN_COOLDOWN),
+        };
         Some(Some(Session {
             login_url: login_url?,
             form: form?,
@@ -176,6 +189,7 @@ impl Compiler<'_> {
                 .map_or(DEFAULT_MAX_LOGINS_PER_HOUR, |m| m.value)
                 as u32,
             login_timeout: login_timeout?,
+            login_cooldown: login_cooldown?,
         }))
     }
 
