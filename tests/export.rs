@@ -178,6 +178,13 @@ async fn postgres_gets_every_item_once_though_an_exporter_is_killed_mid_batch_tw
     assert!(dead_letters(&mut conn).is_empty());
     let left: Vec<String> = conn.keys("bbs:items:exporting:*").unwrap();
     assert!(left.is_empty(), "no exporter holds items: {left:?}");
+    let report = crate::expect::stats_json(&crawl.redis.url(), crawl.spider_arg());
+    assert_eq!(
+        report["stats"]["export/item_count"].as_u64(),
+        Some(want.len() as u64)
+    );
+    assert_eq!(report["export"]["waiting"], 0, "{report}");
+    assert_eq!(report["export"]["unacked"], 0, "{report}");
     crawl.stop().await;
 }
 

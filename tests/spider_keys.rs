@@ -213,6 +213,13 @@ match = '/fault/'
     // A shard's inbox is written only by requests another shard of a
     // sharded spider hands it: made by hand.
     let _: () = conn.zadd(&keys.inbox, "w#1", 7).unwrap();
+    // Exporters' leases, what they hold and set aside are written only by
+    // `crawlworker export`: made by hand.
+    let _: () = conn.hset(&keys.exporters, "an-exporter", "{}").unwrap();
+    let _: () = conn
+        .rpush(format!("{}:exporting:an-exporter", keys.items), "{}")
+        .unwrap();
+    let _: () = conn.rpush(&keys.items_dead, "{}").unwrap();
     let missing: Vec<&str> = KeyKind::ALL
         .iter()
         .filter(|k| k.group() != KeyGroup::Channel)

@@ -443,7 +443,7 @@ pub struct ExportArgs {
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
     pub claim_after: Duration,
     /// The stream's consumer group ([items] sink = "stream")
-    #[arg(long, default_value = "crawlworker-export", value_name = "NAME")]
+    #[arg(long, default_value = crate::export::DEFAULT_GROUP, value_name = "NAME")]
     pub group: String,
     /// Files: close a file (and start the next) at this size
     #[arg(long, default_value = "64MiB", value_name = "SIZE", value_parser = size)]

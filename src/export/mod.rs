@@ -13,3 +13,6 @@ pub mod sinks;
 pub use consumer::{ExportError, Exporter, Options, Stopped, Tally};
 pub use schema::Schema;
 pub use sinks::{Sink, SinkError, SinkOptions, Store};
+
+/// The stream's consumer group when `--group` names none.
+pub const DEFAULT_GROUP: &str = "crawlworker-export";

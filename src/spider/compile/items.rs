@@ -48,7 +48,7 @@ impl Compiler<'_> {
                         "`{}` in the key of item `{}` is not one of its fields",
                         k.value, item.name.value
                     ),
-                    &format!("name fields of the item: {}", names.join(", ")),
+                    format!("name fields of the item: {}", names.join(", ")),
                 );
             } else if out.contains(&k.value) {
                 self.problem(
