@@ -648,14 +648,20 @@ impl Exporter {
         let fresh: Vec<bool> = self.fresh.clone();
         tokio::spawn(async move {
             let mut first = true;
+            let mut renewed = vec![true; shards.len()];
             loop {
                 for (i, frontier) in shards.iter().enumerate() {
-                    let register = first && fresh[i];
-                    if let Err(e) = frontier.export_beat(&id, lease, register).await {
-                        tracing::warn!("cannot renew the exporter's lease: {e}");
+                    // A list's exporter found gone registers anew with its
+                    // next take (having dropped what it held); a stream's
+                    // lease only says it is alive, so it registers here.
+                    let stream = frontier.sink() == ItemSink::Stream;
+                    let register = (first && fresh[i]) || (stream && !renewed[i]);
+                    match frontier.export_beat(&id, lease, register).await {
+                        Ok(r) => renewed[i] = r,
+                        Err(e) => tracing::warn!("cannot renew the exporter's lease: {e}"),
                     }
                     let ids = in_hand.lock().map(|h| h[i].clone()).unwrap_or_default();
-                    if frontier.sink() == ItemSink::Stream {
+                    if stream {
                         if let Err(e) = frontier.export_touch(&id, &group, &ids).await {
                             tracing::warn!("cannot keep the held items: {e}");
                         }
