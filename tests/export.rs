@@ -277,7 +277,7 @@ fn jsonl_items(dir: &Path) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jsonl_files_hold_every_item_once_though_an_exporter_is_killed_holding_a_file() {
+async fn jsonl_files_hold_every_item_once_though_an_exporter_is_killed_or_stopped_holding_a_file() {
     let crawl = DemoCrawl::start(Duration::from_millis(40)).await;
     let out = crawl.dir.path().join("out");
     let to = format!("jsonl:{}", out.display());
@@ -288,9 +288,21 @@ async fn jsonl_files_hold_every_item_once_though_an_exporter_is_killed_holding_a
     let second = exporter(&crawl, &to, &rotate);
     let id = new_exporter_id(&mut conn, &BTreeSet::new());
     let first = exporter(&crawl, &to, &["--until-drained", rotate[0], rotate[1]]);
+    let mut known = BTreeSet::from([id.clone()]);
+    known.insert(new_exporter_id(&mut conn, &known));
     let list = format!("bbs:items:exporting:{id}");
     let mut c = crawl.redis.conn();
     kill_mid_batch(second, || c.llen::<_, u64>(&list).unwrap() > 0);
+    // SIGTERM: the file it holds is closed, acknowledged and renamed.
+    let third = exporter(&crawl, &to, &rotate);
+    let id = new_exporter_id(&mut conn, &known);
+    let list = format!("bbs:items:exporting:{id}");
+    eventually("the exporter holds items", Duration::from_secs(20), || {
+        (c.llen::<_, u64>(&list).unwrap() > 0).then_some(())
+    });
+    third.terminate();
+    all_succeed(vec![third], "the exporter stopped by SIGTERM");
+    assert_eq!(c.llen::<_, u64>(&list).unwrap(), 0, "it left nothing held");
     all_succeed(crawling, "a worker");
     all_succeed(vec![first], "the exporter");
 

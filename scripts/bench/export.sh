@@ -50,7 +50,7 @@ redis_pid=$!
 until "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pg_port"; do sleep 0.1; done
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
 pg_url="postgres://postgres@127.0.0.1:$pg_port/postgres"
-psql_do() { "$pgbin/psql" -q -At "$pg_url" -c "$1"; }
+psql_do() { PGOPTIONS="-c client_min_messages=warning" "$pgbin/psql" -q -At "$pg_url" -c "$1"; }
 
 # The items, as the Redis protocol, made once.
 python3 - "$ITEMS" >"$work/items.resp" <<'EOF'

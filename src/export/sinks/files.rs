@@ -208,6 +208,11 @@ impl Sink for Files {
                 self.dir.display()
             )));
         }
+        // Files to rename are recorded in Redis by path: whole, so an
+        // exporter started elsewhere in the directory finds them.
+        if let Ok(whole) = std::fs::canonicalize(&self.dir) {
+            self.dir = whole;
+        }
         Ok(())
     }
 
