@@ -27,6 +27,8 @@
 //!   charset decoding.
 //! - back to [`frontier`] for the page's commit; [`worker`] runs that loop
 //!   per spider, with shutdown and Redis-outage handling.
+//! - after the crawl: [`export`] moves a spider's items from Redis into a
+//!   team's own store (PostgreSQL, SQLite, files, a command), each once.
 //! - [`scrapy_redis`]: the requests a scrapy-redis crawl queued (pickles),
 //!   read as plain data and mapped to requests (`import-queue`).
 //! - beside them: [`stats`], every stat name, [`retry_schedule`], the one
@@ -42,6 +44,7 @@ pub mod cli;
 pub mod config;
 pub mod dashboard;
 pub mod downloader;
+pub mod export;
 pub mod extract;
 pub mod frontier;
 pub mod metrics;

@@ -159,6 +159,12 @@ stats! {
     ITEM_DROPPED_COUNT = "item_dropped_count", Counter;
     /// Times leasing stopped because the item stream's consumers lagged by `items_stream_max_backlog` items.
     ITEMS_BACKLOG_FULL = "items/backlog_full_count", Counter;
+    /// Items `crawlworker export` wrote to its store and acknowledged.
+    EXPORT_ITEM_COUNT = "export/item_count", Counter;
+    /// Items `crawlworker export` set aside in the export dead letters: refused by the store (a constraint, a value that does not fit its column), fitting no item type, or refused by an `exec:` command after its retries.
+    EXPORT_REFUSED_COUNT = "export/refused_count", Counter;
+    /// Items an exporter had taken and not acknowledged when it was found gone, put back for the others (list sink; a stream's are claimed with `XAUTOCLAIM`).
+    EXPORT_TAKEN_BACK_COUNT = "export/taken_back_count", Counter;
     /// Links or redirects to hosts outside `allowed_domains`.
     OFFSITE_FILTERED = "offsite/filtered", Counter => "links_filtered"("reason" = "offsite");
     /// Links that are not http(s).

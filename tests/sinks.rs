@@ -38,9 +38,7 @@ const FAST: &[(&str, &str)] = &[
 /// The bbs spider in `dir`, its items going to the stream.
 fn stream_spider(base: &str, dir: &Path) -> PathBuf {
     let path = spider_for("bbs", base, dir);
-    let text = std::fs::read_to_string(&path).unwrap();
-    // A super-table after its sub-tables is valid TOML.
-    std::fs::write(&path, format!("{text}\n[items]\nsink = \"stream\"\n")).unwrap();
+    crawlworker_testkit::items_to_stream(&path);
     path
 }
 

@@ -219,6 +219,13 @@ match = '/fault/'
         .zadd(&keys.parked, "slow.example 0000000000000001 1", 0)
         .unwrap();
     let _: () = conn.zadd(&keys.parked_hosts, "slow.example", 1).unwrap();
+    // Exporters' leases, what they hold and set aside are written only by
+    // `crawlworker export`: made by hand.
+    let _: () = conn.hset(&keys.exporters, "an-exporter", "{}").unwrap();
+    let _: () = conn
+        .rpush(format!("{}:exporting:an-exporter", keys.items), "{}")
+        .unwrap();
+    let _: () = conn.rpush(&keys.items_dead, "{}").unwrap();
     let missing: Vec<&str> = KeyKind::ALL
         .iter()
         .filter(|k| k.group() != KeyGroup::Channel)

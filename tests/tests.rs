@@ -4,6 +4,7 @@
 //! short reproductions of pinned bugs that belong to no such module.
 
 mod expect;
+mod export;
 mod heartbeats;
 mod in_process;
 

@@ -136,6 +136,14 @@ pub enum Command {
         after_help = "Examples:\n  crawlworker items spiders/bbs.toml -n 10\n  crawlworker items spiders/bbs.toml --pop --follow > items.jsonl"
     )]
     Items(ItemsArgs),
+    /// Export a spider's items from Redis into a store, each exactly once:
+    /// PostgreSQL, SQLite, JSON Lines or CSV files, or a command. Run as
+    /// many as you like; the first Ctrl-C or SIGTERM finishes the batch in
+    /// flight.
+    #[command(
+        after_help = "Examples:\n  CRAWLWORKER_EXPORT_TO=postgres://crawler@127.0.0.1/forum crawlworker export spiders/bbs.toml --create\n  crawlworker export spiders/bbs.toml --to sqlite:bbs.db --create --until-drained\n  crawlworker export spiders/bbs.toml --to jsonl:out/ --gzip --rotate-every 5m\n  crawlworker export spiders/bbs.toml --to 'exec:python3 load.py'\n\nA PostgreSQL password comes from PGPASSWORD, or in an address given through CRAWLWORKER_EXPORT_TO or --to-file: never on the command line. See docs/export.md."
+    )]
+    Export(ExportArgs),
     /// Serve a live web dashboard of spiders (one self-contained page:
     /// rates, queues, workers, status codes, recent failures), read from
     /// Redis, until Ctrl-C. It has no login: keep it on a loopback address
@@ -399,6 +407,71 @@ pub struct ItemsArgs {
     pub pop: bool,
     #[command(flatten)]
     pub redis: RedisArgs,
+}
+
+/// The arguments of `crawlworker export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// The spider file (TOML).
+    pub spider: SpiderPath,
+    /// Where items go: postgres://USER@HOST:PORT/DB, sqlite:PATH, jsonl:DIR,
+    /// csv:DIR or exec:COMMAND
+    #[arg(
+        long,
+        env = "CRAWLWORKER_EXPORT_TO",
+        value_name = "URL",
+        hide_env_values = true,
+        required_unless_present = "to_file",
+        conflicts_with = "to_file"
+    )]
+    pub to: Option<String>,
+    /// A file holding the --to address (with its password, if it has one)
+    #[arg(long, value_name = "FILE")]
+    pub to_file: Option<PathBuf>,
+    /// Create missing tables and add missing columns (nothing is ever
+    /// dropped); for files, create the directory
+    #[arg(long)]
+    pub create: bool,
+    /// Stop once the crawl is drained and every item is exported
+    #[arg(long)]
+    pub until_drained: bool,
+    /// Items taken and written in one step
+    #[arg(long, default_value_t = 500, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub batch: u64,
+    /// An exporter silent this long is gone: its unacknowledged items go to
+    /// the others
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
+    pub claim_after: Duration,
+    /// The stream's consumer group ([items] sink = "stream")
+    #[arg(long, default_value = crate::export::DEFAULT_GROUP, value_name = "NAME")]
+    pub group: String,
+    /// Files: close a file (and start the next) at this size
+    #[arg(long, default_value = "64MiB", value_name = "SIZE", value_parser = size)]
+    pub rotate_size: u64,
+    /// Files: close a file at this age
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = duration)]
+    pub rotate_every: Duration,
+    /// Files: gzip them (.gz)
+    #[arg(long)]
+    pub gzip: bool,
+    /// exec: runs of a failed batch again before its items are dead-lettered
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub exec_retries: u32,
+    /// exec: the wait before the first run again (doubled each time)
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration)]
+    pub exec_retry_wait: Duration,
+    /// Print the statements that make the tables, and exit
+    #[arg(long)]
+    pub print_schema: bool,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// A size in bytes: `1048576`, `64MiB`, `10MB`.
+fn size(s: &str) -> Result<u64, String> {
+    s.parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("`{s}` is not a size such as 64MiB: {e}"))
 }
 
 /// The arguments of `crawlworker dashboard`.

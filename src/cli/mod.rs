@@ -6,12 +6,13 @@
 //! in [`run`](mod@run) (and `local` for `run --local`); the Redis tools in
 //! [`tools`] (`push-urls`, `pause`, `flush`), [`stats`] (with `watch` for
 //! `stats --watch`), [`items`], [`failed`] and [`import_queue`] (taking over a
-//! scrapy-redis queue); spider files are tried with [`check`] and
-//! [`parse`].
+//! scrapy-redis queue); [`export`] moves items into a store; spider files
+//! are tried with [`check`] and [`parse`].
 
 pub mod args;
 mod check;
 mod effective_settings;
+mod export;
 mod failed;
 mod import_queue;
 mod items;
@@ -63,6 +64,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Stats(args) => stats::stats(&args.spider, &args.redis, args.json).await,
         Command::Items(args) => items(args).await,
+        Command::Export(args) => export::export(args).await,
         Command::Failed(args) => {
             let list = failed::List {
                 limit: args.limit as usize,

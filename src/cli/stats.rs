@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::tools::open_shards;
 use super::{output, RedisArgs};
 use crate::frontier::admin::DupefilterInfo;
+use crate::frontier::redis::export::ExportBacklog;
 use crate::frontier::redis::sharded;
 use crate::frontier::{now_secs, Heartbeat, QueueStatus, RedisFrontier};
 use crate::spider::Spider;
@@ -58,6 +59,9 @@ struct StatsReport<'a> {
     /// cookies).
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<SessionView>,
+    /// `crawlworker export`'s backlog, once an exporter has run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    export: Option<ExportBacklog>,
 }
 
 /// The login session as `stats` shows it: no cookie, no credential.
@@ -102,6 +106,7 @@ struct Reading {
     workers: Vec<LiveWorker>,
     gone: Vec<GoneWorker>,
     session: Option<SessionView>,
+    export: Option<ExportBacklog>,
 }
 
 pub async fn stats(path: &Path, redis: &RedisArgs, as_json: bool) -> anyhow::Result<ExitCode> {
@@ -172,6 +177,7 @@ async fn read(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<Readi
         Some(config) => Some(read_session(frontier, config, &stats, now).await?),
         None => None,
     };
+    let export = read_export(shards).await?;
     Ok(Reading {
         status,
         dupefilter,
@@ -179,7 +185,41 @@ async fn read(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<Readi
         workers,
         gone,
         session,
+        export,
     })
+}
+
+/// The export backlog summed over the shards, once an exporter has
+/// registered (read for the default consumer group).
+async fn read_export(shards: &[RedisFrontier]) -> anyhow::Result<Option<ExportBacklog>> {
+    let mut sum: Option<ExportBacklog> = None;
+    for shard in shards {
+        if shard.exporters().await?.is_empty() {
+            continue;
+        }
+        let b = shard.export_backlog(crate::export::DEFAULT_GROUP).await?;
+        let s = sum.get_or_insert_with(ExportBacklog::default);
+        s.waiting += b.waiting;
+        s.unacked += b.unacked;
+        s.exporters += b.exporters;
+        s.oldest_unacked_ms = s.oldest_unacked_ms.max(b.oldest_unacked_ms);
+    }
+    Ok(sum)
+}
+
+fn render_export(o: &mut String, b: &ExportBacklog) {
+    let oldest = b.oldest_unacked_ms.map_or(String::new(), |ms| {
+        format!(" (the oldest for {:.1} s)", ms as f64 / 1000.0)
+    });
+    *o += &format!(
+        "
+export
+  waiting        {:>10}
+  unacknowledged {:>10}{oldest}
+  exporters      {:>10}
+",
+        b.waiting, b.unacked, b.exporters
+    );
 }
 
 async fn read_session(
@@ -276,6 +316,7 @@ fn json_report<'a>(
         workers: reading.workers,
         gone: reading.gone,
         session: reading.session,
+        export: reading.export,
         stats: reading
             .stats
             .into_iter()
@@ -312,6 +353,9 @@ fn render(spider: &Spider, frontier: &RedisFrontier, reading: &Reading) -> Strin
     render_workers(&mut o, &reading.workers, &reading.gone);
     if let Some(session) = &reading.session {
         render_session(&mut o, session);
+    }
+    if let Some(export) = &reading.export {
+        render_export(&mut o, export);
     }
     o += "\nstats\n";
     for (f, v) in &reading.stats {

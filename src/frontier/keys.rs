@@ -223,6 +223,10 @@ key_kinds! {
     Items, items = "{name}:items", "list", Items;
     /// Scraped items with `[items] sink = "stream"`: one entry per item, its JSON in the field `item` (XADD, read with consumer groups).
     ItemStream, item_stream = "{name}:items:stream", "stream", Items;
+    /// Exporter id → its lease, as JSON (`crawlworker export`): until when (ms) it counts as alive, renewed while it runs, or since when it was found gone (`lost`). A gone exporter's unacknowledged items are taken back: its list `<items>:exporting:<exporter id>` goes back to the head of the items list (list sink; see `Keys::exporting`), or its stream entries are claimed by another (`XAUTOCLAIM`).
+    Exporters, exporters = "{name}:items:exporters", "hash", Items;
+    /// Items the store refused (a constraint, a value that does not fit its column), or that fit no item type, as JSON: the whole item, the store's message, the table, when; `crawlworker export` never drops an item.
+    ItemsDead, items_dead = "{name}:items:dead", "list", Dead;
     /// Counters with Scrapy's names.
     Stats, stats = "{name}:stats", "hash", Stats;
     /// Malformed entries set aside, as JSON: key, entry, reason, time.
@@ -242,6 +246,21 @@ impl Keys {
     /// [`KeyKind::Waiting`]).
     pub fn worker_wake(&self, worker: &str) -> String {
         format!("{}:{worker}", self.wake)
+    }
+}
+
+impl Keys {
+    /// The list of items exporter `exporter` has taken from the items list
+    /// and not yet acknowledged (`crawlworker export`, list sink): beside
+    /// the items list, so in its hash slot.
+    pub fn exporting(&self, exporter: &str) -> String {
+        format!("{}:exporting:{exporter}", self.items)
+    }
+
+    /// The files an exporter has acknowledged the items of and not yet
+    /// given their final name (`jsonl:`/`csv:` sinks): path → exporter.
+    pub fn export_renames(&self) -> String {
+        format!("{}:exporting:~renames", self.items)
     }
 }
 

@@ -52,7 +52,10 @@ pub use error::FrontierError;
 pub use hand_back::HandBack;
 pub use keys::{ItemSink, KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use local::LocalFrontier;
-pub use records::{now_secs, DeadLetter, FailedRecord, Heartbeat, RobotsError, RobotsRecord};
+pub use records::{
+    now_secs, DeadLetter, ExportDeadLetter, ExporterLease, FailedRecord, Heartbeat, RobotsError,
+    RobotsRecord,
+};
 pub use session::{SessionLock, SessionLogin, SessionRecord};
 pub use types::*;
 

@@ -7,6 +7,10 @@
 //! - [`FailedRecord`]: a request that failed for good, in `<name>:failed`
 //!   (read back by `push-urls --from-failed`);
 //! - [`Heartbeat`]: a live worker, in `<name>:workers` (read by `stats`);
+//! - [`ExportDeadLetter`]: an item `crawlworker export` could not store, in
+//!   `<name>:items:dead`, whole;
+//! - [`ExporterLease`]: a live (or gone) exporter, in
+//!   `<name>:items:exporters` (written by the export scripts);
 //! - [`RobotsRecord`]: a host's robots.txt fetch, in `<name>:robots`
 //!   (with a [`RobotsError`] when the fetch got no answer).
 
@@ -193,4 +197,38 @@ mod tests {
         assert!(d.entry.len() <= PREVIEW_BYTES);
         assert_eq!(d.bytes, huge.len());
     }
+}
+
+/// An item `crawlworker export` could not store, set aside whole (never
+/// cut: it is the item's only copy), with why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportDeadLetter {
+    /// The item, as it was in Redis.
+    pub item: String,
+    /// The store's message (a constraint, a value its column refuses), or
+    /// why no table fits it.
+    pub reason: String,
+    /// The table (or file, or command) it was for, if one was found.
+    pub table: Option<String>,
+    /// The store, without credentials (`postgres://host:port/db`).
+    pub store: String,
+    /// The exporter that set it aside.
+    pub exporter: String,
+    /// When (seconds since the epoch).
+    pub time: f64,
+}
+
+/// An exporter's lease in `<name>:items:exporters`, as the export scripts
+/// write it (milliseconds of the Redis clock).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExporterLease {
+    /// Alive until then, unless renewed.
+    #[serde(default)]
+    pub until_ms: Option<f64>,
+    /// When the oldest item it has not acknowledged was taken (0: none).
+    #[serde(default)]
+    pub since_ms: Option<f64>,
+    /// Found gone then: its items were taken back.
+    #[serde(default)]
+    pub lost_ms: Option<f64>,
 }

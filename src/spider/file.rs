@@ -92,6 +92,12 @@ pub struct ItemFile {
     pub fields: Vec<FieldFile>,
     /// `transform = '…'`: a jq program the finished item goes through.
     pub transform: Option<At<String>>,
+    /// `key = ["comment_id"]`: the fields that tell one item from another
+    /// (`crawlworker export` upserts rows by them).
+    pub key: Option<Vec<At<String>>>,
+    /// `table = "comments"`: the table (or file name) `crawlworker export`
+    /// writes the items to.
+    pub table: Option<At<String>>,
 }
 
 /// One field of an item; a bare string is short for `{ css = "…" }`.
@@ -470,18 +476,28 @@ fn read_item(
     loc: Loc,
 ) -> Option<ItemFile> {
     let table = items.as_table(node, loc)?;
-    let mut transform = None;
+    let (mut transform, mut key, mut table_name) = (None, None, None);
     let fields = table
         .entries()
         .into_iter()
         .filter_map(|(fname, fnode, floc)| {
-            // `transform = '…'` is the item's; a field of that name is
-            // written as a table (`transform = { css = "…" }`).
-            if fname.value == "transform" {
-                if let Some(program) = fnode.as_str() {
+            // `transform = '…'` and `table = '…'` are the item's, as is
+            // `key = [ … ]`; a field of one of these names is written as a
+            // table (`transform = { css = "…" }`).
+            match (fname.value.as_str(), fnode.as_str()) {
+                ("transform", Some(program)) => {
                     transform = Some(At::new(program.to_string(), floc));
                     return None;
                 }
+                ("table", Some(name)) => {
+                    table_name = Some(At::new(name.to_string(), floc));
+                    return None;
+                }
+                ("key", None) if fnode.as_table_like().is_none() => {
+                    key = table.str_list("key");
+                    return None;
+                }
+                _ => {}
             }
             read_field(&table, "", fname, fnode, floc, 0)
         })
@@ -491,6 +507,8 @@ fn read_item(
         name,
         fields,
         transform,
+        key,
+        table: table_name,
     })
 }
 

@@ -173,6 +173,13 @@ pub struct ItemDef {
     pub fields: Vec<Field>,
     /// A jq program the finished item goes through; `null` drops it.
     pub transform: Option<Transform>,
+    /// `key`: the fields that tell one item of this type from another
+    /// (`crawlworker export` upserts rows by them); empty when the spider
+    /// names none.
+    pub key: Vec<String>,
+    /// `table`: where `crawlworker export` writes items of this type, when
+    /// the spider names it.
+    pub table: Option<String>,
 }
 
 /// How a field's value is produced.

@@ -33,6 +33,24 @@ pub fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Sends the items of the spider file at `path` to the stream sink: a
+/// `sink = "stream"` line in its `[items]` table (after the table's
+/// header when it has one, else in a new table at the end).
+pub fn items_to_stream(path: &Path) {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read spider {}: {e}", path.display()));
+    let text = match text.find("\n[items]\n") {
+        Some(at) => {
+            let end = at + "\n[items]\n".len();
+            format!("{}sink = \"stream\"\n{}", &text[..end], &text[end..])
+        }
+        // A super-table after its sub-tables is valid TOML.
+        None => format!("{text}\n[items]\nsink = \"stream\"\n"),
+    };
+    std::fs::write(path, text)
+        .unwrap_or_else(|e| panic!("cannot write spider {}: {e}", path.display()));
+}
+
 /// A copy of a shipped spider in `dir`, its URLs pointing at `base`
 /// instead of the demo's default 127.0.0.1:8700.
 pub fn spider_for(name: &str, base: &str, dir: &Path) -> PathBuf {

@@ -4,6 +4,10 @@
 //! - [`redis`]: [`RedisServer`], a real `redis-server` on a free loopback
 //!   port with its own directory, stopped (and its directory removed) when
 //!   dropped; a machine without `redis-server` fails loudly.
+//! - [`postgres`]: [`PostgresServer`], a real PostgreSQL server (Debian's
+//!   packaged binaries) on a free loopback port in a temporary directory,
+//!   run as `nobody` when the tests run as root; it can be stopped and
+//!   started again on the same data.
 //! - [`redis_cluster`]: [`RedisCluster`], a real 3-master, 3-replica Redis
 //!   Cluster on loopback ports that can fail a master over (gracefully, or
 //!   by SIGKILL).
@@ -27,6 +31,7 @@ pub mod faults;
 pub mod files;
 pub mod fixture;
 pub mod guard;
+pub mod postgres;
 pub mod process;
 pub mod redis;
 pub mod redis_cluster;
@@ -35,9 +40,12 @@ pub mod wait;
 
 pub use crawl::DemoCrawl;
 pub use faults::{Robots, DOWNLOADS};
-pub use files::{fault_spider, files, loopback_host, proxied_spider, root, spider_for, temp_dir};
+pub use files::{
+    fault_spider, files, items_to_stream, loopback_host, proxied_spider, root, spider_for, temp_dir,
+};
 pub use fixture::{peak, FixtureServer};
 pub use guard::KillOnDrop;
+pub use postgres::PostgresServer;
 pub use process::{
     benchmarking, binary, crawlworker, crawlworker_with_redis, push_urls, stderr, stdout, Worker,
 };

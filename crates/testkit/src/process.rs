@@ -93,6 +93,15 @@ pub struct Worker {
 impl Worker {
     /// Starts `crawlworker run SPIDER --redis URL ARGS…` with `env`.
     pub fn spawn(spider: &Path, redis: &str, args: &[&str], env: &[(&str, &str)]) -> Worker {
+        let spider = spider.display().to_string();
+        let mut all = vec!["run", spider.as_str(), "--redis", redis];
+        all.extend_from_slice(args);
+        Worker::command(&all, env)
+    }
+
+    /// Starts `crawlworker ARGS…` (any long-running command, such as
+    /// `export`) with `env`, logging to a file as a worker does.
+    pub fn command(args: &[&str], env: &[(&str, &str)]) -> Worker {
         let log = tempfile::Builder::new()
             .prefix("crawlworker-worker-")
             .suffix(".log")
@@ -102,10 +111,7 @@ impl Worker {
             .reopen()
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", log.path().display()));
         let mut cmd = command();
-        cmd.arg("run")
-            .arg(spider)
-            .args(["--redis", redis])
-            .args(args)
+        cmd.args(args)
             .env("CRAWLWORKER_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(file);

@@ -206,7 +206,15 @@ impl RedisFrontier {
     /// Deletes the keys of `groups` in one step; returns each key deleted
     /// with the entries it held (0 for keys that did not exist).
     pub async fn flush(&self, groups: &[KeyGroup]) -> Result<Vec<(String, u64)>> {
-        let keys = self.keys_in_groups(groups);
+        let mut keys = self.keys_in_groups(groups);
+        if groups.contains(&KeyGroup::Items) {
+            // The items `crawlworker export` holds, by the exporters that
+            // hold them (see `export.rs`).
+            for (exporter, _) in self.exporters().await? {
+                keys.push(self.keys.exporting(&exporter));
+            }
+            keys.push(self.keys.export_renames());
+        }
         if keys.is_empty() {
             return Ok(Vec::new());
         }

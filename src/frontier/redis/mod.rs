@@ -28,6 +28,7 @@
 pub mod admin;
 mod commits;
 pub mod connection;
+pub mod export;
 pub mod handed;
 pub mod hosts;
 mod link;

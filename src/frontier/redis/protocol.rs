@@ -620,8 +620,82 @@ wire! {
     AsideArgs { kind, worker }
 }
 
+wire! {
+    /// `export_take.lua`: `fresh` is '1' for an exporter's first take (or
+    /// its first after it was found gone).
+    ExportTakeArgs { exporter, lease_ms, max, fresh }
+}
+
+wire! {
+    /// `export_ack.lua`: `sink` is 'list' or 'stream'; `whole` is '1' for
+    /// a sink that must acknowledge all of its records or none.
+    ExportAckArgs { exporter, sink, group, lease_ms, whole }
+}
+
+wire! {
+    /// What `export_ack.lua` acknowledges, one record each.
+    ExportAckRecord { what, id, value }
+}
+
+wire! {
+    /// `export_reclaim.lua`.
+    ExportReclaimArgs { exporter, forget_ms }
+}
+
+wire! {
+    /// `export_beat.lua`.
+    ExportBeatArgs { exporter, lease_ms, fresh }
+}
+
+pub static ACK: Record = Record {
+    lua: "ACK",
+    fields: ExportAckRecord::FIELDS,
+};
+
 use KeyKind as Kk;
 use Slot::Kind as K;
+
+/// The layouts of `crawlworker export`'s steps (see `export.rs`).
+fn export_layouts() -> Vec<Layout> {
+    vec![
+        layout(
+            "export_take",
+            vec![K(Kk::Items), K(Kk::Exporters), Slot::Chosen("exporting")],
+            ExportTakeArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "export_ack",
+            vec![
+                K(Kk::Exporters),
+                K(Kk::ItemStream),
+                K(Kk::ItemsDead),
+                K(Kk::Stats),
+                Slot::Chosen("exporting"),
+                Slot::Chosen("renames"),
+            ],
+            ExportAckArgs::FIELDS,
+            vec![&ACK],
+        ),
+        layout(
+            "export_reclaim",
+            vec![
+                K(Kk::Items),
+                K(Kk::Exporters),
+                K(Kk::Stats),
+                Slot::Chosen("exporting"),
+            ],
+            ExportReclaimArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "export_beat",
+            vec![K(Kk::Exporters)],
+            ExportBeatArgs::FIELDS,
+            Vec::new(),
+        ),
+    ]
+}
 
 /// The keys a leasing script needs (`lease_requests` and `next_due` in
 /// the helpers read them).
@@ -680,6 +754,7 @@ pub fn layouts() -> Vec<Layout> {
         admin_layouts(),
         host_layouts(),
         session_layouts(),
+        export_layouts(),
     ]
     .into_iter()
     .flatten()

@@ -35,6 +35,7 @@ use super::protocol::{
     QuotaTakeArgs, RecordShardsArgs, ReleaseArgs, RenewArgs, RequeueArgs, RobotsLockArgs, SeedArgs,
     SessionLockArgs, SessionStaleArgs, SessionStoreArgs, StatusArgs, SweepArgs, UpstreamShardArgs,
 };
+use super::protocol::{ExportAckArgs, ExportBeatArgs, ExportReclaimArgs, ExportTakeArgs};
 use crate::frontier::{ItemSink, Keys};
 
 /// Declares the scripts once: each is `scripts/<name>.lua`, with the
@@ -93,6 +94,10 @@ scripts! {
     record_shards: RecordShardsArgs,
     quota_give: QuotaGiveArgs,
     quota_take: QuotaTakeArgs,
+    export_take: ExportTakeArgs,
+    export_ack: ExportAckArgs,
+    export_reclaim: ExportReclaimArgs,
+    export_beat: ExportBeatArgs,
 }
 
 /// The helpers every script has, in the order they build on each other:

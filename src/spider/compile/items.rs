@@ -22,11 +22,77 @@ impl Compiler<'_> {
         }
         let fields: Vec<Option<Field>> = item.fields.iter().map(|f| self.field(f)).collect();
         let transform = item.transform.as_ref().map(|t| self.transform(t));
+        let key = self.item_key(item);
+        let table = item.table.as_ref().and_then(|t| self.table_name(t));
         Some(ItemDef {
             name: item.name.value.clone(),
             fields: fields.into_iter().collect::<Option<_>>()?,
             transform: transform.map_or(Some(None), |t| t.map(Some))?,
+            key,
+            table,
         })
+    }
+
+    /// `key = [ … ]`: each a top-level field of the item, once.
+    fn item_key(&self, item: &ItemFile) -> Vec<String> {
+        let Some(key) = &item.key else {
+            return Vec::new();
+        };
+        let names: Vec<&str> = item.fields.iter().map(|f| f.name.value.as_str()).collect();
+        let mut out: Vec<String> = Vec::new();
+        for k in key {
+            if !names.contains(&k.value.as_str()) {
+                self.problem(
+                    &k.loc,
+                    format!(
+                        "`{}` in the key of item `{}` is not one of its fields",
+                        k.value, item.name.value
+                    ),
+                    format!("name fields of the item: {}", names.join(", ")),
+                );
+            } else if out.contains(&k.value) {
+                self.problem(
+                    &k.loc,
+                    format!(
+                        "`{}` is twice in the key of item `{}`",
+                        k.value, item.name.value
+                    ),
+                    "name each field once",
+                );
+            } else {
+                out.push(k.value.clone());
+            }
+        }
+        if key.is_empty() {
+            self.problem(
+                &item.name.loc,
+                format!("the key of item `{}` is empty", item.name.value),
+                "name the fields that tell one item from another, e.g. `key = [\"comment_id\"]`, or remove `key` (the exporter then keys rows by a hash of the whole item)",
+            );
+        }
+        out
+    }
+
+    /// `table = "…"`: a plain SQL name (letters, digits, `_`; not a digit
+    /// first), so it needs no quoting in a query and is a file name too.
+    fn table_name(&self, t: &At<String>) -> Option<String> {
+        let ok = t.value.len() <= 63
+            && t.value
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && t.value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            self.problem(
+                &t.loc,
+                format!("`{}` is not a table name crawlworker writes", t.value),
+                "use letters, digits and `_` (not a digit first), at most 63 characters, e.g. `table = \"forum_comments\"`",
+            );
+            return None;
+        }
+        Some(t.value.clone())
     }
 
     fn field(&self, f: &FieldFile) -> Option<Field> {

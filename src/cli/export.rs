@@ -1,0 +1,156 @@
+//! `crawlworker export SPIDER --to URL`: reads where items go (refusing a
+//! password written on the command line, which any user of the host can
+//! read in the process list), connects to the spider's Redis and runs an
+//! [`Exporter`] until it is drained (`--until-drained`) or stopped.
+
+use std::process::ExitCode;
+
+use tokio::sync::watch;
+
+use super::args::ExportArgs;
+use super::{output, tools, InvalidInput};
+use crate::export::sinks::{self, files::Rotation};
+use crate::export::{Exporter, Options, Schema, SinkOptions, Stopped, Store};
+
+pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
+    let store = store(&args)?;
+    let (spider, shards) = tools::open_shards(&args.spider, &args.redis).await?;
+    if spider.items.is_empty() {
+        return Err(InvalidInput(format!(
+            "{}: spider `{}` has no item types ([items.<name>]): nothing to export",
+            args.spider.display(),
+            spider.name
+        ))
+        .into());
+    }
+    let schema = Schema::of(&spider);
+    if args.print_schema {
+        let statements = sinks::schema_statements(&store, &schema);
+        if statements.is_empty() {
+            return Err(InvalidInput(format!(
+                "{} has no tables to make: --print-schema is for postgres:// and sqlite:",
+                store.shown()
+            ))
+            .into());
+        }
+        for s in statements {
+            output::line(format!("{s};"))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    for frontier in &shards {
+        if let Some(found) = frontier.sink_mismatch().await? {
+            anyhow::bail!(
+                "{}",
+                crate::worker::sink_mismatch_message(&spider, frontier, &found)
+            );
+        }
+    }
+    let options = Options {
+        group: args.group.clone(),
+        batch: args.batch as usize,
+        claim_after: args.claim_after,
+        until_drained: args.until_drained,
+        create: args.create,
+        idle_wait: std::time::Duration::from_millis(250),
+    };
+    let sink = sinks::open(
+        &store,
+        SinkOptions {
+            rotation: Rotation {
+                max_bytes: args.rotate_size,
+                max_age: args.rotate_every,
+                gzip: args.gzip,
+            },
+            exec_retries: args.exec_retries,
+            exec_backoff: args.exec_retry_wait,
+        },
+    );
+    let id = crate::worker::worker_id();
+    tracing::info!(
+        spider = %spider.name,
+        items = %shards[0].items_key(),
+        exporter = %id,
+        "exporting to {}",
+        store.shown()
+    );
+    let (stop, stopped) = watch::channel(false);
+    listen_for_signals(stop);
+    let mut exporter = Exporter::new(id, shards, schema, sink, store.shown(), options, stopped);
+    let how = exporter.run().await?;
+    let t = exporter.tally;
+    let why = match how {
+        Stopped::Drained => "the crawl is drained and every item exported",
+        Stopped::Signal => "stopped",
+    };
+    tracing::info!(exported = t.exported, refused = t.refused, "{why}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where items go: `--to` (or `CRAWLWORKER_EXPORT_TO`), or the file
+/// `--to-file` names.
+fn store(args: &ExportArgs) -> anyhow::Result<Store> {
+    let (to, from_flag) = match (&args.to, &args.to_file) {
+        (_, Some(file)) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                InvalidInput(format!(
+                    "cannot read the store's address from {}: {e}",
+                    file.display()
+                ))
+            })?;
+            (text.trim().to_string(), false)
+        }
+        (Some(to), None) => {
+            let from_env = std::env::var("CRAWLWORKER_EXPORT_TO").is_ok_and(|v| &v == to);
+            (to.clone(), !from_env)
+        }
+        (None, None) => {
+            return Err(InvalidInput(
+                "give the store with --to URL, CRAWLWORKER_EXPORT_TO or --to-file FILE".into(),
+            )
+            .into())
+        }
+    };
+    let store = Store::parse(&to).map_err(InvalidInput)?;
+    if from_flag && store.has_password() {
+        return Err(InvalidInput(format!(
+            "--to {}: a password on the command line is visible to every user of this host (ps); give the address in CRAWLWORKER_EXPORT_TO or a file (--to-file), or the password in PGPASSWORD",
+            store.shown()
+        ))
+        .into());
+    }
+    Ok(store)
+}
+
+/// First signal: finish the batch in flight, then stop. Second: exit now
+/// (nothing is lost: what was taken and not acknowledged goes to another
+/// exporter once this one's lease runs out).
+fn listen_for_signals(stop: watch::Sender<bool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!(
+            "cannot listen for signals; stop the exporter with SIGKILL (nothing is lost)"
+        );
+        return;
+    };
+    tokio::spawn(async move {
+        for n in 0.. {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if n == 0 {
+                tracing::info!(
+                    "stopping: finishing the batch in flight (signal again to exit at once)"
+                );
+                let _ = stop.send(true);
+            } else {
+                tracing::warn!("second signal: exiting now; unacknowledged items go to another exporter when this one's lease runs out");
+                std::process::exit(130);
+            }
+        }
+    });
+}
