@@ -16,6 +16,7 @@ mod check;
 mod check_agreement;
 mod cluster;
 mod code_layout;
+mod containers;
 mod control;
 mod dashboard;
 mod docs;
