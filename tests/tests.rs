@@ -31,6 +31,7 @@ mod frontier_contract;
 mod hostile_pages;
 mod idle;
 mod json_api;
+mod kubernetes;
 mod local;
 mod many_links;
 mod memory;
