@@ -289,9 +289,9 @@ fn items(conn: &mut redis::Connection) -> u64 {
     conn.llen("bbs:items").unwrap_or(0)
 }
 
-/// Three worker containers of the compose file crawl the demo forum (on
-/// the host, behind 300 ms of latency) from one Redis; Prometheus scrapes
-/// all three. One is killed (`podman kill -s KILL`) and one stopped
+/// Three worker containers of the compose file (read-only, as it says)
+/// crawl the demo forum (on the host, behind 300 ms of latency) from one
+/// Redis; Prometheus scrapes all three. One is killed (`podman kill -s KILL`) and one stopped
 /// (`podman stop`) mid-crawl: the items are exactly the expected ones,
 /// none lost, none twice, and the stopped one exits on its own well
 /// within `shutdown_grace`, holding no lease.
@@ -320,6 +320,8 @@ async fn three_compose_workers_crawl_exactly_while_one_is_killed_and_one_stopped
             ])
         })
         .collect();
+    // The compose file's `read_only: true`.
+    assert_eq!(workers[2].inspect("{{.HostConfig.ReadonlyRootfs}}"), "true");
     let (_prometheus, web) = prometheus(dir.path(), &ports);
     eventually_async("Prometheus scrapes all three workers", PATIENCE, || async {
         let up = query(&web, "up{job=\"crawlworker\"} == 1").await?;
