@@ -7,6 +7,17 @@
 # Configuration comes from the environment (CRAWLWORKER_<SETTING>, e.g.
 # CRAWLWORKER_REDIS_URL, CRAWLWORKER_CONCURRENT_REQUESTS), spiders are
 # mounted (or copied in a derived image) under /etc/crawlworker/spiders.
+#
+# The default target compiles the binary in rust:1-bookworm. Where that
+# image cannot be pulled, build the binary on the host and copy it in
+# (scripts/container-image does this with podman):
+#
+#     cargo build --release --locked -p crawlworker
+#     docker build --target prebuilt -t crawlworker .
+#
+# BASE_IMAGE names the Debian bookworm image the runtime starts from.
+
+ARG BASE_IMAGE=debian:bookworm-slim
 
 FROM rust:1-bookworm AS build
 WORKDIR /src
@@ -14,14 +25,21 @@ COPY . .
 RUN cargo build --release --locked -p crawlworker \
     && cp target/release/crawlworker /crawlworker
 
-FROM debian:bookworm-slim
+# The CA certificates alone: the bundle, without the openssl and libssl3
+# that the ca-certificates package brings to make it (the worker uses
+# rustls).
+FROM ${BASE_IMAGE} AS certificates
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates \
-    && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --home-dir /etc/crawlworker crawlworker
-COPY --from=build /crawlworker /usr/local/bin/crawlworker
+    && apt-get install -y --no-install-recommends ca-certificates
+
+FROM ${BASE_IMAGE} AS runtime-base
+COPY --from=certificates /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY spiders /etc/crawlworker/spiders
 COPY config /etc/crawlworker/config
+# Readable by the worker's user whatever the checkout's umask was.
+RUN useradd --uid 10001 --user-group --no-create-home --home-dir /etc/crawlworker \
+        --shell /usr/sbin/nologin crawlworker \
+    && chmod -R a+rX /etc/crawlworker /etc/ssl/certs
 WORKDIR /etc/crawlworker
 USER crawlworker
 # Metrics and health on every interface of the container; JSON logs for
@@ -34,7 +52,17 @@ EXPOSE 9410
 # the container longer than that before it is killed
 # (`docker stop -t 45`, compose's stop_grace_period: 45s).
 STOPSIGNAL SIGTERM
+# Unhealthy when the worker does not answer, or has not reached Redis for
+# three heartbeats (15 s).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
     CMD ["crawlworker", "health"]
 ENTRYPOINT ["crawlworker"]
 CMD ["run", "spiders/bbs.toml"]
+
+# A binary built on the host (target/release/crawlworker).
+FROM runtime-base AS prebuilt
+COPY --chmod=0755 target/release/crawlworker /usr/local/bin/crawlworker
+
+# The default: the binary compiled in the build stage.
+FROM runtime-base AS runtime
+COPY --from=build /crawlworker /usr/local/bin/crawlworker

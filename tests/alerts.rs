@@ -99,7 +99,7 @@ tests:
 }
 
 /// One instant-query result of Prometheus's HTTP API, as (labels, value).
-async fn query(prometheus: &str, expr: &str) -> Option<Vec<(serde_json::Value, f64)>> {
+pub(crate) async fn query(prometheus: &str, expr: &str) -> Option<Vec<(serde_json::Value, f64)>> {
     let url = format!("http://{prometheus}/api/v1/query");
     let text = reqwest::Client::new()
         .get(url)

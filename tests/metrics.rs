@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::Commands;
 
 use crawlworker_testkit::redis::free_port;
-use crawlworker_testkit::{eventually_async, stderr, DemoCrawl, Worker};
+use crawlworker_testkit::{eventually, eventually_async, stderr, DemoCrawl, Worker};
 
 /// Samples of one scrape: series (name and labels, as written) → value.
 fn parse(text: &str) -> BTreeMap<String, f64> {
@@ -157,5 +157,44 @@ async fn metrics_agree_with_the_stats_hash_and_the_items() {
         "{}",
         stderr(&out)
     );
+    crawl.stop().await;
+}
+
+/// The health check a container runs fails while the worker's Redis is
+/// down (after as long as the cluster waits for a heartbeat, here the
+/// 3 s lease), saying why, and passes again once Redis is back: a worker
+/// that stays up retrying answers its scrapes but does no work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_check_fails_while_redis_is_down_and_passes_once_it_is_back() {
+    let mut crawl = DemoCrawl::start(Duration::from_millis(10)).await;
+    let addr = format!("127.0.0.1:{}", free_port());
+    let worker = Worker::spawn(
+        &crawl.spider,
+        &crawl.redis.url(),
+        &["--metrics-addr", &addr],
+        &[("CRAWLWORKER_LEASE_TIMEOUT", "3s")],
+    );
+    let health = || crawlworker_testkit::crawlworker(&["health", "--metrics-addr", &addr]);
+    let patience = Duration::from_secs(30);
+    eventually("the worker is healthy", patience, || {
+        health().status.success().then_some(())
+    });
+    let redis = &mut crawl.redis;
+    std::thread::scope(|s| {
+        let outage = s.spawn(|| redis.restart(Duration::from_secs(8)));
+        let said = eventually("unhealthy while Redis is down", patience, || {
+            let out = health();
+            (!out.status.success()).then(|| stderr(&out))
+        });
+        assert!(
+            said.contains("spider `bbs` has not reached Redis for"),
+            "{said}"
+        );
+        outage.join().expect("the Redis restart panicked");
+    });
+    eventually("healthy again once Redis is back", patience, || {
+        health().status.success().then_some(())
+    });
+    drop(worker);
     crawl.stop().await;
 }

@@ -248,7 +248,11 @@ async fn health(addr: std::net::SocketAddr) -> anyhow::Result<ExitCode> {
             output::line("ok")?;
             Ok(ExitCode::SUCCESS)
         }
-        Ok(r) => anyhow::bail!("the worker at {host} answered {}", r.status()),
+        Ok(r) => {
+            let status = r.status();
+            let reason = r.text().await.unwrap_or_default();
+            anyhow::bail!("the worker at {host} answered {status}: {}", reason.trim())
+        }
         Err(e) => anyhow::bail!("no worker answers at {host}: {e}"),
     }
 }

@@ -15,6 +15,7 @@
 //!   every worker reports the same value, so aggregate with `max by
 //!   (spider)`, never `sum`.
 
+pub mod health;
 pub mod server;
 
 use std::collections::HashMap;
@@ -77,6 +78,8 @@ struct Inner {
     redis: Family<Labels, Histogram>,
     in_flight: Family<Labels, Gauge>,
     cluster: Arc<ClusterState>,
+    /// Each spider's last contact with Redis, for `/healthz`.
+    health: health::Health,
 }
 
 impl Default for Metrics {
@@ -145,6 +148,7 @@ impl Metrics {
             redis,
             in_flight,
             cluster,
+            health: health::Health::default(),
         }))
     }
 
@@ -213,6 +217,11 @@ impl Metrics {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(spider.to_string(), cluster);
+    }
+
+    /// Whether the worker is healthy, as `/healthz` answers.
+    pub fn health(&self) -> &health::Health {
+        &self.0.health
     }
 
     /// The text exposition (OpenMetrics, which Prometheus reads).

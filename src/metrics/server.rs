@@ -1,6 +1,7 @@
 //! The metrics endpoint: `GET /metrics` (Prometheus / OpenMetrics text) and
-//! `GET /healthz` (`ok`, for a container health check), on the address of
-//! `--metrics-addr`, until the worker stops.
+//! `GET /healthz` (`ok`, for a container health check; 503 with the reason
+//! when a spider has lost its Redis, see [`super::health`]), on the address
+//! of `--metrics-addr`, until the worker stops.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -40,9 +41,14 @@ fn respond(metrics: &Metrics, request: &Request<Incoming>) -> Response<Full<Byte
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             metrics.encode(),
         ),
-        (&Method::GET, "/healthz") => {
-            response(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into())
-        }
+        (&Method::GET, "/healthz") => match metrics.health().problem() {
+            None => response(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
+            Some(problem) => response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8",
+                format!("{problem}\n"),
+            ),
+        },
         _ => response(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",

@@ -88,6 +88,11 @@ impl SpiderRun {
             .max(Duration::from_millis(100));
         let started = now_rfc3339();
         let host = hostname();
+        // `/healthz` fails once this spider's heartbeats have failed for as
+        // long as the cluster waits before it counts the worker gone.
+        let watch = metrics
+            .as_ref()
+            .map(|m| m.health().watch(&spider, Heartbeat::gone_after(lease)));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             let mut lost_leases = LostLeases::default();
@@ -118,7 +123,11 @@ impl SpiderRun {
                     heartbeat: now_secs(),
                     version: env!("CARGO_PKG_VERSION").to_string(),
                 };
-                let _ = frontier.heartbeat(&beat).await;
+                if frontier.heartbeat(&beat).await.is_ok() {
+                    if let Some(w) = &watch {
+                        w.reached();
+                    }
+                }
                 // The Bloom chain's next filter, made ahead of need.
                 if let Err(e) = frontier.grow_dupefilter().await {
                     tracing::debug!(error = %e, "making room in the dupefilter failed; retrying");

@@ -18,6 +18,9 @@
 //! - [`process`]: the `crawlworker` binary: one-shot commands and
 //!   [`Worker`] processes (for the tests where SIGKILL or SIGTERM is the
 //!   point), each logging to a file.
+//! - [`podman`]: the worker image (`localhost/crawlworker:latest`), run
+//!   with podman on the host's network: one-shot commands and
+//!   [`podman::Container`]s, removed when dropped.
 //! - [`crawl`]: [`DemoCrawl`], Redis, the demo forum, a spider pointed at
 //!   it and its tasks pushed: where most crawl tests start.
 //! - [`files`]: the repository root, copies of the shipped spiders pointed
@@ -31,6 +34,7 @@ pub mod faults;
 pub mod files;
 pub mod fixture;
 pub mod guard;
+pub mod podman;
 pub mod postgres;
 pub mod process;
 pub mod redis;
