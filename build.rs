@@ -14,6 +14,28 @@ fn main() {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=CRAWLWORKER_REVISION={revision}");
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    println!("cargo:rerun-if-changed=.git/refs/heads");
+    for path in watched() {
+        println!("cargo:rerun-if-changed={path}");
+    }
+}
+
+/// What moves when the revision does: HEAD and the branch heads, where git
+/// keeps them (in a worktree, `.git` is a file and they live elsewhere: a
+/// path that does not exist would make every build run this again).
+fn watched() -> Vec<String> {
+    Command::new("git")
+        .args([
+            "rev-parse",
+            "--git-path",
+            "HEAD",
+            "--git-path",
+            "refs/heads",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.lines().map(str::to_string).collect::<Vec<_>>())
+        .filter(|paths| !paths.is_empty())
+        .unwrap_or_else(|| vec![".git/HEAD".to_string(), ".git/refs/heads".to_string()])
 }
