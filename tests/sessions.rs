@@ -24,7 +24,7 @@ use crate::expect::{assert_exact, canonical, scraped_from};
 
 const PASSWORD: &str = "demo-password";
 
-fn env() -> Vec<(&'static str, &'static str)> {
+pub(crate) fn env() -> Vec<(&'static str, &'static str)> {
     vec![
         ("FORUM_USER", "member"),
         ("FORUM_PASS", PASSWORD),
@@ -48,7 +48,7 @@ fn want(base: &str) -> Vec<String> {
 
 /// The members spider pointed at `server`, with `extra` appended to its
 /// `[session]` table.
-fn spider(server: &FixtureServer, dir: &Path, extra: &str) -> PathBuf {
+pub(crate) fn spider(server: &FixtureServer, dir: &Path, extra: &str) -> PathBuf {
     let path = spider_for("members", &server.base_url(), dir);
     let text = std::fs::read_to_string(&path).unwrap();
     let text = text.replace(
@@ -57,6 +57,19 @@ fn spider(server: &FixtureServer, dir: &Path, extra: &str) -> PathBuf {
     );
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Gives the spider at `path` these accounts: (name, the environment
+/// variable of its password), each with the user `FORUM_USER`.
+pub(crate) fn with_accounts(path: &Path, accounts: &[(&str, &str)]) {
+    let tables: String = accounts
+        .iter()
+        .map(|(name, pass)| format!("\n[[session.accounts]]\nname = \"{name}\"\nfields = {{ username = {{ env = \"FORUM_USER\" }}, password = {{ env = \"{pass}\" }} }}\n"))
+        .collect();
+    // The accounts go after the whole [session] table.
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = text.replace("[items.thread]", &format!("{tables}\n[items.thread]"));
+    std::fs::write(path, text).unwrap();
 }
 
 fn start(redis: &RedisServer, spider: &Path, server: &FixtureServer) {
@@ -252,12 +265,8 @@ async fn a_refused_account_rests_and_is_counted_and_the_next_one_logs_in() {
     server.members().configure(long_sessions());
     let redis = RedisServer::start();
     let dir = temp_dir("sessions-accounts");
-    let accounts = "\n[[session.accounts]]\nname = \"old\"\nfields = { username = { env = \"FORUM_USER\" }, password = { env = \"OLD_PASS\" } }\n\n[[session.accounts]]\nname = \"new\"\nfields = { username = { env = \"FORUM_USER\" }, password = { env = \"FORUM_PASS\" } }\n";
     let path = spider(&server, dir.path(), "");
-    // The accounts go after the whole [session] table.
-    let text = std::fs::read_to_string(&path).unwrap();
-    let text = text.replace("[items.thread]", &format!("{accounts}\n[items.thread]"));
-    std::fs::write(&path, text).unwrap();
+    with_accounts(&path, &[("old", "OLD_PASS"), ("new", "FORUM_PASS")]);
     start(&redis, &path, &server);
     let mut env = env();
     env.push(("OLD_PASS", "expired-password"));
@@ -279,6 +288,15 @@ async fn a_refused_account_rests_and_is_counted_and_the_next_one_logs_in() {
     );
     assert_eq!(
         stats["session"]["accounts"][1]["state"], "active",
+        "{stats}"
+    );
+    // Why it rests: what the site answered, never the password.
+    let why = stats["session"]["accounts"][0]["reason"]
+        .as_str()
+        .unwrap_or("");
+    assert!(why.contains("status 403"), "{stats}");
+    assert!(
+        stats["session"]["accounts"][1].get("reason").is_none(),
         "{stats}"
     );
     assert!(log.contains("account `old` rests 15m"), "{log}");
@@ -531,6 +549,13 @@ async fn a_rate_limited_login_rests_for_the_sites_retry_after_then_logs_in_again
         .as_f64()
         .unwrap();
     assert!(left > 0.0 && left <= 3.0, "{resting}");
+    let why = resting["session"]["accounts"][0]["reason"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        why.contains("status 429") && why.contains("Retry-After"),
+        "{resting}"
+    );
     let log = wait_all(vec![worker]);
     assert_exact(&items(&redis), &want(&server.base_url()));
     let members = server.members();

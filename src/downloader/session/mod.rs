@@ -13,7 +13,9 @@
 //! - [`login`]: one login (GET the page, fill the form, submit, check);
 //! - [`form`]: the login form read from a page (pure);
 //! - [`accounts`]: which account logs in next, rests after a refused
-//!   login, retirement, hourly limits.
+//!   login, retirement, hourly limits;
+//! - [`view`]: the session and its accounts as `stats` and the dashboard
+//!   show them.
 //!
 //! Credentials and cookies are [`SecretText`]: never in a log line, an
 //! error, a stat or a dead letter; what is logged is the account's name.
@@ -21,6 +23,7 @@
 pub mod accounts;
 pub mod form;
 pub mod login;
+pub mod view;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -305,7 +308,7 @@ impl Keeper {
         let now = (crate::frontier::now_secs() * 1000.0) as u64;
         if !self.frontier.is_shared() {
             stats.add(stats::SESSION_ACCOUNT_RETIRED, 1);
-            book.retire(account);
+            book.retire(account, why);
             tracing::error!(account, "login refused, account retired: {why}");
             let left = self
                 .config
@@ -320,7 +323,7 @@ impl Keeper {
             return;
         }
         let rest = retry_after.unwrap_or(self.config.login_cooldown);
-        match book.refused(account, now, rest.as_millis() as u64) {
+        match book.refused(account, now, rest.as_millis() as u64, why) {
             accounts::Refusal::Rests(_) => {
                 stats.add(stats::SESSION_ACCOUNT_RESTED, 1);
                 tracing::warn!(
