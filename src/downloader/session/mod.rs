@@ -26,7 +26,7 @@ pub mod login;
 pub mod view;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Fetched, HttpClient};
 use crate::frontier::{Frontier, SessionLock, SessionLogin};
@@ -40,6 +40,8 @@ const WAIT_STEP: Duration = Duration::from_millis(100);
 /// How long requests wait when every account is retired, before asking
 /// again (an operator may have deleted the session key meanwhile).
 const ALL_RETIRED_WAIT: Duration = Duration::from_secs(300);
+/// The shortest time a request is put off for when no login may happen.
+const MIN_WAIT: Duration = Duration::from_secs(1);
 
 /// What a request to the session's host gets.
 #[derive(Debug)]
@@ -84,6 +86,12 @@ pub struct Keeper {
     /// One task of this worker gets a session at a time; the others find
     /// it in `current` when they get the lock.
     getting: tokio::sync::Mutex<()>,
+    /// No account may log in before then (each rests after a refused
+    /// login, or has had its logins for the hour, as the cluster's history
+    /// said): requests to the site are put off at once, without the login
+    /// lock or a Redis round trip each, so they hold the worker's download
+    /// slots no longer than other hosts' requests need them.
+    no_login_until: Mutex<Option<Instant>>,
 }
 
 impl Keeper {
@@ -99,6 +107,7 @@ impl Keeper {
             holder,
             current: Mutex::new(None),
             getting: tokio::sync::Mutex::new(()),
+            no_login_until: Mutex::new(None),
         }
     }
 
@@ -125,14 +134,32 @@ impl Keeper {
     /// A session newer than generation `seen` (0: any): this worker's, the
     /// cluster's, or a new login.
     pub async fn ready(&self, seen: u64, stats: &mut Tally) -> Ready {
-        if let Some((generation, cookie)) = self.current().filter(|(g, _)| *g > seen) {
-            return Ready::Session { generation, cookie };
+        if let Some(ready) = self.known(seen) {
+            return ready;
         }
         let _one = self.getting.lock().await;
-        if let Some((generation, cookie)) = self.current().filter(|(g, _)| *g > seen) {
-            return Ready::Session { generation, cookie };
+        // Another task may have learnt it while this one waited.
+        if let Some(ready) = self.known(seen) {
+            return ready;
         }
         self.get(seen, stats).await
+    }
+
+    /// What this worker knows already: a session newer than `seen`, or
+    /// that no login may happen yet.
+    fn known(&self, seen: u64) -> Option<Ready> {
+        if let Some((generation, cookie)) = self.current().filter(|(g, _)| *g > seen) {
+            return Some(Ready::Session { generation, cookie });
+        }
+        let until = self.no_login_until.lock().ok().and_then(|u| *u)?;
+        let left = until.checked_duration_since(Instant::now())?;
+        Some(Ready::Wait(left.max(MIN_WAIT)))
+    }
+
+    fn set_no_login_until(&self, wait: Duration) {
+        if let Ok(mut u) = self.no_login_until.lock() {
+            *u = Some(Instant::now() + wait);
+        }
     }
 
     /// The session of generation `generation` showed itself logged out:
@@ -201,7 +228,8 @@ impl Keeper {
             Choice::Account(i) => i,
             Choice::WaitUntil(t) => {
                 self.free_lock(&book).await;
-                let wait = Duration::from_millis(t.saturating_sub(now).max(1000));
+                let wait = Duration::from_millis(t.saturating_sub(now)).max(MIN_WAIT);
+                self.set_no_login_until(wait);
                 match book.resting(now) {
                     Some((account, _)) => tracing::info!(
                         account,
