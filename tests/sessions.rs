@@ -496,16 +496,18 @@ async fn parse_uses_the_clusters_live_session_or_logs_in_once_itself() {
     assert_eq!(title(&v), "Members thread 3", "{v}");
     assert_eq!(v["session"]["source"], "login", "{v}");
     assert_eq!(v["session"]["why"], "no --redis given", "{v}");
+    assert_eq!(v["session"]["counted"], false, "{v}");
     assert_eq!(members.logins(), 2);
     assert!(
         log.contains("logged in once as account `account-1`"),
         "{log}"
     );
 
-    // A Redis with no session yet: one login, and the cluster's Redis is
-    // left as it was.
+    // A Redis with no session yet: one login, counted in the cluster's
+    // account history, the session left as it was (none).
     let empty = RedisServer::start();
     let (v, _) = parse_members(&spider, &page, &["--redis", &empty.url()]);
+    assert_eq!(v["session"]["counted"], true, "{v}");
     assert_eq!(v["session"]["source"], "login", "{v}");
     assert!(
         v["session"]["why"]
@@ -516,13 +518,66 @@ async fn parse_uses_the_clusters_live_session_or_logs_in_once_itself() {
     );
     assert_eq!(members.logins(), 3);
     let keys: Vec<String> = empty.conn().keys("*").unwrap();
-    assert!(keys.is_empty(), "parse wrote to Redis: {keys:?}");
+    assert_eq!(keys, ["members:session"], "parse wrote to Redis: {keys:?}");
+    let fields: Vec<String> = empty.conn().hkeys("members:session").unwrap();
+    assert_eq!(fields, ["accounts"], "parse wrote more than its login");
     let mut secrets = vec![PASSWORD.to_string()];
     secrets.extend(members.issued_sessions());
     assert_no_secret(
         &secrets,
         &[("parse's output", &v.to_string()), ("parse's log", &log)],
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parse_logging_in_itself_counts_against_the_clusters_hourly_logins() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-parse-budget");
+    let spider = spider(&server, dir.path(), "max_logins_per_hour = 2");
+    let page = server.url("/members/thread/3");
+    // No session in the cluster yet: parse logs in itself, and the
+    // cluster counts each login.
+    for n in 1..=2 {
+        let (v, log) = parse_members(&spider, &page, &["--redis", &redis.url()]);
+        assert_eq!(v["session"]["source"], "login", "{v}");
+        assert_eq!(v["session"]["counted"], true, "{v}");
+        assert_eq!(server.members().logins(), n);
+        assert!(
+            log.contains("counts against the account's max_logins_per_hour"),
+            "{log}"
+        );
+    }
+    // The account has had its two logins of the hour: parse does not log
+    // in a third time, and says why.
+    let form_hits = server.hits("/members/login");
+    let out = std::process::Command::new(crawlworker_testkit::binary())
+        .args([
+            "parse",
+            spider.to_str().unwrap(),
+            &page,
+            "--redis",
+            &redis.url(),
+        ])
+        .envs(env())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("max_logins_per_hour") && err.contains("parse did not log in"),
+        "{err}"
+    );
+    assert_eq!(server.hits("/members/login"), form_hits);
+    // Nor does the crawl: its requests wait for the hour to pass.
+    start(&redis, &spider, &server);
+    let worker = Worker::spawn(&spider, &redis.url(), &["--idle-exit", "2s"], &env());
+    let log = wait_all(vec![worker]);
+    assert_eq!(server.members().logins(), 2, "{log}");
+    assert_eq!(server.hits("/members/login"), form_hits, "{log}");
+    let stats = stats_json(&redis, &spider);
+    assert!(stat(&stats, "session/login_deferred_count") >= 1, "{stats}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
