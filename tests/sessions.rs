@@ -444,6 +444,54 @@ async fn a_logged_in_crawl_logged_at_trace_for_every_target_prints_no_secret() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_ids_in_urls_are_masked_in_a_trace_log_and_sent_as_they_are() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let dir = temp_dir("sessions-url-ids");
+    let spider = spider(&server, dir.path(), "");
+    // phpBB's `sid`, PHP's session, and a name of the spider's session
+    // cookies (`csrf`, learnt at its login).
+    let targets = [
+        "/members/thread/1?sid=0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "/members/thread/2?PHPSESSID=phpsess7d1c2b3a&view=print",
+        "/members/thread/3?page=1&csrf=tokenvalue5e4d3c2b",
+    ];
+    let secrets = [
+        "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "phpsess7d1c2b3a",
+        "tokenvalue5e4d3c2b",
+    ];
+    let mut cmd = std::process::Command::new(crawlworker_testkit::binary());
+    cmd.args(["run", spider.to_str().unwrap(), "--local"]);
+    for t in &targets {
+        cmd.arg("--start").arg(server.url(t));
+    }
+    let out = cmd
+        .arg("-o")
+        .arg(dir.path().join("items.jsonl"))
+        .envs(env())
+        .env("CRAWLWORKER_LOG", EVERY_TARGET_AT_TRACE)
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    // The pages were logged, their session ids masked ...
+    for shown in [
+        "?sid=[secret]",
+        "?PHPSESSID=[secret]&view=print",
+        "&csrf=[secret]",
+    ] {
+        assert!(log.contains(shown), "{shown} is not in the log:\n{log}");
+    }
+    let secrets: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
+    assert_no_secret(&secrets, &[("the trace log", &log)]);
+    // ... and requested as they are.
+    for t in &targets {
+        assert_eq!(server.hits(t), 1, "{t}: {:?}", server.hit_counts());
+    }
+}
+
 /// `crawlworker parse` of a members-only page, with `args` after the URL.
 fn parse_members(spider: &Path, url: &str, args: &[&str]) -> (Value, String) {
     let out = std::process::Command::new(crawlworker_testkit::binary())

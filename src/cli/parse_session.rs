@@ -284,6 +284,7 @@ async fn with_cookie(
     request: &Request,
     cookie: &SecretText,
 ) -> anyhow::Result<Fetched> {
+    crate::redact::learn_cookie_names(cookie.expose());
     let mut sent = request.clone();
     sent.headers
         .retain(|(k, _)| !k.eq_ignore_ascii_case("cookie"));

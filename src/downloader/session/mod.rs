@@ -126,6 +126,8 @@ impl Keeper {
     }
 
     fn set_current(&self, generation: u64, cookie: SecretText) {
+        // A site may put the same session in its URLs: logs mask it.
+        crate::redact::learn_cookie_names(cookie.expose());
         if let Ok(mut c) = self.current.lock() {
             *c = Some((generation, cookie));
         }
