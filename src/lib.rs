@@ -32,7 +32,8 @@
 //! - [`scrapy_redis`]: the requests a scrapy-redis crawl queued (pickles),
 //!   read as plain data and mapped to requests (`import-queue`).
 //! - beside them: [`stats`], every stat name, [`retry_schedule`], the one
-//!   retry schedule, and [`wording`], how counts read in messages.
+//!   retry schedule, [`wording`], how counts read in messages, and
+//!   [`redact`], the session ids masked in every log line.
 //! - seeing a crawl from outside: [`metrics`] (Prometheus, served on
 //!   `--metrics-addr`), [`dashboard`] (a live web page read from Redis),
 //!   both served by [`web`]; [`version`] names the build.
@@ -49,6 +50,7 @@ pub mod extract;
 pub mod frontier;
 pub mod metrics;
 pub mod reader;
+pub mod redact;
 pub mod request;
 pub mod retry_schedule;
 pub mod scrapy_redis;

@@ -24,7 +24,7 @@ use crate::expect::{assert_exact, canonical, scraped_from};
 
 const PASSWORD: &str = "demo-password";
 
-fn env() -> Vec<(&'static str, &'static str)> {
+pub(crate) fn env() -> Vec<(&'static str, &'static str)> {
     vec![
         ("FORUM_USER", "member"),
         ("FORUM_PASS", PASSWORD),
@@ -48,7 +48,7 @@ fn want(base: &str) -> Vec<String> {
 
 /// The members spider pointed at `server`, with `extra` appended to its
 /// `[session]` table.
-fn spider(server: &FixtureServer, dir: &Path, extra: &str) -> PathBuf {
+pub(crate) fn spider(server: &FixtureServer, dir: &Path, extra: &str) -> PathBuf {
     let path = spider_for("members", &server.base_url(), dir);
     let text = std::fs::read_to_string(&path).unwrap();
     let text = text.replace(
@@ -57,6 +57,19 @@ fn spider(server: &FixtureServer, dir: &Path, extra: &str) -> PathBuf {
     );
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Gives the spider at `path` these accounts: (name, the environment
+/// variable of its password), each with the user `FORUM_USER`.
+pub(crate) fn with_accounts(path: &Path, accounts: &[(&str, &str)]) {
+    let tables: String = accounts
+        .iter()
+        .map(|(name, pass)| format!("\n[[session.accounts]]\nname = \"{name}\"\nfields = {{ username = {{ env = \"FORUM_USER\" }}, password = {{ env = \"{pass}\" }} }}\n"))
+        .collect();
+    // The accounts go after the whole [session] table.
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = text.replace("[items.thread]", &format!("{tables}\n[items.thread]"));
+    std::fs::write(path, text).unwrap();
 }
 
 fn start(redis: &RedisServer, spider: &Path, server: &FixtureServer) {
@@ -252,12 +265,8 @@ async fn a_refused_account_rests_and_is_counted_and_the_next_one_logs_in() {
     server.members().configure(long_sessions());
     let redis = RedisServer::start();
     let dir = temp_dir("sessions-accounts");
-    let accounts = "\n[[session.accounts]]\nname = \"old\"\nfields = { username = { env = \"FORUM_USER\" }, password = { env = \"OLD_PASS\" } }\n\n[[session.accounts]]\nname = \"new\"\nfields = { username = { env = \"FORUM_USER\" }, password = { env = \"FORUM_PASS\" } }\n";
     let path = spider(&server, dir.path(), "");
-    // The accounts go after the whole [session] table.
-    let text = std::fs::read_to_string(&path).unwrap();
-    let text = text.replace("[items.thread]", &format!("{accounts}\n[items.thread]"));
-    std::fs::write(&path, text).unwrap();
+    with_accounts(&path, &[("old", "OLD_PASS"), ("new", "FORUM_PASS")]);
     start(&redis, &path, &server);
     let mut env = env();
     env.push(("OLD_PASS", "expired-password"));
@@ -279,6 +288,15 @@ async fn a_refused_account_rests_and_is_counted_and_the_next_one_logs_in() {
     );
     assert_eq!(
         stats["session"]["accounts"][1]["state"], "active",
+        "{stats}"
+    );
+    // Why it rests: what the site answered, never the password.
+    let why = stats["session"]["accounts"][0]["reason"]
+        .as_str()
+        .unwrap_or("");
+    assert!(why.contains("status 403"), "{stats}");
+    assert!(
+        stats["session"]["accounts"][1].get("reason").is_none(),
         "{stats}"
     );
     assert!(log.contains("account `old` rests 15m"), "{log}");
@@ -426,6 +444,54 @@ async fn a_logged_in_crawl_logged_at_trace_for_every_target_prints_no_secret() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_ids_in_urls_are_masked_in_a_trace_log_and_sent_as_they_are() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let dir = temp_dir("sessions-url-ids");
+    let spider = spider(&server, dir.path(), "");
+    // phpBB's `sid`, PHP's session, and a name of the spider's session
+    // cookies (`csrf`, learnt at its login).
+    let targets = [
+        "/members/thread/1?sid=0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "/members/thread/2?PHPSESSID=phpsess7d1c2b3a&view=print",
+        "/members/thread/3?page=1&csrf=tokenvalue5e4d3c2b",
+    ];
+    let secrets = [
+        "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "phpsess7d1c2b3a",
+        "tokenvalue5e4d3c2b",
+    ];
+    let mut cmd = std::process::Command::new(crawlworker_testkit::binary());
+    cmd.args(["run", spider.to_str().unwrap(), "--local"]);
+    for t in &targets {
+        cmd.arg("--start").arg(server.url(t));
+    }
+    let out = cmd
+        .arg("-o")
+        .arg(dir.path().join("items.jsonl"))
+        .envs(env())
+        .env("CRAWLWORKER_LOG", EVERY_TARGET_AT_TRACE)
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    // The pages were logged, their session ids masked ...
+    for shown in [
+        "?sid=[secret]",
+        "?PHPSESSID=[secret]&view=print",
+        "&csrf=[secret]",
+    ] {
+        assert!(log.contains(shown), "{shown} is not in the log:\n{log}");
+    }
+    let secrets: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
+    assert_no_secret(&secrets, &[("the trace log", &log)]);
+    // ... and requested as they are.
+    for t in &targets {
+        assert_eq!(server.hits(t), 1, "{t}: {:?}", server.hit_counts());
+    }
+}
+
 /// `crawlworker parse` of a members-only page, with `args` after the URL.
 fn parse_members(spider: &Path, url: &str, args: &[&str]) -> (Value, String) {
     let out = std::process::Command::new(crawlworker_testkit::binary())
@@ -478,16 +544,18 @@ async fn parse_uses_the_clusters_live_session_or_logs_in_once_itself() {
     assert_eq!(title(&v), "Members thread 3", "{v}");
     assert_eq!(v["session"]["source"], "login", "{v}");
     assert_eq!(v["session"]["why"], "no --redis given", "{v}");
+    assert_eq!(v["session"]["counted"], false, "{v}");
     assert_eq!(members.logins(), 2);
     assert!(
         log.contains("logged in once as account `account-1`"),
         "{log}"
     );
 
-    // A Redis with no session yet: one login, and the cluster's Redis is
-    // left as it was.
+    // A Redis with no session yet: one login, counted in the cluster's
+    // account history, the session left as it was (none).
     let empty = RedisServer::start();
     let (v, _) = parse_members(&spider, &page, &["--redis", &empty.url()]);
+    assert_eq!(v["session"]["counted"], true, "{v}");
     assert_eq!(v["session"]["source"], "login", "{v}");
     assert!(
         v["session"]["why"]
@@ -498,13 +566,66 @@ async fn parse_uses_the_clusters_live_session_or_logs_in_once_itself() {
     );
     assert_eq!(members.logins(), 3);
     let keys: Vec<String> = empty.conn().keys("*").unwrap();
-    assert!(keys.is_empty(), "parse wrote to Redis: {keys:?}");
+    assert_eq!(keys, ["members:session"], "parse wrote to Redis: {keys:?}");
+    let fields: Vec<String> = empty.conn().hkeys("members:session").unwrap();
+    assert_eq!(fields, ["accounts"], "parse wrote more than its login");
     let mut secrets = vec![PASSWORD.to_string()];
     secrets.extend(members.issued_sessions());
     assert_no_secret(
         &secrets,
         &[("parse's output", &v.to_string()), ("parse's log", &log)],
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parse_logging_in_itself_counts_against_the_clusters_hourly_logins() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-parse-budget");
+    let spider = spider(&server, dir.path(), "max_logins_per_hour = 2");
+    let page = server.url("/members/thread/3");
+    // No session in the cluster yet: parse logs in itself, and the
+    // cluster counts each login.
+    for n in 1..=2 {
+        let (v, log) = parse_members(&spider, &page, &["--redis", &redis.url()]);
+        assert_eq!(v["session"]["source"], "login", "{v}");
+        assert_eq!(v["session"]["counted"], true, "{v}");
+        assert_eq!(server.members().logins(), n);
+        assert!(
+            log.contains("counts against the account's max_logins_per_hour"),
+            "{log}"
+        );
+    }
+    // The account has had its two logins of the hour: parse does not log
+    // in a third time, and says why.
+    let form_hits = server.hits("/members/login");
+    let out = std::process::Command::new(crawlworker_testkit::binary())
+        .args([
+            "parse",
+            spider.to_str().unwrap(),
+            &page,
+            "--redis",
+            &redis.url(),
+        ])
+        .envs(env())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("max_logins_per_hour") && err.contains("parse did not log in"),
+        "{err}"
+    );
+    assert_eq!(server.hits("/members/login"), form_hits);
+    // Nor does the crawl: its requests wait for the hour to pass.
+    start(&redis, &spider, &server);
+    let worker = Worker::spawn(&spider, &redis.url(), &["--idle-exit", "2s"], &env());
+    let log = wait_all(vec![worker]);
+    assert_eq!(server.members().logins(), 2, "{log}");
+    assert_eq!(server.hits("/members/login"), form_hits, "{log}");
+    let stats = stats_json(&redis, &spider);
+    assert!(stat(&stats, "session/login_deferred_count") >= 1, "{stats}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -531,6 +652,13 @@ async fn a_rate_limited_login_rests_for_the_sites_retry_after_then_logs_in_again
         .as_f64()
         .unwrap();
     assert!(left > 0.0 && left <= 3.0, "{resting}");
+    let why = resting["session"]["accounts"][0]["reason"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        why.contains("status 429") && why.contains("Retry-After"),
+        "{resting}"
+    );
     let log = wait_all(vec![worker]);
     assert_exact(&items(&redis), &want(&server.base_url()));
     let members = server.members();

@@ -48,6 +48,7 @@ mod progress;
 mod redis_cluster;
 mod redis_hosts;
 mod regression;
+mod resting_account;
 mod revisit;
 mod robots;
 mod scripts;

@@ -11,7 +11,9 @@
 //! their debug or trace levels ([`CAPPED`]: cookies being stored, the raw
 //! bytes of a connection, a login page's tokens as the HTML parser reads
 //! them) are held at `info` by a second filter, which a directive of the
-//! user's cannot loosen, however specific.
+//! user's cannot loosen, however specific. And every line is written with
+//! the session ids in its URLs masked (`sid=[secret]`, see
+//! [`crate::redact`]), whichever crate wrote it.
 
 use std::io::IsTerminal;
 

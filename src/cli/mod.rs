@@ -215,6 +215,7 @@ async fn dashboard(
             name: spider.name.clone(),
             shards,
             lease: spider.settings.lease_timeout,
+            session: spider.session.clone(),
         });
     }
     let listener = tokio::net::TcpListener::bind(listen)

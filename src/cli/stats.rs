@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::tools::open_shards;
 use super::{output, RedisArgs};
+use crate::downloader::session::view::SessionView;
 use crate::frontier::admin::DupefilterInfo;
 use crate::frontier::redis::export::ExportBacklog;
 use crate::frontier::redis::sharded;
@@ -62,39 +63,6 @@ struct StatsReport<'a> {
     /// `crawlworker export`'s backlog, once an exporter has run.
     #[serde(skip_serializing_if = "Option::is_none")]
     export: Option<ExportBacklog>,
-}
-
-/// The login session as `stats` shows it: no cookie, no credential.
-#[derive(Debug, Serialize)]
-struct SessionView {
-    /// 0 before the first login.
-    generation: u64,
-    /// The account it was made with.
-    account: String,
-    /// Seconds since it was made.
-    age_seconds: Option<f64>,
-    /// A worker saw it logged out; a new login is under way.
-    stale: bool,
-    /// Requests sent with a session, in all.
-    uses: u64,
-    /// Logins, in all.
-    logins: u64,
-    /// Accounts retired (their logins were refused).
-    accounts_retired: usize,
-    /// Each account's state, in the spider's order.
-    accounts: Vec<AccountView>,
-}
-
-/// One account of `[session]` as `stats` shows it: its name, never a
-/// credential.
-#[derive(Debug, Serialize)]
-struct AccountView {
-    name: String,
-    /// `active`, `resting` (after a refused login) or `retired`.
-    state: &'static str,
-    /// For a resting account: seconds until it is tried once more.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rests_for_seconds: Option<f64>,
 }
 
 /// What `stats` read from Redis.
@@ -228,42 +196,13 @@ async fn read_session(
     stats: &[(String, String)],
     now: f64,
 ) -> anyhow::Result<SessionView> {
-    use crate::downloader::session::accounts::{Book, State};
     let record = crate::frontier::Backend::session(frontier).await?;
-    let book = Book::parse(&record.accounts);
-    let now_ms = (now * 1000.0) as u64;
-    let accounts = config
-        .accounts
-        .iter()
-        .map(|a| {
-            let (state, rests) = match book.state(&a.name, now_ms) {
-                State::Active => ("active", None),
-                State::Resting(until) => ("resting", Some(round((until - now_ms) as f64 / 1000.0))),
-                State::Retired => ("retired", None),
-            };
-            AccountView {
-                name: a.name.clone(),
-                state,
-                rests_for_seconds: rests,
-            }
-        })
-        .collect();
     let uses = stats
         .iter()
         .find(|(f, _)| f == crate::stats::SESSION_REQUEST_COUNT.name)
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0);
-    Ok(SessionView {
-        generation: record.generation,
-        account: record.account,
-        age_seconds: (record.created_ms > 0)
-            .then(|| round((now - record.created_ms as f64 / 1000.0).max(0.0))),
-        stale: record.stale,
-        uses,
-        logins: record.logins,
-        accounts_retired: book.retired(),
-        accounts,
-    })
+    Ok(SessionView::of(config, record, uses, now))
 }
 
 fn render_session(o: &mut String, session: &SessionView) {
@@ -296,6 +235,11 @@ fn render_session(o: &mut String, session: &SessionView) {
         })
         .collect();
     *o += &format!("  accounts: {}\n", states.join(", "));
+    for a in &session.accounts {
+        if let Some(why) = &a.reason {
+            *o += &format!("    {} {}: {why}\n", a.name, a.state);
+        }
+    }
 }
 
 fn json_report<'a>(

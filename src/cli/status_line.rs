@@ -43,11 +43,13 @@ pub struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // One call per log line: its session ids masked whatever wrote it.
+        let line = crate::redact::session_ids(buf);
         match BAR.get() {
             Some(bar) if !bar.is_finished() => {
-                bar.suspend(|| std::io::stderr().write_all(buf))?;
+                bar.suspend(|| std::io::stderr().write_all(&line))?;
             }
-            _ => std::io::stderr().write_all(buf)?,
+            _ => std::io::stderr().write_all(&line)?,
         }
         Ok(buf.len())
     }

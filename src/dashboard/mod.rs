@@ -20,7 +20,9 @@ use tokio::net::TcpListener;
 
 use crate::web::response;
 
-use crate::frontier::{now_secs, FailedRecord, Heartbeat, QueueStatus, RedisFrontier};
+use crate::downloader::session::view::SessionView;
+use crate::frontier::{now_secs, Backend, FailedRecord, Heartbeat, QueueStatus, RedisFrontier};
+use crate::spider::session::Session;
 use crate::stats;
 
 /// How often each spider is read.
@@ -69,6 +71,9 @@ struct SpiderState {
     /// Status code → responses.
     statuses: BTreeMap<String, u64>,
     recent_failures: Vec<FailedRecord>,
+    /// The login session and each account's state, for a spider with
+    /// `[session]` (as `crawlworker stats` shows them).
+    session: Option<SessionView>,
     history: VecDeque<Point>,
     /// Why the last reading failed, if it did.
     error: Option<String>,
@@ -88,6 +93,8 @@ pub struct Watched {
     /// not sharded): the page shows them summed, as one crawl.
     pub shards: Vec<RedisFrontier>,
     pub lease: Duration,
+    /// Its `[session]`, if it logs in: the page shows its accounts.
+    pub session: Option<Arc<Session>>,
 }
 
 /// Reads the spiders every [`SAMPLE_EVERY`] and serves the page on
@@ -229,6 +236,13 @@ async fn read(spider: &Watched) -> anyhow::Result<SpiderState> {
             .into_iter()
             .rev()
             .collect();
+    let session = match &spider.session {
+        Some(config) => {
+            let uses = number(stats::SESSION_REQUEST_COUNT.name);
+            Some(SessionView::of(config, f.session().await?, uses, now))
+        }
+        None => None,
+    };
     Ok(SpiderState {
         name: spider.name.clone(),
         pages: number(stats::DOWNLOADER_RESPONSE_COUNT.name),
@@ -239,6 +253,7 @@ async fn read(spider: &Watched) -> anyhow::Result<SpiderState> {
         workers,
         statuses,
         recent_failures,
+        session,
         history: VecDeque::new(),
         error: None,
     })

@@ -193,9 +193,9 @@ key_kinds! {
     Seeds, seeds = "{name}:schedule:seeds", "hash", Schedule;
     /// Crawl control: `paused` (since when, ms) set by `crawlworker pause`, `max_pages_reached` (when, ms), and for a sharded spider (shard 0's) `shards`, the shard count its crawl runs over, and (each shard's, with `max_pages`) `quota_cap` and `quota_max`, the shard's cap of the limit and the limit it was made for, and `quota_out:<shard>:<token>`, a move of the cap to another shard not finished yet; `handoffs_in`, how many tasks the movers of a sharded spider handing work to this one delivered to its start key.
     Control, control = "{name}:control", "hash", Control;
-    /// The login session the workers share (`[session]`): its cookies, generation, account, when it was made, whether it was seen logged out, the login count and the accounts' login history. **A secret**: its `cookie` field logs anyone in as the account; keep this key (and Redis) as private as the password, and never copy it into a ticket or a log.
+    /// The login session the workers share (`[session]`): its cookies, generation, account, when it was made, whether it was seen logged out, the login count and the accounts' login history (their rests and why, and the logins of `crawlworker parse --redis` too). **A secret**: its `cookie` field logs anyone in as the account; keep this key (and Redis) as private as the password, and never copy it into a ticket or a log.
     Session, session = "{name}:session", "hash", Control;
-    /// The worker logging in for the cluster right now, until the lock's deadline (`login_timeout`, a PX expiry: a worker killed mid-login locks nobody out for longer).
+    /// The worker (or `crawlworker parse --redis`) logging in right now, until the lock's deadline (`login_timeout`, a PX expiry: a worker killed mid-login locks nobody out for longer).
     SessionLock, session_lock = "{name}:session:lock", "string", Control;
     /// Host → pages leased, for `max_pages_per_host`; written only while that cap is set (it is the cap's record of every host it counted).
     HostPages, host_pages = "{name}:control:hosts", "hash", Control;

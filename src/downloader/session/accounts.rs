@@ -32,6 +32,22 @@ pub struct History {
     /// (ms since the epoch), and is retired if refused again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resting_until: Option<u64>,
+    /// What the site said when it refused the account's last login (why
+    /// it rests, or was retired), as the workers logged it: never a
+    /// credential. Cut to [`REASON_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// How much of a refusal's reason the history keeps.
+pub const REASON_CHARS: usize = 300;
+
+/// `why`, cut to [`REASON_CHARS`] characters.
+fn kept(why: &str) -> String {
+    match why.char_indices().nth(REASON_CHARS) {
+        Some((at, _)) => format!("{}…", &why[..at]),
+        None => why.to_string(),
+    }
 }
 
 /// What an account may do now, as `stats` shows it.
@@ -124,16 +140,19 @@ impl Book {
             .push(now);
     }
 
-    /// Retires `account`.
-    pub fn retire(&mut self, account: &str) {
-        self.0.entry(account.to_string()).or_default().retired = true;
+    /// Retires `account`, because of `why`.
+    pub fn retire(&mut self, account: &str, why: &str) {
+        let h = self.0.entry(account.to_string()).or_default();
+        h.retired = true;
+        h.reason = Some(kept(why));
     }
 
-    /// `account`'s login was refused at `now`: it rests for `rest` if
-    /// this is its first refusal since it last logged in, else it is
-    /// retired.
-    pub fn refused(&mut self, account: &str, now: u64, rest: u64) -> Refusal {
+    /// `account`'s login was refused at `now`, the site saying `why`: it
+    /// rests for `rest` if this is its first refusal since it last logged
+    /// in, else it is retired.
+    pub fn refused(&mut self, account: &str, now: u64, rest: u64, why: &str) -> Refusal {
         let h = self.0.entry(account.to_string()).or_default();
+        h.reason = Some(kept(why));
         if h.resting_until.is_some() {
             h.resting_until = None;
             h.retired = true;
@@ -148,7 +167,14 @@ impl Book {
     pub fn logged_in(&mut self, account: &str) {
         if let Some(h) = self.0.get_mut(account) {
             h.resting_until = None;
+            h.reason = None;
         }
+    }
+
+    /// Why `account` rests or was retired: what the site said when it
+    /// refused its last login.
+    pub fn reason(&self, account: &str) -> Option<&str> {
+        self.0.get(account)?.reason.as_deref()
     }
 
     /// What `account` may do at `now`.
@@ -226,8 +252,12 @@ mod tests {
         let list = accounts(&["a"]);
         let mut book = Book::default();
         let now = 10 * HOUR_MS;
-        assert_eq!(book.refused("a", now, 60_000), Refusal::Rests(now + 60_000));
+        assert_eq!(
+            book.refused("a", now, 60_000, "status 429"),
+            Refusal::Rests(now + 60_000)
+        );
         assert_eq!(book.state("a", now + 1), State::Resting(now + 60_000));
+        assert_eq!(book.reason("a"), Some("status 429"));
         assert_eq!(
             book.choose(&list, 5, "", now + 1),
             Choice::WaitUntil(now + 60_000)
@@ -236,26 +266,35 @@ mod tests {
         assert_eq!(book.choose(&list, 5, "", now + 60_000), Choice::Account(0));
         let back = Book::parse(&book.to_json());
         assert_eq!(back, book);
-        assert_eq!(book.refused("a", now + 60_000, 60_000), Refusal::Retired);
+        assert_eq!(
+            book.refused("a", now + 60_000, 60_000, "status 403"),
+            Refusal::Retired
+        );
         assert_eq!(book.state("a", now + 60_001), State::Retired);
+        assert_eq!(book.reason("a"), Some("status 403"));
         assert_eq!(
             book.choose(&list, 5, "", now + HOUR_MS * 2),
             Choice::NoneLeft
         );
         // A login in between ends the rest: the next refusal rests again.
         let mut book = Book::default();
-        book.refused("a", now, 1000);
+        book.refused("a", now, 1000, "status 429");
         book.logged_in("a");
-        assert_eq!(book.refused("a", now, 1000), Refusal::Rests(now + 1000));
+        assert_eq!(book.reason("a"), None);
+        assert_eq!(book.refused("a", now, 1000, ""), Refusal::Rests(now + 1000));
     }
 
     #[test]
     fn a_retired_account_is_skipped_and_none_left_says_so() {
         let list = accounts(&["a", "b"]);
         let mut book = Book::default();
-        book.retire("a");
+        book.retire("a", "status 403");
         assert_eq!(book.choose(&list, 5, "", 0), Choice::Account(1));
-        book.retire("b");
+        book.retire("b", &"x".repeat(REASON_CHARS + 10));
+        assert_eq!(
+            book.reason("b").map(|r| r.chars().count()),
+            Some(REASON_CHARS + 1)
+        );
         assert_eq!(book.choose(&list, 5, "", 0), Choice::NoneLeft);
         let back = Book::parse(&book.to_json());
         assert_eq!(back.retired(), 2);

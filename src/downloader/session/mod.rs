@@ -13,7 +13,9 @@
 //! - [`login`]: one login (GET the page, fill the form, submit, check);
 //! - [`form`]: the login form read from a page (pure);
 //! - [`accounts`]: which account logs in next, rests after a refused
-//!   login, retirement, hourly limits.
+//!   login, retirement, hourly limits;
+//! - [`view`]: the session and its accounts as `stats` and the dashboard
+//!   show them.
 //!
 //! Credentials and cookies are [`SecretText`]: never in a log line, an
 //! error, a stat or a dead letter; what is logged is the account's name.
@@ -21,9 +23,10 @@
 pub mod accounts;
 pub mod form;
 pub mod login;
+pub mod view;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Fetched, HttpClient};
 use crate::frontier::{Frontier, SessionLock, SessionLogin};
@@ -37,6 +40,8 @@ const WAIT_STEP: Duration = Duration::from_millis(100);
 /// How long requests wait when every account is retired, before asking
 /// again (an operator may have deleted the session key meanwhile).
 const ALL_RETIRED_WAIT: Duration = Duration::from_secs(300);
+/// The shortest time a request is put off for when no login may happen.
+const MIN_WAIT: Duration = Duration::from_secs(1);
 
 /// What a request to the session's host gets.
 #[derive(Debug)]
@@ -81,6 +86,12 @@ pub struct Keeper {
     /// One task of this worker gets a session at a time; the others find
     /// it in `current` when they get the lock.
     getting: tokio::sync::Mutex<()>,
+    /// No account may log in before then (each rests after a refused
+    /// login, or has had its logins for the hour, as the cluster's history
+    /// said): requests to the site are put off at once, without the login
+    /// lock or a Redis round trip each, so they hold the worker's download
+    /// slots no longer than other hosts' requests need them.
+    no_login_until: Mutex<Option<Instant>>,
 }
 
 impl Keeper {
@@ -96,6 +107,7 @@ impl Keeper {
             holder,
             current: Mutex::new(None),
             getting: tokio::sync::Mutex::new(()),
+            no_login_until: Mutex::new(None),
         }
     }
 
@@ -114,6 +126,8 @@ impl Keeper {
     }
 
     fn set_current(&self, generation: u64, cookie: SecretText) {
+        // A site may put the same session in its URLs: logs mask it.
+        crate::redact::learn_cookie_names(cookie.expose());
         if let Ok(mut c) = self.current.lock() {
             *c = Some((generation, cookie));
         }
@@ -122,14 +136,32 @@ impl Keeper {
     /// A session newer than generation `seen` (0: any): this worker's, the
     /// cluster's, or a new login.
     pub async fn ready(&self, seen: u64, stats: &mut Tally) -> Ready {
-        if let Some((generation, cookie)) = self.current().filter(|(g, _)| *g > seen) {
-            return Ready::Session { generation, cookie };
+        if let Some(ready) = self.known(seen) {
+            return ready;
         }
         let _one = self.getting.lock().await;
-        if let Some((generation, cookie)) = self.current().filter(|(g, _)| *g > seen) {
-            return Ready::Session { generation, cookie };
+        // Another task may have learnt it while this one waited.
+        if let Some(ready) = self.known(seen) {
+            return ready;
         }
         self.get(seen, stats).await
+    }
+
+    /// What this worker knows already: a session newer than `seen`, or
+    /// that no login may happen yet.
+    fn known(&self, seen: u64) -> Option<Ready> {
+        if let Some((generation, cookie)) = self.current().filter(|(g, _)| *g > seen) {
+            return Some(Ready::Session { generation, cookie });
+        }
+        let until = self.no_login_until.lock().ok().and_then(|u| *u)?;
+        let left = until.checked_duration_since(Instant::now())?;
+        Some(Ready::Wait(left.max(MIN_WAIT)))
+    }
+
+    fn set_no_login_until(&self, wait: Duration) {
+        if let Ok(mut u) = self.no_login_until.lock() {
+            *u = Some(Instant::now() + wait);
+        }
     }
 
     /// The session of generation `generation` showed itself logged out:
@@ -198,7 +230,8 @@ impl Keeper {
             Choice::Account(i) => i,
             Choice::WaitUntil(t) => {
                 self.free_lock(&book).await;
-                let wait = Duration::from_millis(t.saturating_sub(now).max(1000));
+                let wait = Duration::from_millis(t.saturating_sub(now)).max(MIN_WAIT);
+                self.set_no_login_until(wait);
                 match book.resting(now) {
                     Some((account, _)) => tracing::info!(
                         account,
@@ -305,7 +338,7 @@ impl Keeper {
         let now = (crate::frontier::now_secs() * 1000.0) as u64;
         if !self.frontier.is_shared() {
             stats.add(stats::SESSION_ACCOUNT_RETIRED, 1);
-            book.retire(account);
+            book.retire(account, why);
             tracing::error!(account, "login refused, account retired: {why}");
             let left = self
                 .config
@@ -320,7 +353,7 @@ impl Keeper {
             return;
         }
         let rest = retry_after.unwrap_or(self.config.login_cooldown);
-        match book.refused(account, now, rest.as_millis() as u64) {
+        match book.refused(account, now, rest.as_millis() as u64, why) {
             accounts::Refusal::Rests(_) => {
                 stats.add(stats::SESSION_ACCOUNT_RESTED, 1);
                 tracing::warn!(

@@ -1,0 +1,153 @@
+//! Session ids in logged URLs. A site that keeps its session in the URL
+//! (phpBB's `sid=`, PHP's `PHPSESSID=`, a Java servlet's `;jsessionid=`)
+//! puts a live session in every link it serves, and links are logged: a
+//! line per page at debug, more at trace. Every log line is written
+//! through [`session_ids`], which masks the value of such a parameter
+//! (`sid=[secret]`); the request itself is sent as it is.
+//!
+//! Masked, in a URL's query or path parameters, plain or percent-encoded
+//! inside another URL (`?next=%2Ft%3Fsid%3D…`): the names of [`NAMES`],
+//! any name containing `sess` (`member_session`, `ASPSESSIONID…`), and
+//! the cookie names of a spider's login session, learned as soon as a
+//! worker has the session ([`learn_cookie_names`]). Names are matched
+//! whatever their case.
+
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+use regex::bytes::{Captures, Regex};
+
+/// Parameters that carry a session id on common web stacks.
+pub const NAMES: &[&str] = &["sid", "PHPSESSID", "jsessionid", "sessionid"];
+
+/// What a masked value is replaced with.
+pub const MASK: &str = "[secret]";
+
+/// The names masked besides [`NAMES`], and the pattern made of them all.
+struct Masker {
+    learned: Vec<String>,
+    pattern: Regex,
+}
+
+impl Masker {
+    fn new(learned: Vec<String>) -> Masker {
+        let names: Vec<String> = NAMES
+            .iter()
+            .map(|n| n.to_string())
+            .chain(learned.iter().cloned())
+            .map(|n| regex::escape(&n))
+            .chain(["[a-z0-9_.-]*sess[a-z0-9_.-]*".to_string()])
+            .collect();
+        let names = names.join("|");
+        // A plain parameter's value ends where the URL's next part (or the
+        // log line's text) begins; an encoded one's also at the next `%`.
+        let pattern = format!(
+            r#"(?i)(?P<plain>[?&;](?:{names})=)[^&#;?\s"'\\<>]*|(?P<encoded>%(?:3F|26|3B)(?:{names})%3D)[^&#;?%\s"'\\<>]*"#
+        );
+        Masker {
+            learned,
+            // The names are escaped and the pattern fixed: it compiles.
+            pattern: Regex::new(&pattern).unwrap_or_else(|_| Regex::new("$^").expect("regex")),
+        }
+    }
+}
+
+static MASKER: LazyLock<ArcSwap<Masker>> =
+    LazyLock::new(|| ArcSwap::from_pointee(Masker::new(Vec::new())));
+
+/// Learning happens rarely (once per session's set of cookie names), and
+/// one at a time.
+static LEARNING: Mutex<()> = Mutex::new(());
+
+/// `line` with the values of session parameters masked (borrowed when
+/// there are none).
+pub fn session_ids(line: &[u8]) -> Cow<'_, [u8]> {
+    let masker = MASKER.load();
+    if !masker.pattern.is_match(line) {
+        return Cow::Borrowed(line);
+    }
+    let masked = masker.pattern.replace_all(line, |c: &Captures| {
+        let name = c.name("plain").or_else(|| c.name("encoded"));
+        let mut out = name.map_or(Vec::new(), |m| m.as_bytes().to_vec());
+        out.extend_from_slice(MASK.as_bytes());
+        out
+    });
+    Cow::Owned(masked.into_owned())
+}
+
+/// Masks from now on the parameters named as the cookies of `cookie`, a
+/// login session's `Cookie` header (`a=1; b=2`): a site may put the same
+/// session in its URLs. Only names are read.
+pub fn learn_cookie_names(cookie: &str) {
+    let names: Vec<&str> = cookie
+        .split(';')
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim()))
+        .filter(|k| !k.is_empty())
+        .collect();
+    let known = MASKER.load();
+    let new: Vec<&str> = names
+        .into_iter()
+        .filter(|n| !known.learned.iter().any(|k| k.eq_ignore_ascii_case(n)))
+        .collect();
+    if new.is_empty() {
+        return;
+    }
+    let _one = LEARNING.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut learned = MASKER.load().learned.clone();
+    for n in new {
+        if !learned.iter().any(|k| k.eq_ignore_ascii_case(n)) {
+            learned.push(n.to_string());
+        }
+    }
+    MASKER.store(Arc::new(Masker::new(learned)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn masked(line: &str) -> String {
+        String::from_utf8(session_ids(line.as_bytes()).into_owned()).unwrap()
+    }
+
+    #[test]
+    fn session_parameters_in_urls_are_masked_and_the_rest_is_kept() {
+        assert_eq!(
+            masked("fetched 200 GET http://f.test/viewtopic.php?t=3&sid=0123abcd&start=20 (rule topic)"),
+            "fetched 200 GET http://f.test/viewtopic.php?t=3&sid=[secret]&start=20 (rule topic)"
+        );
+        assert_eq!(
+            masked(r#"{"url":"http://f.test/a?PHPSESSID=XyZ","n":1}"#),
+            r#"{"url":"http://f.test/a?PHPSESSID=[secret]","n":1}"#
+        );
+        assert_eq!(
+            masked("http://f.test/shop;jsessionid=A1B2?item=4#top"),
+            "http://f.test/shop;jsessionid=[secret]?item=4#top"
+        );
+        assert_eq!(
+            masked("http://f.test/a?SessionID=1&member_session=s-9 and more"),
+            "http://f.test/a?SessionID=[secret]&member_session=[secret] and more"
+        );
+        assert_eq!(
+            masked("http://f.test/login?next=%2Fpost%3Fsid%3Dabc%26p%3D2"),
+            "http://f.test/login?next=%2Fpost%3Fsid%3D[secret]%26p%3D2"
+        );
+        // Names that only look alike are not masked.
+        let kept = "http://f.test/a?side=left&xsid=1&user=sid=2";
+        assert_eq!(masked(kept), kept);
+        assert!(matches!(session_ids(kept.as_bytes()), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_login_sessions_cookie_names_are_masked_once_learned() {
+        let url = "http://f.test/t?forum_token=abc&page=2";
+        assert_eq!(masked(url), url);
+        learn_cookie_names("Forum_Token=abc; lang=en");
+        assert_eq!(masked(url), "http://f.test/t?forum_token=[secret]&page=2");
+        assert_eq!(
+            masked("http://f.test/?lang=en"),
+            "http://f.test/?lang=[secret]"
+        );
+    }
+}
