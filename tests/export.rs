@@ -4,9 +4,10 @@
 //! `--until-drained`; the same into SQLite from a stream, into JSON Lines
 //! files, and through a command that fails every third batch; a database
 //! stopped for 20 s mid-export is waited for; a row the database refuses
-//! is dead-lettered with its message while the batch goes on. Real
-//! servers: redis-server, PostgreSQL (Debian's binaries, started by the
-//! test kit), the demo forum on 127.0.0.1.
+//! is dead-lettered with its message while the batch goes on; a
+//! command over its time limit is killed and run again, then
+//! dead-lettered. Real servers: redis-server, PostgreSQL (Debian's
+//! binaries, started by the test kit), the demo forum on 127.0.0.1.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -504,4 +505,119 @@ fn a_password_on_the_command_line_is_refused_before_anything_runs() {
         err.contains("PGPASSWORD") && !err.contains("hunter2"),
         "{err}"
     );
+}
+
+/// A post of the bbs spider, as its items list holds it.
+fn post(id: u64) -> String {
+    format!(
+        r#"{{"kind":"post","post_id":{id},"forum_id":"1","title":"t{id}","author":null,"posted":"p","views":1,"body":"b","url":"u"}}"#
+    )
+}
+
+/// `crawlworker export` of `spider` on `redis` to `to`, with a short
+/// lease: a process to stop, kill or wait for.
+fn export_process(redis: &str, spider: &Path, to: &str, extra: &[&str]) -> Worker {
+    let spider = spider.display().to_string();
+    let mut args = vec![
+        "export",
+        &spider,
+        "--redis",
+        redis,
+        "--to",
+        to,
+        "--create",
+        "--claim-after",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    Worker::command(&args, &[("CRAWLWORKER_LOG", "info")])
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn process_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_command_over_its_time_limit_is_killed_with_what_it_started_then_run_again_or_dead_lettered() {
+    let redis = crawlworker_testkit::RedisServer::start();
+    let dir = crawlworker_testkit::temp_dir("export");
+    let d = dir.path();
+    let spider = crawlworker_testkit::spider_for("bbs", "http://127.0.0.1:9/", d);
+    let mut conn = redis.conn();
+    let items: Vec<String> = (1..=3).map(post).collect();
+    let _: () = conn.rpush("bbs:items", &items).unwrap();
+    // The first run starts a sleeper and waits for it; the next loads.
+    let script = d.join("load.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nn=$(cat {d}/runs 2>/dev/null || echo 0)\nn=$((n + 1))\necho $n > {d}/runs\nif [ $n -eq 1 ]; then echo 'run 1 hangs' >&2; sleep 60 & echo $! > {d}/sleeper; wait; fi\ncat >> {d}/loaded.jsonl\n",
+            d = d.display()
+        ),
+    )
+    .unwrap();
+    let to = format!("exec:sh {}", script.display());
+    let limits = ["--exec-timeout", "1s", "--exec-retry-wait", "20ms"];
+    let mut args = vec!["--until-drained"];
+    args.extend_from_slice(&limits);
+    let (status, log) =
+        export_process(&redis.url(), &spider, &to, &args).wait(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
+
+    let loaded: Vec<String> = std::fs::read_to_string(d.join("loaded.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| canonical(&serde_json::from_str(l).unwrap()))
+        .collect();
+    let mut want: Vec<String> = items
+        .iter()
+        .map(|i| canonical(&serde_json::from_str(i).unwrap()))
+        .collect();
+    want.sort();
+    assert_exact(&loaded, &want);
+    assert_eq!(std::fs::read_to_string(d.join("runs")).unwrap().trim(), "2");
+    assert!(
+        log.contains("ran over --exec-timeout (1s) and was killed") && log.contains("run 1 hangs"),
+        "{log}"
+    );
+    let sleeper: u32 = std::fs::read_to_string(d.join("sleeper"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eventually(
+        "the hung command's child is killed too",
+        Duration::from_secs(5),
+        || process_gone(sleeper).then_some(()),
+    );
+    assert!(dead_letters(&mut conn).is_empty());
+
+    // A command that always hangs: its items are dead-lettered after its
+    // retries, with the reason.
+    let _: () = conn.rpush("bbs:items", &[post(4), post(5)]).unwrap();
+    let hangs = d.join("hangs.sh");
+    std::fs::write(
+        &hangs,
+        "#!/bin/sh\necho 'stuck on the database' >&2\nsleep 60\n",
+    )
+    .unwrap();
+    let to = format!("exec:sh {}", hangs.display());
+    args.extend_from_slice(&["--exec-retries", "1"]);
+    let (status, log) =
+        export_process(&redis.url(), &spider, &to, &args).wait(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
+    let dead = dead_letters(&mut conn);
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    let reason = dead[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("ran over --exec-timeout (1s) and was killed on the last of 2 tries")
+            && reason.contains("stuck on the database"),
+        "{reason}"
+    );
+    assert_eq!(stat(&mut conn, "export/refused_count"), 2);
 }

@@ -460,6 +460,10 @@ pub struct ExportArgs {
     /// exec: the wait before the first run again (doubled each time)
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration)]
     pub exec_retry_wait: Duration,
+    /// exec: a run still going after this is killed (with what it
+    /// started) and counts as a failed run
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = duration)]
+    pub exec_timeout: Duration,
     /// Print the statements that make the tables, and exit
     #[arg(long)]
     pub print_schema: bool,

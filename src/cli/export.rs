@@ -64,6 +64,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
             },
             exec_retries: args.exec_retries,
             exec_backoff: args.exec_retry_wait,
+            exec_timeout: args.exec_timeout,
         },
     );
     let id = crate::worker::worker_id();

@@ -157,7 +157,7 @@ pub trait Sink: Send {
 }
 
 /// How the sinks that need it behave: files' rotation, a command's
-/// retries.
+/// retries and time limit.
 #[derive(Debug, Clone, Copy)]
 pub struct SinkOptions {
     pub rotation: files::Rotation,
@@ -165,6 +165,8 @@ pub struct SinkOptions {
     pub exec_retries: u32,
     /// `exec:`: the wait before the first run again (doubled each time).
     pub exec_backoff: std::time::Duration,
+    /// `exec:`: a run still going after this is killed and counts as failed.
+    pub exec_timeout: std::time::Duration,
 }
 
 /// The sink of `store`.
@@ -184,8 +186,11 @@ pub fn open(store: &Store, options: SinkOptions) -> Box<dyn Sink> {
         )),
         Store::Exec(command) => Box::new(exec::Exec::new(
             command.clone(),
-            options.exec_retries,
-            options.exec_backoff,
+            exec::Limits {
+                retries: options.exec_retries,
+                backoff: options.exec_backoff,
+                timeout: options.exec_timeout,
+            },
         )),
     }
 }
