@@ -6,7 +6,8 @@
 //! stopped for 20 s mid-export is waited for; a row the database refuses
 //! is dead-lettered with its message while the batch goes on; a
 //! command over its time limit is killed and run again, then
-//! dead-lettered. Real servers: redis-server, PostgreSQL (Debian's
+//! dead-lettered; a killed exporter's temporary file is removed once its
+//! items are taken back. Real servers: redis-server, PostgreSQL (Debian's
 //! binaries, started by the test kit), the demo forum on 127.0.0.1.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -620,4 +621,116 @@ fn a_command_over_its_time_limit_is_killed_with_what_it_started_then_run_again_o
         "{reason}"
     );
     assert_eq!(stat(&mut conn, "export/refused_count"), 2);
+}
+
+/// The hidden temporary files of table `bbs_post` in `dir`.
+fn post_temp_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.starts_with(".bbs_post-") && name.ends_with(".tmp")
+        })
+        .collect()
+}
+
+/// An exporter holding a file of every item is SIGKILLed; the next one
+/// started on the directory takes its items back, removes its temporary
+/// file once they are, and writes each item once. Files of other tables,
+/// and names no exporter writes, are left alone.
+fn a_killed_exporters_temporary_file_is_removed_once_its_items_are_taken_back(stream: bool) {
+    let redis = crawlworker_testkit::RedisServer::start();
+    let dir = crawlworker_testkit::temp_dir("export");
+    let spider = crawlworker_testkit::spider_for("bbs", "http://127.0.0.1:9/", dir.path());
+    let mut conn = redis.conn();
+    let items: Vec<String> = (1..=30).map(post).collect();
+    if stream {
+        crawlworker_testkit::items_to_stream(&spider);
+        for item in &items {
+            let _: String = redis::cmd("XADD")
+                .arg(&["bbs:items:stream", "*", "item", item])
+                .query(&mut conn)
+                .unwrap();
+        }
+    } else {
+        let _: () = conn.rpush("bbs:items", &items).unwrap();
+    }
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let foreign = [
+        out.join(".other_table-1718000000000-0123456789ab-1.jsonl.tmp"),
+        out.join(".notes.tmp"),
+    ];
+    for f in &foreign {
+        std::fs::write(f, "{}\n").unwrap();
+    }
+    let to = format!("jsonl:{}", out.display());
+    let hold = ["--rotate-every", "1h", "--batch", "5"];
+
+    let killed = export_process(&redis.url(), &spider, &to, &hold);
+    let id = new_exporter_id(&mut conn, &BTreeSet::new());
+    eventually(
+        "the exporter holds every item in its file",
+        Duration::from_secs(20),
+        || {
+            let held: u64 = if stream {
+                let summary: Vec<redis::Value> = redis::cmd("XPENDING")
+                    .arg(&[
+                        "bbs:items:stream",
+                        "crawlworker-export",
+                        "-",
+                        "+",
+                        "100",
+                        &id,
+                    ])
+                    .query(&mut conn)
+                    .unwrap_or_default();
+                summary.len() as u64
+            } else {
+                conn.llen(format!("bbs:items:exporting:{id}")).unwrap()
+            };
+            (held == 30 && post_temp_files(&out).len() == 1).then_some(())
+        },
+    );
+    killed.kill();
+    let left = post_temp_files(&out);
+
+    let next = export_process(
+        &redis.url(),
+        &spider,
+        &to,
+        &["--until-drained", hold[0], hold[1]],
+    );
+    let (status, log) = next.wait(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+    assert!(
+        !left[0].exists(),
+        "{} is removed:\n{log}",
+        left[0].display()
+    );
+    assert!(
+        log.contains("a temporary file of an exporter that is gone"),
+        "{log}"
+    );
+    assert!(post_temp_files(&out).is_empty(), "{log}");
+    let mut want: Vec<String> = items
+        .iter()
+        .map(|i| canonical(&serde_json::from_str(i).unwrap()))
+        .collect();
+    want.sort();
+    assert_exact(&jsonl_items(&out), &want);
+    for f in &foreign {
+        assert!(f.exists(), "{} is left alone", f.display());
+    }
+}
+
+#[test]
+fn a_killed_exporters_temporary_file_is_removed_once_its_list_items_are_taken_back() {
+    a_killed_exporters_temporary_file_is_removed_once_its_items_are_taken_back(false);
+}
+
+#[test]
+fn a_killed_exporters_temporary_file_is_removed_once_its_stream_entries_are_claimed() {
+    a_killed_exporters_temporary_file_is_removed_once_its_items_are_taken_back(true);
 }

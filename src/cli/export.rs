@@ -54,6 +54,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
         create: args.create,
         idle_wait: std::time::Duration::from_millis(250),
     };
+    let id = crate::worker::worker_id();
     let sink = sinks::open(
         &store,
         SinkOptions {
@@ -62,12 +63,12 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
                 max_age: args.rotate_every,
                 gzip: args.gzip,
             },
+            exporter: id.clone(),
             exec_retries: args.exec_retries,
             exec_backoff: args.exec_retry_wait,
             exec_timeout: args.exec_timeout,
         },
     );
-    let id = crate::worker::worker_id();
     tracing::info!(
         spider = %spider.name,
         items = %shards[0].items_key(),

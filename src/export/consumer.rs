@@ -12,7 +12,8 @@
 //! exporters' items are taken back; a store that is down is waited for,
 //! the batch held; the first SIGTERM or Ctrl-C lets the batch in flight
 //! finish; `--until-drained` stops once the crawl is drained and every
-//! item is acknowledged.
+//! item is acknowledged; temporary files of gone exporters are removed
+//! (`super::stale`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -148,6 +149,7 @@ impl Exporter {
             return Ok(Stopped::Signal);
         }
         self.finish_renames().await?;
+        self.sweep().await;
         if self.stream() {
             for i in 0..self.shards.len() {
                 let group = self.options.group.clone();
@@ -465,7 +467,10 @@ impl Exporter {
     /// to the others, so it forgets it and starts afresh.
     async fn lost(&mut self, shard: usize) {
         tracing::warn!("this exporter was thought gone (silent for over {:?}): its unacknowledged items went back to the others; starting afresh", self.options.claim_after);
-        if !self.held[shard].is_empty() {
+        // Open files hold this shard's items, or, when no shard's items
+        // are held, only rows of a batch whose write failed half-way:
+        // neither may be acknowledged now (see `super::stale`).
+        if !self.held[shard].is_empty() || self.held.iter().all(Vec::is_empty) {
             self.sink.discard().await;
             self.held[shard].clear();
         }
@@ -587,7 +592,28 @@ impl Exporter {
                 );
             }
         }
+        self.sweep().await;
         Ok(())
+    }
+
+    /// Removes the temporary files of gone exporters whose items were
+    /// taken back (a files store; see `super::stale`). A Redis outage
+    /// leaves them for the next time.
+    async fn sweep(&self) {
+        let Some(dir) = self.sink.directory() else {
+            return;
+        };
+        let sweep = super::stale::Sweep {
+            dir,
+            tables: self.schema.tables.iter().map(|t| t.name.as_str()).collect(),
+            me: &self.id,
+            group: &self.options.group,
+        };
+        if let Err(e) = sweep.run(&self.shards).await {
+            tracing::warn!(
+                "cannot tell which temporary files of gone exporters to remove ({e}); looking again later"
+            );
+        }
     }
 
     /// Whether the crawl is drained and every item acknowledged.

@@ -2,13 +2,15 @@
 //! store, each exactly once: [`schema`] maps item types to tables,
 //! [`sinks`] writes them (PostgreSQL, SQLite, JSON Lines and CSV files, a
 //! command), and [`consumer`] is the loop that takes items from Redis,
-//! writes them and acknowledges them once the store has committed them.
+//! writes them and acknowledges them once the store has committed them;
+//! [`stale`] removes the temporary files killed exporters leave.
 //! The Redis side of it (keys and scripts) is the frontier's
 //! (`crate::frontier::redis::export`).
 
 pub mod consumer;
 pub mod schema;
 pub mod sinks;
+pub mod stale;
 
 pub use consumer::{ExportError, Exporter, Options, Stopped, Tally};
 pub use schema::Schema;

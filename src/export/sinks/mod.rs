@@ -154,13 +154,21 @@ pub trait Sink: Send {
 
     /// Forgets what is held (its items went to another exporter).
     async fn discard(&mut self) {}
+
+    /// The directory it writes files in, where killed exporters may have
+    /// left temporary files (see `super::stale`).
+    fn directory(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
 
-/// How the sinks that need it behave: files' rotation, a command's
-/// retries and time limit.
-#[derive(Debug, Clone, Copy)]
+/// How the sinks that need it behave: files' rotation and names, a
+/// command's retries and time limit.
+#[derive(Debug, Clone)]
 pub struct SinkOptions {
     pub rotation: files::Rotation,
+    /// Files: the exporter's id, whose tag goes in every file name.
+    pub exporter: String,
     /// `exec:`: runs after a failed one before the items are dead-lettered.
     pub exec_retries: u32,
     /// `exec:`: the wait before the first run again (doubled each time).
@@ -178,11 +186,13 @@ pub fn open(store: &Store, options: SinkOptions) -> Box<dyn Sink> {
             dir.clone(),
             files::Format::Jsonl,
             options.rotation,
+            &options.exporter,
         )),
         Store::Csv(dir) => Box::new(files::Files::new(
             dir.clone(),
             files::Format::Csv,
             options.rotation,
+            &options.exporter,
         )),
         Store::Exec(command) => Box::new(exec::Exec::new(
             command.clone(),
