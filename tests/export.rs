@@ -4,9 +4,10 @@
 //! `--until-drained`; the same into SQLite from a stream, into JSON Lines
 //! files, and through a command that fails every third batch; a database
 //! stopped for 20 s mid-export is waited for; a row the database refuses
-//! is dead-lettered with its message while the batch goes on; a
-//! command over its time limit is killed and run again, then
-//! dead-lettered; a killed exporter's temporary file is removed once its
+//! is dead-lettered with its message while the batch goes on; a command
+//! over its time limit is killed and run again, then dead-lettered; the
+//! exporter's metrics count its items and show its backlog and a store
+//! that is down; a killed exporter's temporary file is removed once its
 //! items are taken back. Real servers: redis-server, PostgreSQL (Debian's
 //! binaries, started by the test kit), the demo forum on 127.0.0.1.
 
@@ -17,7 +18,7 @@ use std::time::Duration;
 use redis::Commands;
 use serde_json::Value;
 
-use crawlworker_testkit::{eventually, files, DemoCrawl, PostgresServer, Worker};
+use crawlworker_testkit::{eventually, eventually_async, files, DemoCrawl, PostgresServer, Worker};
 
 use crate::expect::{assert_exact, canonical, expected};
 
@@ -621,6 +622,132 @@ fn a_command_over_its_time_limit_is_killed_with_what_it_started_then_run_again_o
         "{reason}"
     );
     assert_eq!(stat(&mut conn, "export/refused_count"), 2);
+}
+
+/// Samples of a scrape of `addr`'s `/metrics`: series → value.
+async fn scrape(addr: &str) -> Option<BTreeMap<String, f64>> {
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                Some((series.to_string(), value.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// The value of the export series `name` of the bbs spider into
+/// PostgreSQL (0 when absent).
+fn sample(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
+    let series = format!("crawlworker_{name}{{spider=\"bbs\",store=\"postgres\"}}");
+    samples.get(&series).copied().unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exporters_metrics_count_its_items_and_show_the_backlog_and_a_store_that_is_down() {
+    let mut pg = PostgresServer::start();
+    let redis = crawlworker_testkit::RedisServer::start();
+    let dir = crawlworker_testkit::temp_dir("export");
+    let spider = crawlworker_testkit::spider_for("bbs", "http://127.0.0.1:9/", dir.path());
+    let mut conn = redis.conn();
+    let mut items: Vec<String> = (1..=10).map(post).collect();
+    items.push(post(99).replace("\"views\":1", "\"views\":\"many\""));
+    let _: () = conn.rpush("bbs:items", &items).unwrap();
+    let addr = format!("127.0.0.1:{}", crawlworker_testkit::redis::free_port());
+    let one = export_process(&redis.url(), &spider, &pg.url(), &["--metrics-addr", &addr]);
+    let patience = Duration::from_secs(30);
+    let shows = |what: &'static str, want: &'static [(&'static str, f64)]| {
+        let addr = addr.clone();
+        async move {
+            eventually_async(what, patience, || async {
+                let samples = scrape(&addr).await?;
+                want.iter()
+                    .all(|(name, v)| sample(&samples, name) == *v)
+                    .then_some(samples)
+            })
+            .await
+        }
+    };
+
+    // Its counts, and the backlog it read.
+    shows(
+        "the items exported and refused",
+        &[
+            ("export_items_total", 10.0),
+            ("export_items_refused_total", 1.0),
+            ("export_backlog_items", 0.0),
+            ("export_unacknowledged_items", 0.0),
+            ("export_exporters_live", 1.0),
+            ("export_store_up", 1.0),
+        ],
+    )
+    .await;
+
+    // The items of an exporter that is gone, taken back.
+    let _: () = conn
+        .hset(
+            "bbs:items:exporters",
+            "gone",
+            r#"{"until_ms":1,"since_ms":0}"#,
+        )
+        .unwrap();
+    let _: () = conn
+        .rpush("bbs:items:exporting:gone", &[post(11), post(12)])
+        .unwrap();
+    shows(
+        "the items of a gone exporter taken back",
+        &[
+            ("export_items_taken_back_total", 2.0),
+            ("export_items_total", 12.0),
+        ],
+    )
+    .await;
+
+    // The database stops: the store is down, and an item waits longer and
+    // longer.
+    pg.stop();
+    let _: () = conn.rpush("bbs:items", post(13)).unwrap();
+    let down = eventually_async("the store is down and an item waits", patience, || async {
+        let samples = scrape(&addr).await?;
+        (sample(&samples, "export_store_up") == 0.0
+            && sample(&samples, "export_unacknowledged_items") == 1.0
+            && sample(&samples, "export_oldest_unacknowledged_seconds") >= 2.0)
+            .then_some(samples)
+    })
+    .await;
+    assert_eq!(sample(&down, "export_items_total"), 12.0);
+    let health = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(
+        health.status(),
+        200,
+        "Redis answers: the exporter is healthy"
+    );
+
+    pg.start_again();
+    shows(
+        "the item is exported once the database is back",
+        &[
+            ("export_items_total", 13.0),
+            ("export_store_up", 1.0),
+            ("export_unacknowledged_items", 0.0),
+            ("export_oldest_unacknowledged_seconds", 0.0),
+        ],
+    )
+    .await;
+    one.terminate();
+    let (status, log) = one.wait(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
+    assert_eq!(stat(&mut conn, "export/item_count"), 13);
+    assert_eq!(stat(&mut conn, "export/taken_back_count"), 2);
 }
 
 /// The hidden temporary files of table `bbs_post` in `dir`.

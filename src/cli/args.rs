@@ -464,6 +464,10 @@ pub struct ExportArgs {
     /// started) and counts as a failed run
     #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = duration)]
     pub exec_timeout: Duration,
+    /// Serve Prometheus metrics on this address (`/metrics`, and
+    /// `/healthz` for health checks), e.g. 127.0.0.1:9411
+    #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Print the statements that make the tables, and exit
     #[arg(long)]
     pub print_schema: bool,

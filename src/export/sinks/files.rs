@@ -272,6 +272,16 @@ impl Sink for Files {
         }
     }
 
+    async fn check(&mut self) -> Result<(), SinkError> {
+        if self.dir.is_dir() {
+            return Ok(());
+        }
+        Err(SinkError::Unavailable(format!(
+            "{} is not a directory any more",
+            self.dir.display()
+        )))
+    }
+
     fn directory(&self) -> Option<&Path> {
         Some(&self.dir)
     }

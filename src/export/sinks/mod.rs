@@ -72,6 +72,18 @@ impl Store {
         }
     }
 
+    /// The kind of store, for the metrics' `store` label: `postgres`,
+    /// `sqlite`, `jsonl`, `csv` or `exec`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Store::Postgres(_) => "postgres",
+            Store::Sqlite(_) => "sqlite",
+            Store::Jsonl(_) => "jsonl",
+            Store::Csv(_) => "csv",
+            Store::Exec(_) => "exec",
+        }
+    }
+
     /// Whether the address carries a password (`postgres://user:pw@…`).
     pub fn has_password(&self) -> bool {
         match self {
@@ -154,6 +166,12 @@ pub trait Sink: Send {
 
     /// Forgets what is held (its items went to another exporter).
     async fn discard(&mut self) {}
+
+    /// Whether the store answers now, for an idle exporter's metrics (a
+    /// write says so otherwise).
+    async fn check(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
 
     /// The directory it writes files in, where killed exporters may have
     /// left temporary files (see `super::stale`).
