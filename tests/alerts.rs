@@ -1,6 +1,7 @@
 //! The shipped alert rules (`deploy/prometheus/alerts.yml`): `promtool
-//! check rules` accepts them, and a real Prometheus scraping a
-//! real worker evaluates them on its series.
+//! check rules` accepts them, their unit tests (`promtool test rules`, on
+//! series written out) pass, and a real Prometheus scraping a real worker
+//! evaluates them on its series.
 
 use std::time::Duration;
 
@@ -35,57 +36,58 @@ fn promtool_accepts_the_alert_rules() {
 /// quiet without them (`promtool test rules`).
 #[test]
 fn the_session_alerts_fire_when_an_account_rests_is_retired_or_logins_wait() {
-    let dir = crawlworker_testkit::temp_dir("alerts");
-    let test = dir.path().join("session_test.yml");
-    let rules = root().join(RULES);
-    std::fs::write(
-        &test,
-        format!(
-            r#"rule_files: ["{}"]
+    promtool_test(
+        r#"rule_files: ["RULES"]
 evaluation_interval: 1m
 tests:
   - interval: 1m
     input_series:
-      - series: 'crawlworker_session_accounts_retired_total{{spider="members",instance="a"}}'
+      - series: 'crawlworker_session_accounts_retired_total{spider="members",instance="a"}'
         values: '0 0 1 1 1'
-      - series: 'crawlworker_session_logins_deferred_total{{spider="members",instance="a"}}'
+      - series: 'crawlworker_session_logins_deferred_total{spider="members",instance="a"}'
         values: '0+1x40'
-      - series: 'crawlworker_session_accounts_retired_total{{spider="quiet",instance="a"}}'
+      - series: 'crawlworker_session_accounts_retired_total{spider="quiet",instance="a"}'
         values: '0x40'
-      - series: 'crawlworker_session_accounts_rested_total{{spider="members",instance="a"}}'
+      - series: 'crawlworker_session_accounts_rested_total{spider="members",instance="a"}'
         values: '0 1 1 1 1'
-      - series: 'crawlworker_session_accounts_rested_total{{spider="quiet",instance="a"}}'
+      - series: 'crawlworker_session_accounts_rested_total{spider="quiet",instance="a"}'
         values: '0x40'
     alert_rule_test:
       - eval_time: 3m
         alertname: CrawlworkerSessionAccountResting
         exp_alerts:
-          - exp_labels: {{severity: info, spider: members}}
+          - exp_labels: {severity: info, spider: members}
             exp_annotations:
               summary: "members: a login account was refused and rests"
               description: "It is tried once more after its rest (crawlworker stats shows how long is left); if it is refused again it is retired. The worker logs name the account and what the site said."
       - eval_time: 4m
         alertname: CrawlworkerSessionAccountRetired
         exp_alerts:
-          - exp_labels: {{severity: warning, spider: members}}
+          - exp_labels: {severity: warning, spider: members}
             exp_annotations:
               summary: "members: a login account was refused and retired"
               description: "The workers log in with the spider's other accounts. The worker logs name the account; fix its credentials, then delete <spider>:session so it is used again."
       - eval_time: 35m
         alertname: CrawlworkerSessionLoginsDeferred
         exp_alerts:
-          - exp_labels: {{severity: warning, spider: members}}
+          - exp_labels: {severity: warning, spider: members}
             exp_annotations:
               summary: "members: logins wait for max_logins_per_hour"
               description: "Every account had its logins for the hour; requests to the members-only site wait. Add accounts, or find why sessions end so soon (crawlworker stats shows the session's age and logins)."
 "#,
-            rules.display()
-        ),
-    )
-    .unwrap();
+    );
+}
+
+/// `promtool test rules` on `test`, a unit-test file of the rules whose
+/// `rule_files` names them `RULES`: it must pass.
+fn promtool_test(test: &str) {
+    let dir = crawlworker_testkit::temp_dir("alerts");
+    let file = dir.path().join("rules_test.yml");
+    let rules = root().join(RULES);
+    std::fs::write(&file, test.replace("RULES", &rules.display().to_string())).unwrap();
     let out = tool("promtool")
         .args(["test", "rules"])
-        .arg(&test)
+        .arg(&file)
         .output()
         .unwrap_or_else(|e| {
             panic!("cannot run promtool ({e}): .ci/run installs it (apt-get install prometheus)")
@@ -95,6 +97,55 @@ tests:
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The export alerts fire when the oldest unacknowledged item has waited
+/// over 10 minutes for 5 minutes, and when an exporter has not reached its
+/// store for 2 minutes; they stay quiet for an export that keeps up.
+#[test]
+fn the_export_alerts_fire_when_an_export_lags_or_its_store_is_down() {
+    promtool_test(
+        r#"rule_files: ["RULES"]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'crawlworker_export_oldest_unacknowledged_seconds{spider="bbs",store="postgres",instance="a"}'
+        values: '0+60x30'
+      - series: 'crawlworker_export_oldest_unacknowledged_seconds{spider="bbs",store="postgres",instance="b"}'
+        values: '0+60x30'
+      - series: 'crawlworker_export_oldest_unacknowledged_seconds{spider="quiet",store="jsonl",instance="a"}'
+        values: '0 60 0 60 0 60 0 60 0 60 0 60 0 60 0 60 0 60 0 60'
+      - series: 'crawlworker_export_store_up{spider="bbs",store="postgres",instance="a"}'
+        values: '1 1 0 0 0 0 0 1'
+      - series: 'crawlworker_export_store_up{spider="quiet",store="jsonl",instance="a"}'
+        values: '1x10'
+    alert_rule_test:
+      - eval_time: 14m
+        alertname: CrawlworkerExportLagging
+        exp_alerts: []
+      - eval_time: 16m
+        alertname: CrawlworkerExportLagging
+        exp_alerts:
+          - exp_labels: {severity: warning, spider: bbs, store: postgres}
+            exp_annotations:
+              summary: "bbs: an item has waited 16m 0s to be acknowledged by its postgres store"
+              description: "The exporters take items and cannot get them committed. Their logs say why; crawlworker stats shows the backlog. The items wait in Redis, unacknowledged."
+      - eval_time: 3m
+        alertname: CrawlworkerExportStoreDown
+        exp_alerts: []
+      - eval_time: 5m
+        alertname: CrawlworkerExportStoreDown
+        exp_alerts:
+          - exp_labels: {severity: critical, spider: bbs, store: postgres, instance: a}
+            exp_annotations:
+              summary: "bbs: an exporter cannot reach its postgres store"
+              description: "a tries again every few seconds; its log names the server and what failed. Nothing is exported meanwhile."
+      - eval_time: 8m
+        alertname: CrawlworkerExportStoreDown
+        exp_alerts: []
+"#,
     );
 }
 

@@ -3,10 +3,13 @@
 //! through two exporters of which one is SIGKILLed mid-batch, then
 //! `--until-drained`; the same into SQLite from a stream, into JSON Lines
 //! files, and through a command that fails every third batch; a database
-//! stopped mid-export is waited for; a row the database refuses is
-//! dead-lettered with its message while the batch goes on. Real servers:
-//! redis-server, PostgreSQL (Debian's binaries, started by the test kit),
-//! the demo forum on 127.0.0.1.
+//! stopped for 20 s mid-export is waited for; a row the database refuses
+//! is dead-lettered with its message while the batch goes on; a command
+//! over its time limit is killed and run again, then dead-lettered; the
+//! exporter's metrics count its items and show its backlog and a store
+//! that is down; a killed exporter's temporary file is removed once its
+//! items are taken back. Real servers: redis-server, PostgreSQL (Debian's
+//! binaries, started by the test kit), the demo forum on 127.0.0.1.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -15,7 +18,7 @@ use std::time::Duration;
 use redis::Commands;
 use serde_json::Value;
 
-use crawlworker_testkit::{eventually, files, DemoCrawl, PostgresServer, Worker};
+use crawlworker_testkit::{eventually, eventually_async, files, DemoCrawl, PostgresServer, Worker};
 
 use crate::expect::{assert_exact, canonical, expected};
 
@@ -399,7 +402,7 @@ async fn an_exporter_waits_for_a_stopped_database_and_loses_or_doubles_nothing()
     });
     pg.stop();
     let exported = stat(&mut conn, "export/item_count");
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(20));
     assert!(
         !one.child.is_stopped(),
         "the exporter waits for the database"
@@ -420,7 +423,7 @@ async fn an_exporter_waits_for_a_stopped_database_and_loses_or_doubles_nothing()
     );
     let port = format!("PostgreSQL at 127.0.0.1:{}", pg.port());
     assert!(
-        log.contains(&port) && log.contains("trying again") || log.contains("written again"),
+        log.contains(&port) && (log.contains("trying again") || log.contains("written again")),
         "the outage is reported with the server:\n{log}"
     );
     assert!(
@@ -504,4 +507,357 @@ fn a_password_on_the_command_line_is_refused_before_anything_runs() {
         err.contains("PGPASSWORD") && !err.contains("hunter2"),
         "{err}"
     );
+}
+
+/// A post of the bbs spider, as its items list holds it.
+fn post(id: u64) -> String {
+    format!(
+        r#"{{"kind":"post","post_id":{id},"forum_id":"1","title":"t{id}","author":null,"posted":"p","views":1,"body":"b","url":"u"}}"#
+    )
+}
+
+/// `crawlworker export` of `spider` on `redis` to `to`, with a short
+/// lease: a process to stop, kill or wait for.
+fn export_process(redis: &str, spider: &Path, to: &str, extra: &[&str]) -> Worker {
+    let spider = spider.display().to_string();
+    let mut args = vec![
+        "export",
+        &spider,
+        "--redis",
+        redis,
+        "--to",
+        to,
+        "--create",
+        "--claim-after",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    Worker::command(&args, &[("CRAWLWORKER_LOG", "info")])
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn process_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_command_over_its_time_limit_is_killed_with_what_it_started_then_run_again_or_dead_lettered() {
+    let redis = crawlworker_testkit::RedisServer::start();
+    let dir = crawlworker_testkit::temp_dir("export");
+    let d = dir.path();
+    let spider = crawlworker_testkit::spider_for("bbs", "http://127.0.0.1:9/", d);
+    let mut conn = redis.conn();
+    let items: Vec<String> = (1..=3).map(post).collect();
+    let _: () = conn.rpush("bbs:items", &items).unwrap();
+    // The first run starts a sleeper and waits for it; the next loads.
+    let script = d.join("load.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nn=$(cat {d}/runs 2>/dev/null || echo 0)\nn=$((n + 1))\necho $n > {d}/runs\nif [ $n -eq 1 ]; then echo 'run 1 hangs' >&2; sleep 60 & echo $! > {d}/sleeper; wait; fi\ncat >> {d}/loaded.jsonl\n",
+            d = d.display()
+        ),
+    )
+    .unwrap();
+    let to = format!("exec:sh {}", script.display());
+    let limits = ["--exec-timeout", "1s", "--exec-retry-wait", "20ms"];
+    let mut args = vec!["--until-drained"];
+    args.extend_from_slice(&limits);
+    let (status, log) =
+        export_process(&redis.url(), &spider, &to, &args).wait(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
+
+    let loaded: Vec<String> = std::fs::read_to_string(d.join("loaded.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| canonical(&serde_json::from_str(l).unwrap()))
+        .collect();
+    let mut want: Vec<String> = items
+        .iter()
+        .map(|i| canonical(&serde_json::from_str(i).unwrap()))
+        .collect();
+    want.sort();
+    assert_exact(&loaded, &want);
+    assert_eq!(std::fs::read_to_string(d.join("runs")).unwrap().trim(), "2");
+    assert!(
+        log.contains("ran over --exec-timeout (1s) and was killed") && log.contains("run 1 hangs"),
+        "{log}"
+    );
+    let sleeper: u32 = std::fs::read_to_string(d.join("sleeper"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eventually(
+        "the hung command's child is killed too",
+        Duration::from_secs(5),
+        || process_gone(sleeper).then_some(()),
+    );
+    assert!(dead_letters(&mut conn).is_empty());
+
+    // A command that always hangs: its items are dead-lettered after its
+    // retries, with the reason.
+    let _: () = conn.rpush("bbs:items", &[post(4), post(5)]).unwrap();
+    let hangs = d.join("hangs.sh");
+    std::fs::write(
+        &hangs,
+        "#!/bin/sh\necho 'stuck on the database' >&2\nsleep 60\n",
+    )
+    .unwrap();
+    let to = format!("exec:sh {}", hangs.display());
+    args.extend_from_slice(&["--exec-retries", "1"]);
+    let (status, log) =
+        export_process(&redis.url(), &spider, &to, &args).wait(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
+    let dead = dead_letters(&mut conn);
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    let reason = dead[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("ran over --exec-timeout (1s) and was killed on the last of 2 tries")
+            && reason.contains("stuck on the database"),
+        "{reason}"
+    );
+    assert_eq!(stat(&mut conn, "export/refused_count"), 2);
+}
+
+/// Samples of a scrape of `addr`'s `/metrics`: series → value.
+async fn scrape(addr: &str) -> Option<BTreeMap<String, f64>> {
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                Some((series.to_string(), value.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// The value of the export series `name` of the bbs spider into
+/// PostgreSQL (0 when absent).
+fn sample(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
+    let series = format!("crawlworker_{name}{{spider=\"bbs\",store=\"postgres\"}}");
+    samples.get(&series).copied().unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exporters_metrics_count_its_items_and_show_the_backlog_and_a_store_that_is_down() {
+    let mut pg = PostgresServer::start();
+    let redis = crawlworker_testkit::RedisServer::start();
+    let dir = crawlworker_testkit::temp_dir("export");
+    let spider = crawlworker_testkit::spider_for("bbs", "http://127.0.0.1:9/", dir.path());
+    let mut conn = redis.conn();
+    let mut items: Vec<String> = (1..=10).map(post).collect();
+    items.push(post(99).replace("\"views\":1", "\"views\":\"many\""));
+    let _: () = conn.rpush("bbs:items", &items).unwrap();
+    let addr = format!("127.0.0.1:{}", crawlworker_testkit::redis::free_port());
+    let one = export_process(&redis.url(), &spider, &pg.url(), &["--metrics-addr", &addr]);
+    let patience = Duration::from_secs(30);
+    let shows = |what: &'static str, want: &'static [(&'static str, f64)]| {
+        let addr = addr.clone();
+        async move {
+            eventually_async(what, patience, || async {
+                let samples = scrape(&addr).await?;
+                want.iter()
+                    .all(|(name, v)| sample(&samples, name) == *v)
+                    .then_some(samples)
+            })
+            .await
+        }
+    };
+
+    // Its counts, and the backlog it read.
+    shows(
+        "the items exported and refused",
+        &[
+            ("export_items_total", 10.0),
+            ("export_items_refused_total", 1.0),
+            ("export_backlog_items", 0.0),
+            ("export_unacknowledged_items", 0.0),
+            ("export_exporters_live", 1.0),
+            ("export_store_up", 1.0),
+        ],
+    )
+    .await;
+
+    // The items of an exporter that is gone, taken back.
+    let _: () = conn
+        .hset(
+            "bbs:items:exporters",
+            "gone",
+            r#"{"until_ms":1,"since_ms":0}"#,
+        )
+        .unwrap();
+    let _: () = conn
+        .rpush("bbs:items:exporting:gone", &[post(11), post(12)])
+        .unwrap();
+    shows(
+        "the items of a gone exporter taken back",
+        &[
+            ("export_items_taken_back_total", 2.0),
+            ("export_items_total", 12.0),
+        ],
+    )
+    .await;
+
+    // The database stops: the store is down, and an item waits longer and
+    // longer.
+    pg.stop();
+    let _: () = conn.rpush("bbs:items", post(13)).unwrap();
+    let down = eventually_async("the store is down and an item waits", patience, || async {
+        let samples = scrape(&addr).await?;
+        (sample(&samples, "export_store_up") == 0.0
+            && sample(&samples, "export_unacknowledged_items") == 1.0
+            && sample(&samples, "export_oldest_unacknowledged_seconds") >= 2.0)
+            .then_some(samples)
+    })
+    .await;
+    assert_eq!(sample(&down, "export_items_total"), 12.0);
+    let health = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(
+        health.status(),
+        200,
+        "Redis answers: the exporter is healthy"
+    );
+
+    pg.start_again();
+    shows(
+        "the item is exported once the database is back",
+        &[
+            ("export_items_total", 13.0),
+            ("export_store_up", 1.0),
+            ("export_unacknowledged_items", 0.0),
+            ("export_oldest_unacknowledged_seconds", 0.0),
+        ],
+    )
+    .await;
+    one.terminate();
+    let (status, log) = one.wait(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
+    assert_eq!(stat(&mut conn, "export/item_count"), 13);
+    assert_eq!(stat(&mut conn, "export/taken_back_count"), 2);
+}
+
+/// The hidden temporary files of table `bbs_post` in `dir`.
+fn post_temp_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.starts_with(".bbs_post-") && name.ends_with(".tmp")
+        })
+        .collect()
+}
+
+/// An exporter holding a file of every item is SIGKILLed; the next one
+/// started on the directory takes its items back, removes its temporary
+/// file once they are, and writes each item once. Files of other tables,
+/// and names no exporter writes, are left alone.
+fn a_killed_exporters_temporary_file_is_removed_once_its_items_are_taken_back(stream: bool) {
+    let redis = crawlworker_testkit::RedisServer::start();
+    let dir = crawlworker_testkit::temp_dir("export");
+    let spider = crawlworker_testkit::spider_for("bbs", "http://127.0.0.1:9/", dir.path());
+    let mut conn = redis.conn();
+    let items: Vec<String> = (1..=30).map(post).collect();
+    if stream {
+        crawlworker_testkit::items_to_stream(&spider);
+        for item in &items {
+            let _: String = redis::cmd("XADD")
+                .arg(&["bbs:items:stream", "*", "item", item])
+                .query(&mut conn)
+                .unwrap();
+        }
+    } else {
+        let _: () = conn.rpush("bbs:items", &items).unwrap();
+    }
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let foreign = [
+        out.join(".other_table-1718000000000-0123456789ab-1.jsonl.tmp"),
+        out.join(".notes.tmp"),
+    ];
+    for f in &foreign {
+        std::fs::write(f, "{}\n").unwrap();
+    }
+    let to = format!("jsonl:{}", out.display());
+    let hold = ["--rotate-every", "1h", "--batch", "5"];
+
+    let killed = export_process(&redis.url(), &spider, &to, &hold);
+    let id = new_exporter_id(&mut conn, &BTreeSet::new());
+    eventually(
+        "the exporter holds every item in its file",
+        Duration::from_secs(20),
+        || {
+            let held: u64 = if stream {
+                let summary: Vec<redis::Value> = redis::cmd("XPENDING")
+                    .arg(&[
+                        "bbs:items:stream",
+                        "crawlworker-export",
+                        "-",
+                        "+",
+                        "100",
+                        &id,
+                    ])
+                    .query(&mut conn)
+                    .unwrap_or_default();
+                summary.len() as u64
+            } else {
+                conn.llen(format!("bbs:items:exporting:{id}")).unwrap()
+            };
+            (held == 30 && post_temp_files(&out).len() == 1).then_some(())
+        },
+    );
+    killed.kill();
+    let left = post_temp_files(&out);
+
+    let next = export_process(
+        &redis.url(),
+        &spider,
+        &to,
+        &["--until-drained", hold[0], hold[1]],
+    );
+    let (status, log) = next.wait(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+    assert!(
+        !left[0].exists(),
+        "{} is removed:\n{log}",
+        left[0].display()
+    );
+    assert!(
+        log.contains("a temporary file of an exporter that is gone"),
+        "{log}"
+    );
+    assert!(post_temp_files(&out).is_empty(), "{log}");
+    let mut want: Vec<String> = items
+        .iter()
+        .map(|i| canonical(&serde_json::from_str(i).unwrap()))
+        .collect();
+    want.sort();
+    assert_exact(&jsonl_items(&out), &want);
+    for f in &foreign {
+        assert!(f.exists(), "{} is left alone", f.display());
+    }
+}
+
+#[test]
+fn a_killed_exporters_temporary_file_is_removed_once_its_list_items_are_taken_back() {
+    a_killed_exporters_temporary_file_is_removed_once_its_items_are_taken_back(false);
+}
+
+#[test]
+fn a_killed_exporters_temporary_file_is_removed_once_its_stream_entries_are_claimed() {
+    a_killed_exporters_temporary_file_is_removed_once_its_items_are_taken_back(true);
 }

@@ -460,6 +460,14 @@ pub struct ExportArgs {
     /// exec: the wait before the first run again (doubled each time)
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration)]
     pub exec_retry_wait: Duration,
+    /// exec: a run still going after this is killed (with what it
+    /// started) and counts as a failed run
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = duration)]
+    pub exec_timeout: Duration,
+    /// Serve Prometheus metrics on this address (`/metrics`, and
+    /// `/healthz` for health checks), e.g. 127.0.0.1:9411
+    #[arg(long, value_name = "ADDR", env = "CRAWLWORKER_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Print the statements that make the tables, and exit
     #[arg(long)]
     pub print_schema: bool,

@@ -1,7 +1,8 @@
 //! `crawlworker export SPIDER --to URL`: reads where items go (refusing a
 //! password written on the command line, which any user of the host can
-//! read in the process list), connects to the spider's Redis and runs an
-//! [`Exporter`] until it is drained (`--until-drained`) or stopped.
+//! read in the process list), connects to the spider's Redis, serves its
+//! metrics (`--metrics-addr`) and runs an [`Exporter`] until it is drained
+//! (`--until-drained`) or stopped.
 
 use std::process::ExitCode;
 
@@ -10,7 +11,8 @@ use tokio::sync::watch;
 use super::args::ExportArgs;
 use super::{output, tools, InvalidInput};
 use crate::export::sinks::{self, files::Rotation};
-use crate::export::{Exporter, Options, Schema, SinkOptions, Stopped, Store};
+use crate::export::{Exporter, Gauges, Options, Schema, SinkOptions, Stopped, Store};
+use crate::metrics::{self, Metrics};
 
 pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let store = store(&args)?;
@@ -46,6 +48,11 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    // Bound before anything starts, so a taken port fails the command.
+    let metrics = match args.metrics_addr {
+        Some(addr) => Some(serve_metrics(addr).await?),
+        None => None,
+    };
     let options = Options {
         group: args.group.clone(),
         batch: args.batch as usize,
@@ -54,6 +61,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
         create: args.create,
         idle_wait: std::time::Duration::from_millis(250),
     };
+    let id = crate::worker::worker_id();
     let sink = sinks::open(
         &store,
         SinkOptions {
@@ -62,11 +70,12 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
                 max_age: args.rotate_every,
                 gzip: args.gzip,
             },
+            exporter: id.clone(),
             exec_retries: args.exec_retries,
             exec_backoff: args.exec_retry_wait,
+            exec_timeout: args.exec_timeout,
         },
     );
-    let id = crate::worker::worker_id();
     tracing::info!(
         spider = %spider.name,
         items = %shards[0].items_key(),
@@ -76,7 +85,19 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
     );
     let (stop, stopped) = watch::channel(false);
     listen_for_signals(stop);
+    let claim_after = options.claim_after;
     let mut exporter = Exporter::new(id, shards, schema, sink, store.shown(), options, stopped);
+    if let Some(metrics) = &metrics {
+        exporter = exporter.with_metrics(Gauges {
+            series: metrics.export().series(&spider.name, store.kind()),
+            // Unhealthy once silent as long as the others wait before
+            // they count it gone.
+            health: metrics.health().watch(
+                &spider.name,
+                claim_after.max(5 * crate::export::watch::READ_EVERY),
+            ),
+        });
+    }
     let how = exporter.run().await?;
     let t = exporter.tally;
     let why = match how {
@@ -85,6 +106,19 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
     };
     tracing::info!(exported = t.exported, refused = t.refused, "{why}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Serves the exporter's metrics on `addr` until the process exits.
+async fn serve_metrics(addr: std::net::SocketAddr) -> anyhow::Result<Metrics> {
+    let listener = metrics::server::bind(addr).await?;
+    let metrics = Metrics::new();
+    tokio::spawn(metrics::server::serve(
+        listener,
+        metrics.clone(),
+        std::future::pending(),
+    ));
+    tracing::info!("metrics on http://{addr}/metrics");
+    Ok(metrics)
 }
 
 /// Where items go: `--to` (or `CRAWLWORKER_EXPORT_TO`), or the file

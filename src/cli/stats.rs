@@ -160,19 +160,7 @@ async fn read(spider: &Spider, shards: &[RedisFrontier]) -> anyhow::Result<Readi
 /// The export backlog summed over the shards, once an exporter has
 /// registered (read for the default consumer group).
 async fn read_export(shards: &[RedisFrontier]) -> anyhow::Result<Option<ExportBacklog>> {
-    let mut sum: Option<ExportBacklog> = None;
-    for shard in shards {
-        if shard.exporters().await?.is_empty() {
-            continue;
-        }
-        let b = shard.export_backlog(crate::export::DEFAULT_GROUP).await?;
-        let s = sum.get_or_insert_with(ExportBacklog::default);
-        s.waiting += b.waiting;
-        s.unacked += b.unacked;
-        s.exporters += b.exporters;
-        s.oldest_unacked_ms = s.oldest_unacked_ms.max(b.oldest_unacked_ms);
-    }
-    Ok(sum)
+    Ok(crate::export::backlog(shards, crate::export::DEFAULT_GROUP).await?)
 }
 
 fn render_export(o: &mut String, b: &ExportBacklog) {

@@ -12,7 +12,9 @@
 //! exporters' items are taken back; a store that is down is waited for,
 //! the batch held; the first SIGTERM or Ctrl-C lets the batch in flight
 //! finish; `--until-drained` stops once the crawl is drained and every
-//! item is acknowledged.
+//! item is acknowledged; temporary files of gone exporters are removed
+//! (`super::stale`); with metrics, the counts and the store's reachability
+//! are set here, the backlog by `super::watch`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,8 +23,10 @@ use tokio::sync::watch;
 
 use super::schema::{Row, Schema};
 use super::sinks::{Sink, SinkError};
+use super::watch::Gauges;
 use crate::frontier::redis::export::{Ack, Acked, Delivered, Taken};
 use crate::frontier::{ExportDeadLetter, FrontierError, ItemSink, RedisFrontier};
+use crate::metrics::export::ExportSeries;
 
 /// How the exporter runs.
 #[derive(Debug, Clone)]
@@ -94,6 +98,13 @@ pub struct Exporter {
     last_reclaim: Option<Instant>,
     last_claim: Option<Instant>,
     last_report: Instant,
+    /// The metrics' series, when the exporter serves them.
+    series: Option<ExportSeries>,
+    /// The backlog gauges' reader, started by [`Exporter::run`].
+    gauges: Option<Gauges>,
+    /// Whether the store answered the last write or check.
+    store_up: Option<bool>,
+    last_check: Option<Instant>,
 }
 
 /// The wait after a Redis outage or a store that is down, doubled each
@@ -104,6 +115,9 @@ const MAX_WAIT: Duration = Duration::from_secs(5);
 const REPORT_EVERY: Duration = Duration::from_secs(10);
 /// A gone exporter's lease is forgotten after this.
 const FORGET_AFTER: Duration = Duration::from_secs(3600);
+/// How often an idle exporter serving metrics checks that its store
+/// answers.
+const CHECK_EVERY: Duration = Duration::from_secs(5);
 
 impl Exporter {
     pub fn new(
@@ -131,7 +145,19 @@ impl Exporter {
             last_reclaim: None,
             last_claim: None,
             last_report: Instant::now(),
+            series: None,
+            gauges: None,
+            store_up: None,
+            last_check: None,
         }
+    }
+
+    /// Counts into `gauges`' series and reads the backlog into them while
+    /// it runs.
+    pub fn with_metrics(mut self, gauges: Gauges) -> Exporter {
+        self.series = Some(gauges.series.clone());
+        self.gauges = Some(gauges);
+        self
     }
 
     fn stopping(&self) -> bool {
@@ -144,10 +170,23 @@ impl Exporter {
 
     /// Exports until stopped, or until drained with `--until-drained`.
     pub async fn run(&mut self) -> Result<Stopped, ExportError> {
+        let gauges = self
+            .gauges
+            .take()
+            .map(|g| g.spawn(self.shards.clone(), self.options.group.clone()));
+        let stopped = self.start_and_run().await;
+        if let Some(g) = gauges {
+            g.abort();
+        }
+        stopped
+    }
+
+    async fn start_and_run(&mut self) -> Result<Stopped, ExportError> {
         if !self.open_store().await? {
             return Ok(Stopped::Signal);
         }
         self.finish_renames().await?;
+        self.sweep().await;
         if self.stream() {
             for i in 0..self.shards.len() {
                 let group = self.options.group.clone();
@@ -187,6 +226,7 @@ impl Exporter {
             if got > 0 {
                 continue;
             }
+            self.check_store().await;
             self.reclaim(false).await?;
             if self.options.until_drained && self.drained().await? {
                 return Ok(Stopped::Drained);
@@ -205,9 +245,13 @@ impl Exporter {
         let mut wait = FIRST_WAIT;
         loop {
             match self.sink.open(&self.schema, self.options.create).await {
-                Ok(()) => return Ok(true),
+                Ok(()) => {
+                    self.store_is(true);
+                    return Ok(true);
+                }
                 Err(SinkError::Fatal(m)) => return Err(ExportError::Store(m)),
                 Err(SinkError::Unavailable(m)) => {
+                    self.store_is(false);
                     tracing::error!("{m}; waiting for it, trying again in {wait:?}");
                 }
             }
@@ -323,6 +367,9 @@ impl Exporter {
                         count = items.len(),
                         "took over items a gone exporter had not acknowledged"
                     );
+                    if let Some(series) = &self.series {
+                        series.taken_back(items.len() as u64);
+                    }
                     return Ok(Some(Taken::Items(items)));
                 }
                 None => return Ok(None),
@@ -384,7 +431,9 @@ impl Exporter {
         }
         let mut wait = FIRST_WAIT;
         let refusals = loop {
-            match self.sink.write(&rows).await {
+            let written = self.sink.write(&rows).await;
+            self.store_is(!matches!(written, Err(SinkError::Unavailable(_))));
+            match written {
                 Ok(r) => break r,
                 Err(SinkError::Fatal(m)) => return Err(ExportError::Store(m)),
                 Err(SinkError::Unavailable(m)) => tracing::error!(
@@ -450,6 +499,9 @@ impl Exporter {
             Some(Acked::Done { exported, refused }) => {
                 self.tally.exported += exported;
                 self.tally.refused += refused;
+                if let Some(series) = &self.series {
+                    series.acknowledged(exported, refused);
+                }
                 Ok(true)
             }
             Some(Acked::Lost) => {
@@ -465,7 +517,10 @@ impl Exporter {
     /// to the others, so it forgets it and starts afresh.
     async fn lost(&mut self, shard: usize) {
         tracing::warn!("this exporter was thought gone (silent for over {:?}): its unacknowledged items went back to the others; starting afresh", self.options.claim_after);
-        if !self.held[shard].is_empty() {
+        // Open files hold this shard's items, or, when no shard's items
+        // are held, only rows of a batch whose write failed half-way:
+        // neither may be acknowledged now (see `super::stale`).
+        if !self.held[shard].is_empty() || self.held.iter().all(Vec::is_empty) {
             self.sink.discard().await;
             self.held[shard].clear();
         }
@@ -480,7 +535,9 @@ impl Exporter {
         }
         let mut wait = FIRST_WAIT;
         let sealed = loop {
-            match self.sink.seal().await {
+            let sealed = self.sink.seal().await;
+            self.store_is(!matches!(sealed, Err(SinkError::Unavailable(_))));
+            match sealed {
                 Ok(s) => break s,
                 Err(SinkError::Fatal(m)) => return Err(ExportError::Store(m)),
                 Err(SinkError::Unavailable(m)) => tracing::error!("{m}; trying again in {wait:?}"),
@@ -585,9 +642,65 @@ impl Exporter {
                 tracing::info!(
                     "{n} items a gone exporter had not acknowledged are back in the items list"
                 );
+                if let Some(series) = &self.series {
+                    series.taken_back(n);
+                }
             }
         }
+        self.sweep().await;
         Ok(())
+    }
+
+    /// Removes the temporary files of gone exporters whose items were
+    /// taken back (a files store; see `super::stale`). A Redis outage
+    /// leaves them for the next time.
+    async fn sweep(&self) {
+        let Some(dir) = self.sink.directory() else {
+            return;
+        };
+        let sweep = super::stale::Sweep {
+            dir,
+            tables: self.schema.tables.iter().map(|t| t.name.as_str()).collect(),
+            me: &self.id,
+            group: &self.options.group,
+        };
+        if let Err(e) = sweep.run(&self.shards).await {
+            tracing::warn!(
+                "cannot tell which temporary files of gone exporters to remove ({e}); looking again later"
+            );
+        }
+    }
+
+    /// Records whether the store answered, for the metrics.
+    fn store_is(&mut self, up: bool) {
+        self.store_up = Some(up);
+        if let Some(series) = &self.series {
+            series.store_up(up);
+        }
+    }
+
+    /// An idle exporter serving metrics checks, every [`CHECK_EVERY`],
+    /// that its store still answers (a busy one learns it by writing).
+    async fn check_store(&mut self) {
+        if self.series.is_none() || self.last_check.is_some_and(|t| t.elapsed() < CHECK_EVERY) {
+            return;
+        }
+        self.last_check = Some(Instant::now());
+        let was_up = self.store_up;
+        match self.sink.check().await {
+            Ok(()) => {
+                if was_up == Some(false) {
+                    tracing::info!(store = %self.store, "the store answers again");
+                }
+                self.store_is(true);
+            }
+            Err(SinkError::Unavailable(m) | SinkError::Fatal(m)) => {
+                if was_up != Some(false) {
+                    tracing::warn!("{m}; the exporter has nothing to write now and checks again in {CHECK_EVERY:?}");
+                }
+                self.store_is(false);
+            }
+        }
     }
 
     /// Whether the crawl is drained and every item acknowledged.

@@ -14,7 +14,11 @@
 //!   read from Redis every few seconds by every worker, never per request:
 //!   every worker reports the same value, so aggregate with `max by
 //!   (spider)`, never `sum`.
+//!
+//! `crawlworker export` serves the same endpoint with its own series
+//! ([`export`]).
 
+pub mod export;
 pub mod health;
 pub mod server;
 
@@ -80,6 +84,8 @@ struct Inner {
     cluster: Arc<ClusterState>,
     /// Each spider's last contact with Redis, for `/healthz`.
     health: health::Health,
+    /// `crawlworker export`'s series.
+    export: export::Export,
 }
 
 impl Default for Metrics {
@@ -140,6 +146,7 @@ impl Metrics {
         );
         let cluster = Arc::new(ClusterState::default());
         registry.register_collector(Box::new(cluster.clone()));
+        let export = export::Export::register(registry);
         Metrics(Arc::new(Inner {
             registry: root,
             counters,
@@ -149,6 +156,7 @@ impl Metrics {
             in_flight,
             cluster,
             health: health::Health::default(),
+            export,
         }))
     }
 
@@ -222,6 +230,11 @@ impl Metrics {
     /// Whether the worker is healthy, as `/healthz` answers.
     pub fn health(&self) -> &health::Health {
         &self.0.health
+    }
+
+    /// `crawlworker export`'s series.
+    pub fn export(&self) -> &export::Export {
+        &self.0.export
     }
 
     /// The text exposition (OpenMetrics, which Prometheus reads).

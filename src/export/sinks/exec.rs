@@ -28,29 +28,39 @@ const STDERR_KEPT: usize = 2000;
 /// One command.
 pub struct Exec {
     command: String,
+    limits: Limits,
+}
+
+/// How often and how long the command runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
     /// Runs after the first that failed, before the items are
     /// dead-lettered.
-    retries: u32,
+    pub retries: u32,
     /// The wait before the first retry (doubled each time).
-    backoff: Duration,
+    pub backoff: Duration,
+    /// A run still going after this is killed and counts as failed.
+    pub timeout: Duration,
 }
 
 /// How one run of the command ended.
 enum Ran {
     Ok,
-    Failed { code: Option<i32>, stderr: String },
+    /// `how` it failed (`exited with 1`), and the end of its standard
+    /// error.
+    Failed {
+        how: String,
+        stderr: String,
+    },
 }
 
 impl Exec {
-    pub fn new(command: String, retries: u32, backoff: Duration) -> Exec {
-        Exec {
-            command,
-            retries,
-            backoff,
-        }
+    pub fn new(command: String, limits: Limits) -> Exec {
+        Exec { command, limits }
     }
 
-    /// The command run once with `input` on its standard input.
+    /// The command run once with `input` on its standard input, killed
+    /// (with its process group) when it runs over the time limit.
     async fn run(&self, table: &Table, input: &[u8]) -> Result<Ran, SinkError> {
         let mut child = tokio::process::Command::new("sh")
             .arg("-c")
@@ -60,39 +70,58 @@ impl Exec {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
+            // Its own group: what it starts is killed with it.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| SinkError::Fatal(format!("cannot run `sh -c {}`: {e}", self.command)))?;
+        let group = child
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
         let mut stdin = child.stdin.take();
         let mut stderr = child.stderr.take();
-        let feed = async {
-            if let Some(stdin) = stdin.as_mut() {
-                // A command that exits without reading all of it says so
-                // by its exit status.
-                let _ = stdin.write_all(input).await;
-            }
-            drop(stdin);
-        };
         let mut said = Vec::new();
-        let read = async {
-            if let Some(err) = stderr.as_mut() {
-                let _ = err.read_to_end(&mut said).await;
+        let ran = tokio::time::timeout(self.limits.timeout, async {
+            let feed = async {
+                if let Some(stdin) = stdin.as_mut() {
+                    // A command that exits without reading all of it says
+                    // so by its exit status.
+                    let _ = stdin.write_all(input).await;
+                }
+                drop(stdin.take());
+            };
+            let read = async {
+                if let Some(err) = stderr.as_mut() {
+                    let _ = err.read_to_end(&mut said).await;
+                }
+            };
+            tokio::join!(feed, read);
+            child.wait().await
+        })
+        .await;
+        let status = match ran {
+            Ok(status) => status.map_err(|e| {
+                SinkError::Fatal(format!("cannot wait for `{}`: {e}", self.command))
+            })?,
+            Err(_) => {
+                if let Some(group) = group {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
+                let _ = child.kill().await;
+                return Ok(Ran::Failed {
+                    how: format!(
+                        "ran over --exec-timeout ({}) and was killed",
+                        humantime::format_duration(self.limits.timeout)
+                    ),
+                    stderr: tail(&said),
+                });
             }
         };
-        tokio::join!(feed, read);
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| SinkError::Fatal(format!("cannot wait for `{}`: {e}", self.command)))?;
         if status.success() {
             return Ok(Ran::Ok);
         }
-        let text = String::from_utf8_lossy(&said);
-        let start = text.len().saturating_sub(STDERR_KEPT);
-        let start = (start..text.len())
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(text.len());
-        let stderr = text[start..].trim().to_string();
+        let stderr = tail(&said);
         if matches!(status.code(), Some(126 | 127)) {
             return Err(SinkError::Fatal(format!(
                 "`{}` cannot run (exit {}): {stderr}",
@@ -100,10 +129,12 @@ impl Exec {
                 status.code().unwrap_or_default()
             )));
         }
-        Ok(Ran::Failed {
-            code: status.code(),
-            stderr,
-        })
+        let how = status
+            .code()
+            .map_or("was killed by a signal".to_string(), |c| {
+                format!("exited with {c}")
+            });
+        Ok(Ran::Failed { how, stderr })
     }
 
     /// The rows of one table, through the command with its retries: the
@@ -114,27 +145,23 @@ impl Exec {
             input.extend(serde_json::to_vec(&row.values).unwrap_or_default());
             input.push(b'\n');
         }
-        let mut wait = self.backoff;
+        let mut wait = self.limits.backoff;
         let mut tries = 0;
         loop {
             tries += 1;
             match self.run(table, &input).await? {
                 Ran::Ok => return Ok(None),
-                Ran::Failed { code, stderr } if tries > self.retries => {
-                    let how = code.map_or("was killed by a signal".to_string(), |c| {
-                        format!("exited with {c}")
-                    });
+                Ran::Failed { how, stderr } if tries > self.limits.retries => {
                     return Ok(Some(format!(
-                        "`{}` {how} on each of {tries} tries; its standard error: {stderr}",
+                        "`{}` {how} on the last of {tries} tries; its standard error: {stderr}",
                         self.command
                     )));
                 }
-                Ran::Failed { code, stderr } => {
+                Ran::Failed { how, stderr } => {
                     tracing::warn!(
                         command = %self.command,
                         table = %table.name,
-                        exit = ?code,
-                        "the export command failed ({stderr}); running it again in {wait:?} with the same {} items",
+                        "the export command {how} ({stderr}); running it again in {wait:?} with the same {} items",
                         rows.len()
                     );
                     tokio::time::sleep(wait).await;
@@ -143,6 +170,17 @@ impl Exec {
             }
         }
     }
+}
+
+/// The end of a command's standard error (its last [`STDERR_KEPT`]
+/// bytes), as text.
+fn tail(said: &[u8]) -> String {
+    let text = String::from_utf8_lossy(said);
+    let start = text.len().saturating_sub(STDERR_KEPT);
+    let start = (start..text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    text[start..].trim().to_string()
 }
 
 #[async_trait]

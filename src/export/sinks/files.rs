@@ -12,6 +12,11 @@
 //! `super::super::consumer`). A file whose items were not acknowledged is
 //! never renamed; one whose were is renamed, if the exporter dies first,
 //! by the next exporter started on the directory.
+//!
+//! Every file name carries a tag of the exporter that writes it
+//! ([`exporter_tag`]), so the temporary files a killed exporter leaves can
+//! be told apart and removed once its items were taken back (see
+//! `super::super::stale`).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -61,8 +66,8 @@ pub struct Files {
     rotation: Rotation,
     /// The open file of each table.
     open: HashMap<String, Open>,
-    /// In every file name, so exporters sharing the directory never
-    /// choose the same one.
+    /// In every file name ([`exporter_tag`]), so exporters sharing the
+    /// directory never choose the same one, and a file's exporter is known.
     tag: String,
     /// Files made by this exporter so far.
     made: u64,
@@ -102,16 +107,14 @@ struct Open {
 }
 
 impl Files {
-    pub fn new(dir: PathBuf, format: Format, rotation: Rotation) -> Files {
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
+    /// The files of `dir` written by exporter `exporter` (its id).
+    pub fn new(dir: PathBuf, format: Format, rotation: Rotation, exporter: &str) -> Files {
         Files {
             dir,
             format,
             rotation,
             open: HashMap::new(),
-            tag: format!("{:x}{nonce:08x}", std::process::id()),
+            tag: exporter_tag(exporter),
             made: 0,
         }
     }
@@ -268,6 +271,56 @@ impl Sink for Files {
             let _ = std::fs::remove_file(&open.temp);
         }
     }
+
+    async fn check(&mut self) -> Result<(), SinkError> {
+        if self.dir.is_dir() {
+            return Ok(());
+        }
+        Err(SinkError::Unavailable(format!(
+            "{} is not a directory any more",
+            self.dir.display()
+        )))
+    }
+
+    fn directory(&self) -> Option<&Path> {
+        Some(&self.dir)
+    }
+}
+
+/// The tag of exporter `id` in its files' names: 12 hex digits of its
+/// SHA-1 (an id holds the host's name, which may hold any character).
+pub fn exporter_tag(id: &str) -> String {
+    use sha1::Digest;
+    hex::encode(&sha1::Sha1::digest(id.as_bytes())[..6])
+}
+
+/// What a temporary file's name says: `.<table>-<ms>-<tag>-<n>.<ext>.tmp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TempName {
+    pub table: String,
+    /// Its exporter's [`exporter_tag`].
+    pub tag: String,
+}
+
+impl TempName {
+    /// The parts of temporary file `path`'s name; `None` for any other
+    /// name (a file this exporter did not write).
+    pub fn of(path: &Path) -> Option<TempName> {
+        let name = path.file_name()?.to_str()?;
+        let name = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+        let mut parts = name.rsplitn(4, '-');
+        let (n, tag, ms, table) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let (number, ext) = n.split_once('.')?;
+        let known = ["jsonl", "jsonl.gz", "csv", "csv.gz"].contains(&ext);
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let hex = tag.len() == 12 && tag.bytes().all(|b| b.is_ascii_hexdigit());
+        (known && digits(number) && ms.len() == 13 && digits(ms) && hex && !table.is_empty()).then(
+            || TempName {
+                table: table.to_string(),
+                tag: tag.to_string(),
+            },
+        )
+    }
 }
 
 /// The final name of temporary file `temp` (`.<name>.tmp` → `<name>`).
@@ -298,6 +351,29 @@ fn csv_line(cells: impl Iterator<Item = String>) -> Result<Vec<u8>, SinkError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporary_names_tell_their_table_and_exporter() {
+        let tag = exporter_tag("host-1:42:0badf00d");
+        assert_eq!(tag.len(), 12);
+        assert_ne!(tag, exporter_tag("host-1:42:0badf00e"));
+        let path = format!("/d/.forum-posts-1718000000000-{tag}-3.jsonl.gz.tmp");
+        assert_eq!(
+            TempName::of(Path::new(&path)),
+            Some(TempName {
+                table: "forum-posts".into(),
+                tag: tag.clone(),
+            })
+        );
+        for other in [
+            format!("/d/forum-1718000000000-{tag}-3.jsonl"),
+            format!("/d/.forum-1718000000000-{tag}-3.txt.tmp"),
+            "/d/.forum-1718000000000-pid42-3.jsonl.tmp".to_string(),
+            "/d/.notes.tmp".to_string(),
+        ] {
+            assert_eq!(TempName::of(Path::new(&other)), None, "{other}");
+        }
+    }
 
     #[test]
     fn temporary_names_are_hidden_and_map_to_their_final_name() {

@@ -72,6 +72,18 @@ impl Store {
         }
     }
 
+    /// The kind of store, for the metrics' `store` label: `postgres`,
+    /// `sqlite`, `jsonl`, `csv` or `exec`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Store::Postgres(_) => "postgres",
+            Store::Sqlite(_) => "sqlite",
+            Store::Jsonl(_) => "jsonl",
+            Store::Csv(_) => "csv",
+            Store::Exec(_) => "exec",
+        }
+    }
+
     /// Whether the address carries a password (`postgres://user:pw@…`).
     pub fn has_password(&self) -> bool {
         match self {
@@ -154,17 +166,33 @@ pub trait Sink: Send {
 
     /// Forgets what is held (its items went to another exporter).
     async fn discard(&mut self) {}
+
+    /// Whether the store answers now, for an idle exporter's metrics (a
+    /// write says so otherwise).
+    async fn check(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    /// The directory it writes files in, where killed exporters may have
+    /// left temporary files (see `super::stale`).
+    fn directory(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
 
-/// How the sinks that need it behave: files' rotation, a command's
-/// retries.
-#[derive(Debug, Clone, Copy)]
+/// How the sinks that need it behave: files' rotation and names, a
+/// command's retries and time limit.
+#[derive(Debug, Clone)]
 pub struct SinkOptions {
     pub rotation: files::Rotation,
+    /// Files: the exporter's id, whose tag goes in every file name.
+    pub exporter: String,
     /// `exec:`: runs after a failed one before the items are dead-lettered.
     pub exec_retries: u32,
     /// `exec:`: the wait before the first run again (doubled each time).
     pub exec_backoff: std::time::Duration,
+    /// `exec:`: a run still going after this is killed and counts as failed.
+    pub exec_timeout: std::time::Duration,
 }
 
 /// The sink of `store`.
@@ -176,16 +204,21 @@ pub fn open(store: &Store, options: SinkOptions) -> Box<dyn Sink> {
             dir.clone(),
             files::Format::Jsonl,
             options.rotation,
+            &options.exporter,
         )),
         Store::Csv(dir) => Box::new(files::Files::new(
             dir.clone(),
             files::Format::Csv,
             options.rotation,
+            &options.exporter,
         )),
         Store::Exec(command) => Box::new(exec::Exec::new(
             command.clone(),
-            options.exec_retries,
-            options.exec_backoff,
+            exec::Limits {
+                retries: options.exec_retries,
+                backoff: options.exec_backoff,
+                timeout: options.exec_timeout,
+            },
         )),
     }
 }

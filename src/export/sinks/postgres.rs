@@ -286,6 +286,23 @@ impl Sink for Postgres {
         }
         result
     }
+
+    async fn check(&mut self) -> Result<(), SinkError> {
+        let shown = self.shown.clone();
+        let client = self.client().await?;
+        let answer = tokio::time::timeout(CONNECT_TIMEOUT, client.simple_query("SELECT 1")).await;
+        let result = match answer {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(failure(&shown, "reach the server", &e)),
+            Err(_) => Err(SinkError::Unavailable(format!(
+                "{shown}: no answer within {CONNECT_TIMEOUT:?}"
+            ))),
+        };
+        if result.is_err() {
+            self.client = None;
+        }
+        result
+    }
 }
 
 /// The rows of each table (in the order tables first appear), each key

@@ -440,6 +440,36 @@ impl RedisFrontier {
         Ok(())
     }
 
+    /// Stream sink: the entries of `group` each consumer holds
+    /// unacknowledged, by consumer (none without the group).
+    pub async fn export_pending_by_consumer(&self, group: &str) -> Result<Vec<(String, u64)>> {
+        let key = &self.keys.item_stream;
+        let summary: redis::RedisResult<Vec<Value>> = redis::cmd("XPENDING")
+            .arg(key)
+            .arg(group)
+            .query_async(&mut self.conn.clone())
+            .await;
+        let summary = match summary {
+            Err(e) if e.code() == Some("NOGROUP") => return Ok(Vec::new()),
+            other => other.map_err(err("read the unacknowledged items of", key))?,
+        };
+        // [count, first id, last id, [[consumer, count], …]].
+        let Some(Value::Array(consumers)) = summary.into_iter().nth(3) else {
+            return Ok(Vec::new());
+        };
+        Ok(consumers
+            .into_iter()
+            .filter_map(|c| match c {
+                Value::Array(pair) => {
+                    let name = text(pair.first())?;
+                    let count = text(pair.get(1)).and_then(|n| n.parse().ok())?;
+                    Some((name, count))
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Drops `exporter`'s lease when it holds nothing (a stopping
     /// exporter); one that still holds items keeps it, to run out and have
     /// them taken back.
