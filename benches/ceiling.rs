@@ -104,7 +104,7 @@ async fn drive(f: RedisFrontier, inflight: usize, until: Instant, pages: Arc<Ato
                     .and_then(|r| r.url.rsplit('/').next()?.parse::<u64>().ok())
                     .unwrap_or(0);
                 let next = if Instant::now() < until { 1 } else { 0 };
-                match f.commit(&l, &page_for(n), next, false).await {
+                match f.commit(&l, &page_for(n), next, false.into()).await {
                     Ok((Committed::Done { .. }, next)) => {
                         pages.fetch_add(1, Ordering::Relaxed);
                         next

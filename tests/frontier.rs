@@ -94,9 +94,9 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
         page(3, "http://127.0.0.1:8700/shared"),
     );
     let (r1, r2, r3) = tokio::join!(
-        a.commit(&lost[0], &p1, 0, true),
-        a.commit(&held[0], &p2, 0, true),
-        a.commit(&held[1], &p3, 0, true),
+        a.commit(&lost[0], &p1, 0, true.into()),
+        a.commit(&held[0], &p2, 0, true.into()),
+        a.commit(&held[1], &p3, 0, true.into()),
     );
     assert_eq!(r1.unwrap().0, Committed::LeaseLost);
     let (r2, r3) = (r2.unwrap().0, r3.unwrap().0);
@@ -131,7 +131,11 @@ async fn a_batch_of_pages_commits_each_page_whose_lease_holds_and_no_other() {
         .unwrap());
     // The lost page is still b's to commit.
     assert!(matches!(
-        other.commit(&lost[0], &p1, 0, false).await.unwrap().0,
+        other
+            .commit(&lost[0], &p1, 0, false.into())
+            .await
+            .unwrap()
+            .0,
         Committed::Done { .. }
     ));
     assert_eq!(conn.llen::<_, u64>("q:items").unwrap(), 3);
@@ -149,11 +153,11 @@ async fn a_page_that_may_not_wait_sends_its_batch_at_once() {
     let held = a.lease(2, 0).await.unwrap().0;
     let page = PageResult::default();
     let (first, second) = tokio::time::timeout(Duration::from_secs(30), async {
-        tokio::join!(a.commit(&held[0], &page, 0, true), async {
+        tokio::join!(a.commit(&held[0], &page, 0, true.into()), async {
             // The second page finishes later, while the first waits in
             // its batch: the scenario, not a wait for something to happen.
             tokio::time::sleep(Duration::from_millis(200)).await;
-            a.commit(&held[1], &page, 0, false).await
+            a.commit(&held[1], &page, 0, false.into()).await
         })
     })
     .await
@@ -218,7 +222,7 @@ async fn a_commit_hands_its_new_work_to_as_many_waiting_workers_as_can_use_it() 
             .collect(),
         ..PageResult::default()
     };
-    let (done, _) = a.commit(&held[0], &page, 0, false).await.unwrap();
+    let (done, _) = a.commit(&held[0], &page, 0, false.into()).await.unwrap();
     assert!(
         matches!(done, Committed::Done { enqueued: 3, .. }),
         "{done:?}"
@@ -267,7 +271,7 @@ async fn leases_handed_to_a_worker_that_stops_go_back_to_the_queue_at_once() {
         )],
         ..PageResult::default()
     };
-    a.commit(&held[0], &page, 0, false).await.unwrap();
+    a.commit(&held[0], &page, 0, false.into()).await.unwrap();
     assert!(wake.wait(Duration::from_secs(10)).await);
     let mut conn = redis.conn();
     let inflight: u64 = conn.zcard(&spider.keys.inflight).unwrap();

@@ -302,7 +302,7 @@ async fn lease(f: &Frontier, max: usize) -> Vec<Leased> {
 }
 
 async fn commit(f: &Frontier, leased: &Leased, page: &PageResult) -> Committed {
-    f.commit(leased, page, 0, false).await.unwrap().0
+    f.commit(leased, page, 0, false.into()).await.unwrap().0
 }
 
 /// A page with one item `{"n": n}`.
@@ -652,8 +652,8 @@ async fn the_same_page_twice_in_one_batch_is_committed_once(h: &impl Harness) {
     assert_eq!(first[0].id, again[0].id);
     let page = page_with_item(1);
     let (r1, r2) = tokio::join!(
-        a.commit(&first[0], &page, 0, true),
-        a.commit(&again[0], &page, 0, true),
+        a.commit(&first[0], &page, 0, true.into()),
+        a.commit(&again[0], &page, 0, true.into()),
     );
     let mut results = [r1.unwrap().0, r2.unwrap().0];
     results.sort_by_key(|r| matches!(r, Committed::Done { .. }));
@@ -677,7 +677,7 @@ async fn a_commit_leases_the_pages_replacements(h: &impl Harness) {
         requests: vec![Request::get("http://127.0.0.1:8700/list/5/1")],
         ..PageResult::default()
     };
-    let (done, next) = f.commit(&first[0], &page, 2, false).await.unwrap();
+    let (done, next) = f.commit(&first[0], &page, 2, false.into()).await.unwrap();
     assert_eq!(
         done,
         Committed::Done {
@@ -694,7 +694,7 @@ async fn a_commit_leases_the_pages_replacements(h: &impl Harness) {
     let status = f.status().await.unwrap();
     assert_eq!((status.queued, status.inflight), (2, 1), "{status:?}");
     // A lost lease's commit leases nothing either.
-    let (lost, none) = f.commit(&first[0], &page, 2, false).await.unwrap();
+    let (lost, none) = f.commit(&first[0], &page, 2, false.into()).await.unwrap();
     assert_eq!((lost, none.len()), (Committed::LeaseLost, 0));
 }
 
@@ -736,7 +736,7 @@ async fn a_worker_leases_no_more_than_its_fair_share(h: &impl Harness) {
     assert!(lease(&a, 64).await.is_empty(), "a holds its share");
     // A page done: 24 held, 50 queued, 74 out; a third is 25: one more.
     let (_, next) = a
-        .commit(&held[0], &PageResult::default(), 2, false)
+        .commit(&held[0], &PageResult::default(), 2, false.into())
         .await
         .unwrap();
     assert_eq!(next.len(), 1, "a commit's replacements keep to the share");
@@ -764,7 +764,7 @@ async fn a_worker_over_twice_its_share_is_asked_to_hand_back(h: &impl Harness) {
     // A page done: 29 out among three, a share of 10; a holds 29.
     let asked = a.hand_back().asked();
     let (_, next) = a
-        .commit(&held[0], &PageResult::default(), 1, false)
+        .commit(&held[0], &PageResult::default(), 1, false.into())
         .await
         .unwrap();
     assert!(next.is_empty(), "a is over its share: no replacement");
@@ -777,7 +777,7 @@ async fn a_worker_over_twice_its_share_is_asked_to_hand_back(h: &impl Harness) {
     assert_eq!(b_held.len(), 10);
     let b_asked = b.hand_back().asked();
     let (_, next) = b
-        .commit(&b_held[0], &PageResult::default(), 1, false)
+        .commit(&b_held[0], &PageResult::default(), 1, false.into())
         .await
         .unwrap();
     assert_eq!(next.len(), 1, "b is within its share");
@@ -1425,7 +1425,7 @@ async fn nothing_is_leased_while_paused(h: &impl Harness) {
     assert!(lease(&other, 10).await.is_empty());
     // A page in flight is committed, and leases no replacement.
     let (done, next) = f
-        .commit(&first[0], &PageResult::default(), 5, false)
+        .commit(&first[0], &PageResult::default(), 5, false.into())
         .await
         .unwrap();
     assert!(matches!(done, Committed::Done { .. }), "{done:?}");

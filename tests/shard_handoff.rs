@@ -373,7 +373,7 @@ async fn a_pages_links_are_queued_once_each_on_their_hosts_shards() {
         requests: links,
         ..PageResult::default()
     };
-    let (done, _) = f.commit(&leased[0], &page, 0, false).await.unwrap();
+    let (done, _) = f.commit(&leased[0], &page, 0, false.into()).await.unwrap();
     assert_eq!(
         done,
         Committed::Done {
@@ -413,7 +413,7 @@ async fn a_pages_links_are_queued_once_each_on_their_hosts_shards() {
         requests: many,
         ..PageResult::default()
     };
-    let (done, _) = f.commit(&leased[0], &page, 0, false).await.unwrap();
+    let (done, _) = f.commit(&leased[0], &page, 0, false.into()).await.unwrap();
     let Committed::Done { enqueued, filtered } = done else {
         panic!("lost: {done:?}")
     };
@@ -498,7 +498,7 @@ async fn a_chain_of_hand_offs_never_reads_drained_before_its_end() {
             requests: if last { Vec::new() } else { vec![next] },
             ..PageResult::default()
         };
-        let (committed, _) = f.commit(&leased[0], &page, 0, false).await.unwrap();
+        let (committed, _) = f.commit(&leased[0], &page, 0, false.into()).await.unwrap();
         assert!(matches!(committed, Committed::Done { .. }), "{committed:?}");
     }
     let readings = watching.await.unwrap_or_else(|e| panic!("{e}"));

@@ -311,7 +311,7 @@ async fn tasks_reach_the_other_spider_once_each_through_their_hosts_shards() {
         tasks: tasks.clone(),
         ..PageResult::default()
     };
-    let (done, _) = f.commit(&leased[0], &page, 0, false).await.unwrap();
+    let (done, _) = f.commit(&leased[0], &page, 0, false.into()).await.unwrap();
     assert!(matches!(done, Committed::Done { .. }), "{done:?}");
     let entry = |path: &str| format!(r#"{{"url":"http://127.0.0.{path}"}}"#);
     let want = vec![
@@ -339,7 +339,7 @@ async fn tasks_reach_the_other_spider_once_each_through_their_hosts_shards() {
         tasks: tasks[..4].to_vec(),
         ..PageResult::default()
     };
-    f.commit(&leased[0], &page, 0, false).await.unwrap();
+    f.commit(&leased[0], &page, 0, false.into()).await.unwrap();
     assert_eq!(
         x_start(&redis),
         want,
@@ -461,7 +461,7 @@ async fn a_chain_of_tasks_through_the_shards_never_reads_drained_before_its_end(
             tasks: vec![task(handed.clone())],
             ..PageResult::default()
         };
-        let (committed, _) = q.commit(&leased[0], &page, 0, false).await.unwrap();
+        let (committed, _) = q.commit(&leased[0], &page, 0, false.into()).await.unwrap();
         assert!(matches!(committed, Committed::Done { .. }), "{committed:?}");
         let last = step == STEPS;
         // q's next page, pushed while the task waits for x.
@@ -485,7 +485,7 @@ async fn a_chain_of_tasks_through_the_shards_never_reads_drained_before_its_end(
         let (leased, _) = x.lease(1, 0).await.unwrap();
         assert_eq!(leased.len(), 1);
         done.store(last, std::sync::atomic::Ordering::SeqCst);
-        x.commit(&leased[0], &PageResult::default(), 0, false)
+        x.commit(&leased[0], &PageResult::default(), 0, false.into())
             .await
             .unwrap();
         if let Some(next) = next {

@@ -421,7 +421,7 @@ async fn a_commit_refuses_an_items_key_that_changed_type_and_writes_nothing() {
     let again = f.clone();
     let commit = {
         let (leased, page) = (leased.clone(), page.clone());
-        tokio::spawn(async move { f.commit(&leased[0], &page, 0, false).await })
+        tokio::spawn(async move { f.commit(&leased[0], &page, 0, false.into()).await })
     };
     let fatal = eventually_async("the commit's fatal error", Duration::from_secs(20), || {
         let fatal = again.fatal.get();
@@ -457,7 +457,7 @@ async fn a_commit_refuses_an_items_key_that_changed_type_and_writes_nothing() {
         .unwrap();
     let (committed, _) = tokio::time::timeout(
         Duration::from_secs(20),
-        restarted.commit(&leased[0], &page, 0, false),
+        restarted.commit(&leased[0], &page, 0, false.into()),
     )
     .await
     .expect("the commit after the fix did not finish")

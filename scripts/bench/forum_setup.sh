@@ -11,7 +11,10 @@
 #   forum_site                  builds and starts the demo forum (SIZE, and
 #                               SERVE: more `serve` flags such as
 #                               `--latency 100ms`); writes the
-#                               spider ($work/bbs.toml) and the tasks
+#                               spider ($work/bbs.toml, from SPIDER,
+#                               spiders/bbs.toml by default: name an
+#                               older copy when an older build compared
+#                               cannot read today's) and the tasks
 #                               ($work/tasks.txt, and the array `tasks`)
 #   script_calls                the script calls (EVAL, EVALSHA, FCALL) Redis ran
 
@@ -37,7 +40,7 @@ forum_site() {
   # shellcheck disable=SC2086
   "$demo_bin" serve --listen "127.0.0.1:$demo_port" $SIZE ${SERVE:-} >"$work/demo.log" 2>&1 &
   pids+=($!)
-  sed "s#127.0.0.1:8700#127.0.0.1:$demo_port#g" spiders/bbs.toml >"$work/bbs.toml"
+  sed "s#127.0.0.1:8700#127.0.0.1:$demo_port#g" "${SPIDER:-spiders/bbs.toml}" >"$work/bbs.toml"
   # shellcheck disable=SC2086
   "$demo_bin" tasks $SIZE >"$work/tasks.txt"
   mapfile -t tasks <"$work/tasks.txt"

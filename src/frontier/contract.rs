@@ -41,8 +41,8 @@ use super::outage::Fatal;
 use super::pickup::StartWatch;
 use super::wake::Wake;
 use super::{
-    Claimed, Committed, DeadLetter, FailedRecord, Heartbeat, Keys, Leased, PageResult, QueueStatus,
-    Result, RobotsRecord, SessionLock, SessionLogin, SessionRecord, StartClaim, Swept,
+    Claimed, Committed, DeadLetter, FailedRecord, Heartbeat, Keys, Leased, PageResult, Patience,
+    QueueStatus, Result, RobotsRecord, SessionLock, SessionLogin, SessionRecord, StartClaim, Swept,
 };
 use crate::stats::{Stat, Tally};
 
@@ -132,8 +132,9 @@ pub trait Backend: Send + Sync {
     /// dupefilter, writes its items, dead letter, failure, retry and
     /// revisit, and applies its host's news. A page is committed once:
     /// a second commit of the same lease writes nothing. Then leases up to
-    /// `lease_next` requests to replace it. With `may_wait`, the commit may
-    /// wait a little for other pages to share its step.
+    /// `lease_next` requests to replace it. Its `patience` says how long
+    /// the commit may wait for other pages to share its step (see
+    /// [`super::patience`]).
     ///
     /// A page of more links than one step should carry may queue those
     /// with a fingerprint ahead, in steps of their own, each only while
@@ -145,7 +146,7 @@ pub trait Backend: Send + Sync {
         leased: &Leased,
         page: &PageResult,
         lease_next: usize,
-        may_wait: bool,
+        patience: Patience,
     ) -> Result<(Committed, Vec<Leased>)>;
 
     /// Extends this worker's leases on `ids`; returns the ids it no longer

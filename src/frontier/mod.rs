@@ -33,6 +33,7 @@ pub mod keys;
 pub mod local;
 pub mod outage;
 pub mod parking;
+pub mod patience;
 pub mod pipeline;
 pub mod politeness;
 pub mod records;
@@ -52,6 +53,7 @@ pub use error::FrontierError;
 pub use hand_back::HandBack;
 pub use keys::{ItemSink, KeyGroup, KeyKind, KeyMode, Keys, StartKind};
 pub use local::LocalFrontier;
+pub use patience::Patience;
 pub use records::{
     now_secs, DeadLetter, ExportDeadLetter, ExporterLease, FailedRecord, Heartbeat, RobotsError,
     RobotsRecord,

@@ -89,7 +89,7 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     let started = std::time::Instant::now();
     let committed = until_done("commit a page", &ctx.frontier.fatal(), || {
         ctx.frontier
-            .commit(&leased, &result, commit.lease_next, commit.may_wait)
+            .commit(&leased, &result, commit.lease_next, commit.patience)
     })
     .await;
     if let (Committed::Done { .. }, next) = &committed {

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::downloader::budget::{Budget, ParseGate, Reservation};
+use crate::frontier::Patience;
 
 /// Leases a spider holds per download slot of its share.
 const LEASES_AHEAD: usize = 2;
@@ -142,9 +143,9 @@ pub struct Commit<'a> {
     share: &'a Share,
     /// Requests its commit leases.
     pub lease_next: usize,
-    /// Whether its commit may wait for other pages to share the script
-    /// call (see `frontier::commits`).
-    pub may_wait: bool,
+    /// How long its commit may wait for other pages to share the script
+    /// call (see `frontier::patience`).
+    pub patience: Patience,
 }
 
 impl Drop for Commit<'_> {
@@ -226,13 +227,19 @@ impl Share {
             0
         };
         self.asked.fetch_add(lease_next, Ordering::Relaxed);
+        let may_wait = in_progress >= self.limit()
+            || slot_went_on
+            || self.finishing.load(Ordering::Relaxed) > 0
+            || (!queues && in_progress > 0 && self.dry.load(Ordering::Relaxed));
         Commit {
             share: self,
             lease_next,
-            may_wait: in_progress >= self.limit()
-                || slot_went_on
-                || self.finishing.load(Ordering::Relaxed) > 0
-                || (!queues && in_progress > 0 && self.dry.load(Ordering::Relaxed)),
+            patience: match may_wait {
+                // The requests beyond the slots, and the one that took
+                // this page's: the pages that finish before a slot idles.
+                true => Patience::Ahead((in_progress + 1).saturating_sub(self.limit()).max(1)),
+                false => Patience::Now,
+            },
         }
     }
 
@@ -348,14 +355,15 @@ mod tests {
         deep.started(10);
         {
             // The spider at its lease limit: a page is replaced, and may
-            // wait while 5 others are in progress.
+            // wait 5 pages' time (the 4 beyond its 5 slots, and the one
+            // that took its slot).
             let first = deep.commit(true, true, false);
-            assert_eq!((first.lease_next, first.may_wait), (1, true));
+            assert_eq!((first.lease_next, first.patience), (1, Patience::Ahead(5)));
             let later: Vec<Commit> = (0..5).map(|_| deep.commit(true, true, false)).collect();
             assert!(later.iter().all(|c| c.lease_next == 1));
-            assert!(later[..4].iter().all(|c| c.may_wait));
+            assert!(later[..4].iter().all(|c| c.patience != Patience::Now));
             assert!(
-                !later[4].may_wait,
+                later[4].patience == Patience::Now,
                 "a slot would idle: 6 committing, 4 in progress"
             );
             assert!(deep.leasing());
@@ -382,26 +390,26 @@ mod tests {
         share.started(2);
         // Two of four slots busy: a page's slot would go to its
         // replacement, so it may not wait, until a lease comes back short.
-        assert!(!share.commit(true, false, false).may_wait);
+        assert_eq!(share.commit(true, false, false).patience, Patience::Now);
         share.leased(3, 3);
-        assert!(!share.commit(true, false, false).may_wait);
+        assert_eq!(share.commit(true, false, false).patience, Patience::Now);
         share.leased(3, 1);
-        assert!(share.commit(true, false, false).may_wait);
+        assert_ne!(share.commit(true, false, false).patience, Patience::Now);
         assert!(
-            !share.commit(true, true, false).may_wait,
+            share.commit(true, true, false).patience == Patience::Now,
             "a page whose links others may wait for goes at once"
         );
         // A lease that asked for nothing says nothing; one that got all it
         // asked (or leases handed to the worker) ends the drought.
         share.leased(0, 0);
-        assert!(share.commit(true, false, false).may_wait);
+        assert_ne!(share.commit(true, false, false).patience, Patience::Now);
         share.leased(2, 2);
-        assert!(!share.commit(true, false, false).may_wait);
+        assert_eq!(share.commit(true, false, false).patience, Patience::Now);
         // The last page in flight has no company to wait for.
         share.leased(3, 1);
         share.finished();
         assert!(
-            !share.commit(true, false, false).may_wait,
+            share.commit(true, false, false).patience == Patience::Now,
             "the tail of a crawl is committed at once"
         );
     }
@@ -414,9 +422,9 @@ mod tests {
         let share = pool.share(4);
         share.set_active(true);
         share.started(3);
-        assert!(!share.commit(true, true, false).may_wait);
+        assert_eq!(share.commit(true, true, false).patience, Patience::Now);
         assert!(
-            share.commit(true, true, true).may_wait,
+            share.commit(true, true, true).patience != Patience::Now,
             "its slot is busy again: waiting leaves none idle"
         );
     }

@@ -24,6 +24,7 @@ pub use sink::{ItemWriter, WholeLines};
 
 use super::error::Result;
 use super::outage::Fatal;
+use super::patience::Patience;
 use super::pickup::StartWatch;
 use super::politeness::HostState;
 use super::wake::Wake;
@@ -371,7 +372,7 @@ impl Backend for LocalFrontier {
         leased: &Leased,
         page: &PageResult,
         lease_next: usize,
-        _may_wait: bool,
+        _patience: Patience,
     ) -> Result<(Committed, Vec<Leased>)> {
         Ok(self.commit_now(leased, page, lease_next))
     }

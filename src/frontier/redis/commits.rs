@@ -7,16 +7,18 @@
 //! most of what a page costs Redis, so batching is what lets one Redis
 //! serve many busy workers.
 //!
-//! A batch also waits for more pages (up to `commit_wait` from its first)
-//! while every page in it may wait: its download slot went to a request
-//! the worker had leased ahead, or it queues no links and nothing is
-//! queued for the worker to fetch in its place while another of its
-//! pages is in progress (see `worker::pool`), so waiting leaves no slot
-//! idle. The first page whose slot would idle until its replacement
-//! arrives sends the batch at once. A busy worker's commits so carry about
-//! as many pages as it holds leases ahead, and a worker whose every next
-//! request depends on the last commit (the tail of a crawl, a chain of
-//! pages) commits each page as soon as it can, as it always did.
+//! A batch also waits for more pages while every page in it may wait, and
+//! only as long as the wait leaves no slot idle: each page says how many
+//! pages' time its worker's slots stay busy on requests held ahead (see
+//! `worker::pool`), and the task turns that into time at the pace it
+//! measures, less a call's round trip, never past `commit_wait` (see
+//! [`crate::frontier::patience`]). The first page whose slot would idle
+//! until its replacement arrives sends the batch at once. A worker of slow
+//! pages so commits about as many pages a call as it holds leases ahead; a
+//! worker of fast pages (whose requests ahead last less than a round
+//! trip) sends each batch as soon as the previous call is back; and one
+//! whose every next request depends on the last commit (the tail of a
+//! crawl, a chain of pages) commits each page as soon as it can.
 //!
 //! One task per frontier sends the batches, one at a time; a page's
 //! [`RedisFrontier::commit`] hands its encoded page to it and waits for its own
@@ -39,6 +41,7 @@ use super::{
     PageResult, RedisFrontier, Result, Revisit, MAX_REQUEST_BYTES,
 };
 use crate::frontier::fairness;
+use crate::frontier::patience::{Pace, Patience};
 use crate::request::{Request, Task};
 use crate::stats::{self, Tally};
 
@@ -67,13 +70,15 @@ pub(super) struct PageArgs {
     stats: Vec<(String, i64)>,
     bytes: usize,
     lease_next: usize,
-    /// Whether it may wait for others (see the module docs).
-    may_wait: bool,
+    /// How long it may wait for others (see the module docs).
+    patience: Patience,
 }
 
 /// A page waiting for its batch: its arguments and where its result goes.
 pub(super) struct Pending {
     page: PageArgs,
+    /// When its page was handed to the task.
+    at: tokio::time::Instant,
     reply: oneshot::Sender<(Committed, Vec<Leased>)>,
 }
 
@@ -84,14 +89,14 @@ pub(super) type Batcher = Arc<std::sync::OnceLock<mpsc::UnboundedSender<Pending>
 
 impl RedisFrontier {
     /// Commits one page (see the module docs), then leases up to
-    /// `lease_next` requests to replace it. With `may_wait`, its batch may
-    /// wait up to `commit_wait` for other pages.
+    /// `lease_next` requests to replace it. Its batch may wait for other
+    /// pages as long as its `patience` allows (see the module docs).
     pub async fn commit(
         &self,
         leased: &Leased,
         page: &PageResult,
         lease_next: usize,
-        may_wait: bool,
+        patience: Patience,
     ) -> Result<(Committed, Vec<Leased>)> {
         let mut split = LinkSplit::of(page);
         let early = match self.queue_ahead(leased, page, &mut split).await? {
@@ -102,12 +107,14 @@ impl RedisFrontier {
             }
         };
         let mut args = self.page_args(leased, page, &split, lease_next);
-        args.may_wait = may_wait;
+        args.patience = patience;
         let batcher = self.batcher.get_or_init(|| self.start_batcher());
         let (reply, result) = oneshot::channel();
-        let done = if let Err(mpsc::error::SendError(pending)) =
-            batcher.send(Pending { page: args, reply })
-        {
+        let done = if let Err(mpsc::error::SendError(pending)) = batcher.send(Pending {
+            page: args,
+            at: tokio::time::Instant::now(),
+            reply,
+        }) {
             // Cannot happen while `self` lives; commit alone all the same.
             self.commit_alone(pending.page).await?
         } else {
@@ -370,7 +377,7 @@ impl RedisFrontier {
             stats,
             bytes,
             lease_next,
-            may_wait: false,
+            patience: Patience::Now,
         }
     }
 
@@ -687,37 +694,54 @@ fn task_record(task: &Task) -> Option<TaskRecord> {
     })
 }
 
+/// A batch from its `first` page: the pages already waiting, and those
+/// that come while every page in it may still wait (see the module docs).
+async fn gather(
+    frontier: &RedisFrontier,
+    first: Pending,
+    pending: &mut mpsc::UnboundedReceiver<Pending>,
+    pace: &mut Pace,
+) -> Vec<Pending> {
+    let limit = frontier.commit_wait;
+    let arrived = |pace: &mut Pace, p: &Pending| {
+        pace.arrived(p.at.into_std(), limit);
+        p.at + pace.wait(p.page.patience, limit)
+    };
+    let mut deadline = arrived(pace, &first);
+    let mut bytes = first.page.bytes;
+    let mut batch = vec![first];
+    while batch.len() < MAX_PAGES && bytes < MAX_BYTES {
+        let next = match pending.try_recv() {
+            Ok(p) => p,
+            Err(_) if deadline <= tokio::time::Instant::now() => break,
+            Err(_) => match tokio::time::timeout_at(deadline, pending.recv()).await {
+                Ok(Some(p)) => p,
+                _ => break,
+            },
+        };
+        deadline = deadline.min(arrived(pace, &next));
+        bytes += next.page.bytes;
+        batch.push(next);
+    }
+    batch
+}
+
 /// The commit task: sends the pages waiting as one batch, waits for Redis,
 /// hands each page its result, and starts over.
 async fn send_batches(frontier: RedisFrontier, mut pending: mpsc::UnboundedReceiver<Pending>) {
     let mut released = Instant::now();
+    let mut pace = Pace::default();
     while let Some(first) = pending.recv().await {
-        let mut batch = vec![first];
-        let mut bytes = batch[0].page.bytes;
-        let mut patient = batch[0].page.may_wait;
-        let full =
-            |batch: &Vec<Pending>, bytes: usize| batch.len() >= MAX_PAGES || bytes >= MAX_BYTES;
-        let deadline = tokio::time::Instant::now() + frontier.commit_wait;
-        while !full(&batch, bytes) {
-            let next = match pending.try_recv() {
-                Ok(p) => p,
-                Err(_) if !patient || frontier.commit_wait.is_zero() => break,
-                Err(_) => match tokio::time::timeout_at(deadline, pending.recv()).await {
-                    Ok(Some(p)) => p,
-                    _ => break,
-                },
-            };
-            patient &= next.page.may_wait;
-            bytes += next.page.bytes;
-            batch.push(next);
-        }
+        let batch = gather(&frontier, first, &mut pending, &mut pace).await;
         let release = released.elapsed() >= RELEASE_EVERY;
         let (pages, replies): (Vec<PageArgs>, Vec<_>) =
             batch.into_iter().map(|p| (p.page, p.reply)).unzip();
+        let called = Instant::now();
         let done = crate::frontier::outage::until_done("commit pages", &frontier.fatal, || {
             frontier.commit_batch(&pages, release)
         })
         .await;
+        pace.called(called.elapsed());
         if release {
             released = Instant::now();
         }

@@ -65,7 +65,7 @@ use super::{
 use crate::frontier::outage::Fatal;
 use crate::frontier::pipeline::{Found, Relation};
 use crate::frontier::shards::ShardPlace;
-use crate::frontier::HandBack;
+use crate::frontier::{HandBack, Patience};
 use crate::frontier::{SessionLock, SessionLogin, SessionRecord};
 use crate::request::Request;
 use crate::stats::{Stat, Tally};
@@ -605,9 +605,9 @@ impl Backend for RedisFrontier {
         leased: &Leased,
         page: &PageResult,
         lease_next: usize,
-        may_wait: bool,
+        patience: Patience,
     ) -> Result<(Committed, Vec<Leased>)> {
-        RedisFrontier::commit(self, leased, page, lease_next, may_wait).await
+        RedisFrontier::commit(self, leased, page, lease_next, patience).await
     }
 
     async fn renew(&self, ids: &[String]) -> Result<Vec<String>> {

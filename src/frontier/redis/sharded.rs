@@ -29,12 +29,12 @@ use super::outbox::Delivered;
 use super::{pickup, quota, wake, RedisFrontier, RedisTarget, Result};
 use crate::frontier::outage::Fatal;
 use crate::frontier::shards::{shard_of_host, ShardPlace};
-use crate::frontier::HandBack;
 use crate::frontier::{
     Backend, Claimed, Committed, DeadLetter, FailedRecord, Heartbeat, Keys, Leased, Options,
     PageResult, QueueStatus, RobotsRecord, SessionLock, SessionLogin, SessionRecord, StartClaim,
     Swept,
 };
+use crate::frontier::{HandBack, Patience};
 use crate::stats::{Stat, Tally};
 
 /// How often a mover looks at its outbox with nothing announced: for
@@ -703,7 +703,7 @@ impl Backend for ShardedFrontier {
         leased: &Leased,
         page: &PageResult,
         lease_next: usize,
-        may_wait: bool,
+        patience: Patience,
     ) -> Result<(Committed, Vec<Leased>)> {
         let Some((shard, id)) = untagged(&leased.id) else {
             return Ok((Committed::LeaseLost, Vec::new()));
@@ -713,7 +713,7 @@ impl Backend for ShardedFrontier {
             ..leased.clone()
         };
         let frontier = &self.inner.shards[shard];
-        let (committed, next) = frontier.commit(&own, page, lease_next, may_wait).await?;
+        let (committed, next) = frontier.commit(&own, page, lease_next, patience).await?;
         let place = ShardPlace {
             index: shard,
             count: self.count(),
