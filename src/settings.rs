@@ -340,6 +340,8 @@ settings! {
     redis_url: RedisUrl = RedisUrl::local();
     /// How long a leased request stays with a worker that stops renewing it (a dead worker's requests return to the queue after this).
     lease_timeout: Duration = Duration::from_secs(30);
+    /// How many times a request's lease may expire (each worker that took it died or vanished holding it: a crash, a kill, a lost host) before the request goes to the dead letters, with that reason, instead of back to the queue: the redrive limit of SQS and Sidekiq, so a page that crashes every worker that fetches it is fetched this many times, not forever (0 = no limit). A hand-back (a worker stopping, or over its share) is no expiry; a commit forgets the count.
+    max_lease_expiries: u32 = 3;
     /// How long a finished page may wait for others to share its commit (one Redis script call for several pages costs Redis far less than one each), while its download slot (or its host's, `concurrent_requests_per_domain`) has gone to a request leased ahead, or (for a page that queues no links, while another is in progress) nothing is queued for the worker to fetch in its place, so the wait leaves no slot idle; pages finished while the previous commit is on its way always share the next (0: no extra wait).
     commit_wait: Duration = Duration::from_millis(20);
     /// How often an idle worker looks for start entries nothing announces: those its start-key watch cannot see (a set or zset without keyspace notifications, a list beyond the worker's 16 blocking waits). When the watch sees them all, it looks only every 30 s (or this, if longer), as a safety net. Retries, expired leases, revisits and politeness slots wake it when they come due, whatever this says.

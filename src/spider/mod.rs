@@ -596,6 +596,7 @@ impl Spider {
                 max_backlog: u64::from(self.settings.items_stream_max_backlog),
             },
             commit_wait: self.settings.commit_wait,
+            max_lease_expiries: self.settings.max_lease_expiries,
         }
     }
 
