@@ -132,32 +132,32 @@ local function owner_score(owner)
   return tonumber(string.match(owner, '|([^|]*)$'))
 end
 
--- How many times a queued request's lease has expired, and its JSON
--- without that count: the count leads the JSON (`{"lease_expiries":2,…`),
--- where nothing else can put it, so it goes wherever the request goes
--- (a hand-back, a shard's outbox) and is gone with it once committed
--- (a retry or a revisit is written anew, without it).
-local function lease_expiries(json)
-  local n, rest = string.match(json, '^{"lease_expiries":(%d+),?(.*)$')
-  if n then
-    return tonumber(n), '{' .. rest
-  end
-  return 0, json
-end
-
--- `json` (without a count) carrying the count `n`.
-local function with_lease_expiries(json, n)
-  local sep = string.sub(json, 2, 2) == '}' and '' or ','
-  return '{"lease_expiries":' .. int(n) .. sep .. string.sub(json, 2)
-end
-
 -- Returns expired leases (of any worker) to the queue at their old place,
 -- counting each request's expiries. A request whose lease has now expired
 -- `max_expiries` times (0: no limit) is a dead letter instead, with its
 -- reason: each worker that took it died or vanished holding it, and the
 -- next would too (a page that crashes workers), so the crawl goes on
 -- without it. The redrive limit of SQS and Sidekiq.
+--
+-- The count leads the request's JSON (`{"lease_expiries":2,…`), where
+-- nothing else can put it, so it goes wherever the request goes (a
+-- hand-back, a shard's outbox) and is gone with it once committed (a
+-- retry or a revisit is written anew, without it). (Its helpers are this
+-- function's: a script's main function has room for 200 locals.)
 local function requeue_expired(K, now, max_expiries)
+  -- The count in `json`, and `json` without it.
+  local function expiries_in(json)
+    local n, rest = string.match(json, '^{"lease_expiries":(%d+),?(.*)$')
+    if n then
+      return tonumber(n), '{' .. rest
+    end
+    return 0, json
+  end
+  -- `json` (without a count) carrying the count `n`.
+  local function with_expiries(json, n)
+    local sep = string.sub(json, 2, 2) == '}' and '' or ','
+    return '{"lease_expiries":' .. int(n) .. sep .. string.sub(json, 2)
+  end
   local expired = prove_by('zset', 'inflight', 'ZRANGEBYSCORE', K.inflight, '-inf', now, 'LIMIT', 0, 512)
   if #expired > 0 then
     before_write()
@@ -170,7 +170,7 @@ local function requeue_expired(K, now, max_expiries)
     local score = owner and owner_score(owner)
     local json = score and redis.call('HGET', K.request_data, id)
     if json then
-      local n, request = lease_expiries(json)
+      local n, request = expiries_in(json)
       n = n + 1
       local letter = nil
       if max_expiries > 0 and n >= max_expiries then
@@ -189,7 +189,7 @@ local function requeue_expired(K, now, max_expiries)
         redis.call('HDEL', K.request_data, id)
         dead = dead + 1
       else
-        redis.call('HSET', K.request_data, id, with_lease_expiries(request, n))
+        redis.call('HSET', K.request_data, id, with_expiries(request, n))
         redis.call('ZADD', K.requests, score, id)
       end
     end
