@@ -397,7 +397,9 @@ impl RedisFrontier {
                     continue;
                 }
             };
-            let request = if json.len() > MAX_REQUEST_BYTES {
+            // With room for the count of lease expiries a request may lead
+            // with (`{"lease_expiries":3,`, see `requeue_expired`).
+            let request = if json.len() > MAX_REQUEST_BYTES + 32 {
                 Err(format!(
                     "request is {} bytes, over the {MAX_REQUEST_BYTES}-byte limit",
                     json.len()
