@@ -200,7 +200,7 @@ impl Transform {
                 Some(Ok(v)) => Ok(Some(v.to_string())),
                 Some(Err(e)) => Err(format!(
                     "jq error: {}",
-                    crate::wording::cut(&e.to_string(), 200)
+                    crate::wording::cut(&error_text(e), 200)
                 )),
             }
         }));
@@ -221,6 +221,15 @@ impl Transform {
             ));
         }
         serde_json::from_str(&text).map_err(|e| format!("its value is not JSON ({e})"))
+    }
+}
+
+/// What a jq error says: a string as it is (`error("no")` says `no`),
+/// any other value as JSON.
+fn error_text(e: jaq_core::Error<Val>) -> String {
+    match e.into_val() {
+        Val::TStr(text) => String::from_utf8_lossy(&text).into_owned(),
+        other => other.to_string(),
     }
 }
 
