@@ -192,11 +192,16 @@ impl Transform {
         let ran = catch_unwind(AssertUnwindSafe(|| {
             let ctx = Ctx::<Data>::new(&program.lut, Vars::new([]));
             let mut out = program.id.run((ctx, input)).map(jaq_core::unwrap_valr);
-            match out.next() {
+            let first = out.next();
+            drop(out);
+            match first {
                 None => Ok(None),
-                Some(Ok(v)) if nests_deeper(&v, MAX_DEPTH) => Err(format!(
-                    "its value nests arrays and objects deeper than {MAX_DEPTH}"
-                )),
+                Some(Ok(v)) if nests_deeper(&v, MAX_DEPTH) => {
+                    drop_flat(v);
+                    Err(format!(
+                        "its value nests arrays and objects deeper than {MAX_DEPTH}"
+                    ))
+                }
                 Some(Ok(v)) => Ok(Some(v.to_string())),
                 Some(Err(e)) => Err(format!(
                     "jq error: {}",
@@ -435,6 +440,28 @@ fn text_nests_deeper(text: &[u8], max: usize) -> bool {
     false
 }
 
+/// Drops `v` without recursion: dropping a value recurses once per level,
+/// and a run may return one nested deeper than any stack holds (a `reduce`
+/// wrapping its value once per element of a long array of the page).
+fn drop_flat(v: Val) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Val::Arr(a) => {
+                if let Ok(items) = jaq_json::Rc::try_unwrap(a) {
+                    stack.extend(items);
+                }
+            }
+            Val::Obj(o) => {
+                if let Ok(entries) = jaq_json::Rc::try_unwrap(o) {
+                    stack.extend(entries.into_iter().flat_map(|(k, v)| [k, v]));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Whether `v` nests arrays and objects deeper than `max`, found without
 /// recursion (an object's keys may be values too).
 fn nests_deeper(v: &Val, max: usize) -> bool {
@@ -643,6 +670,11 @@ mod tests {
             );
         }
         assert!(run("reduce range(63) as $i (null; [.])", json!(null)).is_ok());
+        // One level per element of the page's array, without a step: its
+        // value is refused and dropped without recursion.
+        let long = Value::Array(vec![json!(0); 3_000_000]);
+        let e = run("reduce .[] as $x (null; [.])", long).unwrap_err();
+        assert!(e.contains("deeper than 64"), "{e}");
     }
 
     /// Walked, compared, printed, dropped, or too deep for the run's
