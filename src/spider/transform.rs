@@ -24,8 +24,13 @@
 //!   one [`with_stack`] gave the page's extraction) and stops when a step
 //!   finds less than [`STACK_RESERVE`] of it left; `fromjson` refuses text
 //!   nesting deeper than [`MAX_DEPTH`] before it parses it, and a value
-//!   returned deeper than that fails the run. A page's text cannot abort
-//!   the worker.
+//!   returned deeper than that fails the run (and is taken apart without
+//!   recursion). A page's text cannot abort the worker. One gap is left:
+//!   a `reduce` (or `foreach`) takes no step, so a program nesting a value
+//!   once per element of a long array of the page (`reduce .[] as $x
+//!   (null; [.])`) and using it inside the run (`… | length`) past about
+//!   a million levels can still exhaust the run's stack; jaq gives no
+//!   hook into a fold of the program's own.
 //!
 //! What is not measured: one operation building a large value at once
 //! (`"x" * 1e9`, or doubling a string in a `reduce`), nor one walking a
