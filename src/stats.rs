@@ -225,8 +225,10 @@ stats! {
     DUPEFILTER_FILTERED = "dupefilter/filtered", Counter => "dupefilter_filtered";
     /// Start entries claimed.
     START_URLS_CLAIMED = "start_urls/claimed_count", Counter;
-    /// Leases that expired (a worker died or stalled) and went back to the queue.
+    /// Leases that expired (a worker died or stalled): back to the queue, or to the dead letters at `max_lease_expiries`.
     LEASE_EXPIRED = "lease/expired_count", Counter;
+    /// Requests set aside in the dead-letter key because their lease expired `max_lease_expiries` times: each worker that took them died or vanished holding them (a page that crashes workers), so they go no more to the queue. Counted in `deadletter/count` too.
+    LEASE_EXPIRED_DEAD = "lease/expired_dead_count", Counter;
     /// Responses that slowed their host down: a 429, a 5xx with Retry-After, or a 5xx while the host's recent error share is high.
     BACKOFF_SLOWED = "backoff/slowed_count", Counter => "hosts_slowed";
     /// Revisits (pages a `revisit` rule scheduled) put in the queue when due.

@@ -585,6 +585,77 @@ async fn an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit(
     assert_eq!(b.status().await.unwrap().items, 1);
 }
 
+/// A request whose lease expired `max_lease_expiries` times (each worker
+/// that took it died or vanished holding it: a page that crashes workers)
+/// becomes a dead letter with that reason instead of being leased again,
+/// counted. Until then it goes back to its place; a hand-back is no
+/// expiry; a committed request's count goes with it.
+async fn a_request_whose_lease_keeps_expiring_becomes_a_dead_letter(h: &impl Harness) {
+    let dies = |id| Options {
+        max_lease_expiries: 2,
+        ..options(id, Duration::from_millis(150))
+    };
+    let a = h.frontier(dies("worker-a")).await;
+    let b = h
+        .frontier(Options {
+            max_lease_expiries: 2,
+            ..worker("worker-b")
+        })
+        .await;
+    enqueue(&a, &[(1, 0), (2, 0), (3, 0)]).await;
+    // The first expiry: back at its place, ahead of 2 and 3.
+    assert_eq!(order(&lease(&a, 1).await), vec![1]);
+    until_queued(&b, 3).await;
+    // Handed back once (a worker stopping): not an expiry.
+    let held = lease(&b, 1).await;
+    assert_eq!(order(&held), vec![1]);
+    assert_eq!(b.release(&ids(&held)).await.unwrap(), 1);
+    // The second expiry of 1 sets it aside; 2 expires for the first time.
+    let d = h.frontier(dies("worker-d")).await;
+    assert_eq!(order(&lease(&a, 1).await), vec![1]);
+    assert_eq!(order(&lease(&d, 1).await), vec![2]);
+    eventually_async("the second expiry sets 1 aside", LIMIT, || async {
+        b.lease(0, 0).await.unwrap();
+        (b.status().await.unwrap().dead == 1).then_some(())
+    })
+    .await;
+    let status = b.status().await.unwrap();
+    assert_eq!((status.queued, status.inflight), (2, 0), "{status:?}");
+    let dead = b.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(
+        dead[0].reason,
+        crawlworker::frontier::records::lease_expiries_reason(2, 2)
+    );
+    let request: Request = serde_json::from_str(&dead[0].entry).unwrap();
+    assert_eq!(request.meta["n"], 1, "{dead:?}");
+    assert_eq!(dead[0].bytes, dead[0].entry.len());
+    for (stat, n) in [
+        (stats::LEASE_EXPIRED, 3),
+        (stats::LEASE_EXPIRED_DEAD, 1),
+        (stats::DEADLETTER_COUNT, 1),
+    ] {
+        assert_eq!(b.stat(stat).await.unwrap(), n, "{}", stat.name);
+    }
+    // 2, its one expiry counted, is committed; 3 is as it was.
+    let rest = lease(&b, 10).await;
+    assert_eq!(order(&rest), vec![2, 3]);
+    for leased in &rest {
+        assert!(matches!(
+            commit(&b, leased, &PageResult::default()).await,
+            Committed::Done { .. }
+        ));
+    }
+    let status = b.status().await.unwrap();
+    assert_eq!((status.queued, status.inflight, status.dead), (0, 0, 1));
+    if let Some(redis) = h.redis() {
+        let keys = spider().keys;
+        let mut conn = redis.conn();
+        let data: u64 = conn.hlen(&keys.request_data).unwrap();
+        assert_eq!(data, 0, "nothing of the requests is left behind");
+    }
+}
+
 async fn a_renewed_lease_is_kept_and_a_lost_one_is_named(h: &impl Harness) {
     let a = h
         .frontier(options("worker-a", Duration::from_secs(1)))
@@ -1860,6 +1931,7 @@ promises!(
     a_page_of_many_links_queues_each_once_or_nothing_once_its_lease_is_lost,
     an_expired_lease_returns_to_its_place_and_its_old_holder_cannot_commit,
     a_renewed_lease_is_kept_and_a_lost_one_is_named,
+    a_request_whose_lease_keeps_expiring_becomes_a_dead_letter,
     the_same_page_twice_in_one_batch_is_committed_once,
     a_commit_leases_the_pages_replacements,
     a_released_lease_returns_to_its_place,

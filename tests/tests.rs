@@ -44,6 +44,7 @@ mod page_cache;
 mod parse;
 mod per_host;
 mod pickup;
+mod poison_pages;
 mod progress;
 mod redis_cluster;
 mod redis_hosts;

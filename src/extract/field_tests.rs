@@ -253,3 +253,41 @@ gone = { css = "p::text", prepare = 'null', type = "int" }"#,
     assert_eq!(noted, ["thread.broken"]);
     assert!(x.unconverted[0].reason.contains("`prepare` failed"));
 }
+
+/// `[[…]]` nesting `n` arrays.
+fn nested(n: usize) -> String {
+    format!("{}{}", "[".repeat(n), "]".repeat(n))
+}
+
+#[test]
+fn a_value_nested_too_deep_is_a_missing_field_with_its_reason() {
+    // 3,000 arrays in a page's `<script>` once aborted every worker that
+    // read it with `fromjson`.
+    let s = spider(
+        r#"[items.thread]
+title = { css = "h1 ::text", join = "" }
+data = { css = "script::text", transform = 'fromjson' }"#,
+    );
+    let page = format!("<h1>Tips</h1><script>{}</script>", nested(3000));
+    let x = run(&s, "text/html", &page);
+    assert_eq!(x.items.len(), 1, "{:?}", x.dropped);
+    assert_eq!(x.items[0].fields["title"], json!("Tips"));
+    assert_eq!(x.items[0].fields["data"], Value::Null);
+    assert_eq!(x.unconverted.len(), 1, "{:?}", x.unconverted);
+    assert_eq!(x.unconverted[0].label(), "thread.data");
+    let reason = &x.unconverted[0].reason;
+    assert!(reason.contains("deeper than 64"), "{reason}");
+
+    // A JSON page within serde_json's 128 levels, whose field takes a value
+    // too deep for an item to hold.
+    let s = spider(
+        r#"[items.thread]
+title = { json = "$.title" }
+data = { json = "$.data" }"#,
+    );
+    let body = format!(r#"{{"title": "Tips", "data": {}}}"#, nested(100));
+    let x = run(&s, "application/json", &body);
+    assert_eq!(x.items.len(), 1, "{:?}", x.dropped);
+    assert_eq!(x.items[0].fields["data"], Value::Null);
+    assert!(x.unconverted[0].reason.contains("deeper than 64"));
+}

@@ -17,6 +17,7 @@ use serde_json::{Map, Number, Value};
 use super::page::Page;
 use super::DropReason;
 use crate::request::absolute_url;
+use crate::spider::limits::{nests_deeper, MAX_VALUE_DEPTH};
 use crate::spider::selector::{Selected, Selector};
 use crate::spider::xpath::Found;
 use crate::spider::{
@@ -254,20 +255,42 @@ fn value(
             (!values.is_empty()).then_some(Value::Array(values))
         }
     };
-    match (&field.transform, found) {
+    let finished = match (&field.transform, found) {
         (Some(t), Some(v)) => match t.run(&v) {
-            Ok(Value::Null) => Ok(None),
-            Ok(v) => Ok(Some(v)),
+            Ok(Value::Null) => None,
+            Ok(v) => Some(v),
             Err(e) => {
                 let why = format!("the transform of field `{}` failed: {e}", field.path);
-                page.unconverted(&field.path, why.clone());
-                match field.required {
-                    true => Err((DropReason::TransformFailed, why)),
-                    false => Ok(None),
-                }
+                return unconverted(field, page, DropReason::TransformFailed, why);
             }
         },
-        (_, found) => Ok(found),
+        (_, found) => found,
+    };
+    match finished {
+        Some(v) if nests_deeper(&v, MAX_VALUE_DEPTH) => {
+            let why = format!(
+                "the value of field `{}` nests arrays and objects deeper than {MAX_VALUE_DEPTH}",
+                field.path
+            );
+            unconverted(field, page, DropReason::WrongType, why)
+        }
+        finished => Ok(finished),
+    }
+}
+
+/// A field's value it could not keep, for `why`: noted on the page (counted
+/// and warned about); the item is dropped for `code` only when the field is
+/// required, else the field is missing.
+fn unconverted(
+    field: &Field,
+    page: &Page<'_>,
+    code: DropReason,
+    why: String,
+) -> Result<Option<Value>, Drop> {
+    page.unconverted(&field.path, why.clone());
+    match field.required {
+        true => Err((code, why)),
+        false => Ok(None),
     }
 }
 

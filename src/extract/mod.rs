@@ -254,8 +254,22 @@ pub fn extract(spider: &Spider, request: &Request, response: &Response<'_>) -> E
 
 /// Runs the spider's rule for this page, within `budget`: the parse stops
 /// at its limits, and the extraction between two steps (an item, a follow
-/// entry) when its time is up or the worker stopped.
+/// entry) when its time is up or the worker stopped. A spider whose items
+/// run jq programs is extracted on a stack fit for them.
 pub fn extract_within(
+    spider: &Spider,
+    request: &Request,
+    response: &Response<'_>,
+    budget: &Budget,
+) -> Extraction {
+    if spider.items_run_jq() {
+        crate::spider::transform::with_stack(|| extract_here(spider, request, response, budget))
+    } else {
+        extract_here(spider, request, response, budget)
+    }
+}
+
+fn extract_here(
     spider: &Spider,
     request: &Request,
     response: &Response<'_>,

@@ -159,7 +159,7 @@ key_kinds! {
     Start, start_urls = "{name}:start_urls", "list, set or zset", StartUrls;
     /// Queued request ids, scored by priority then FIFO.
     Requests, requests = "{name}:requests", "zset", Requests;
-    /// Request id → request JSON.
+    /// Request id → request JSON; one whose lease expired (its worker died or vanished holding it) leads with the count, `{"lease_expiries":1,…`, which sets it aside at `max_lease_expiries`.
     RequestData, request_data = "{name}:requests:data", "hash", Requests;
     /// Counter giving request ids and FIFO order.
     Sequence, sequence = "{name}:requests:seq", "string", Requests;

@@ -76,6 +76,15 @@ pub fn not_utf8_reason(what: &str) -> String {
     format!("{what} is not UTF-8 text (crawlworker reads only UTF-8; written by another tool?)")
 }
 
+/// Why a request whose lease expired `n` times is set aside, with the
+/// limit `max` it reached (`max_lease_expiries`; the lease scripts write
+/// the same words: `requeue_expired` in `scripts/lib/queue.lua`).
+pub fn lease_expiries_reason(n: u32, max: u32) -> String {
+    format!(
+        "its lease expired {n} times (max_lease_expiries = {max}): each worker that took it died or vanished before committing it, as a page that crashes workers makes them; set aside rather than leased again"
+    )
+}
+
 /// A request that failed for good: it gave no page to extract (retries
 /// used up, refused, or answered with a status the rules do not handle,
 /// such as 404).

@@ -278,6 +278,10 @@ pub struct Options {
     /// others to share its commit's script call (0: only pages finished
     /// while the previous commit was on its way share it).
     pub commit_wait: Duration,
+    /// How many times a request's lease may expire (its worker died or
+    /// vanished holding it) before it is a dead letter rather than queued
+    /// again (0: no limit).
+    pub max_lease_expiries: u32,
 }
 
 /// How much the whole cluster may fetch, enforced where requests are

@@ -40,6 +40,33 @@ pub const MAX_REGEX_NESTING: u32 = 64;
 /// such as `/post/(\d+)$` takes about 40 KiB, so some 6,000 of them fit.
 pub const MAX_REGEX_MEMORY: usize = 256 << 20;
 
+/// Deepest nesting of arrays and objects in a field's value (after its
+/// transform), and in what a transform reads with `fromjson` or returns:
+/// an item holding it, its nested `fields` around it, stays within the 128
+/// levels serde_json reads (the exporter, `crawlworker items`), and jq's
+/// recursion on a value within it fits a transform's stack. A JSON page
+/// itself is read within those 128.
+pub const MAX_VALUE_DEPTH: usize = 64;
+
+/// Whether `v` nests arrays and objects deeper than `max` (`[]` is one
+/// deep), found without recursion.
+pub fn nests_deeper(v: &serde_json::Value, max: usize) -> bool {
+    use serde_json::Value;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(o) => Box::new(o.values()),
+            _ => continue,
+        };
+        if depth + 1 > max {
+            return true;
+        }
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    false
+}
+
 /// The deepest nesting of `(` and `[` in `text` (closing brackets without
 /// an opening one count as nothing), measured without recursion.
 pub fn nesting(text: &str) -> usize {

@@ -563,6 +563,21 @@ impl Spider {
         self.rules.iter().position(|r| r.name == name)
     }
 
+    /// Whether its items run jq programs (a field's `prepare` or
+    /// `transform`, an item type's `transform`): a page's extraction then
+    /// runs on a stack fit for them ([`transform::with_stack`]), mapped
+    /// once rather than for each run.
+    pub fn items_run_jq(&self) -> bool {
+        fn runs(f: &Field) -> bool {
+            f.prepare.is_some()
+                || f.transform.is_some()
+                || matches!(&f.source, FieldSource::Object(fields) if fields.iter().any(runs))
+        }
+        self.items
+            .iter()
+            .any(|i| i.transform.is_some() || i.fields.iter().any(runs))
+    }
+
     /// The rule for a request: its named rule, else the first whose pattern
     /// matches the URL.
     pub fn rule_for(&self, rule: Option<&str>, url: &str) -> Option<&Rule> {
@@ -596,6 +611,7 @@ impl Spider {
                 max_backlog: u64::from(self.settings.items_stream_max_backlog),
             },
             commit_wait: self.settings.commit_wait,
+            max_lease_expiries: self.settings.max_lease_expiries,
         }
     }
 

@@ -18,10 +18,28 @@
 //!   value, which is bounded by the page.
 //! - **Bounded output.** A run's value may take [`MAX_OUTPUT_BYTES`] as
 //!   JSON; past it, the run fails.
+//! - **Bounded depth.** jaq recurses on values (walking, comparing,
+//!   printing, dropping them) and on nested calls, with no limit of its
+//!   own. A run has a stack of its own ([`RUN_STACK`], or what is left of
+//!   one [`with_stack`] gave the page's extraction) and stops when a step
+//!   finds less than [`STACK_RESERVE`] of it left; `fromjson` refuses text
+//!   nesting deeper than [`MAX_DEPTH`] before it parses it, and a value
+//!   returned deeper than that fails the run (and is taken apart without
+//!   recursion). A page's text cannot abort the worker. One gap is left:
+//!   a `reduce` (or `foreach`) takes no step, so a program nesting a value
+//!   once per element of a long array of the page (`reduce .[] as $x
+//!   (null; [.])`) and using it inside the run (`… | length`) past about
+//!   a million levels can still exhaust the run's stack; jaq gives no
+//!   hook into a fold of the program's own.
 //!
 //! What is not measured: one operation building a large value at once
-//! (`"x" * 1e9`, or doubling a string in a `reduce`). The program is the
-//! spider author's; the page only gives it values.
+//! (`"x" * 1e9`, or doubling a string in a `reduce`), nor one walking a
+//! value the program built deep (`paths` over 20,000 levels it nested
+//! itself ran a minute in a debug build, far past [`MAX_TIME`]: the clock
+//! is read between steps, and jaq's work between them grew with the
+//! depth). The program is the spider
+//! author's; the page only gives it values, nested at most [`MAX_DEPTH`]
+//! deep by `fromjson` and 128 by a JSON page.
 //!
 //! What the transform's outcome means for the item (missing, dropped) is
 //! the extractor's business.
@@ -54,6 +72,18 @@ pub const CLOCK_EVERY: u64 = 1024;
 pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
 /// The longest program accepted.
 pub const MAX_SOURCE_BYTES: usize = 4096;
+/// The deepest nesting of arrays and objects a value read by `fromjson`
+/// or returned by a run may have.
+pub const MAX_DEPTH: usize = crate::spider::limits::MAX_VALUE_DEPTH;
+/// The stack a run has, mapped for it (the worker's threads have 2 MiB):
+/// jq recurses once per level of a value it walks, builds or drops, and
+/// per nested call. Only what a run touches becomes memory.
+const RUN_STACK: usize = 256 << 20;
+/// What a step must find left of the run's stack, or the run stops: room
+/// for what jaq recurses on between two steps.
+const STACK_RESERVE: usize = 64 << 20;
+/// A run with less stack left than this gets a stack of its own.
+const STACK_NEEDED: usize = 2 * STACK_RESERVE;
 
 /// The names a transform may not use: they reach outside the value.
 const REFUSED: &[&str] = &[
@@ -155,6 +185,10 @@ impl Transform {
     /// The program's first output for `input` (`null` when it has none),
     /// or why the run failed: a jq error, or a bound passed.
     pub fn run(&self, input: &Value) -> Result<Value, String> {
+        with_stack(|| self.run_on_this_stack(input))
+    }
+
+    fn run_on_this_stack(&self, input: &Value) -> Result<Value, String> {
         let input = jaq_json::read::parse_single(input.to_string().as_bytes())
             .map_err(|e| format!("the value is not JSON jq reads: {e}"))?;
         STEPS.with(|s| s.set(0));
@@ -163,17 +197,28 @@ impl Transform {
         let ran = catch_unwind(AssertUnwindSafe(|| {
             let ctx = Ctx::<Data>::new(&program.lut, Vars::new([]));
             let mut out = program.id.run((ctx, input)).map(jaq_core::unwrap_valr);
-            match out.next() {
+            let first = out.next();
+            drop(out);
+            match first {
                 None => Ok(None),
+                Some(Ok(v)) if nests_deeper(&v, MAX_DEPTH) => {
+                    drop_flat(v);
+                    Err(format!(
+                        "its value nests arrays and objects deeper than {MAX_DEPTH}"
+                    ))
+                }
                 Some(Ok(v)) => Ok(Some(v.to_string())),
-                Some(Err(e)) => Err(e.to_string()),
+                Some(Err(e)) => Err(format!(
+                    "jq error: {}",
+                    crate::wording::cut(&error_text(e), 200)
+                )),
             }
         }));
         DEADLINE.with(|d| d.set(None));
         let text = match ran {
             Ok(Ok(Some(text))) => text,
             Ok(Ok(None)) => return Ok(Value::Null),
-            Ok(Err(e)) => return Err(format!("jq error: {}", crate::wording::cut(&e, 200))),
+            Ok(Err(e)) => return Err(e),
             Err(payload) => match payload.downcast::<OverBudget>() {
                 Ok(over) => return Err(over.to_string()),
                 Err(other) => resume_unwind(other),
@@ -189,6 +234,23 @@ impl Transform {
     }
 }
 
+/// What a jq error says: a string as it is (`error("no")` says `no`),
+/// any other value as JSON.
+fn error_text(e: jaq_core::Error<Val>) -> String {
+    match e.into_val() {
+        Val::TStr(text) => String::from_utf8_lossy(&text).into_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Runs `work` where a transform run has the stack it needs: here, if
+/// enough is left, else on a stack mapped for it ([`RUN_STACK`]). Mapping
+/// one costs a few system calls: an extraction that may run many
+/// transforms runs within one, so its runs need none of their own.
+pub fn with_stack<T>(work: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(STACK_NEEDED, RUN_STACK, work)
+}
+
 thread_local! {
     /// Steps taken by the run on this thread.
     static STEPS: Cell<u64> = const { Cell::new(0) };
@@ -202,6 +264,7 @@ thread_local! {
 enum OverBudget {
     Steps,
     Time,
+    Stack,
 }
 
 impl fmt::Display for OverBudget {
@@ -209,6 +272,7 @@ impl fmt::Display for OverBudget {
         match self {
             OverBudget::Steps => write!(f, "it took more than {MAX_STEPS} steps (a loop over a large range, or one that does not end)"),
             OverBudget::Time => write!(f, "it ran longer than {} ms", MAX_TIME.as_millis()),
+            OverBudget::Stack => write!(f, "it went too deep (a value or a call nested deeper than a transform's stack holds)"),
         }
     }
 }
@@ -222,6 +286,9 @@ fn step() {
     });
     if n > MAX_STEPS {
         resume_unwind(Box::new(OverBudget::Steps));
+    }
+    if stacker::remaining_stack().is_some_and(|left| left < STACK_RESERVE) {
+        resume_unwind(Box::new(OverBudget::Stack));
     }
     if n.is_multiple_of(CLOCK_EVERY) {
         let late = DEADLINE.with(|d| d.get().is_some_and(|d| Instant::now() > d));
@@ -299,9 +366,16 @@ fn natives() -> impl Iterator<Item = Fun<Data>> {
         step();
         jaq_core::box_iter::box_once(Ok(cv.1))
     }));
+    let fromjson: Fun<Data> = native::run(("fromjson", native::v(0), |cv| {
+        Box::new(
+            from_json(&cv.1)
+                .into_iter()
+                .map(|r| r.map_err(jaq_core::Exn::from)),
+        )
+    }));
     jaq_core::funs()
         .chain(jaq_std::funs())
-        .chain(jaq_json::funs())
+        .chain(jaq_json::funs().filter(|(name, _, _)| *name != "fromjson"))
         .map(|(name, args, f)| {
             if UNLINKED.contains(&name) {
                 return native::run((name, args, |_| {
@@ -317,7 +391,98 @@ fn natives() -> impl Iterator<Item = Fun<Data>> {
             };
             (name, args, f)
         })
-        .chain([step_fun])
+        .chain([step_fun, fromjson])
+}
+
+/// jq's `fromjson`, refusing text that nests deeper than [`MAX_DEPTH`]
+/// before jaq's parser (which recurses once per level) sees it.
+fn from_json(v: &Val) -> Vec<Result<Val, jaq_core::Error<Val>>> {
+    let text: &[u8] = match v {
+        Val::TStr(b) | Val::BStr(b) => b,
+        other => return vec![Err(jaq_core::Error::typ(other.clone(), "string"))],
+    };
+    if text_nests_deeper(text, MAX_DEPTH) {
+        return vec![Err(jaq_core::Error::str(format_args!(
+            "cannot parse the text as JSON: it nests arrays and objects deeper than {MAX_DEPTH}"
+        )))];
+    }
+    jaq_json::read::parse_many(text)
+        .map(|r| {
+            r.map_err(|e| {
+                let shown = crate::wording::cut(&String::from_utf8_lossy(text), 40).into_owned();
+                jaq_core::Error::str(format_args!("cannot parse {shown:?} as JSON: {e}"))
+            })
+        })
+        .collect()
+}
+
+/// Whether JSON `text` opens arrays and objects deeper than `max`
+/// (brackets in strings left out).
+fn text_nests_deeper(text: &[u8], max: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Drops `v` without recursion: dropping a value recurses once per level,
+/// and a run may return one nested deeper than any stack holds (a `reduce`
+/// wrapping its value once per element of a long array of the page).
+fn drop_flat(v: Val) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Val::Arr(a) => {
+                if let Ok(items) = jaq_json::Rc::try_unwrap(a) {
+                    stack.extend(items);
+                }
+            }
+            Val::Obj(o) => {
+                if let Ok(entries) = jaq_json::Rc::try_unwrap(o) {
+                    stack.extend(entries.into_iter().flat_map(|(k, v)| [k, v]));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether `v` nests arrays and objects deeper than `max`, found without
+/// recursion (an object's keys may be values too).
+fn nests_deeper(v: &Val, max: usize) -> bool {
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Val>> = match v {
+            Val::Arr(a) => Box::new(a.iter()),
+            Val::Obj(o) => Box::new(o.iter().flat_map(|(k, v)| [k, v])),
+            _ => continue,
+        };
+        if depth + 1 > max {
+            return true;
+        }
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    false
 }
 
 /// Refuses `def` (a loop of its own) and the names that reach outside the
@@ -472,6 +637,74 @@ mod tests {
         let e = Transform::compile(".a | nosuchfilter").unwrap_err();
         assert_eq!(e.offset, 5);
         assert!(e.message.contains("nosuchfilter"), "{}", e.message);
+    }
+
+    /// Text nesting `n` arrays: `[[[…]]]`.
+    fn nested_text(n: usize) -> String {
+        format!("{}{}", "[".repeat(n), "]".repeat(n))
+    }
+
+    #[test]
+    fn fromjson_of_text_nested_too_deep_fails_with_its_reason() {
+        // 3,000 arrays in 6 KB of a page's `<script>` once aborted the
+        // worker (its stack overflowed); so would ten million.
+        for n in [3_000, 10_000_000] {
+            let e = run("fromjson", json!(nested_text(n))).unwrap_err();
+            assert!(e.contains("deeper than 64"), "{n}: {e}");
+        }
+        let within = nested_text(MAX_DEPTH - 1);
+        assert!(run("fromjson | length", json!(within)).is_ok());
+    }
+
+    #[test]
+    fn values_a_transform_builds_too_deep_fail_with_their_reason() {
+        // Each once aborted the worker, on every page (an unoptimised
+        // build may reach the time bound first with the larger ones).
+        for program in [
+            "reduce range(2000) as $i (null; [.])",
+            "reduce range(2000) as $i (null; {a: .})",
+            "reduce range(2000) as $i (null; [.]) | [1, .]",
+            "reduce range(20000) as $i (null; [.])",
+            "reduce range(20000) as $i (null; {a: .})",
+        ] {
+            let e = run(program, json!(null)).unwrap_err();
+            let quick = program.contains("2000)");
+            assert!(
+                e.contains("deeper than 64") || !quick && stopped(&e),
+                "{program}: {e}"
+            );
+        }
+        assert!(run("reduce range(63) as $i (null; [.])", json!(null)).is_ok());
+        // One level per element of the page's array, without a step: its
+        // value is refused and dropped without recursion.
+        let long = Value::Array(vec![json!(0); 3_000_000]);
+        let e = run("reduce .[] as $x (null; [.])", long).unwrap_err();
+        assert!(e.contains("deeper than 64"), "{e}");
+    }
+
+    /// Walked, compared, printed, dropped, or too deep for the run's
+    /// stack: each once aborted the worker; now each ends, with a value or
+    /// a reason.
+    #[test]
+    fn deep_values_used_inside_a_run_do_not_abort_it() {
+        for program in [
+            "reduce range(20000) as $i (null; [.]) | tojson | length",
+            "reduce range(20000) as $i (null; [.]) | length",
+            "reduce range(20000) as $i (null; [.]) | . == .",
+            // (Over 20,000 levels, `paths` takes a minute: see the
+            // module's doc.)
+            "[reduce range(2000) as $i (null; [.]) | paths] | length",
+            "reduce range(20000) as $i (null; [.]) | walk(.) | length",
+            "reduce range(200000) as $i (null; [[[[[[[[[[.]]]]]]]]]]) | length",
+            "(\"a\" * 100000 | split(\"\")) as $p | {} | setpath($p; 1) | length",
+        ] {
+            if let Err(e) = run(program, json!(null)) {
+                assert!(
+                    e.contains("jq error") || e.contains("deep") || stopped(&e),
+                    "{program}: {e}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -40,6 +40,7 @@
 //! | `/fault/trickle?bytes_per_sec=N` | 200, chunked, an HTML start at once, then `.` bytes at N per second (1–1,000,000, default 10): one byte every 1/N s up to 1,000 per second, evenly spread over 1 ms ticks above. Never ends. |
 //! | `/fault/gzip` | 200 with `Content-Encoding: gzip`: a small page in a valid gzip member (stored deflate blocks, correct CRC-32 and size). |
 //! | `/fault/nested/{n}` | 200, a page of `n` (at most 10,000,000) nested `<div>`s holding a link to `/fault/nested-end` and a `<p class="deep">`: HTML whose parse costs n² steps without a depth limit. |
+//! | `/fault/nested-json/{n}` | 200, a page (`<h1>Nested JSON</h1>`) whose `<script type="application/json">` holds `n` (at most 10,000,000) nested JSON arrays: a value whose parse recurses once per level (6 KB for 3,000). |
 //! | `/fault/attributes/{n}` | 200, a `<p class="before">` then one `<div>` of `n` (at most 1,000,000) distinct attributes, then a `<p class="after">`: a tag whose parse costs n² steps. |
 //! | `/fault/file/{name}?type=T` | A downloadable file, typed and filled as a static file server would by the name's extension (any case): `.pdf` `application/pdf` (a PDF start), `.zip` `application/zip`, `.png` `image/png` (a PNG's first bytes), `.py` `text/x-python` (a line of Python), `.html` `text/html` (a small page); any other name `application/octet-stream` with bytes 0–255. `type=T` sends `Content-Type: T` instead, `type=none` no Content-Type at all. Other parameters are ignored (`logo.PNG?x=1` is a PNG). |
 //! | `/fault/downloads` | 200, a page linking `/fault/file/report.pdf`, `src.zip`, `logo.PNG?x=1`, `example.py` (the kinds of file Scrapy's link extractor skips) and `notes.html` (one it follows). |
@@ -499,6 +500,18 @@ fn dispatch(
                 "</div>".repeat(n)
             );
             Reply::Now(page(StatusCode::OK, "Nested", &body))
+        }
+        ["nested-json", n] => {
+            let n = number::<usize>("nesting", n)?;
+            if n > 10_000_000 {
+                return Err(format!("nesting must be at most 10000000, not {n}"));
+            }
+            let body = format!(
+                "<h1>Nested JSON</h1><script type=\"application/json\">{}{}</script>",
+                "[".repeat(n),
+                "]".repeat(n)
+            );
+            Reply::Now(page(StatusCode::OK, "Nested JSON", &body))
         }
         ["attributes", n] => {
             let n = number::<usize>("attributes", n)?;

@@ -56,6 +56,10 @@ pub(super) struct State {
     queue: BTreeMap<Place, Request>,
     /// Leased requests by id.
     leases: HashMap<String, Lease>,
+    /// Request (its queue place's number, its lease id) → how many times
+    /// its lease expired; forgotten when it is committed or set aside
+    /// (`lease_expiries` in the scripts).
+    lease_expiries: HashMap<u64, u32>,
     /// Worker → until when (ms) it counts as crawling: the crew the fair
     /// share of leases divides among (`crew` in the scripts).
     crew: HashMap<String, u64>,
@@ -219,12 +223,15 @@ impl State {
             .filter(|(_, l)| l.deadline <= now)
             .map(|(id, _)| id.clone())
             .collect();
+        let mut dead = 0;
         for id in &expired {
             if let Some(lease) = self.leases.remove(id) {
-                self.queue.insert(lease.place, lease.request);
+                dead += usize::from(self.requeue_expired(options, lease));
             }
         }
         self.count_stat(stats::LEASE_EXPIRED, expired.len());
+        self.count_stat(stats::LEASE_EXPIRED_DEAD, dead);
+        self.count_stat(stats::DEADLETTER_COUNT, dead);
         self.release_parked(options, now, max_wait);
         while let Some(entry) = self.delayed.first_entry() {
             if entry.key().0 > now {
@@ -248,6 +255,26 @@ impl State {
             }
         }
         self.count_stat(stats::REVISIT_QUEUED, queued);
+    }
+
+    /// An expired lease's request back to its queue place, its expiries
+    /// counted; at `max_lease_expiries` (0: no limit) a dead letter
+    /// instead (`requeue_expired` in the scripts). Whether it was set
+    /// aside.
+    fn requeue_expired(&mut self, options: &Options, lease: Lease) -> bool {
+        let n = self.lease_expiries.entry(lease.place.1).or_default();
+        *n += 1;
+        let (n, max) = (*n, options.max_lease_expiries);
+        if max == 0 || n < max {
+            self.queue.insert(lease.place, lease.request);
+            return false;
+        }
+        self.lease_expiries.remove(&lease.place.1);
+        let json = serde_json::to_string(&lease.request).unwrap_or_default();
+        let reason = crate::frontier::records::lease_expiries_reason(n, max);
+        self.dead
+            .push(DeadLetter::new(&options.keys.requests, &json, &reason));
+        true
     }
 
     /// Leases up to `max` requests to `options.worker` at `now`
@@ -288,6 +315,7 @@ impl State {
             let pages = self.host_pages.get(&host).copied().unwrap_or(0);
             if per_host > 0 && pages >= per_host {
                 self.queue.remove(&place);
+                self.lease_expiries.remove(&place.1);
                 self.count_stat(stats::QUOTA_HOST_DROPPED, 1);
                 continue;
             }
@@ -527,6 +555,7 @@ impl State {
         page: &PageResult,
         now: u64,
     ) -> (u64, u64) {
+        self.lease_expiries.remove(&lease.place.1);
         for (field, delta) in page.stats.iter() {
             self.add(&field, delta);
         }

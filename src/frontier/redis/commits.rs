@@ -478,6 +478,7 @@ impl RedisFrontier {
             max_pages: self.quota.max_pages.to_string(),
             quota_shard: self.quota_shard(),
             max_per_host: self.quota.max_pages_per_host.to_string(),
+            max_lease_expiries: self.max_lease_expiries.to_string(),
             release: flag(release),
             pages: sent.len().to_string(),
             stat_pairs: stats.len().to_string(),

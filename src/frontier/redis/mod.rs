@@ -103,6 +103,8 @@ pub struct RedisFrontier {
     batcher: commits::Batcher,
     /// How long a finished page may wait for others to share its commit.
     commit_wait: Duration,
+    /// Expiries of a request's lease that make it a dead letter (0: none).
+    max_lease_expiries: u32,
     /// Whether its leases take only requests due now (see
     /// [`Backend::lease_due_only`]).
     due_only: DueOnly,
@@ -188,6 +190,7 @@ impl RedisFrontier {
             in_flight_seen: Arc::default(),
             batcher: commits::Batcher::default(),
             commit_wait: options.commit_wait,
+            max_lease_expiries: options.max_lease_expiries,
             due_only: DueOnly::default(),
             held: Arc::default(),
             hand_back: HandBack::default(),
@@ -253,6 +256,7 @@ impl RedisFrontier {
             max_pages: self.quota.max_pages.to_string(),
             quota_shard: self.quota_shard(),
             max_per_host: self.quota.max_pages_per_host.to_string(),
+            max_lease_expiries: self.max_lease_expiries.to_string(),
             sink: self.sink.arg(),
             held: self.held.load(Ordering::Relaxed).to_string(),
             // Leases handed in a wake-up reach it only once Redis has
@@ -393,7 +397,9 @@ impl RedisFrontier {
                     continue;
                 }
             };
-            let request = if json.len() > MAX_REQUEST_BYTES {
+            // With room for the count of lease expiries a request may lead
+            // with (`{"lease_expiries":3,`, see `requeue_expired`).
+            let request = if json.len() > MAX_REQUEST_BYTES + 32 {
                 Err(format!(
                     "request is {} bytes, over the {MAX_REQUEST_BYTES}-byte limit",
                     json.len()

@@ -355,7 +355,7 @@ local before = #out
 local max_pages = page_cap(K, num(A.max_pages), A.quota_shard)
 local function lease(to, max, into, held, again)
   lease_requests(K, to, num(A.lease_ms), max, now, num(A.interval_ms), A.jitter == '1', num(A.max_wait_ms),
-    max_pages, num(A.max_per_host), again, held, into)
+    max_pages, num(A.max_per_host), again, num(A.max_lease_expiries), held, into)
 end
 lease(worker, lease_next, out, num(A.held), release)
 -- The requests queued that this commit did not lease are leased to the

@@ -27,7 +27,7 @@ local now = now_ms()
 local out = {}
 local max_pages = page_cap(K, num(A.max_pages), A.quota_shard)
 local fair = lease_requests(K, A.worker, num(A.lease_ms), max, now, num(A.interval_ms), A.jitter == '1', num(A.max_wait_ms),
-  max_pages, num(A.max_per_host), true, num(A.held), out)
+  max_pages, num(A.max_per_host), true, num(A.max_lease_expiries), num(A.held), out)
 -- What it did not get, a commit that queues work wakes it for; until
 -- then (or the next_due below) it does not ask again. A worker that takes
 -- handed leases waits for no more than its fair share: a commit leases

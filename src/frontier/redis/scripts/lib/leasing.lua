@@ -251,8 +251,10 @@ end
 -- Leases up to `max` requests to `worker` until now + lease_ms, appending
 -- id, JSON, politeness wait (ms), interval applied (ms) to `out`. K is the
 -- shared key table (see KEYS in lease.lua). With `release` set, work that
--- has come due is put back in the queue first: expired leases, retries
--- whose delay has passed, scheduled revisits. (The lease script always
+-- has come due is put back in the queue first: expired leases (a request
+-- whose lease expired `max_expiries` times becomes a dead letter instead:
+-- see requeue_expired), retries whose delay has passed, scheduled
+-- revisits. (The lease script always
 -- does; a commit only when its worker asks, a few times a second, since
 -- one ZRANGEBYSCORE each per page would be most of a commit's cost.)
 --
@@ -319,10 +321,10 @@ end
 -- so a slow host's backlog is moved out of the way in a few calls however
 -- deep it is. Returns `max` after the fair share's cut.
 local function lease_requests(K, worker, lease_ms, max, now, pace_ms, jitter, max_wait, max_pages, max_per_host,
-                              release, held, out)
+                              release, max_expiries, held, out)
   if release then
     queue_sizes = nil
-    requeue_expired(K.requests, K.request_data, K.inflight, K.leases, now)
+    requeue_expired(K, now, max_expiries)
     requeue_due(K.delayed, K.delayed_scores, K.requests, K.request_data, now)
     release_revisits(K, now)
     PARKING.release(K, now, pace_ms, max_wait)

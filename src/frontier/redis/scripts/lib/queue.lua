@@ -132,22 +132,71 @@ local function owner_score(owner)
   return tonumber(string.match(owner, '|([^|]*)$'))
 end
 
--- Returns expired leases (of any worker) to the queue at their old place.
-local function requeue_expired(requests, data, inflight, owners, now)
-  local expired = prove_by('zset', 'inflight', 'ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 512)
+-- Returns expired leases (of any worker) to the queue at their old place,
+-- counting each request's expiries. A request whose lease has now expired
+-- `max_expiries` times (0: no limit) is a dead letter instead, with its
+-- reason: each worker that took it died or vanished holding it, and the
+-- next would too (a page that crashes workers), so the crawl goes on
+-- without it. The redrive limit of SQS and Sidekiq.
+--
+-- The count leads the request's JSON (`{"lease_expiries":2,…`), where
+-- nothing else can put it, so it goes wherever the request goes (a
+-- hand-back, a shard's outbox) and is gone with it once committed (a
+-- retry or a revisit is written anew, without it). (Its helpers are this
+-- function's: a script's main function has room for 200 locals.)
+local function requeue_expired(K, now, max_expiries)
+  -- The count in `json`, and `json` without it.
+  local function expiries_in(json)
+    local n, rest = string.match(json, '^{"lease_expiries":(%d+),?(.*)$')
+    if n then
+      return tonumber(n), '{' .. rest
+    end
+    return 0, json
+  end
+  -- `json` (without a count) carrying the count `n`.
+  local function with_expiries(json, n)
+    local sep = string.sub(json, 2, 2) == '}' and '' or ','
+    return '{"lease_expiries":' .. int(n) .. sep .. string.sub(json, 2)
+  end
+  local expired = prove_by('zset', 'inflight', 'ZRANGEBYSCORE', K.inflight, '-inf', now, 'LIMIT', 0, 512)
   if #expired > 0 then
     before_write()
   end
+  local dead = 0
   for _, id in ipairs(expired) do
-    local owner = redis.call('HGET', owners, id)
-    redis.call('ZREM', inflight, id)
-    redis.call('HDEL', owners, id)
+    local owner = redis.call('HGET', K.leases, id)
+    redis.call('ZREM', K.inflight, id)
+    redis.call('HDEL', K.leases, id)
     local score = owner and owner_score(owner)
-    if score and redis.call('HEXISTS', data, id) == 1 then
-      redis.call('ZADD', requests, score, id)
+    local json = score and redis.call('HGET', K.request_data, id)
+    if json then
+      local n, request = expiries_in(json)
+      n = n + 1
+      local letter = nil
+      if max_expiries > 0 and n >= max_expiries then
+        -- As for a queue member without data (see lease_requests), the
+        -- dead list is not proved first: if another tool made it something
+        -- else, the request goes back to the queue with its count.
+        letter = redis.pcall('RPUSH', K.dead, cjson.encode({
+          key = K.requests, entry = escaped(string.sub(request, 1, 1024)), bytes = #request,
+          reason = 'its lease expired ' .. int(n) .. ' times (max_lease_expiries = ' .. int(max_expiries)
+            .. '): each worker that took it died or vanished before committing it, as a page that'
+            .. ' crashes workers makes them; set aside rather than leased again',
+          time = now / 1000,
+        }))
+      end
+      if type(letter) == 'number' then
+        redis.call('HDEL', K.request_data, id)
+        dead = dead + 1
+      else
+        redis.call('HSET', K.request_data, id, with_expiries(request, n))
+        redis.call('ZADD', K.requests, score, id)
+      end
     end
   end
   count(STAT.LEASE_EXPIRED, #expired)
+  count(STAT.LEASE_EXPIRED_DEAD, dead)
+  count(STAT.DEADLETTER_COUNT, dead)
 end
 
 -- Moves retries that are due from the delayed set back to the queue, at
