@@ -270,7 +270,9 @@ async fn log_in(
 ) -> anyhow::Result<SecretText> {
     match login::log_in(client, session, account).await {
         Ok(cookie) => Ok(cookie),
-        Err(LoginError::Refused(why, _)) | Err(LoginError::Unavailable(why)) => {
+        Err(LoginError::Refused(why, _))
+        | Err(LoginError::Unavailable(why))
+        | Err(LoginError::Misdirected(why)) => {
             bail!(
                 "parse could not log in with account `{}`: {why}",
                 account.name

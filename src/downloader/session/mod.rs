@@ -320,6 +320,13 @@ impl Keeper {
                 self.free_lock(&book).await;
                 Some(Ready::Failed(why))
             }
+            // Not the account's fault: it is not rested or retired.
+            Err(LoginError::Misdirected(why)) => {
+                stats.add(stats::SESSION_LOGIN_FAILED, 1);
+                tracing::error!(account = %account, "login not done: {why}");
+                self.free_lock(&book).await;
+                Some(Ready::Failed(why))
+            }
         }
     }
 
