@@ -698,3 +698,36 @@ async fn a_local_crawl_whose_login_is_refused_exits_at_once_naming_the_account()
     assert!(!log.contains("wrong-password"), "{log}");
     assert_eq!(server.members().refused(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_slower_than_login_timeout_is_kept_and_every_form_counts() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        login_delay: Duration::from_secs(5),
+        ..long_sessions()
+    });
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-slow-login");
+    let spider = spider(&server, dir.path(), "login_timeout = \"1s\"");
+    // Work for every worker at once: each needs the session.
+    let urls: Vec<String> = (1..=40)
+        .map(|n| server.url(&format!("/members/thread/{n}")))
+        .collect();
+    push_urls(&redis.url(), &spider, &urls);
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&spider, &redis.url(), &["--until-drained"], &env()))
+        .collect();
+    let log = wait_all(workers);
+    assert_exact(&items(&redis), &want(&server.base_url()));
+    // Every form sent is in the accounts' history, and within the hour's
+    // budget (10): the first late login was kept, not done again forever.
+    let logins = server.members().logins();
+    assert!((1..=10).contains(&logins), "{logins} logins: {log}");
+    let history: String = redis.conn().hget("members:session", "accounts").unwrap();
+    let history: Value = serde_json::from_str(&history).unwrap();
+    let counted = history["account-1"]["logins"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(counted as u64, logins, "{history}");
+    assert!(log.contains("longer than login_timeout"), "{log}");
+}

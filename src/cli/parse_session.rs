@@ -240,6 +240,15 @@ impl Counted<'_> {
             }
         };
         book.attempted(&account.name, now);
+        // Counted before the form is sent, however long the login takes.
+        let note = SessionLogin {
+            accounts: book.to_json(),
+            keep_lock: true,
+            ..SessionLogin::default()
+        };
+        if let Err(e) = self.frontier.session_store(&self.holder, &note).await {
+            bail!("cannot count parse's login in the cluster's account history: {e}; parse did not log in");
+        }
         let login = log_in(self.session, client, account).await;
         if login.is_ok() {
             book.logged_in(&account.name);
@@ -255,6 +264,7 @@ impl Counted<'_> {
             cookie: None,
             account: String::new(),
             accounts: book.to_json(),
+            ..SessionLogin::default()
         };
         if let Err(e) = self.frontier.session_store(&self.holder, &history).await {
             tracing::warn!(error = %e, "could not write parse's login into the cluster's account history; the login lock runs out by itself");

@@ -261,7 +261,34 @@ impl Keeper {
         };
         let account = &accounts[i];
         book.attempted(&account.name, now);
+        // The attempt counts against max_logins_per_hour before its form is
+        // sent, whatever becomes of the login (a late one included).
+        let note = SessionLogin {
+            accounts: book.to_json(),
+            keep_lock: true,
+            ..SessionLogin::default()
+        };
+        match self.frontier.session_store(&self.holder, &note).await {
+            Ok(true) => {}
+            // The lock ran out already: another worker may log in.
+            Ok(false) => return None,
+            Err(e) => {
+                return Some(Ready::Failed(format!(
+                    "cannot count the login in the accounts' history: {e}"
+                )))
+            }
+        }
+        let started = Instant::now();
         let login = login::log_in(&self.client, &self.config, account).await;
+        let took = started.elapsed();
+        if took > self.config.login_timeout {
+            tracing::warn!(
+                account = %account.name,
+                "a login took {}, longer than login_timeout ({}): other workers may have logged in meanwhile; raise login_timeout",
+                crate::wording::duration(took),
+                crate::wording::duration(self.config.login_timeout)
+            );
+        }
         self.after_login(account.name.clone(), record.generation, login, book, stats)
             .await
     }
@@ -281,6 +308,8 @@ impl Keeper {
                     cookie: Some(cookie.clone()),
                     account: account.clone(),
                     accounts: book.to_json(),
+                    seen: generation,
+                    keep_lock: false,
                 };
                 match self.frontier.session_store(&self.holder, &stored).await {
                     Ok(true) => {
@@ -297,10 +326,10 @@ impl Keeper {
                             cookie,
                         })
                     }
-                    // The lock ran out first: another worker may be
-                    // logging in; its session is waited for.
+                    // The lock ran out first and another worker stored a
+                    // newer session meanwhile: that one is used.
                     Ok(false) => {
-                        tracing::warn!(account = %account, "a login outlived login_timeout; its session is not used");
+                        tracing::warn!(account = %account, "a login outlived login_timeout and another worker's newer session was stored meanwhile; this one is not used");
                         None
                     }
                     Err(e) => Some(Ready::Failed(format!(
@@ -382,9 +411,8 @@ impl Keeper {
     /// Frees the lock without a session, keeping the accounts' history.
     async fn free_lock(&self, book: &Book) {
         let failed = SessionLogin {
-            cookie: None,
-            account: String::new(),
             accounts: book.to_json(),
+            ..SessionLogin::default()
         };
         if let Err(e) = self.frontier.session_store(&self.holder, &failed).await {
             tracing::debug!(error = %e, "could not free the login lock; it runs out instead");

@@ -557,8 +557,9 @@ wire! {
 }
 
 wire! {
-    /// `session_store.lua`: `ok` is 1 for a login that worked.
-    SessionStoreArgs { holder, ok, cookie, account, accounts }
+    /// `session_store.lua`: `ok` is 1 for a login that worked, `seen` the
+    /// generation it replaces, `keep_lock` 1 to write the history only.
+    SessionStoreArgs { holder, ok, cookie, account, accounts, seen, keep_lock }
 }
 
 wire! {
