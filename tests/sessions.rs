@@ -444,6 +444,44 @@ async fn a_logged_in_crawl_logged_at_trace_for_every_target_prints_no_secret() {
     );
 }
 
+/// Filters that turn on a library's debug output beside crawlworker's:
+/// the cookie jar's, and the HTTP client's at trace.
+const LIBRARY_FILTERS: &[&str] = &[
+    "info,cookie_store=debug",
+    "debug,reqwest=trace",
+    "info,cookie_store::cookie_store=trace,reqwest::connect::verbose=trace",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cookie_or_password_shows_whatever_libraries_the_log_filter_names() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 15,
+        ..MembersConfig::default()
+    });
+    let dir = temp_dir("sessions-library-filters");
+    let spider = spider(&server, dir.path(), "");
+    for filter in LIBRARY_FILTERS {
+        let out = std::process::Command::new(crawlworker_testkit::binary())
+            .args(["run", spider.to_str().unwrap(), "--local", "--start"])
+            .arg(server.url("/members/"))
+            .arg("-o")
+            .arg(dir.path().join("items.jsonl"))
+            .envs(env())
+            .env("CRAWLWORKER_LOG", filter)
+            .output()
+            .unwrap();
+        let log = stderr(&out);
+        assert!(out.status.success(), "{filter}: {log}");
+        let members = server.members();
+        let mut secrets = vec![PASSWORD.to_string()];
+        secrets.extend(members.issued_sessions());
+        secrets.extend(members.issued_tokens());
+        assert_no_secret(&secrets, &[(filter, &log)]);
+    }
+    assert!(server.members().logins() >= 6);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_ids_in_urls_are_masked_in_a_trace_log_and_sent_as_they_are() {
     let server = FixtureServer::start(Site::demo()).await.unwrap();

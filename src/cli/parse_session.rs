@@ -297,6 +297,7 @@ async fn with_cookie(
     cookie: &SecretText,
 ) -> anyhow::Result<Fetched> {
     crate::redact::learn_cookie_names(cookie.expose());
+    crate::redact::learn_cookie_values(cookie.expose(), false);
     let mut sent = request.clone();
     sent.headers
         .retain(|(k, _)| !k.eq_ignore_ascii_case("cookie"));

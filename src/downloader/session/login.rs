@@ -74,6 +74,9 @@ pub async fn log_in(
                 None,
             )
         })?;
+        if !matches!(source, crate::spider::session::SecretSource::Literal(_)) {
+            crate::redact::learn_secret(value.expose());
+        }
         form.set(name, value.expose());
     }
     let done = submit(client, &jar, &form, session).await?;
@@ -197,7 +200,12 @@ async fn follow(
             .headers
             .iter()
             .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
-            .filter_map(|(_, v)| HeaderValue::from_str(v).ok())
+            .filter_map(|(_, v)| {
+                // Masked in every log line before the jar (whose library
+                // logs what it stores) sees it.
+                crate::redact::learn_cookie_values(v, true);
+                HeaderValue::from_str(v).ok()
+            })
             .collect();
         jar.set_cookies(&mut set.iter(), &url);
         if (500..600).contains(&fetched.status) {

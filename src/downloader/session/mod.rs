@@ -128,6 +128,7 @@ impl Keeper {
     fn set_current(&self, generation: u64, cookie: SecretText) {
         // A site may put the same session in its URLs: logs mask it.
         crate::redact::learn_cookie_names(cookie.expose());
+        crate::redact::learn_cookie_values(cookie.expose(), false);
         if let Ok(mut c) = self.current.lock() {
             *c = Some((generation, cookie));
         }
