@@ -605,6 +605,12 @@ wire! {
 }
 
 wire! {
+    /// `import_retry.lua`: the dead letter as stored, and the entry it
+    /// kept.
+    ImportRetryArgs: bytes { letter, entry }
+}
+
+wire! {
     /// `import_queue.lua`: the type of the entries' key ('list' or
     /// 'zset').
     ImportArgs { kind, wake }
@@ -1056,6 +1062,12 @@ fn admin_layouts() -> Vec<Layout> {
             "import_stage",
             vec![K(Kk::Requests), K(Kk::RequestData), K(Kk::ScrapyQueue)],
             ImportStageArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "import_retry",
+            vec![K(Kk::Dead), K(Kk::ScrapyQueue)],
+            ImportRetryArgs::FIELDS,
             Vec::new(),
         ),
         Layout {
