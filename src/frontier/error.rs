@@ -5,7 +5,9 @@
 /// A Redis operation that failed: what was done, on which key, and what
 /// Redis said (part of the message, so one line tells it all).
 #[derive(Debug, thiserror::Error)]
-#[error("Redis {op} on `{key}` failed: {}", said(cause))]
+// `op` is a verb phrase the key completes ("read", "set aside the
+// scrapy-redis queue in"): "on" after it read "… queue in on `key`".
+#[error("Redis could not {op} `{key}`: {}", said(cause))]
 pub struct FrontierError {
     pub op: &'static str,
     pub key: String,
@@ -150,6 +152,23 @@ mod tests {
             key: "bbs:requests".into(),
             cause,
         }
+    }
+
+    #[test]
+    fn the_operation_reads_as_a_sentence_with_its_key() {
+        let e = FrontierError {
+            op: "set aside the scrapy-redis queue in",
+            key: "bbs:requests".into(),
+            cause: redis::RedisError::from((redis::ErrorKind::ClientError, "refused")),
+        };
+        let said = e.to_string();
+        assert!(
+            said.starts_with(
+                "Redis could not set aside the scrapy-redis queue in `bbs:requests`: "
+            ),
+            "{said}"
+        );
+        assert!(!said.contains(" in on "), "{said}");
     }
 
     #[test]
