@@ -769,3 +769,30 @@ async fn a_login_slower_than_login_timeout_is_kept_and_every_form_counts() {
     assert_eq!(counted as u64, logins, "{history}");
     assert!(log.contains("longer than login_timeout"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_spent_on_a_changed_login_form_say_what_failed() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-changed-form");
+    // The site renamed its form: the spider's selector finds none.
+    let path = spider(&server, dir.path(), "max_logins_per_hour = 1");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("form = \"form#login\"", "form = \"form#signin\"");
+    std::fs::write(&path, text).unwrap();
+    start(&redis, &path, &server);
+    let worker = Worker::spawn(&path, &redis.url(), &["--idle-exit", "2s"], &env());
+    let log = wait_all(vec![worker]);
+    assert_eq!(server.members().logins(), 0);
+    let spent = log
+        .lines()
+        .find(|l| l.contains("every account has had its logins for this hour"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        spent.contains("the last login could not be done")
+            && spent.contains("has no form matching `form#signin`"),
+        "{spent}"
+    );
+}

@@ -241,9 +241,13 @@ impl Keeper {
                     ),
                     None => {
                         stats.add(stats::SESSION_LOGIN_DEFERRED, 1);
+                        // Logins that failed spend the hour's too: say why.
+                        let failed = book.last_failure().map_or(String::new(), |why| {
+                            format!(" (the last login could not be done: {why})")
+                        });
                         tracing::warn!(
                             max_logins_per_hour = self.config.max_logins_per_hour,
-                            "every account has had its logins for this hour; requests to the site wait {}",
+                            "every account has had its logins for this hour{failed}; requests to the site wait {}",
                             crate::wording::duration(wait)
                         );
                     }
@@ -347,6 +351,7 @@ impl Keeper {
             Err(LoginError::Unavailable(why)) => {
                 stats.add(stats::SESSION_LOGIN_FAILED, 1);
                 tracing::warn!(account = %account, "login could not be done: {why}");
+                book.failed(&account, &why);
                 self.free_lock(&book).await;
                 Some(Ready::Failed(why))
             }
@@ -354,6 +359,7 @@ impl Keeper {
             Err(LoginError::Misdirected(why)) => {
                 stats.add(stats::SESSION_LOGIN_FAILED, 1);
                 tracing::error!(account = %account, "login not done: {why}");
+                book.failed(&account, &why);
                 self.free_lock(&book).await;
                 Some(Ready::Failed(why))
             }
