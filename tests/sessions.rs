@@ -796,3 +796,37 @@ async fn logins_spent_on_a_changed_login_form_say_what_failed() {
         "{spent}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_account_retired_fails_the_sites_requests_and_each_worker_says_so() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-all-retired");
+    let path = spider(&server, dir.path(), "login_cooldown = \"1s\"");
+    let urls: Vec<String> = (1..=40)
+        .map(|n| server.url(&format!("/members/thread/{n}")))
+        .collect();
+    push_urls(&redis.url(), &path, &urls);
+    let mut env = env();
+    env.push(("FORUM_PASS", "wrong-password"));
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::spawn(&path, &redis.url(), &["--until-drained"], &env))
+        .collect();
+    for w in workers {
+        // The crawl drains: every request failed for good (exit code 3).
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert_eq!(status.code(), Some(3), "{log}");
+        assert!(
+            log.contains("every account of [session] is retired"),
+            "a worker is silent: {log}"
+        );
+        assert!(!log.contains("wrong-password"), "{log}");
+    }
+    // Refused once, rested, refused again: retired, no more tries.
+    assert_eq!(server.members().refused(), 2);
+    let failed: usize = redis.conn().llen("members:failed").unwrap();
+    assert_eq!(failed, 40);
+    let stats = stats_json(&redis, &path);
+    assert_eq!(stat(&stats, "session/account_retired_count"), 1, "{stats}");
+}

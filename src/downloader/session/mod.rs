@@ -37,8 +37,8 @@ use login::LoginError;
 
 /// How often a worker waiting for another's login asks again.
 const WAIT_STEP: Duration = Duration::from_millis(100);
-/// How long requests wait when every account is retired, before asking
-/// again (an operator may have deleted the session key meanwhile).
+/// How long a local crawl's requests wait when every account is retired
+/// (it is stopping: see [`Keeper::refused`]).
 const ALL_RETIRED_WAIT: Duration = Duration::from_secs(300);
 /// The shortest time a request is put off for when no login may happen.
 const MIN_WAIT: Duration = Duration::from_secs(1);
@@ -54,6 +54,11 @@ pub enum Ready {
     /// The login could not be done (the site is down, the form is gone):
     /// retry the request as after a network error.
     Failed(String),
+    /// Every account is retired: no login can be made until an operator
+    /// fixes the credentials, so the request fails for good now (kept in
+    /// the failed key, for `push-urls --from-failed`), and a crawl run
+    /// until drained ends.
+    NoAccount(String),
 }
 
 /// Whether `page` shows `session` logged out: it is, or redirects to, the
@@ -92,6 +97,8 @@ pub struct Keeper {
     /// lock or a Redis round trip each, so they hold the worker's download
     /// slots no longer than other hosts' requests need them.
     no_login_until: Mutex<Option<Instant>>,
+    /// This worker has logged that every account is retired.
+    said_retired: std::sync::atomic::AtomicBool,
 }
 
 impl Keeper {
@@ -108,6 +115,7 @@ impl Keeper {
             current: Mutex::new(None),
             getting: tokio::sync::Mutex::new(()),
             no_login_until: Mutex::new(None),
+            said_retired: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -260,8 +268,15 @@ impl Keeper {
             }
             Choice::NoneLeft => {
                 self.free_lock(&book).await;
-                tracing::error!(accounts = accounts.len(), "every account of [session] is retired (each was refused, rested, and refused again); requests to the site wait. Fix the credentials, then delete the session key (crawlworker flush --all, or DEL <name>:session)");
-                return Some(Ready::Wait(ALL_RETIRED_WAIT));
+                let why = "every account of [session] is retired (each was refused, rested, and refused again)";
+                // Once per worker; each request's failure says it too.
+                if !self
+                    .said_retired
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::error!(accounts = accounts.len(), "{why}; requests to the site fail for good (kept in the failed key). Fix the credentials, delete the session key (DEL <name>:session), then queue them again with crawlworker push-urls --from-failed");
+                }
+                return Some(Ready::NoAccount(why.to_string()));
             }
         };
         let account = &accounts[i];
