@@ -830,3 +830,43 @@ async fn every_account_retired_fails_the_sites_requests_and_each_worker_says_so(
     let stats = stats_json(&redis, &path);
     assert_eq!(stat(&stats, "session/account_retired_count"), 1, "{stats}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_cache_never_replays_a_logged_out_page_to_a_logged_in_crawl() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let dir = temp_dir("sessions-page-cache");
+    let cache = dir.path().join("cache");
+    let with_session = spider(&server, dir.path(), "");
+    // The same spider before its [session] was written: the thread page
+    // answers a redirect to the login page, which the cache keeps.
+    let text = std::fs::read_to_string(&with_session).unwrap();
+    let (head, rest) = text.split_once("[session]").unwrap();
+    let (_, tail) = rest.split_once("[items.thread]").unwrap();
+    let without = dir.path().join("without.toml");
+    std::fs::write(&without, format!("{head}[items.thread]{tail}")).unwrap();
+    let page = server.url("/members/thread/3");
+    let run = |spider: &Path, out: &str| {
+        let output = dir.path().join(out);
+        let o = std::process::Command::new(crawlworker_testkit::binary())
+            .args(["run", spider.to_str().unwrap(), "--local", "--start", &page])
+            .arg("--http-cache")
+            .arg(&cache)
+            .arg("-o")
+            .arg(&output)
+            .envs(env())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(&output).unwrap_or_default()
+    };
+    assert_eq!(run(&without, "without.jsonl"), "");
+    let items = run(&with_session, "with.jsonl");
+    assert!(items.contains("Members thread 3"), "{items}");
+    assert_eq!(server.members().logins(), 1);
+    // The logged-in page replaces the logged-out one: a third run replays
+    // it, and logs in no more.
+    let items = run(&with_session, "again.jsonl");
+    assert!(items.contains("Members thread 3"), "{items}");
+    assert_eq!(server.members().logins(), 1);
+}
