@@ -679,3 +679,26 @@ async fn a_refused_import_is_kept_whole_and_brought_back_once_the_spider_maps_it
     drain_in_process(&mapped, &redis).await;
     assert_eq!(server.hits("/post/1001"), 1, "{:?}", server.hit_counts());
 }
+
+#[test]
+fn a_requests_key_of_another_type_is_refused_in_words_not_script_places() {
+    let dir = temp_dir("takeover-wrong-type");
+    let spider = spider(dir.path());
+    let redis = RedisServer::start();
+    let _: () = redis.conn().hset("bbs:requests", "a", "b").unwrap();
+    let out = import(&redis, &spider, &[]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("Redis could not set aside the scrapy-redis queue in `bbs:requests`")
+            && said.contains("is a hash")
+            && said.contains("nothing was moved"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("user_script")
+            && !said.contains("user_function")
+            && !said.contains(" script: "),
+        "{said}"
+    );
+}

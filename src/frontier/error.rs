@@ -21,7 +21,31 @@ fn said(cause: &redis::RedisError) -> String {
     if cause.kind() == redis::ErrorKind::ParseError {
         return "what answered is not Redis: its reply is not the Redis protocol (an HTTP server or another service on that port? check the port in --redis or REDIS_URL)".to_string();
     }
-    cause.to_string()
+    without_script_location(&cause.to_string()).to_string()
+}
+
+/// `said` without the place in the Lua script Redis appends to an error a
+/// script raised (` script: <sha or name>, on @user_script:22.`): the
+/// message is for people, the line of a script of ours means nothing to
+/// them.
+fn without_script_location(said: &str) -> &str {
+    let Some(at) = said.rfind(" script: ") else {
+        return said;
+    };
+    let tail = &said[at + " script: ".len()..];
+    let place = tail
+        .split_once(", on @")
+        .map(|(_, p)| p.trim_end_matches('.'));
+    let ours = place.is_some_and(|p| {
+        p.split_once(':').is_some_and(|(what, line)| {
+            what.starts_with("user_") && line.chars().all(|c| c.is_ascii_digit())
+        })
+    });
+    if ours {
+        said[..at].trim_end()
+    } else {
+        said
+    }
 }
 
 impl FrontierError {
@@ -152,6 +176,21 @@ mod tests {
             key: "bbs:requests".into(),
             cause,
         }
+    }
+
+    #[test]
+    fn the_place_in_a_script_is_left_out_of_what_redis_said() {
+        use super::without_script_location as cut;
+        assert_eq!(
+            cut("WRONGTYPE key bbs:requests is a hash; nothing was moved script: da4884e486f0353b9df1548462151cfc2bd03b35, on @user_script:22."),
+            "WRONGTYPE key bbs:requests is a hash; nothing was moved"
+        );
+        assert_eq!(
+            cut("ERR value is not an integer or out of range script: crawlworker_lease, on @user_function:310."),
+            "ERR value is not an integer or out of range"
+        );
+        let kept = "ERR the word script: appears here";
+        assert_eq!(cut(kept), kept);
     }
 
     #[test]
