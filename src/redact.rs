@@ -11,6 +11,13 @@
 //! the cookie names of a spider's login session, learned as soon as a
 //! worker has the session ([`learn_cookie_names`]). Names are matched
 //! whatever their case.
+//!
+//! And the secrets themselves, wherever a line holds them: the values of
+//! the cookies a login receives and of the credentials it sends are
+//! learnt before they are sent or stored ([`learn_secret`]), and
+//! [`log_line`] masks them in every line, whichever library wrote it and
+//! whatever `CRAWLWORKER_LOG` lets through: a second barrier behind the
+//! log filter's caps on the libraries that print them.
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -29,6 +36,23 @@ struct Masker {
     learned: Vec<String>,
     pattern: Regex,
 }
+
+/// Secret values shorter than this are not masked by value (they would
+/// mask ordinary words); the log filter's caps still hold them back.
+pub const MIN_SECRET_LEN: usize = 6;
+/// How many secret values are masked at most: the newest (a long crawl
+/// logs in again and again; the old sessions are dead).
+pub const MAX_SECRETS: usize = 256;
+
+/// The secret values masked, newest last, and the pattern of them all.
+#[derive(Default)]
+struct Secrets {
+    values: Vec<String>,
+    pattern: Option<Regex>,
+}
+
+static SECRETS: LazyLock<ArcSwap<Secrets>> =
+    LazyLock::new(|| ArcSwap::from_pointee(Secrets::default()));
 
 impl Masker {
     fn new(learned: Vec<String>) -> Masker {
@@ -59,6 +83,67 @@ static MASKER: LazyLock<ArcSwap<Masker>> =
 /// Learning happens rarely (once per session's set of cookie names), and
 /// one at a time.
 static LEARNING: Mutex<()> = Mutex::new(());
+
+/// A log line as written: the secret values learnt masked, then the
+/// session ids in its URLs (borrowed when there is nothing to mask).
+pub fn log_line(line: &[u8]) -> Cow<'_, [u8]> {
+    let secrets = SECRETS.load();
+    match secrets.pattern.as_ref().filter(|p| p.is_match(line)) {
+        Some(p) => {
+            let masked = p.replace_all(line, MASK.as_bytes()).into_owned();
+            Cow::Owned(session_ids(&masked).into_owned())
+        }
+        None => session_ids(line),
+    }
+}
+
+/// Masks `value` wherever a log line holds it from now on (also as a
+/// form or a URL encodes it): a cookie's value or a credential, learnt
+/// before it is sent or stored. Values under [`MIN_SECRET_LEN`]
+/// characters are not.
+pub fn learn_secret(value: &str) {
+    let value = value.trim();
+    if value.len() < MIN_SECRET_LEN {
+        return;
+    }
+    let encoded: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
+    let forms = [value.to_string(), encoded, value.replace(' ', "%20")];
+    let known = SECRETS.load();
+    if forms.iter().all(|f| known.values.contains(f)) {
+        return;
+    }
+    let _one = LEARNING.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut values = SECRETS.load().values.clone();
+    for f in forms {
+        if !values.contains(&f) {
+            values.push(f);
+        }
+    }
+    let excess = values.len().saturating_sub(MAX_SECRETS);
+    values.drain(..excess);
+    // Longest first, so a value is masked whole before a part of it.
+    let mut sorted: Vec<&String> = values.iter().collect();
+    sorted.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    let alternatives: Vec<String> = sorted.iter().map(|v| regex::escape(v)).collect();
+    let pattern = Regex::new(&alternatives.join("|")).ok();
+    SECRETS.store(Arc::new(Secrets { values, pattern }));
+}
+
+/// Masks the values of the cookies of `cookie` (a `Cookie` header,
+/// `a=1; b=2`, or a `Set-Cookie` header, whose attributes are no secret)
+/// from now on: see [`learn_secret`].
+pub fn learn_cookie_values(cookie: &str, set_cookie: bool) {
+    let pairs: Vec<&str> = if set_cookie {
+        cookie.split(';').take(1).collect()
+    } else {
+        cookie.split(';').collect()
+    };
+    for kv in pairs {
+        if let Some((_, v)) = kv.split_once('=') {
+            learn_secret(v.trim().trim_matches('"'));
+        }
+    }
+}
 
 /// `line` with the values of session parameters masked (borrowed when
 /// there are none).
@@ -137,6 +222,26 @@ mod tests {
         let kept = "http://f.test/a?side=left&xsid=1&user=sid=2";
         assert_eq!(masked(kept), kept);
         assert!(matches!(session_ids(kept.as_bytes()), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn learnt_secret_values_are_masked_wherever_a_line_holds_them() {
+        let line = |s: &str| String::from_utf8(log_line(s.as_bytes()).into_owned()).unwrap();
+        let said = "DEBUG cookie_store: inserting Set-Cookie: forum_s=v4lue-0f9e; Path=/";
+        assert_eq!(line(said), said);
+        learn_cookie_values("forum_s=v4lue-0f9e; Path=/; HttpOnly", true);
+        assert_eq!(
+            line(said),
+            "DEBUG cookie_store: inserting Set-Cookie: forum_s=[secret]; Path=/"
+        );
+        learn_secret("pa ss&w0rd");
+        assert_eq!(
+            line(r#"TRACE write: b"user=m&password=pa+ss%26w0rd&csrf=1" and pa ss&w0rd"#),
+            r#"TRACE write: b"user=m&password=[secret]&csrf=1" and [secret]"#
+        );
+        // Short values mask nothing (they would mask words).
+        learn_secret("abc");
+        assert_eq!(line("abc abcd"), "abc abcd");
     }
 
     #[test]

@@ -1648,6 +1648,7 @@ fn login(cookie: &str, account: &str) -> SessionLogin {
         cookie: Some(SecretText::new(cookie.into())),
         account: account.into(),
         accounts: format!("{{\"{account}\": 1}}"),
+        ..SessionLogin::default()
     }
 }
 
@@ -1664,8 +1665,14 @@ async fn one_worker_logs_in_and_the_others_get_its_session(h: &impl Harness) {
         b.session_lock(0, "b", long).await.unwrap(),
         SessionLock::Busy
     );
-    // Only the holder stores.
-    assert!(!b.session_store("b", &login("sid=b", "x")).await.unwrap());
+    // Only the holder writes the history (a login that did not hold the
+    // lock keeps only its session, as a late one: see below).
+    let history = SessionLogin {
+        accounts: "{\"x\": 1}".into(),
+        ..SessionLogin::default()
+    };
+    assert!(!b.session_store("b", &history).await.unwrap());
+    assert_eq!(a.session().await.unwrap().accounts, "");
     assert!(a
         .session_store("a", &login("sid=a", "alice"))
         .await
@@ -1690,9 +1697,9 @@ async fn one_worker_logs_in_and_the_others_get_its_session(h: &impl Harness) {
         SessionLock::Taken
     );
     let failed = SessionLogin {
-        cookie: None,
         account: "bob".into(),
         accounts: "{\"bob\": \"retired\"}".into(),
+        ..SessionLogin::default()
     };
     assert!(b.session_store("b", &failed).await.unwrap());
     let after = a.session().await.unwrap();
@@ -1750,7 +1757,8 @@ async fn a_login_lock_nobody_frees_runs_out(h: &impl Harness) {
         SessionLock::Taken
     );
     eventually_async("the login lock runs out", LIMIT, || async {
-        (b.session_lock(0, "b", short).await.unwrap() == SessionLock::Taken).then_some(())
+        let long = Duration::from_secs(60);
+        (b.session_lock(0, "b", long).await.unwrap() == SessionLock::Taken).then_some(())
     })
     .await;
     assert!(
@@ -1758,12 +1766,44 @@ async fn a_login_lock_nobody_frees_runs_out(h: &impl Harness) {
         "{:?}",
         taken.elapsed()
     );
-    // The holder that outlived its deadline stores nothing.
-    assert!(!a
+    // The holder that outlived its deadline counted its attempt while it
+    // held the lock; late, it writes no history, but its session is kept
+    // while none newer was stored.
+    let note = SessionLogin {
+        accounts: "{\"alice\": 1}".into(),
+        keep_lock: true,
+        ..SessionLogin::default()
+    };
+    assert!(!a.session_store("a", &note).await.unwrap());
+    assert!(a
         .session_store("a", &login("sid=late", "alice"))
         .await
         .unwrap());
+    let kept = a.session().await.unwrap();
+    assert_eq!((kept.generation, kept.cookie.expose()), (1, "sid=late"));
+    assert_eq!(kept.accounts, "");
+    // The lock's holder counts its attempt and keeps the lock ...
+    let note = SessionLogin {
+        accounts: "{\"bob\": 1}".into(),
+        keep_lock: true,
+        ..SessionLogin::default()
+    };
+    assert!(b.session_store("b", &note).await.unwrap());
+    assert_eq!(b.session().await.unwrap().accounts, note.accounts);
+    assert_eq!(
+        a.session_lock(1, "a", short).await.unwrap(),
+        SessionLock::Busy
+    );
+    // ... and stores its login after the late one (it replaced generation
+    // 0 too: it is still the lock's holder).
     assert!(b.session_store("b", &login("sid=b", "bob")).await.unwrap());
+    let now = a.session().await.unwrap();
+    assert_eq!((now.generation, now.cookie.expose()), (2, "sid=b"));
+    // A late login older than the stored session is not kept.
+    assert!(!a
+        .session_store("a", &login("sid=older", "alice"))
+        .await
+        .unwrap());
     assert_eq!(a.session().await.unwrap().cookie.expose(), "sid=b");
 }
 

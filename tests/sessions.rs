@@ -444,6 +444,44 @@ async fn a_logged_in_crawl_logged_at_trace_for_every_target_prints_no_secret() {
     );
 }
 
+/// Filters that turn on a library's debug output beside crawlworker's:
+/// the cookie jar's, and the HTTP client's at trace.
+const LIBRARY_FILTERS: &[&str] = &[
+    "info,cookie_store=debug",
+    "debug,reqwest=trace",
+    "info,cookie_store::cookie_store=trace,reqwest::connect::verbose=trace",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cookie_or_password_shows_whatever_libraries_the_log_filter_names() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        requests_per_session: 15,
+        ..MembersConfig::default()
+    });
+    let dir = temp_dir("sessions-library-filters");
+    let spider = spider(&server, dir.path(), "");
+    for filter in LIBRARY_FILTERS {
+        let out = std::process::Command::new(crawlworker_testkit::binary())
+            .args(["run", spider.to_str().unwrap(), "--local", "--start"])
+            .arg(server.url("/members/"))
+            .arg("-o")
+            .arg(dir.path().join("items.jsonl"))
+            .envs(env())
+            .env("CRAWLWORKER_LOG", filter)
+            .output()
+            .unwrap();
+        let log = stderr(&out);
+        assert!(out.status.success(), "{filter}: {log}");
+        let members = server.members();
+        let mut secrets = vec![PASSWORD.to_string()];
+        secrets.extend(members.issued_sessions());
+        secrets.extend(members.issued_tokens());
+        assert_no_secret(&secrets, &[(filter, &log)]);
+    }
+    assert!(server.members().logins() >= 6);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_ids_in_urls_are_masked_in_a_trace_log_and_sent_as_they_are() {
     let server = FixtureServer::start(Site::demo()).await.unwrap();
@@ -697,4 +735,138 @@ async fn a_local_crawl_whose_login_is_refused_exits_at_once_naming_the_account()
     );
     assert!(!log.contains("wrong-password"), "{log}");
     assert_eq!(server.members().refused(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_slower_than_login_timeout_is_kept_and_every_form_counts() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(MembersConfig {
+        login_delay: Duration::from_secs(5),
+        ..long_sessions()
+    });
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-slow-login");
+    let spider = spider(&server, dir.path(), "login_timeout = \"1s\"");
+    // Work for every worker at once: each needs the session.
+    let urls: Vec<String> = (1..=40)
+        .map(|n| server.url(&format!("/members/thread/{n}")))
+        .collect();
+    push_urls(&redis.url(), &spider, &urls);
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&spider, &redis.url(), &["--until-drained"], &env()))
+        .collect();
+    let log = wait_all(workers);
+    assert_exact(&items(&redis), &want(&server.base_url()));
+    // Every form sent is in the accounts' history, and within the hour's
+    // budget (10): the first late login was kept, not done again forever.
+    let logins = server.members().logins();
+    assert!((1..=10).contains(&logins), "{logins} logins: {log}");
+    let history: String = redis.conn().hget("members:session", "accounts").unwrap();
+    let history: Value = serde_json::from_str(&history).unwrap();
+    let counted = history["account-1"]["logins"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(counted as u64, logins, "{history}");
+    assert!(log.contains("longer than login_timeout"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_spent_on_a_changed_login_form_say_what_failed() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-changed-form");
+    // The site renamed its form: the spider's selector finds none.
+    let path = spider(&server, dir.path(), "max_logins_per_hour = 1");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("form = \"form#login\"", "form = \"form#signin\"");
+    std::fs::write(&path, text).unwrap();
+    start(&redis, &path, &server);
+    let worker = Worker::spawn(&path, &redis.url(), &["--idle-exit", "2s"], &env());
+    let log = wait_all(vec![worker]);
+    assert_eq!(server.members().logins(), 0);
+    let spent = log
+        .lines()
+        .find(|l| l.contains("every account has had its logins for this hour"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        spent.contains("the last login could not be done")
+            && spent.contains("has no form matching `form#signin`"),
+        "{spent}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_account_retired_fails_the_sites_requests_and_each_worker_says_so() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let redis = RedisServer::start();
+    let dir = temp_dir("sessions-all-retired");
+    let path = spider(&server, dir.path(), "login_cooldown = \"1s\"");
+    let urls: Vec<String> = (1..=40)
+        .map(|n| server.url(&format!("/members/thread/{n}")))
+        .collect();
+    push_urls(&redis.url(), &path, &urls);
+    let mut env = env();
+    env.push(("FORUM_PASS", "wrong-password"));
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::spawn(&path, &redis.url(), &["--until-drained"], &env))
+        .collect();
+    for w in workers {
+        // The crawl drains: every request failed for good (exit code 3).
+        let (status, log) = w.wait(Duration::from_secs(60));
+        assert_eq!(status.code(), Some(3), "{log}");
+        assert!(
+            log.contains("every account of [session] is retired"),
+            "a worker is silent: {log}"
+        );
+        assert!(!log.contains("wrong-password"), "{log}");
+    }
+    // Refused once, rested, refused again: retired, no more tries.
+    assert_eq!(server.members().refused(), 2);
+    let failed: usize = redis.conn().llen("members:failed").unwrap();
+    assert_eq!(failed, 40);
+    let stats = stats_json(&redis, &path);
+    assert_eq!(stat(&stats, "session/account_retired_count"), 1, "{stats}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_cache_never_replays_a_logged_out_page_to_a_logged_in_crawl() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    server.members().configure(long_sessions());
+    let dir = temp_dir("sessions-page-cache");
+    let cache = dir.path().join("cache");
+    let with_session = spider(&server, dir.path(), "");
+    // The same spider before its [session] was written: the thread page
+    // answers a redirect to the login page, which the cache keeps.
+    let text = std::fs::read_to_string(&with_session).unwrap();
+    let (head, rest) = text.split_once("[session]").unwrap();
+    let (_, tail) = rest.split_once("[items.thread]").unwrap();
+    let without = dir.path().join("without.toml");
+    std::fs::write(&without, format!("{head}[items.thread]{tail}")).unwrap();
+    let page = server.url("/members/thread/3");
+    let run = |spider: &Path, out: &str| {
+        let output = dir.path().join(out);
+        let o = std::process::Command::new(crawlworker_testkit::binary())
+            .args(["run", spider.to_str().unwrap(), "--local", "--start", &page])
+            .arg("--http-cache")
+            .arg(&cache)
+            .arg("-o")
+            .arg(&output)
+            .envs(env())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(&output).unwrap_or_default()
+    };
+    assert_eq!(run(&without, "without.jsonl"), "");
+    let items = run(&with_session, "with.jsonl");
+    assert!(items.contains("Members thread 3"), "{items}");
+    assert_eq!(server.members().logins(), 1);
+    // The logged-in page replaces the logged-out one: a third run replays
+    // it, and logs in no more.
+    let items = run(&with_session, "again.jsonl");
+    assert!(items.contains("Members thread 3"), "{items}");
+    assert_eq!(server.members().logins(), 1);
 }

@@ -628,3 +628,77 @@ async fn a_drained_compact_crawl_is_taken_over_by_a_sharded_spider() {
     assert_eq!(scraped, items, "nothing scraped twice");
     crawl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_import_is_kept_whole_and_brought_back_once_the_spider_maps_it() {
+    let dir = temp_dir("takeover-retry-dead");
+    // The shipped spider without the table: `parse_post` maps to no rule.
+    let unmapped = spider_for("bbs", BASE, dir.path());
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    let entry = many("PriorityQueue", 1002).pop().unwrap();
+    let _: () = conn.zadd("bbs:requests", &entry, 0).unwrap();
+    let out = import(&redis, &unmapped, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let dead: Vec<String> = conn.lrange("bbs:dead", 0, -1).unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let letter: Value = serde_json::from_str(&dead[0]).unwrap();
+    assert!(
+        letter["reason"]
+            .as_str()
+            .unwrap()
+            .contains("callback `parse_post` maps to no rule"),
+        "{letter}"
+    );
+    // The letter keeps the whole entry, not a preview.
+    assert_eq!(b64(&letter["original"]), entry, "{letter}");
+
+    // Still unmapped: it stays where it is.
+    let out = import(&redis, &unmapped, &["--retry-dead"]);
+    assert!(
+        stderr(&out).contains("brought back 0 refused entries"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(conn.llen::<_, usize>("bbs:dead").unwrap(), 1);
+
+    // The spider maps it now: it comes back, once, and is crawled once.
+    let mapped = {
+        let path = dir.path().join("mapped.toml");
+        let text = std::fs::read_to_string(&unmapped).unwrap() + TABLE;
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    for _ in 0..2 {
+        let out = import(&redis, &mapped, &["--retry-dead"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    assert_eq!(conn.llen::<_, usize>("bbs:dead").unwrap(), 0);
+    assert_eq!(queued_posts(&mut conn), ["1001"]);
+    let server = forum().await;
+    drain_in_process(&mapped, &redis).await;
+    assert_eq!(server.hits("/post/1001"), 1, "{:?}", server.hit_counts());
+}
+
+#[test]
+fn a_requests_key_of_another_type_is_refused_in_words_not_script_places() {
+    let dir = temp_dir("takeover-wrong-type");
+    let spider = spider(dir.path());
+    let redis = RedisServer::start();
+    let _: () = redis.conn().hset("bbs:requests", "a", "b").unwrap();
+    let out = import(&redis, &spider, &[]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("Redis could not set aside the scrapy-redis queue in `bbs:requests`")
+            && said.contains("is a hash")
+            && said.contains("nothing was moved"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("user_script")
+            && !said.contains("user_function")
+            && !said.contains(" script: "),
+        "{said}"
+    );
+}

@@ -37,6 +37,7 @@ mod json_api;
 mod kubernetes;
 mod link_rewrites;
 mod local;
+mod login_hosts;
 mod many_links;
 mod memory;
 mod news;

@@ -116,7 +116,7 @@ pub enum Command {
     /// in crawlworker's queue, or a dead letter with its reason. Stopped
     /// and run again, it goes on where it was.
     #[command(
-        after_help = "Examples:\n  crawlworker import-queue spiders/bbs.toml --dry-run\n  crawlworker import-queue spiders/bbs.toml\n\nThe spider's [scrapy_redis] table maps Scrapy callbacks to rules (see the migration guide)."
+        after_help = "Examples:\n  crawlworker import-queue spiders/bbs.toml --dry-run\n  crawlworker import-queue spiders/bbs.toml\n  crawlworker import-queue spiders/bbs.toml --retry-dead\n\nThe spider's [scrapy_redis] table maps Scrapy callbacks to rules (see the migration guide)."
     )]
     ImportQueue(ImportQueueArgs),
     /// Show a crawl's progress: queues, live and gone workers, the stats hash.
@@ -352,6 +352,11 @@ pub struct ImportQueueArgs {
     /// aside (and why), changing nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// First bring back the entries an earlier import refused that the
+    /// spider maps now (an unmapped callback since mapped, say): each
+    /// leaves the dead letters and is imported; the others stay.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub retry_dead: bool,
     #[command(flatten)]
     pub redis: RedisArgs,
 }

@@ -4,7 +4,9 @@
 //! by the spider's `[scrapy_redis]` table (see `crate::scrapy_redis`)
 //! becomes a queued request, or a dead letter with its reason. Stopped and
 //! run again, it goes on where it was. `--dry-run` reads the whole queue
-//! and says what would happen, changing nothing.
+//! and says what would happen, changing nothing. A refused entry's dead
+//! letter keeps it whole; `--retry-dead` brings back those the spider maps
+//! now, and imports them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,12 +34,16 @@ pub async fn import_queue(
     path: &Path,
     redis: &RedisArgs,
     dry_run: bool,
+    retry_dead: bool,
 ) -> anyhow::Result<ExitCode> {
     let (spider, mut shards) = tools::open_shards(path, redis).await?;
     super::onto_shards::onto_shards(&spider, &mut shards, dry_run).await?;
     let crawl = ShardedFrontier::new(shards);
     let frontier = crawl.shard(0);
     let takeover = Takeover { spider: &spider };
+    if retry_dead {
+        retry_refused(frontier, &takeover).await?;
+    }
     let tally = if dry_run {
         survey(frontier, &takeover).await?
     } else {
@@ -115,6 +121,37 @@ async fn import(
     }
 }
 
+/// Brings back the refused imports the spider maps now, among the entries
+/// set aside (the import that follows queues them); says how many, and
+/// how many are still refused.
+async fn retry_refused(frontier: &RedisFrontier, takeover: &Takeover<'_>) -> anyhow::Result<()> {
+    let (mut back, mut still) = (0usize, 0usize);
+    for (stored, _, entry) in frontier.refused_imports().await? {
+        match convert(&entry, takeover) {
+            Converted::Request(_) => {
+                if frontier.retry_refused_import(&stored, &entry).await? {
+                    back += 1;
+                }
+            }
+            Converted::Refused { .. } => still += 1,
+        }
+    }
+    eprintln!(
+        "brought back {} the spider maps now from {}{}",
+        plural(back, "refused entry", "refused entries"),
+        frontier.keys.dead,
+        if still > 0 {
+            format!(
+                "; {} still refused stay there",
+                plural(still, "entry", "entries")
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
 /// A dry run: every entry where it is, set aside or still in the queue.
 async fn survey(frontier: &RedisFrontier, takeover: &Takeover<'_>) -> anyhow::Result<Tally> {
     let mut tally = Tally::default();
@@ -148,10 +185,20 @@ fn letter_or_request(
 ) -> Result<crate::request::Request, DeadLetter> {
     match convert(entry, takeover) {
         Converted::Request(r) => Ok(*r),
-        Converted::Refused { reason, shown } => Err(DeadLetter {
-            bytes: entry.len(),
-            ..DeadLetter::new(&frontier.keys.requests, &shown, &reason)
-        }),
+        Converted::Refused { reason, shown } => {
+            let letter = DeadLetter {
+                bytes: entry.len(),
+                ..DeadLetter::new(&frontier.keys.requests, &shown, &reason)
+            };
+            // Kept whole when it was read at all: a refusal the spider may
+            // fix (`--retry-dead`).
+            let readable = entry.len() <= crate::scrapy_redis::pickle::REQUEST_LIMITS.max_bytes;
+            Err(if readable {
+                letter.keeping(entry)
+            } else {
+                letter
+            })
+        }
     }
 }
 

@@ -57,7 +57,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Resume(args) => tools::pause(&args.spider, &args.redis, false).await,
         Command::Flush(args) => flush(args).await,
         Command::ImportQueue(args) => {
-            import_queue::import_queue(&args.spider, &args.redis, args.dry_run).await
+            import_queue::import_queue(&args.spider, &args.redis, args.dry_run, args.retry_dead)
+                .await
         }
         Command::Stats(args) if args.watch && !args.json => {
             watch::watch(&args.spider, &args.redis).await

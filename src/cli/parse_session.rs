@@ -240,6 +240,15 @@ impl Counted<'_> {
             }
         };
         book.attempted(&account.name, now);
+        // Counted before the form is sent, however long the login takes.
+        let note = SessionLogin {
+            accounts: book.to_json(),
+            keep_lock: true,
+            ..SessionLogin::default()
+        };
+        if let Err(e) = self.frontier.session_store(&self.holder, &note).await {
+            bail!("cannot count parse's login in the cluster's account history: {e}; parse did not log in");
+        }
         let login = log_in(self.session, client, account).await;
         if login.is_ok() {
             book.logged_in(&account.name);
@@ -255,6 +264,7 @@ impl Counted<'_> {
             cookie: None,
             account: String::new(),
             accounts: book.to_json(),
+            ..SessionLogin::default()
         };
         if let Err(e) = self.frontier.session_store(&self.holder, &history).await {
             tracing::warn!(error = %e, "could not write parse's login into the cluster's account history; the login lock runs out by itself");
@@ -270,7 +280,9 @@ async fn log_in(
 ) -> anyhow::Result<SecretText> {
     match login::log_in(client, session, account).await {
         Ok(cookie) => Ok(cookie),
-        Err(LoginError::Refused(why, _)) | Err(LoginError::Unavailable(why)) => {
+        Err(LoginError::Refused(why, _))
+        | Err(LoginError::Unavailable(why))
+        | Err(LoginError::Misdirected(why)) => {
             bail!(
                 "parse could not log in with account `{}`: {why}",
                 account.name
@@ -285,6 +297,7 @@ async fn with_cookie(
     cookie: &SecretText,
 ) -> anyhow::Result<Fetched> {
     crate::redact::learn_cookie_names(cookie.expose());
+    crate::redact::learn_cookie_values(cookie.expose(), false);
     let mut sent = request.clone();
     sent.headers
         .retain(|(k, _)| !k.eq_ignore_ascii_case("cookie"));

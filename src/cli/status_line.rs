@@ -43,8 +43,9 @@ pub struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        // One call per log line: its session ids masked whatever wrote it.
-        let line = crate::redact::session_ids(buf);
+        // One call per log line: its secrets and session ids masked
+        // whatever wrote it.
+        let line = crate::redact::log_line(buf);
         match BAR.get() {
             Some(bar) if !bar.is_finished() => {
                 bar.suspend(|| std::io::stderr().write_all(&line))?;

@@ -14,7 +14,10 @@
 //! Layout: `DIR/<first two hex digits>/<fingerprint>.json` holds the URL,
 //! status, headers and when it was stored; `<fingerprint>.body` the body.
 //! Each file is written to a temporary name and renamed, so a crawl killed
-//! mid-write leaves the old entry or none, never half of one.
+//! mid-write leaves the old entry or none, never half of one; a write that
+//! fails (a full disk) removes its temporary file. The JSON records the
+//! body's length and SHA-1: a body that does not match (cut short, or
+//! another entry's) is not replayed but fetched again, and said so.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -41,6 +44,21 @@ struct Entry {
     headers: Vec<(String, String)>,
     /// Seconds since the Unix epoch.
     stored_at: u64,
+    /// The body's length and SHA-1 (hex), to tell a damaged body (absent
+    /// in entries of older versions: not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body_len: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body_sha1: Option<String>,
+}
+
+/// The SHA-1 of `body`, in hex.
+fn digest(body: &[u8]) -> String {
+    use sha1::Digest;
+    sha1::Sha1::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl HttpCache {
@@ -77,6 +95,21 @@ impl HttpCache {
             return None;
         }
         let body = std::fs::read(body).ok()?;
+        let damaged = entry.body_len.is_some_and(|n| n != body.len() as u64)
+            || entry
+                .body_sha1
+                .as_ref()
+                .is_some_and(|d| *d != digest(&body));
+        if damaged {
+            tracing::warn!(
+                url = %entry.url,
+                dir = %self.dir.display(),
+                "the page cache's copy is damaged (its body is {} bytes, {} were stored, or differs); fetched again",
+                body.len(),
+                entry.body_len.unwrap_or(0)
+            );
+            return None;
+        }
         Some(Fetched {
             url: entry.url,
             status: entry.status,
@@ -115,6 +148,8 @@ impl HttpCache {
                 .cloned()
                 .collect(),
             stored_at: now_secs(),
+            body_len: Some(fetched.body.len() as u64),
+            body_sha1: Some(digest(&fetched.body)),
         };
         // The body first: an entry is only read once its JSON is there.
         replace(&body, &fetched.body)?;
@@ -125,11 +160,14 @@ impl HttpCache {
     }
 }
 
-/// Writes `path` whole or not at all.
+/// Writes `path` whole or not at all, leaving no temporary file behind.
 fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 fn now_secs() -> u64 {
@@ -171,6 +209,40 @@ mod tests {
         assert_eq!(back.header("content-type"), Some("text/html"));
         assert_eq!(back.header("set-cookie"), None);
         assert!(cache.get(&Request::get("http://a.test/y")).is_none());
+    }
+
+    #[test]
+    fn a_damaged_body_is_fetched_again_not_replayed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = HttpCache {
+            dir: dir.path().to_path_buf(),
+            expiry: Duration::ZERO,
+        };
+        let request = Request::get("http://a.test/x");
+        cache.put(&request, &fetched("<p>a whole page</p>"));
+        let (_, body) = cache.paths(&request);
+        // Cut short, then the same length with other bytes.
+        std::fs::write(&body, "<p>a who").expect("write");
+        assert!(cache.get(&request).is_none());
+        std::fs::write(&body, "<p>A WHOLE PAGE</p>").expect("write");
+        assert!(cache.get(&request).is_none());
+        std::fs::write(&body, "<p>a whole page</p>").expect("write");
+        assert!(cache.get(&request).is_some());
+    }
+
+    #[test]
+    fn a_write_that_fails_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A directory where the file should go: the rename fails.
+        let path = dir.path().join("x.body");
+        std::fs::create_dir(&path).expect("dir");
+        std::fs::write(path.join("in-the-way"), "x").expect("write");
+        assert!(replace(&path, b"body").is_err());
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("read dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["x.body"]);
     }
 
     #[test]

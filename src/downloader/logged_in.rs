@@ -33,6 +33,7 @@ impl Downloader {
                 Ready::Session { generation, cookie } => (generation, cookie),
                 Ready::Wait(delay) => return Err(put_off(request, delay)),
                 Ready::Failed(why) => return Err(self.login_failed(request, why, stats)),
+                Ready::NoAccount(why) => return Err(self.no_account(request, why, stats)),
             };
             let fetched = self.exchange(request, Some(&cookie), stats).await?;
             stats.add(stats::SESSION_REQUEST_COUNT, 1);
@@ -57,6 +58,26 @@ impl Downloader {
             status: None,
             retry_after: None,
             retryable: true,
+        };
+        Downloaded::Decided(Box::new(retry::retry_or_fail(
+            &self.settings,
+            request,
+            failure,
+            stats,
+            HostOutcome::None,
+        )))
+    }
+}
+
+impl Downloader {
+    /// The request fails for good: no account can log in.
+    fn no_account(&self, request: &Request, why: String, stats: &mut Tally) -> Downloaded {
+        let failure = Failure {
+            reason: format!("no login session: {why}"),
+            kind: "SessionNoAccount".into(),
+            status: None,
+            retry_after: None,
+            retryable: false,
         };
         Downloaded::Decided(Box::new(retry::retry_or_fail(
             &self.settings,

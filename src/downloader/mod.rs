@@ -243,7 +243,15 @@ impl Downloader {
     /// (no politeness wait, no robots.txt: nothing reaches the site).
     fn replay(&self, request: &Request, stats: &mut Tally) -> Option<Downloaded> {
         let cache = self.cache.as_ref()?;
-        let Some(fetched) = cache.get(request) else {
+        // A stored page that shows the login session logged out (kept
+        // before `[session]` was written, or by an older version) is not
+        // replayed: it would send the crawl to the login page.
+        let logged_out = |f: &Fetched| {
+            self.session
+                .as_ref()
+                .is_some_and(|k| k.applies_to(&request.url) && k.logged_out(f))
+        };
+        let Some(fetched) = cache.get(request).filter(|f| !logged_out(f)) else {
             stats.add(stats::HTTPCACHE_MISS, 1);
             return None;
         };
@@ -438,7 +446,11 @@ impl Downloader {
     /// retry.
     fn store(&self, request: &Request, fetched: &Fetched, stats: &mut Tally) {
         let retried = self.settings.retry_http_codes.contains(&fetched.status);
-        if let Some(cache) = self.cache.as_ref().filter(|_| !retried) {
+        let logged_out = self
+            .session
+            .as_ref()
+            .is_some_and(|k| k.applies_to(&request.url) && k.logged_out(fetched));
+        if let Some(cache) = self.cache.as_ref().filter(|_| !retried && !logged_out) {
             cache.put(request, fetched);
             stats.add(stats::HTTPCACHE_STORE, 1);
         }

@@ -222,8 +222,11 @@ pub trait Backend: Send + Sync {
     /// another holds the lock. The lock ends by itself at its deadline.
     async fn session_lock(&self, seen: u64, holder: &str, ttl: Duration) -> Result<SessionLock>;
 
-    /// Stores what `holder`'s login gave and frees the lock, only while
-    /// the lock is still `holder`'s; false (storing nothing) otherwise.
+    /// Stores what `holder`'s login gave and frees the lock, while the lock
+    /// is still `holder`'s (with `keep_lock`, writes only the history and
+    /// keeps it). A login that outlived the lock stores its session, not
+    /// its history, when no session newer than its `seen` was stored;
+    /// false when nothing was stored.
     async fn session_store(&self, holder: &str, login: &SessionLogin) -> Result<bool>;
 
     /// Marks generation `generation` stale, once; false when it was

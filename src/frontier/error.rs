@@ -5,7 +5,9 @@
 /// A Redis operation that failed: what was done, on which key, and what
 /// Redis said (part of the message, so one line tells it all).
 #[derive(Debug, thiserror::Error)]
-#[error("Redis {op} on `{key}` failed: {}", said(cause))]
+// `op` is a verb phrase the key completes ("read", "set aside the
+// scrapy-redis queue in"): "on" after it read "… queue in on `key`".
+#[error("Redis could not {op} `{key}`: {}", said(cause))]
 pub struct FrontierError {
     pub op: &'static str,
     pub key: String,
@@ -19,7 +21,31 @@ fn said(cause: &redis::RedisError) -> String {
     if cause.kind() == redis::ErrorKind::ParseError {
         return "what answered is not Redis: its reply is not the Redis protocol (an HTTP server or another service on that port? check the port in --redis or REDIS_URL)".to_string();
     }
-    cause.to_string()
+    without_script_location(&cause.to_string()).to_string()
+}
+
+/// `said` without the place in the Lua script Redis appends to an error a
+/// script raised (` script: <sha or name>, on @user_script:22.`): the
+/// message is for people, the line of a script of ours means nothing to
+/// them.
+fn without_script_location(said: &str) -> &str {
+    let Some(at) = said.rfind(" script: ") else {
+        return said;
+    };
+    let tail = &said[at + " script: ".len()..];
+    let place = tail
+        .split_once(", on @")
+        .map(|(_, p)| p.trim_end_matches('.'));
+    let ours = place.is_some_and(|p| {
+        p.split_once(':').is_some_and(|(what, line)| {
+            what.starts_with("user_") && line.chars().all(|c| c.is_ascii_digit())
+        })
+    });
+    if ours {
+        said[..at].trim_end()
+    } else {
+        said
+    }
 }
 
 impl FrontierError {
@@ -150,6 +176,38 @@ mod tests {
             key: "bbs:requests".into(),
             cause,
         }
+    }
+
+    #[test]
+    fn the_place_in_a_script_is_left_out_of_what_redis_said() {
+        use super::without_script_location as cut;
+        assert_eq!(
+            cut("WRONGTYPE key bbs:requests is a hash; nothing was moved script: da4884e486f0353b9df1548462151cfc2bd03b35, on @user_script:22."),
+            "WRONGTYPE key bbs:requests is a hash; nothing was moved"
+        );
+        assert_eq!(
+            cut("ERR value is not an integer or out of range script: crawlworker_lease, on @user_function:310."),
+            "ERR value is not an integer or out of range"
+        );
+        let kept = "ERR the word script: appears here";
+        assert_eq!(cut(kept), kept);
+    }
+
+    #[test]
+    fn the_operation_reads_as_a_sentence_with_its_key() {
+        let e = FrontierError {
+            op: "set aside the scrapy-redis queue in",
+            key: "bbs:requests".into(),
+            cause: redis::RedisError::from((redis::ErrorKind::ClientError, "refused")),
+        };
+        let said = e.to_string();
+        assert!(
+            said.starts_with(
+                "Redis could not set aside the scrapy-redis queue in `bbs:requests`: "
+            ),
+            "{said}"
+        );
+        assert!(!said.contains(" in on "), "{said}");
     }
 
     #[test]

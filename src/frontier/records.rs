@@ -40,6 +40,12 @@ pub struct DeadLetter {
     pub reason: String,
     /// When it was set aside (seconds since the epoch).
     pub time: f64,
+    /// The whole entry, base64 (it may be binary, as a pickle is), for a
+    /// refusal that may be fixed: a scrapy-redis request the spider does
+    /// not map yet, brought back by `import-queue --retry-dead`. Only for
+    /// entries within the size an entry is read at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original: Option<String>,
 }
 
 impl DeadLetter {
@@ -54,7 +60,24 @@ impl DeadLetter {
             bytes: entry.len(),
             reason: crate::wording::cut(reason, PREVIEW_BYTES).into_owned(),
             time: now_secs(),
+            original: None,
         }
+    }
+
+    /// This letter, keeping `entry` whole (see [`DeadLetter::original`]).
+    pub fn keeping(self, entry: &[u8]) -> DeadLetter {
+        use base64::Engine;
+        DeadLetter {
+            original: Some(base64::engine::general_purpose::STANDARD.encode(entry)),
+            ..self
+        }
+    }
+
+    /// The entry the letter kept whole, if any.
+    pub fn original_entry(&self) -> Option<Vec<u8>> {
+        use base64::Engine;
+        let text = self.original.as_deref()?;
+        base64::engine::general_purpose::STANDARD.decode(text).ok()
     }
 
     /// The dead letter of an entry that is not UTF-8 text: its bytes shown

@@ -75,4 +75,11 @@ pub struct SessionLogin {
     pub account: String,
     /// The accounts' login history after this attempt (JSON).
     pub accounts: String,
+    /// The generation the login replaces (the session's when it began):
+    /// a login that outlived the lock's deadline is still kept while no
+    /// newer session was stored.
+    pub seen: u64,
+    /// Only write the history, keeping the lock: an attempt counted
+    /// before its form is sent.
+    pub keep_lock: bool,
 }

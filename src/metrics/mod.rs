@@ -110,7 +110,9 @@ impl Metrics {
         for (name, help) in stat_metrics {
             counters.entry(name).or_insert_with(|| {
                 let family = Family::<Labels, Counter>::default();
-                registry.register(name, help.trim(), family.clone());
+                // The registry ends a help with a full stop of its own; a
+                // stat's help is a sentence with one already.
+                registry.register(name, help.trim().trim_end_matches('.'), family.clone());
                 family
             });
         }
@@ -376,6 +378,23 @@ fn encode_build_info(encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Er
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_help_line_ends_with_two_full_stops() {
+        let m = Metrics::new();
+        let mut t = Tally::default();
+        for stat in stats::ALL {
+            t.add(*stat, 1);
+        }
+        m.count("bbs", &t);
+        m.set_cluster("bbs", Cluster::default());
+        let text = m.encode();
+        let helps: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP")).collect();
+        assert!(helps.len() > 20, "{text}");
+        for line in helps {
+            assert!(!line.ends_with(".."), "{line}");
+        }
+    }
 
     #[test]
     fn stats_become_prefixed_counters_with_the_spider_label() {

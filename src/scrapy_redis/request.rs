@@ -232,6 +232,17 @@ fn headers(h: Option<&Value>) -> Result<Vec<(String, String)>, NotMapped> {
     let mut out = Vec::new();
     for (name, values) in pairs {
         let name = header_text(name).ok_or_else(|| field("headers", "a name that is not text"))?;
+        // Refused here, with its reason, rather than queued to fail as an
+        // invalid request at every try.
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(field(
+                "headers",
+                format!(
+                    "{:?} is not an HTTP header name (a line break, a space or another character a name cannot hold)",
+                    crate::wording::cut(&name, 100)
+                ),
+            ));
+        }
         let values = match values {
             Value::List(vs) | Value::Tuple(vs) => vs.iter().collect(),
             single => vec![single],
@@ -239,6 +250,13 @@ fn headers(h: Option<&Value>) -> Result<Vec<(String, String)>, NotMapped> {
         for value in values {
             let value = header_text(value)
                 .ok_or_else(|| field("headers", format!("{name} has a value that is not text")))?;
+            // The value is not shown: it may be a credential.
+            if reqwest::header::HeaderValue::from_str(&value).is_err() {
+                return Err(field(
+                    "headers",
+                    format!("{name} has a value with a line break (CR or LF) or another control character, which HTTP cannot send"),
+                ));
+            }
             out.push((name.clone(), value));
         }
     }

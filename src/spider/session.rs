@@ -38,6 +38,11 @@ pub struct Session {
     /// How long an account rests after a refused login, when the site's
     /// answer has no `Retry-After`; then it is tried once more.
     pub login_cooldown: Duration,
+    /// Hosts besides the login page's that may receive the credentials
+    /// (a form's action, or a 307/308 that keeps the form's body), as
+    /// written in `login_hosts`: `host` (at its scheme's default port) or
+    /// `host:port`, lowercase.
+    pub login_hosts: Vec<String>,
 }
 
 /// One account of `[[session.accounts]]`.
@@ -147,6 +152,25 @@ impl Session {
         url::Url::parse(url).is_ok_and(|u| {
             u.host_str() == self.login_url.host_str()
                 && u.port_or_known_default() == self.login_url.port_or_known_default()
+        })
+    }
+
+    /// Whether a login form may be sent to `url`: the login page's host
+    /// and port, or one of `login_hosts`. Anywhere else, a page's form (or
+    /// a redirect that keeps its body) would hand the credentials to
+    /// whoever the page names.
+    pub fn may_receive_credentials(&self, url: &url::Url) -> bool {
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return false;
+        };
+        let same = Some(host) == self.login_url.host_str()
+            && Some(port) == self.login_url.port_or_known_default();
+        let host = host.to_ascii_lowercase();
+        let default = url::Url::parse(&format!("{}://x/", url.scheme()))
+            .ok()
+            .and_then(|u| u.port_or_known_default());
+        same || self.login_hosts.iter().any(|allowed| {
+            *allowed == format!("{host}:{port}") || (*allowed == host && Some(port) == default)
         })
     }
 

@@ -43,6 +43,13 @@ pub struct MembersConfig {
     pub refuse_next: u64,
     /// The `Retry-After` (seconds) of those refusals, if any.
     pub retry_after: Option<u64>,
+    /// The login form's `action` (`/members/login` when `None`): a page
+    /// that sends the credentials elsewhere.
+    pub form_action: Option<String>,
+    /// Answer every login's POST with this status and `Location`, before
+    /// reading it (a 307 or 308 asks the browser to send the form again
+    /// there).
+    pub login_redirect: Option<(u16, String)>,
 }
 
 impl Default for MembersConfig {
@@ -54,6 +61,8 @@ impl Default for MembersConfig {
             login_delay: Duration::ZERO,
             refuse_next: 0,
             retry_after: None,
+            form_action: None,
+            login_redirect: None,
         }
     }
 }
@@ -192,6 +201,13 @@ impl Members {
     pub fn post_login(&self, body: &[u8], cookies: Option<&str>) -> Answer {
         let form: HashMap<String, String> = url_decoded(body);
         let mut s = self.state();
+        if let Some((status, location)) = s.config.login_redirect.clone() {
+            return Answer {
+                status,
+                headers: vec![("location", location)],
+                body: String::new(),
+            };
+        }
         let token_ok = match (cookie(cookies, "csrf"), form.get("csrf")) {
             (Some(c), Some(f)) => c == f && s.tokens.iter().any(|t| t == c),
             _ => false,
@@ -267,11 +283,12 @@ impl Members {
         s.counter += 1;
         let t = token(s.counter, "t");
         s.tokens.push(t.clone());
+        let action = escape(s.config.form_action.as_deref().unwrap_or("/members/login"));
         let body = format!(
             "<!DOCTYPE html><html><head><title>Log in</title></head><body>\
              <p class=\"error\">{}</p>\
              <form id=\"search\" action=\"/search\"><input name=\"q\"></form>\
-             <form id=\"login\" action=\"/members/login\" method=\"post\">\
+             <form id=\"login\" action=\"{action}\" method=\"post\">\
              <input type=\"hidden\" name=\"csrf\" value=\"{t}\">\
              <input name=\"username\"><input type=\"password\" name=\"password\">\
              <input type=\"checkbox\" name=\"remember\" value=\"1\" checked>\

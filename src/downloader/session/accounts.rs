@@ -37,6 +37,12 @@ pub struct History {
     /// credential. Cut to [`REASON_CHARS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why its last login could not be done (the form gone, the site
+    /// down, the form sent elsewhere), until it logs in: what to say when
+    /// such failures have spent the hour's logins. Cut to
+    /// [`REASON_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// How much of a refusal's reason the history keeps.
@@ -168,7 +174,22 @@ impl Book {
         if let Some(h) = self.0.get_mut(account) {
             h.resting_until = None;
             h.reason = None;
+            h.failure = None;
         }
+    }
+
+    /// `account`'s login could not be done, because of `why`.
+    pub fn failed(&mut self, account: &str, why: &str) {
+        self.0.entry(account.to_string()).or_default().failure = Some(kept(why));
+    }
+
+    /// Why the most recent login that could not be done failed.
+    pub fn last_failure(&self) -> Option<&str> {
+        self.0
+            .values()
+            .filter(|h| h.failure.is_some())
+            .max_by_key(|h| h.logins.iter().max().copied().unwrap_or(0))
+            .and_then(|h| h.failure.as_deref())
     }
 
     /// Why `account` rests or was retired: what the site said when it

@@ -34,6 +34,12 @@ pub enum LoginError {
     /// try again later with the same account.
     #[error("{0}")]
     Unavailable(String),
+    /// The login page's form, or a redirect keeping its body, would send
+    /// the credentials to a host other than the login page's (and not in
+    /// `login_hosts`): nothing was sent. The account is not to blame; the
+    /// spider (or the site) must change.
+    #[error("{0}")]
+    Misdirected(String),
 }
 
 /// Logs `account` in; the `Cookie` header of the new session.
@@ -54,6 +60,13 @@ pub async fn log_in(
             session.form.source()
         )));
     };
+    if !session.may_receive_credentials(&form.action) {
+        return Err(misdirected(
+            session,
+            &form.action,
+            &format!("the login form of {}", shown(&page.url)),
+        ));
+    }
     for (name, source) in session.fields_of(account) {
         let value = source.read().map_err(|e| {
             LoginError::Refused(
@@ -61,9 +74,12 @@ pub async fn log_in(
                 None,
             )
         })?;
+        if !matches!(source, crate::spider::session::SecretSource::Literal(_)) {
+            crate::redact::learn_secret(value.expose());
+        }
         form.set(name, value.expose());
     }
-    let done = submit(client, &jar, &form).await?;
+    let done = submit(client, &jar, &form, session).await?;
     if !(200..300).contains(&done.status) || !shows(&done, &session.logged_in) {
         let retry_after = done
             .header("retry-after")
@@ -107,11 +123,33 @@ pub fn shows(page: &Fetched, detector: &crate::spider::session::Detector) -> boo
     !css.select(html.root_element()).is_empty()
 }
 
-async fn get(client: &HttpClient, jar: &Jar, url: &str) -> Result<Fetched, LoginError> {
-    follow(client, jar, Request::get(url)).await
+/// Why the credentials are not sent to `to`, which `what` names.
+fn misdirected(session: &Session, to: &url::Url, what: &str) -> LoginError {
+    let host = |u: &url::Url| {
+        format!(
+            "{}:{}",
+            u.host_str().unwrap_or(""),
+            u.port_or_known_default().unwrap_or(0)
+        )
+    };
+    LoginError::Misdirected(format!(
+        "{what} would send the credentials to {}, not to the login page's host {}: nothing was sent. If {} is the site's own login host, add it to [session] login_hosts",
+        host(to),
+        host(&session.login_url),
+        to.host_str().unwrap_or("that host")
+    ))
 }
 
-async fn submit(client: &HttpClient, jar: &Jar, form: &form::Form) -> Result<Fetched, LoginError> {
+async fn get(client: &HttpClient, jar: &Jar, url: &str) -> Result<Fetched, LoginError> {
+    follow(client, jar, Request::get(url), None).await
+}
+
+async fn submit(
+    client: &HttpClient,
+    jar: &Jar,
+    form: &form::Form,
+    session: &Session,
+) -> Result<Fetched, LoginError> {
     let encoded = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form.fields.iter())
         .finish();
@@ -129,15 +167,18 @@ async fn submit(client: &HttpClient, jar: &Jar, form: &form::Form) -> Result<Fet
         action.set_query(Some(&encoded));
         Request::new(action.to_string())
     };
-    follow(client, jar, request).await
+    follow(client, jar, request, Some(session)).await
 }
 
 /// Sends `request` with the jar's cookies, following redirects (a 301,
-/// 302 or 303 becomes a GET), keeping the cookies each response sets.
+/// 302 or 303 becomes a GET), keeping the cookies each response sets. A
+/// 307 or 308 keeps the method and body: when the body is a login form
+/// (`form_of` is its session), only to a host that may receive it.
 async fn follow(
     client: &HttpClient,
     jar: &Jar,
     mut request: Request,
+    form_of: Option<&Session>,
 ) -> Result<Fetched, LoginError> {
     for _ in 0..=MAX_REDIRECTS {
         let url = url::Url::parse(&request.url).map_err(|e| {
@@ -159,7 +200,12 @@ async fn follow(
             .headers
             .iter()
             .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
-            .filter_map(|(_, v)| HeaderValue::from_str(v).ok())
+            .filter_map(|(_, v)| {
+                // Masked in every log line before the jar (whose library
+                // logs what it stores) sees it.
+                crate::redact::learn_cookie_values(v, true);
+                HeaderValue::from_str(v).ok()
+            })
             .collect();
         jar.set_cookies(&mut set.iter(), &url);
         if (500..600).contains(&fetched.status) {
@@ -180,9 +226,19 @@ async fn follow(
                 })?;
                 if matches!(fetched.status, 301..=303) {
                     request = Request::get(next.as_str());
-                } else {
-                    request.url = next.to_string();
+                    continue;
                 }
+                if let Some(session) = form_of.filter(|_| !request.body.is_empty()) {
+                    if !session.may_receive_credentials(&next) {
+                        let what = format!(
+                            "the login's answer ({} from {})",
+                            fetched.status,
+                            shown(url.as_str())
+                        );
+                        return Err(misdirected(session, &next, &what));
+                    }
+                }
+                request.url = next.to_string();
             }
             _ => return Ok(fetched),
         }

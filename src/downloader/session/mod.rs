@@ -37,8 +37,8 @@ use login::LoginError;
 
 /// How often a worker waiting for another's login asks again.
 const WAIT_STEP: Duration = Duration::from_millis(100);
-/// How long requests wait when every account is retired, before asking
-/// again (an operator may have deleted the session key meanwhile).
+/// How long a local crawl's requests wait when every account is retired
+/// (it is stopping: see [`Keeper::refused`]).
 const ALL_RETIRED_WAIT: Duration = Duration::from_secs(300);
 /// The shortest time a request is put off for when no login may happen.
 const MIN_WAIT: Duration = Duration::from_secs(1);
@@ -54,6 +54,11 @@ pub enum Ready {
     /// The login could not be done (the site is down, the form is gone):
     /// retry the request as after a network error.
     Failed(String),
+    /// Every account is retired: no login can be made until an operator
+    /// fixes the credentials, so the request fails for good now (kept in
+    /// the failed key, for `push-urls --from-failed`), and a crawl run
+    /// until drained ends.
+    NoAccount(String),
 }
 
 /// Whether `page` shows `session` logged out: it is, or redirects to, the
@@ -92,6 +97,8 @@ pub struct Keeper {
     /// lock or a Redis round trip each, so they hold the worker's download
     /// slots no longer than other hosts' requests need them.
     no_login_until: Mutex<Option<Instant>>,
+    /// This worker has logged that every account is retired.
+    said_retired: std::sync::atomic::AtomicBool,
 }
 
 impl Keeper {
@@ -108,6 +115,7 @@ impl Keeper {
             current: Mutex::new(None),
             getting: tokio::sync::Mutex::new(()),
             no_login_until: Mutex::new(None),
+            said_retired: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -128,6 +136,7 @@ impl Keeper {
     fn set_current(&self, generation: u64, cookie: SecretText) {
         // A site may put the same session in its URLs: logs mask it.
         crate::redact::learn_cookie_names(cookie.expose());
+        crate::redact::learn_cookie_values(cookie.expose(), false);
         if let Ok(mut c) = self.current.lock() {
             *c = Some((generation, cookie));
         }
@@ -240,9 +249,13 @@ impl Keeper {
                     ),
                     None => {
                         stats.add(stats::SESSION_LOGIN_DEFERRED, 1);
+                        // Logins that failed spend the hour's too: say why.
+                        let failed = book.last_failure().map_or(String::new(), |why| {
+                            format!(" (the last login could not be done: {why})")
+                        });
                         tracing::warn!(
                             max_logins_per_hour = self.config.max_logins_per_hour,
-                            "every account has had its logins for this hour; requests to the site wait {}",
+                            "every account has had its logins for this hour{failed}; requests to the site wait {}",
                             crate::wording::duration(wait)
                         );
                     }
@@ -255,13 +268,47 @@ impl Keeper {
             }
             Choice::NoneLeft => {
                 self.free_lock(&book).await;
-                tracing::error!(accounts = accounts.len(), "every account of [session] is retired (each was refused, rested, and refused again); requests to the site wait. Fix the credentials, then delete the session key (crawlworker flush --all, or DEL <name>:session)");
-                return Some(Ready::Wait(ALL_RETIRED_WAIT));
+                let why = "every account of [session] is retired (each was refused, rested, and refused again)";
+                // Once per worker; each request's failure says it too.
+                if !self
+                    .said_retired
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::error!(accounts = accounts.len(), "{why}; requests to the site fail for good (kept in the failed key). Fix the credentials, delete the session key (DEL <name>:session), then queue them again with crawlworker push-urls --from-failed");
+                }
+                return Some(Ready::NoAccount(why.to_string()));
             }
         };
         let account = &accounts[i];
         book.attempted(&account.name, now);
+        // The attempt counts against max_logins_per_hour before its form is
+        // sent, whatever becomes of the login (a late one included).
+        let note = SessionLogin {
+            accounts: book.to_json(),
+            keep_lock: true,
+            ..SessionLogin::default()
+        };
+        match self.frontier.session_store(&self.holder, &note).await {
+            Ok(true) => {}
+            // The lock ran out already: another worker may log in.
+            Ok(false) => return None,
+            Err(e) => {
+                return Some(Ready::Failed(format!(
+                    "cannot count the login in the accounts' history: {e}"
+                )))
+            }
+        }
+        let started = Instant::now();
         let login = login::log_in(&self.client, &self.config, account).await;
+        let took = started.elapsed();
+        if took > self.config.login_timeout {
+            tracing::warn!(
+                account = %account.name,
+                "a login took {}, longer than login_timeout ({}): other workers may have logged in meanwhile; raise login_timeout",
+                crate::wording::duration(took),
+                crate::wording::duration(self.config.login_timeout)
+            );
+        }
         self.after_login(account.name.clone(), record.generation, login, book, stats)
             .await
     }
@@ -281,6 +328,8 @@ impl Keeper {
                     cookie: Some(cookie.clone()),
                     account: account.clone(),
                     accounts: book.to_json(),
+                    seen: generation,
+                    keep_lock: false,
                 };
                 match self.frontier.session_store(&self.holder, &stored).await {
                     Ok(true) => {
@@ -297,10 +346,10 @@ impl Keeper {
                             cookie,
                         })
                     }
-                    // The lock ran out first: another worker may be
-                    // logging in; its session is waited for.
+                    // The lock ran out first and another worker stored a
+                    // newer session meanwhile: that one is used.
                     Ok(false) => {
-                        tracing::warn!(account = %account, "a login outlived login_timeout; its session is not used");
+                        tracing::warn!(account = %account, "a login outlived login_timeout and another worker's newer session was stored meanwhile; this one is not used");
                         None
                     }
                     Err(e) => Some(Ready::Failed(format!(
@@ -317,6 +366,15 @@ impl Keeper {
             Err(LoginError::Unavailable(why)) => {
                 stats.add(stats::SESSION_LOGIN_FAILED, 1);
                 tracing::warn!(account = %account, "login could not be done: {why}");
+                book.failed(&account, &why);
+                self.free_lock(&book).await;
+                Some(Ready::Failed(why))
+            }
+            // Not the account's fault: it is not rested or retired.
+            Err(LoginError::Misdirected(why)) => {
+                stats.add(stats::SESSION_LOGIN_FAILED, 1);
+                tracing::error!(account = %account, "login not done: {why}");
+                book.failed(&account, &why);
                 self.free_lock(&book).await;
                 Some(Ready::Failed(why))
             }
@@ -375,9 +433,8 @@ impl Keeper {
     /// Frees the lock without a session, keeping the accounts' history.
     async fn free_lock(&self, book: &Book) {
         let failed = SessionLogin {
-            cookie: None,
-            account: String::new(),
             accounts: book.to_json(),
+            ..SessionLogin::default()
         };
         if let Err(e) = self.frontier.session_store(&self.holder, &failed).await {
             tracing::debug!(error = %e, "could not free the login lock; it runs out instead");

@@ -470,12 +470,21 @@ impl Backend for LocalFrontier {
             .session_lock
             .as_ref()
             .is_some_and(|(h, until)| h == holder && *until > now);
-        if !held {
+        let late = !held
+            && !login.keep_lock
+            && login.cookie.is_some()
+            && s.session.generation == login.seen;
+        if !held && !late {
             return Ok(false);
         }
-        s.session_lock = None;
+        if held {
+            s.session.accounts = login.accounts.clone();
+            if login.keep_lock {
+                return Ok(true);
+            }
+            s.session_lock = None;
+        }
         let session = &mut s.session;
-        session.accounts = login.accounts.clone();
         if let Some(cookie) = &login.cookie {
             session.generation += 1;
             session.logins += 1;

@@ -558,8 +558,9 @@ wire! {
 }
 
 wire! {
-    /// `session_store.lua`: `ok` is 1 for a login that worked.
-    SessionStoreArgs { holder, ok, cookie, account, accounts }
+    /// `session_store.lua`: `ok` is 1 for a login that worked, `seen` the
+    /// generation it replaces, `keep_lock` 1 to write the history only.
+    SessionStoreArgs { holder, ok, cookie, account, accounts, seen, keep_lock }
 }
 
 wire! {
@@ -602,6 +603,12 @@ wire! {
     /// `import_stage.lua`: entries moved per call, and the rank a zset's
     /// scan goes on from.
     ImportStageArgs { batch, from }
+}
+
+wire! {
+    /// `import_retry.lua`: the dead letter as stored, and the entry it
+    /// kept.
+    ImportRetryArgs: bytes { letter, entry }
 }
 
 wire! {
@@ -1056,6 +1063,12 @@ fn admin_layouts() -> Vec<Layout> {
             "import_stage",
             vec![K(Kk::Requests), K(Kk::RequestData), K(Kk::ScrapyQueue)],
             ImportStageArgs::FIELDS,
+            Vec::new(),
+        ),
+        layout(
+            "import_retry",
+            vec![K(Kk::Dead), K(Kk::ScrapyQueue)],
+            ImportRetryArgs::FIELDS,
             Vec::new(),
         ),
         Layout {

@@ -27,6 +27,7 @@ use redis::{FromRedisValue, RedisError, RedisResult, Script, ToRedisArgs};
 use sha1::{Digest, Sha1};
 
 use super::link::Conn;
+use super::protocol::ImportRetryArgs;
 use super::protocol::{self, Layout, Wire};
 use super::protocol::{
     AsideArgs, BloomGrowArgs, ClaimArgs, CommitArgs, DupeArgs, DupeBulkArgs, FlushArgs,
@@ -82,6 +83,7 @@ scripts! {
     set_aside: AsideArgs,
     import_stage: ImportStageArgs,
     import_queue: ImportArgs,
+    import_retry: ImportRetryArgs,
     session_lock: SessionLockArgs,
     session_store: SessionStoreArgs,
     session_stale: SessionStaleArgs,

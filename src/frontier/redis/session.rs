@@ -63,6 +63,8 @@ impl RedisFrontier {
                 .unwrap_or_default(),
             account: login.account.clone(),
             accounts: login.accounts.clone(),
+            seen: login.seen.to_string(),
+            keep_lock: if login.keep_lock { "1" } else { "0" }.to_string(),
         };
         let stored: u8 = SCRIPTS
             .session_store

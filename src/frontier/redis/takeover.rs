@@ -13,7 +13,7 @@
 //! Reading a pickle and deciding what it becomes is not done here
 //! (`crate::scrapy_redis`); this module only moves entries.
 
-use super::protocol::{ImportArgs, ImportRecord, ImportStageArgs};
+use super::protocol::{ImportArgs, ImportRecord, ImportRetryArgs, ImportStageArgs};
 use super::{clamped, encode, err, to_json, DeadLetter, RedisFrontier, Result, SCRIPTS};
 use crate::request::Request;
 
@@ -202,6 +202,62 @@ impl RedisFrontier {
             json: json.into_bytes(),
             token: token.into_bytes(),
         }
+    }
+
+    /// The dead letters of refused imports that kept their entry whole:
+    /// each as stored, read, and its entry.
+    pub async fn refused_imports(&self) -> Result<Vec<(String, DeadLetter, Vec<u8>)>> {
+        let stored: Vec<String> = redis::cmd("LRANGE")
+            .arg(&self.keys.dead)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("read the dead letters in", &self.keys.dead))?;
+        Ok(stored
+            .into_iter()
+            .filter_map(|json| {
+                let letter: DeadLetter = serde_json::from_str(&json).ok()?;
+                if letter.key != self.keys.requests {
+                    return None;
+                }
+                let entry = letter.original_entry()?;
+                Some((json, letter, entry))
+            })
+            .collect())
+    }
+
+    /// Moves a refused import back among the entries set aside, in one
+    /// step (see `import_retry.lua`): true when moved, false when another
+    /// retry took it first; an error while an import of a list queue is
+    /// under way.
+    pub async fn retry_refused_import(&self, letter: &str, entry: &[u8]) -> Result<bool> {
+        let args = ImportRetryArgs {
+            letter: letter.as_bytes().to_vec(),
+            entry: entry.to_vec(),
+        };
+        let moved: i64 = SCRIPTS
+            .import_retry
+            .call(&self.keys, self.sink.sink, args)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err(
+                "bring a refused import back to",
+                &self.keys.scrapy_queue,
+            ))?;
+        if moved < 0 {
+            return Err(super::FrontierError {
+                op: "bring a refused import back to",
+                key: self.keys.scrapy_queue.clone(),
+                cause: redis::RedisError::from((
+                    redis::ErrorKind::ClientError,
+                    "an import of a list queue is under way",
+                    "run crawlworker import-queue to finish it first, then --retry-dead"
+                        .to_string(),
+                )),
+            });
+        }
+        Ok(moved == 1)
     }
 
     /// For a dry run, changing nothing: up to `n` entries of a scrapy-redis

@@ -200,3 +200,36 @@ fn without_a_crawl_rules_table_a_crawl_spider_request_is_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn headers_with_line_breaks_are_refused_with_their_reason() {
+    use crate::scrapy_redis::pickle::Value;
+    let text = |s: &str| Value::Str(s.to_string());
+    let with = |name: &str, value: &str| {
+        Value::Dict(vec![(
+            text(name),
+            Value::List(vec![Value::Bytes(value.as_bytes().to_vec())]),
+        )])
+    };
+    let ok = super::headers(Some(&with("Referer", "http://f.test/a"))).unwrap();
+    assert_eq!(ok, [("Referer".to_string(), "http://f.test/a".to_string())]);
+    for (name, value, said) in [
+        (
+            "X-Token",
+            "s3cret\r\nInjected: 1",
+            "X-Token has a value with a line break",
+        ),
+        (
+            "X-Token",
+            "s3cret\nmore",
+            "X-Token has a value with a line break",
+        ),
+        ("Bad\r\nName", "v", "is not an HTTP header name"),
+    ] {
+        let err = super::headers(Some(&with(name, value)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(said), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+}

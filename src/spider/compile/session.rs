@@ -35,6 +35,8 @@ pub struct SessionFile {
     pub login_timeout: Option<At<String>>,
     /// How long an account rests after a refused login.
     pub login_cooldown: Option<At<String>>,
+    /// Hosts besides the login page's that may receive the credentials.
+    pub login_hosts: Vec<At<String>>,
 }
 
 /// One form field: `name = { env = "VAR" }`, `{ file = "path" }` or a
@@ -87,6 +89,7 @@ pub(crate) fn read_session(t: &TableReader<'_>) -> SessionFile {
         max_logins_per_hour: t.int_in("max_logins_per_hour", 1, 3600),
         login_timeout: t.str("login_timeout"),
         login_cooldown: t.str("login_cooldown"),
+        login_hosts: t.str_list("login_hosts").unwrap_or_default(),
     };
     t.finish();
     file
@@ -176,6 +179,7 @@ impl Compiler<'_> {
                 .ok(),
             None => Some(DEFAULT_LOGIN_COOLDOWN),
         };
+        let login_hosts = self.login_hosts(&file.login_hosts);
         Some(Some(Session {
             login_url: login_url?,
             form: form?,
@@ -190,7 +194,35 @@ impl Compiler<'_> {
                 as u32,
             login_timeout: login_timeout?,
             login_cooldown: login_cooldown?,
+            login_hosts: login_hosts?,
         }))
+    }
+
+    /// `login_hosts`: each a host, or `host:port`, nothing more.
+    fn login_hosts(&self, hosts: &[At<String>]) -> Option<Vec<String>> {
+        let mut ok = true;
+        let mut out = Vec::new();
+        for at in hosts {
+            let written = at.value.trim().to_ascii_lowercase();
+            let parsed = url::Url::parse(&format!("http://{written}/")).ok();
+            let plain = parsed.as_ref().is_some_and(|u| {
+                u.path() == "/"
+                    && u.username().is_empty()
+                    && u.query().is_none()
+                    && u.host_str().is_some()
+            });
+            if plain && !written.contains('/') {
+                out.push(written);
+            } else {
+                self.problem(
+                    &at.loc,
+                    format!("login_hosts: `{}` is not a host or host:port", at.value),
+                    "write the host the login form may send the credentials to, e.g. \"sso.forum.example\" or \"127.0.0.1:8443\"",
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(out)
     }
 
     fn required<'f>(
