@@ -25,8 +25,12 @@
 //!    the other hosts; an idle worker's leases until the first request of
 //!    another host: how many calls, how long, Redis CPU.
 //!
-//!     cargo bench --bench big_queue                     # ~10 minutes, ~5 GB of Redis memory
-//!     BIG_QUEUE_REQUESTS=1000000 BIG_QUEUE_PACED=100000 cargo bench --bench big_queue
+//! Run it with:
+//!
+//! ```text
+//! cargo bench --bench big_queue                     # ~5 GB of Redis memory
+//! BIG_QUEUE_REQUESTS=1000000 BIG_QUEUE_PACED=100000 cargo bench --bench big_queue
+//! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
