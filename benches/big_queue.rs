@@ -41,6 +41,7 @@ use crawlworker::frontier::{
 };
 use crawlworker::request::Request;
 use crawlworker::spider::Spider;
+use crawlworker_testkit::readings::{info_number, memory_usage, redis_cpu, script_calls};
 use crawlworker_testkit::RedisServer;
 use tokio::task::JoinSet;
 
@@ -86,52 +87,6 @@ fn host(i: u64) -> String {
 
 /// The paced host of part 4.
 const SLOW_HOST: &str = "slow.localhost";
-
-fn info_number(conn: &mut redis::Connection, section: &str, field: &str) -> f64 {
-    let info: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-fn redis_cpu(conn: &mut redis::Connection) -> f64 {
-    info_number(conn, "cpu", "used_cpu_user") + info_number(conn, "cpu", "used_cpu_sys")
-}
-
-fn script_calls(conn: &mut redis::Connection) -> f64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(conn)
-        .expect("INFO");
-    info.lines()
-        .filter(|l| {
-            ["cmdstat_evalsha:", "cmdstat_fcall:"]
-                .iter()
-                .any(|p| l.starts_with(p))
-        })
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .sum()
-}
-
-fn memory_usage(conn: &mut redis::Connection, key: &str) -> f64 {
-    redis::cmd("MEMORY")
-        .arg("USAGE")
-        .arg(key)
-        .arg("SAMPLES")
-        .arg(0)
-        .query::<Option<f64>>(conn)
-        .ok()
-        .flatten()
-        .unwrap_or(0.0)
-}
 
 async fn frontier(redis: &RedisServer, spider: &Spider, worker: &str) -> RedisFrontier {
     let client = redis::Client::open(redis.url()).expect("client");

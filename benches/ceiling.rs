@@ -29,6 +29,7 @@ use crawlworker::frontier::{Committed, Leased, Options, PageResult, RedisFrontie
 use crawlworker::request::Request;
 use crawlworker::spider::Spider;
 use crawlworker::stats::{self, Tally};
+use crawlworker_testkit::readings::{redis_cpu, script_calls};
 use crawlworker_testkit::RedisServer;
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
@@ -121,40 +122,6 @@ async fn drive(f: RedisFrontier, inflight: usize, until: Instant, pages: Arc<Ato
         let next = done.expect("page task");
         spawn(&mut tasks, next);
     }
-}
-
-fn info_number(conn: &mut redis::Connection, section: &str, field: &str) -> f64 {
-    let info: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-fn redis_cpu(conn: &mut redis::Connection) -> f64 {
-    info_number(conn, "cpu", "used_cpu_user") + info_number(conn, "cpu", "used_cpu_sys")
-}
-
-fn script_calls(conn: &mut redis::Connection) -> f64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(conn)
-        .expect("INFO");
-    info.lines()
-        .filter(|l| {
-            ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:"]
-                .iter()
-                .any(|p| l.starts_with(p))
-        })
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .sum()
 }
 
 /// One run with `connections` workers: (pages/s, Redis µs per page, Redis

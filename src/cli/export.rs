@@ -84,7 +84,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
         store.shown()
     );
     let (stop, stopped) = watch::channel(false);
-    listen_for_signals(stop);
+    super::signals::listen_for_signals(stop, super::signals::EXPORTER);
     let claim_after = options.claim_after;
     let mut exporter = Exporter::new(id, shards, schema, sink, store.shown(), options, stopped);
     if let Some(metrics) = &metrics {
@@ -154,37 +154,4 @@ fn store(args: &ExportArgs) -> anyhow::Result<Store> {
         .into());
     }
     Ok(store)
-}
-
-/// First signal: finish the batch in flight, then stop. Second: exit now
-/// (nothing is lost: what was taken and not acknowledged goes to another
-/// exporter once this one's lease runs out).
-fn listen_for_signals(stop: watch::Sender<bool>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::warn!(
-            "cannot listen for signals; stop the exporter with SIGKILL (nothing is lost)"
-        );
-        return;
-    };
-    tokio::spawn(async move {
-        for n in 0.. {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-            if n == 0 {
-                tracing::info!(
-                    "stopping: finishing the batch in flight (signal again to exit at once)"
-                );
-                let _ = stop.send(true);
-            } else {
-                tracing::warn!("second signal: exiting now; unacknowledged items go to another exporter when this one's lease runs out");
-                std::process::exit(130);
-            }
-        }
-    });
 }

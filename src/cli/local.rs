@@ -59,7 +59,7 @@ pub async fn run_local(
     let fail_on_failure = local.fail_on_failure;
     let (sink, items_to) = item_sink(local.output.as_deref())?;
     let (stop, shutdown) = watch::channel(false);
-    super::run::listen_for_signals(stop.clone());
+    super::signals::listen_for_signals(stop.clone(), super::signals::WORKER);
     let settings = spider.settings.clone();
     let shared = Shared::new(
         "local".to_string(),

@@ -23,6 +23,7 @@ pub mod output;
 mod parse;
 mod parse_session;
 mod run;
+mod signals;
 mod stats;
 mod status_line;
 mod tools;

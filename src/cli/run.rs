@@ -54,7 +54,7 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let spiders = load_all(config, paths, cli)?;
     let (stop, shutdown) = watch::channel(false);
-    listen_for_signals(stop);
+    super::signals::listen_for_signals(stop, super::signals::WORKER);
     // Bound before anything starts, so a taken port fails the command.
     let metrics = match how.metrics_addr {
         Some(addr) => Some(serve_metrics(addr, shutdown.clone()).await?),
@@ -552,39 +552,4 @@ pub(super) async fn update_status(
         }
         bar.set_message(parts.join(" | "));
     }
-}
-
-/// First signal: graceful stop. Second: exit now. The handlers are in
-/// place when this returns (a task spawned to register them could run
-/// after a signal that came early, which would then kill the process).
-pub(super) fn listen_for_signals(stop: watch::Sender<bool>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    // A write past `ulimit -f` would kill the process (SIGXFSZ) with no
-    // word; caught, the write fails with EFBIG and the command says so.
-    // Its handler stays installed once registered.
-    let _ = signal(SignalKind::from_raw(libc::SIGXFSZ));
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::warn!("cannot listen for signals; stop the worker with SIGKILL (nothing is lost)");
-        return;
-    };
-    tokio::spawn(async move {
-        for n in 0.. {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-            if n == 0 {
-                tracing::info!(
-                    "stopping: finishing pages in flight (signal again to exit at once)"
-                );
-                let _ = stop.send(true);
-            } else {
-                tracing::warn!("second signal: exiting now; unfinished pages return to the queue when their leases expire");
-                std::process::exit(130);
-            }
-        }
-    });
 }

@@ -37,6 +37,7 @@ pub mod guard;
 pub mod podman;
 pub mod postgres;
 pub mod process;
+pub mod readings;
 pub mod redis;
 pub mod redis_cluster;
 pub mod terminal;

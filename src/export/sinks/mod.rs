@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 
-use super::schema::{Row, Schema};
+use super::schema::{Column, Row, Schema, Table};
 
 /// Where `--to` says items go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,6 +235,53 @@ pub fn schema_statements(store: &Store, schema: &Schema) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// How a SQL store's dialect makes a table and adds a column to one.
+pub(super) struct Dialect {
+    pub create_table: fn(&Table) -> String,
+    pub add_column: fn(&Table, &Column) -> String,
+}
+
+/// The statements that make `table` whole in a store whose table has the
+/// columns `have` (none: it has no such table): none when it has them
+/// all; without `create`, the error that says what is missing, with
+/// `hint` on how to make it.
+pub(super) fn making_statements(
+    table: &Table,
+    have: &[String],
+    create: bool,
+    (shown, hint): (&str, &str),
+    dialect: Dialect,
+) -> Result<Vec<String>, SinkError> {
+    let missing: Vec<&Column> = table
+        .columns
+        .iter()
+        .filter(|c| !have.contains(&c.name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !create {
+        let what = if have.is_empty() {
+            format!("table {} does not exist", table.name)
+        } else {
+            let names: Vec<&str> = missing.iter().map(|c| c.name.as_str()).collect();
+            format!("table {} has no column {}", table.name, names.join(", "))
+        };
+        return Err(SinkError::Fatal(format!(
+            "{shown}: {what} (item type `{}`); run with --create to make it{hint}",
+            table.item_type
+        )));
+    }
+    Ok(if have.is_empty() {
+        vec![(dialect.create_table)(table)]
+    } else {
+        missing
+            .iter()
+            .map(|c| (dialect.add_column)(table, c))
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::types::Json;
 use tokio_postgres::{Client, Config, NoTls};
 
-use super::{Refusal, Sink, SinkError};
+use super::{making_statements, Dialect, Refusal, Sink, SinkError};
 use crate::export::schema::{ColumnType, Row, Schema, Table};
 
 /// How long connecting may take before the server counts as down.
@@ -119,38 +119,26 @@ impl Postgres {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        let missing: Vec<&crate::export::schema::Column> = table
-            .columns
-            .iter()
-            .filter(|c| !have.contains(&c.name))
-            .collect();
-        if !missing.is_empty() && !create {
-            let what = if have.is_empty() {
-                format!("table {} does not exist", table.name)
-            } else {
-                let names: Vec<&str> = missing.iter().map(|c| c.name.as_str()).collect();
-                format!("table {} has no column {}", table.name, names.join(", "))
-            };
-            return Err(SinkError::Fatal(format!(
-                "{shown}: {what} (item type `{}`); run with --create to make it, or make it yourself (`crawlworker export --print-schema` shows the statements)",
-                table.item_type
-            )));
-        }
-        let statements = if have.is_empty() {
-            vec![create_table(table)]
-        } else {
-            missing
-                .iter()
-                .map(|c| {
+        let statements = making_statements(
+            table,
+            &have,
+            create,
+            (
+                &shown,
+                ", or make it yourself (`crawlworker export --print-schema` shows the statements)",
+            ),
+            Dialect {
+                create_table,
+                add_column: |table, c| {
                     format!(
                         "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}",
                         ident(&table.name),
                         ident(&c.name),
                         sql_type(c.ty)
                     )
-                })
-                .collect()
-        };
+                },
+            },
+        )?;
         for sql in &statements {
             tx.execute(sql.as_str(), &[]).await.map_err(|e| {
                 failure(

@@ -17,7 +17,7 @@ use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
 use serde_json::Value;
 
-use super::{Refusal, Sink, SinkError};
+use super::{making_statements, Dialect, Refusal, Sink, SinkError};
 use crate::export::schema::{Column, ColumnType, Row, Schema, Table};
 
 /// How long a writer waits for another exporter's transaction.
@@ -158,41 +158,23 @@ fn ensure(
         ))
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(|e| fail("read the tables", e))?;
-    let missing: Vec<&Column> = table
-        .columns
-        .iter()
-        .filter(|c| !have.contains(&c.name))
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    if !create {
-        let what = if have.is_empty() {
-            format!("table {} does not exist", table.name)
-        } else {
-            let names: Vec<&str> = missing.iter().map(|c| c.name.as_str()).collect();
-            format!("table {} has no column {}", table.name, names.join(", "))
-        };
-        return Err(SinkError::Fatal(format!(
-            "{shown}: {what} (item type `{}`); run with --create to make it",
-            table.item_type
-        )));
-    }
-    let statements = if have.is_empty() {
-        vec![create_table(table)]
-    } else {
-        missing
-            .iter()
-            .map(|c| {
+    let statements = making_statements(
+        table,
+        &have,
+        create,
+        (shown, ""),
+        Dialect {
+            create_table,
+            add_column: |table, c| {
                 format!(
                     "ALTER TABLE {} ADD COLUMN {} {}",
                     ident(&table.name),
                     ident(&c.name),
                     sql_type(c.ty)
                 )
-            })
-            .collect()
-    };
+            },
+        },
+    )?;
     for sql in statements {
         conn.execute_batch(&sql)
             .map_err(|e| fail(&format!("create or extend table {}", table.name), e))?;
