@@ -265,10 +265,12 @@ impl LostLeases {
 }
 
 /// What lost leases mean: this worker did not renew them in time (Redis
-/// away, or the worker stalled) and they went back to the queue.
+/// away, or the worker stalled) and they went back to the queue (or, for
+/// a request whose lease had expired `max_lease_expiries` times, to the
+/// dead letters).
 fn lost_leases_said(lost: usize, since_renewal: Duration, lease: Duration) -> String {
     format!(
-        "{} expired before this worker renewed {} (the previous renewal was {} ago, lease_timeout {}): back in the queue for any worker, {} not be committed by this one",
+        "{} expired before this worker renewed {} (the previous renewal was {} ago, lease_timeout {}): back in the queue for any worker (or set aside in the dead letters once a request's lease has expired max_lease_expiries times), {} not be committed by this one",
         crate::wording::count(lost, "lease"),
         if lost == 1 { "it" } else { "them" },
         crate::wording::duration(since_renewal),
