@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 
-use super::schema::{Column, Row, Schema, Table};
+use super::schema::{Column, ColumnType, Row, Schema, Table};
 
 /// Where `--to` says items go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,17 +230,59 @@ pub fn schema_statements(store: &Store, schema: &Schema) -> Vec<String> {
         .tables
         .iter()
         .filter_map(|t| match store {
-            Store::Postgres(_) => Some(postgres::create_table(t)),
-            Store::Sqlite(_) => Some(sqlite::create_table(t)),
+            Store::Postgres(_) => Some(postgres::DIALECT.create_table(t)),
+            Store::Sqlite(_) => Some(sqlite::DIALECT.create_table(t)),
             _ => None,
         })
         .collect()
 }
 
-/// How a SQL store's dialect makes a table and adds a column to one.
+/// What differs between the SQL stores' table statements.
 pub(super) struct Dialect {
-    pub create_table: fn(&Table) -> String,
-    pub add_column: fn(&Table, &Column) -> String,
+    /// A name quoted as an identifier.
+    pub ident: fn(&str) -> String,
+    /// A column type's SQL type.
+    pub sql_type: fn(ColumnType) -> &'static str,
+    /// The words that add a column (`ADD COLUMN IF NOT EXISTS` where the
+    /// store has them).
+    pub add_column: &'static str,
+}
+
+impl Dialect {
+    /// `CREATE TABLE` for `table`: its columns, the key's not null, and
+    /// the key as primary key.
+    pub fn create_table(&self, table: &Table) -> String {
+        let ident = self.ident;
+        let mut cols: Vec<String> = table
+            .columns
+            .iter()
+            .map(|c| {
+                let not_null = if table.is_key(&c.name) {
+                    " NOT NULL"
+                } else {
+                    ""
+                };
+                format!("{} {}{not_null}", ident(&c.name), (self.sql_type)(c.ty))
+            })
+            .collect();
+        let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+        cols.push(format!("PRIMARY KEY ({})", key.join(", ")));
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} ({})",
+            ident(&table.name),
+            cols.join(", ")
+        )
+    }
+
+    fn add_column(&self, table: &Table, c: &Column) -> String {
+        format!(
+            "ALTER TABLE {} {} {} {}",
+            (self.ident)(&table.name),
+            self.add_column,
+            (self.ident)(&c.name),
+            (self.sql_type)(c.ty)
+        )
+    }
 }
 
 /// The statements that make `table` whole in a store whose table has the
@@ -252,7 +294,7 @@ pub(super) fn making_statements(
     have: &[String],
     create: bool,
     (shown, hint): (&str, &str),
-    dialect: Dialect,
+    dialect: &Dialect,
 ) -> Result<Vec<String>, SinkError> {
     let missing: Vec<&Column> = table
         .columns
@@ -275,11 +317,11 @@ pub(super) fn making_statements(
         )));
     }
     Ok(if have.is_empty() {
-        vec![(dialect.create_table)(table)]
+        vec![dialect.create_table(table)]
     } else {
         missing
             .iter()
-            .map(|c| (dialect.add_column)(table, c))
+            .map(|c| dialect.add_column(table, c))
             .collect()
     })
 }

@@ -127,17 +127,7 @@ impl Postgres {
                 &shown,
                 ", or make it yourself (`crawlworker export --print-schema` shows the statements)",
             ),
-            Dialect {
-                create_table,
-                add_column: |table, c| {
-                    format!(
-                        "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}",
-                        ident(&table.name),
-                        ident(&c.name),
-                        sql_type(c.ty)
-                    )
-                },
-            },
+            &DIALECT,
         )?;
         for sql in &statements {
             tx.execute(sql.as_str(), &[]).await.map_err(|e| {
@@ -323,29 +313,6 @@ fn columns_of(table: &Table, row: &Row<'_>) -> Value {
     Value::Object(out)
 }
 
-/// `CREATE TABLE` for `table`.
-pub fn create_table(table: &Table) -> String {
-    let mut cols: Vec<String> = table
-        .columns
-        .iter()
-        .map(|c| {
-            let not_null = if table.is_key(&c.name) {
-                " NOT NULL"
-            } else {
-                ""
-            };
-            format!("{} {}{not_null}", ident(&c.name), sql_type(c.ty))
-        })
-        .collect();
-    let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-    cols.push(format!("PRIMARY KEY ({})", key.join(", ")));
-    format!(
-        "CREATE TABLE IF NOT EXISTS {} ({})",
-        ident(&table.name),
-        cols.join(", ")
-    )
-}
-
 /// The statement that upserts a JSON array of rows into `table`.
 fn upsert(table: &Table) -> String {
     let names: Vec<String> = table.columns.iter().map(|c| ident(&c.name)).collect();
@@ -379,6 +346,13 @@ fn sql_type(ty: ColumnType) -> &'static str {
         ColumnType::Json => "JSONB",
     }
 }
+
+/// PostgreSQL's table statements.
+pub(super) const DIALECT: Dialect = Dialect {
+    ident,
+    sql_type,
+    add_column: "ADD COLUMN IF NOT EXISTS",
+};
 
 /// A quoted SQL identifier.
 fn ident(name: &str) -> String {
@@ -473,7 +447,7 @@ mod tests {
         let spider = crate::spider::Spider::load(std::path::Path::new("spiders/bbs.toml")).unwrap();
         let schema = Schema::of(&spider);
         let post = &schema.tables[0];
-        let create = create_table(post);
+        let create = DIALECT.create_table(post);
         assert!(
             create.starts_with("CREATE TABLE IF NOT EXISTS \"bbs_post\" ("),
             "{create}"

@@ -158,51 +158,12 @@ fn ensure(
         ))
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(|e| fail("read the tables", e))?;
-    let statements = making_statements(
-        table,
-        &have,
-        create,
-        (shown, ""),
-        Dialect {
-            create_table,
-            add_column: |table, c| {
-                format!(
-                    "ALTER TABLE {} ADD COLUMN {} {}",
-                    ident(&table.name),
-                    ident(&c.name),
-                    sql_type(c.ty)
-                )
-            },
-        },
-    )?;
+    let statements = making_statements(table, &have, create, (shown, ""), &DIALECT)?;
     for sql in statements {
         conn.execute_batch(&sql)
             .map_err(|e| fail(&format!("create or extend table {}", table.name), e))?;
     }
     Ok(())
-}
-
-/// `CREATE TABLE` for `table`.
-pub fn create_table(table: &Table) -> String {
-    let mut cols: Vec<String> = table
-        .columns
-        .iter()
-        .map(|c| {
-            let not_null = if table.is_key(&c.name) {
-                " NOT NULL"
-            } else {
-                ""
-            };
-            format!("{} {}{not_null}", ident(&c.name), sql_type(c.ty))
-        })
-        .collect();
-    let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-    cols.push(format!("PRIMARY KEY ({})", key.join(", ")));
-    format!(
-        "CREATE TABLE IF NOT EXISTS {} ({})",
-        ident(&table.name),
-        cols.join(", ")
-    )
 }
 
 fn upsert(table: &Table) -> String {
@@ -252,6 +213,13 @@ fn sql_type(ty: ColumnType) -> &'static str {
         ColumnType::Float => "REAL",
     }
 }
+
+/// SQLite's table statements.
+pub(super) const DIALECT: Dialect = Dialect {
+    ident,
+    sql_type,
+    add_column: "ADD COLUMN",
+};
 
 fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
