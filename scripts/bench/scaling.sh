@@ -95,7 +95,7 @@ pids+=($!)
 for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 "$demo" tasks --forums "$FORUMS" --pages "$PAGES" >"$work/tasks.txt"
 mapfile -t tasks <"$work/tasks.txt"
-sed "s#127.0.0.1:8700#127.0.0.1:$DEMO_PORT#g" spiders/bbs.toml >"$work/bbs.toml"
+sed "s#127.0.0.1:8700#127.0.0.1:$DEMO_PORT#g" "${SPIDER:-spiders/bbs.toml}" >"$work/bbs.toml"
 # What one worker can download at once from the one demo host: its slots
 # for a host, or all its slots if fewer.
 setting() { sed -n "s/^$1 *= *\([0-9]*\).*/\1/p" "$work/bbs.toml"; }
