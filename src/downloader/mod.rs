@@ -207,8 +207,9 @@ impl Downloader {
     /// Until the download starts, `give_up` gives it up: a stopping worker
     /// hands such requests back at once, and lets only downloads in
     /// progress use `shutdown_grace`; a paused one lets only those finish.
-    /// Also says whether the host slot it held went straight to another
-    /// request waiting for one (see [`politeness::Turn::slot_went_on`]).
+    /// Also says how many requests were waiting for the host slot it held
+    /// when it went straight to one of them, 0 when it did not (see
+    /// [`politeness::Turn::waiting_for_slot`]).
     pub async fn download(
         &self,
         request: &Request,
@@ -216,27 +217,27 @@ impl Downloader {
         paced_with: Duration,
         stats: &mut Tally,
         give_up: GiveUp,
-    ) -> (Downloaded, bool) {
+    ) -> (Downloaded, usize) {
         if let Some(replayed) = self.replay(request, stats) {
-            return (replayed, false);
+            return (replayed, 0);
         }
         let turn = self.politeness.join(&request.host_key());
         let hand_back = give_up.hand_back.clone();
         let ready = tokio::select! {
             biased;
-            _ = give_up.wait() => return (Downloaded::NotStarted, false),
+            _ = give_up.wait() => return (Downloaded::NotStarted, 0),
             ready = self.ready(request, &turn, wait, paced_with, stats, &hand_back) => ready,
         };
         let slots = match ready {
             Ready::Go(slots) => slots,
-            Ready::Done(outcome) => return (outcome, false),
+            Ready::Done(outcome) => return (outcome, 0),
         };
         let downloaded = self.fetch(request, stats).await;
         // Learnt while the slots are held, so the next request for the
         // host knows.
         turn.news(downloaded.host_outcome());
         drop(slots);
-        (downloaded, turn.slot_went_on())
+        (downloaded, turn.waiting_for_slot())
     }
 
     /// The page cache's copy of the response, as if it had been fetched

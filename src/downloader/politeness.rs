@@ -33,6 +33,7 @@
 //! then).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,24 @@ pub struct Politeness {
 struct Host {
     /// Its download slots (`concurrent_requests_per_domain`).
     slots: Arc<Semaphore>,
+    /// This worker's requests waiting for one of them.
+    waiting: AtomicUsize,
+}
+
+/// Counts a request waiting for its host's slot while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn on(count: &'a AtomicUsize) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Host → what this worker's own responses said about it lately, for the
@@ -232,6 +251,7 @@ impl Politeness {
             politeness: self,
             host: self.hosts.hold(host, || Host {
                 slots: Arc::new(Semaphore::new(self.per_host)),
+                waiting: AtomicUsize::new(0),
             }),
         }
     }
@@ -291,7 +311,9 @@ impl Turn<'_> {
     /// the worker, waiting for them.
     pub async fn slots(&self) -> Slots {
         // The semaphores are never closed, so acquiring cannot fail.
+        let waiting = Waiting::on(&self.host.waiting);
         let host = Arc::clone(&self.host.slots).acquire_owned().await.ok();
+        drop(waiting);
         let download = self.politeness.downloads.clone().acquire_owned().await.ok();
         let worker = self.politeness.share.slot().await;
         Slots {
@@ -328,12 +350,17 @@ impl Turn<'_> {
     }
 
     /// Whether the host's slot a download gave back just now went straight
-    /// to another of this worker's requests waiting for one: a semaphore
+    /// to another of this worker's requests waiting for one (a semaphore
     /// hands a permit given back to a waiter at once, so then none is
-    /// free. The page's commit may then wait for others without leaving a
-    /// slot idle (see `worker::pool::Share::commit`).
-    pub fn slot_went_on(&self) -> bool {
-        self.host.slots.available_permits() == 0
+    /// free), and if so how many were waiting: 0 when it did not. The
+    /// host's slots stay busy about that many pages' time, and the page's
+    /// commit may wait for others that long without leaving one idle (see
+    /// `worker::pool::Share::commit`).
+    pub fn waiting_for_slot(&self) -> usize {
+        if self.host.slots.available_permits() > 0 {
+            return 0;
+        }
+        self.host.waiting.load(Ordering::Relaxed).max(1)
     }
 
     /// Learns what a response said about the host (before its slots are
@@ -390,7 +417,11 @@ mod tests {
         let first = p.join("a.test");
         let held = first.slots().await;
         drop(held);
-        assert!(!first.slot_went_on(), "nobody waits: the slot is free");
+        assert_eq!(
+            first.waiting_for_slot(),
+            0,
+            "nobody waits: the slot is free"
+        );
         let held = first.slots().await;
         let second = p.join("a.test");
         let mut waiting = Box::pin(second.slots());
@@ -401,7 +432,7 @@ mod tests {
             "the host's only slot is taken"
         );
         drop(held);
-        assert!(first.slot_went_on(), "handed to the request waiting");
+        assert_eq!(first.waiting_for_slot(), 1, "handed to the request waiting");
         let _now_held = waiting.await;
     }
 

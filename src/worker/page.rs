@@ -61,10 +61,10 @@ pub async fn crawl(ctx: Context, leased: Leased) -> Vec<Leased> {
 async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     // The output's charge in the memory budget lives until the commit is
     // done (or the page dropped).
-    let (result, _output, slot_went_on) = match &leased.request {
+    let (result, _output, host_waiting) = match &leased.request {
         Ok(request) => match process(ctx, request, leased.wait, leased.paced_with).await {
             // No longer finishing: about to be committed.
-            Some((result, output, finishing)) => (result, output, finishing.slot_went_on()),
+            Some((result, output, finishing)) => (result, output, finishing.host_waiting()),
             None => {
                 hand_back(ctx, &leased.id).await;
                 return Vec::new();
@@ -76,7 +76,7 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
                 dead: Some(dead.clone()),
                 ..PageResult::default()
             };
-            (dead, None, false)
+            (dead, None, 0)
         }
     };
     // A page being committed is finished through an outage, whatever the
@@ -85,7 +85,7 @@ async fn crawl_one(ctx: &Context, leased: Leased) -> Vec<Leased> {
     let queues = !result.requests.is_empty() || !result.tasks.is_empty();
     let commit = ctx
         .share
-        .commit(!*ctx.shutdown.borrow(), queues, slot_went_on);
+        .commit(!*ctx.shutdown.borrow(), queues, host_waiting);
     let started = std::time::Instant::now();
     let committed = until_done("commit a page", &ctx.frontier.fatal(), || {
         ctx.frontier
@@ -175,14 +175,14 @@ async fn process<'c>(
         paused: ctx.paused.clone(),
         hand_back: ctx.frontier.hand_back(),
     };
-    let (downloaded, slot_went_on) = ctx
+    let (downloaded, host_waiting) = ctx
         .downloader
         .download(request, wait, paced_with, &mut stats, give_up)
         .await;
     if matches!(downloaded, Downloaded::NotStarted) {
         return None;
     }
-    let finishing = ctx.share.finishing(slot_went_on);
+    let finishing = ctx.share.finishing(host_waiting);
     let mut output = None;
     let mut result = match downloaded {
         Downloaded::Decided(mut result) => {

@@ -116,14 +116,15 @@ pub struct Share {
 }
 
 /// A page downloaded and not yet being committed, while it lives (see
-/// [`Share::finishing`]), and whether its host slot went straight to
-/// another request.
-pub struct Finishing<'a>(&'a Share, bool);
+/// [`Share::finishing`]), and how many requests were waiting when its
+/// host slot went straight to one of them (0: it did not).
+pub struct Finishing<'a>(&'a Share, usize);
 
 impl Finishing<'_> {
-    /// Whether the page's host slot went straight to another of the
-    /// spider's requests waiting for one (see [`Share::commit`]).
-    pub fn slot_went_on(&self) -> bool {
+    /// How many of the spider's requests were waiting for the page's host
+    /// slot when it went straight to one of them, 0 when it did not (see
+    /// [`Share::commit`]).
+    pub fn host_waiting(&self) -> usize {
         self.1
     }
 }
@@ -210,11 +211,16 @@ impl Share {
     /// last page in flight (the tail of a crawl) never waits.
     ///
     /// And while the page's host slot went straight to another of the
-    /// spider's requests waiting for one (`slot_went_on`): a crawl of few
-    /// hosts is bound by their slots (`concurrent_requests_per_domain`)
+    /// spider's requests waiting for one (`host_waiting` of them): a crawl
+    /// of few hosts is bound by their slots (`concurrent_requests_per_domain`)
     /// before its share of the worker's, and the requests it holds ahead
     /// wait for those.
-    pub fn commit(&self, replace: bool, queues: bool, slot_went_on: bool) -> Commit<'_> {
+    ///
+    /// How long it may wait is the pages' time its slots stay busy: the
+    /// requests beyond the slots and the one that took its slot, or those
+    /// waiting for its host's slot, whichever is more (see
+    /// `frontier::patience`).
+    pub fn commit(&self, replace: bool, queues: bool, host_waiting: usize) -> Commit<'_> {
         let committing = self.committing.fetch_add(1, Ordering::Relaxed) + 1;
         let in_progress = self
             .pages
@@ -228,16 +234,18 @@ impl Share {
         };
         self.asked.fetch_add(lease_next, Ordering::Relaxed);
         let may_wait = in_progress >= self.limit()
-            || slot_went_on
+            || host_waiting > 0
             || self.finishing.load(Ordering::Relaxed) > 0
             || (!queues && in_progress > 0 && self.dry.load(Ordering::Relaxed));
+        let ahead = (in_progress + 1)
+            .saturating_sub(self.limit())
+            .max(host_waiting)
+            .max(1);
         Commit {
             share: self,
             lease_next,
             patience: match may_wait {
-                // The requests beyond the slots, and the one that took
-                // this page's: the pages that finish before a slot idles.
-                true => Patience::Ahead((in_progress + 1).saturating_sub(self.limit()).max(1)),
+                true => Patience::Ahead(ahead),
                 false => Patience::Now,
             },
         }
@@ -248,9 +256,9 @@ impl Share {
     /// that page to share its script call (pages leased together finish
     /// together). The wait is `commit_wait` at most, and ends when the last
     /// such page joins (its own commit may not wait for another).
-    pub fn finishing(&self, slot_went_on: bool) -> Finishing<'_> {
+    pub fn finishing(&self, host_waiting: usize) -> Finishing<'_> {
         self.finishing.fetch_add(1, Ordering::Relaxed);
-        Finishing(self, slot_went_on)
+        Finishing(self, host_waiting)
     }
 
     /// Counts a page that will wait for its host's politeness slot, from
@@ -357,9 +365,9 @@ mod tests {
             // The spider at its lease limit: a page is replaced, and may
             // wait 5 pages' time (the 4 beyond its 5 slots, and the one
             // that took its slot).
-            let first = deep.commit(true, true, false);
+            let first = deep.commit(true, true, 0);
             assert_eq!((first.lease_next, first.patience), (1, Patience::Ahead(5)));
-            let later: Vec<Commit> = (0..5).map(|_| deep.commit(true, true, false)).collect();
+            let later: Vec<Commit> = (0..5).map(|_| deep.commit(true, true, 0)).collect();
             assert!(later.iter().all(|c| c.lease_next == 1));
             assert!(later[..4].iter().all(|c| c.patience != Patience::Now));
             assert!(
@@ -368,7 +376,7 @@ mod tests {
             );
             assert!(deep.leasing());
             assert_eq!(
-                deep.commit(false, true, false).lease_next,
+                deep.commit(false, true, 0).lease_next,
                 0,
                 "no replacement when stopping"
             );
@@ -377,9 +385,9 @@ mod tests {
         // Over its limit (its share shrank): no replacement; short of it:
         // one more than the page.
         deep.started(1);
-        assert_eq!(deep.commit(true, true, false).lease_next, 0);
+        assert_eq!(deep.commit(true, true, 0).lease_next, 0);
         (0..4).for_each(|_| deep.finished());
-        assert_eq!(deep.commit(true, true, false).lease_next, MAX_LEASE_NEXT);
+        assert_eq!(deep.commit(true, true, 0).lease_next, MAX_LEASE_NEXT);
     }
 
     #[test]
@@ -390,26 +398,26 @@ mod tests {
         share.started(2);
         // Two of four slots busy: a page's slot would go to its
         // replacement, so it may not wait, until a lease comes back short.
-        assert_eq!(share.commit(true, false, false).patience, Patience::Now);
+        assert_eq!(share.commit(true, false, 0).patience, Patience::Now);
         share.leased(3, 3);
-        assert_eq!(share.commit(true, false, false).patience, Patience::Now);
+        assert_eq!(share.commit(true, false, 0).patience, Patience::Now);
         share.leased(3, 1);
-        assert_ne!(share.commit(true, false, false).patience, Patience::Now);
+        assert_ne!(share.commit(true, false, 0).patience, Patience::Now);
         assert!(
-            share.commit(true, true, false).patience == Patience::Now,
+            share.commit(true, true, 0).patience == Patience::Now,
             "a page whose links others may wait for goes at once"
         );
         // A lease that asked for nothing says nothing; one that got all it
         // asked (or leases handed to the worker) ends the drought.
         share.leased(0, 0);
-        assert_ne!(share.commit(true, false, false).patience, Patience::Now);
+        assert_ne!(share.commit(true, false, 0).patience, Patience::Now);
         share.leased(2, 2);
-        assert_eq!(share.commit(true, false, false).patience, Patience::Now);
+        assert_eq!(share.commit(true, false, 0).patience, Patience::Now);
         // The last page in flight has no company to wait for.
         share.leased(3, 1);
         share.finished();
         assert!(
-            share.commit(true, false, false).patience == Patience::Now,
+            share.commit(true, false, 0).patience == Patience::Now,
             "the tail of a crawl is committed at once"
         );
     }
@@ -422,10 +430,15 @@ mod tests {
         let share = pool.share(4);
         share.set_active(true);
         share.started(3);
-        assert_eq!(share.commit(true, true, false).patience, Patience::Now);
+        assert_eq!(share.commit(true, true, 0).patience, Patience::Now);
         assert!(
-            share.commit(true, true, true).patience != Patience::Now,
+            share.commit(true, true, 1).patience != Patience::Now,
             "its slot is busy again: waiting leaves none idle"
+        );
+        assert_eq!(
+            share.commit(true, true, 6).patience,
+            Patience::Ahead(6),
+            "as long as the 6 waiting for the host's slots keep them busy"
         );
     }
 }
