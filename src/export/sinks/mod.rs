@@ -274,6 +274,25 @@ impl Dialect {
         )
     }
 
+    /// `ON CONFLICT (key) DO …` of an upsert into `table`: a re-delivered
+    /// item updates its row (its key's columns stay).
+    pub fn on_conflict(&self, table: &Table) -> String {
+        let ident = self.ident;
+        let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+        let updates: Vec<String> = table
+            .columns
+            .iter()
+            .filter(|c| !table.is_key(&c.name))
+            .map(|c| format!("{0} = EXCLUDED.{0}", ident(&c.name)))
+            .collect();
+        let action = if updates.is_empty() {
+            "NOTHING".to_string()
+        } else {
+            format!("UPDATE SET {}", updates.join(", "))
+        };
+        format!("ON CONFLICT ({}) DO {action}", key.join(", "))
+    }
+
     fn add_column(&self, table: &Table, c: &Column) -> String {
         format!(
             "ALTER TABLE {} {} {} {}",

@@ -316,23 +316,11 @@ fn columns_of(table: &Table, row: &Row<'_>) -> Value {
 /// The statement that upserts a JSON array of rows into `table`.
 fn upsert(table: &Table) -> String {
     let names: Vec<String> = table.columns.iter().map(|c| ident(&c.name)).collect();
-    let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-    let updates: Vec<String> = table
-        .columns
-        .iter()
-        .filter(|c| !table.is_key(&c.name))
-        .map(|c| format!("{0} = EXCLUDED.{0}", ident(&c.name)))
-        .collect();
-    let action = if updates.is_empty() {
-        "NOTHING".to_string()
-    } else {
-        format!("UPDATE SET {}", updates.join(", "))
-    };
     format!(
-        "INSERT INTO {t} ({cols}) SELECT {cols} FROM jsonb_populate_recordset(NULL::{t}, $1::jsonb) ON CONFLICT ({key}) DO {action}",
+        "INSERT INTO {t} ({cols}) SELECT {cols} FROM jsonb_populate_recordset(NULL::{t}, $1::jsonb) {conflict}",
         t = ident(&table.name),
         cols = names.join(", "),
-        key = key.join(", "),
+        conflict = DIALECT.on_conflict(table),
     )
 }
 

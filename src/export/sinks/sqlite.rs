@@ -169,24 +169,12 @@ fn ensure(
 fn upsert(table: &Table) -> String {
     let names: Vec<String> = table.columns.iter().map(|c| ident(&c.name)).collect();
     let marks: Vec<&str> = table.columns.iter().map(|_| "?").collect();
-    let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-    let updates: Vec<String> = table
-        .columns
-        .iter()
-        .filter(|c| !table.is_key(&c.name))
-        .map(|c| format!("{0} = excluded.{0}", ident(&c.name)))
-        .collect();
-    let action = if updates.is_empty() {
-        "NOTHING".to_string()
-    } else {
-        format!("UPDATE SET {}", updates.join(", "))
-    };
     format!(
-        "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO {action}",
+        "INSERT INTO {} ({}) VALUES ({}) {}",
         ident(&table.name),
         names.join(", "),
         marks.join(", "),
-        key.join(", ")
+        DIALECT.on_conflict(table)
     )
 }
 
