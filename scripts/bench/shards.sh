@@ -19,6 +19,18 @@
 #   scripts/bench/shards.sh                         # 3 shards, 6 sites, 20 ms, W = 6
 #   SHARDS=3 SITES=9 WORKERS=9 LATENCY=5ms scripts/bench/shards.sh
 #   BIN=/tmp/crawlworker DEMO=/tmp/crawlworker-demo scripts/bench/shards.sh
+#   PROFILE=1 scripts/bench/shards.sh               # and where the calls go
+#
+# PROFILE=1 logs every command in each master's slow log (threshold 0)
+# and prints, after each run's line, the commands and script functions
+# by calls per page and execution µs per page (the slow log's time: the
+# command's own work, not reading and writing it). Logging costs Redis
+# CPU itself: take the headline figures from a run without it.
+#
+# RECORD=DIR records what each master is sent (redis-cli MONITOR) to
+# DIR/shards-N.PORT.mon for each run of N shards;
+# scripts/bench/replay/commit_sizes.py then shows how many pages each
+# commit call carried, per master and per worker.
 #
 # Needs redis-server, redis-cli, python3 and GNU time. Everything listens
 # on 127.0.0.1 only.
@@ -122,7 +134,26 @@ calls_of() {
 # One crawl with spider $1; prints the run's figures.
 crawl() {
   local spider=$1 c0=() c1=() ws=() started ended
-  for p in "${ports[@]}"; do redis-cli -p "$p" flushall >/dev/null; redis-cli -p "$p" config resetstat >/dev/null; done
+  for p in "${ports[@]}"; do
+    redis-cli -p "$p" flushall >/dev/null
+    redis-cli -p "$p" config resetstat >/dev/null
+    if [ -n "${PROFILE:-}" ]; then
+      redis-cli -p "$p" config set slowlog-max-len 4000000 >/dev/null
+      redis-cli -p "$p" config set slowlog-log-slower-than 0 >/dev/null
+      redis-cli -p "$p" slowlog reset >/dev/null
+    fi
+  done
+  local monitors=()
+  if [ -n "${RECORD:-}" ]; then
+    mkdir -p "$RECORD"
+    for p in "${ports[@]}"; do
+      # Loaded again while recorded, for the tools that read it.
+      redis-cli -p "$p" function flush >/dev/null
+      redis-cli -p "$p" monitor >"$RECORD/shards-$SHARDS.$p.mon" &
+      monitors+=($!)
+    done
+    sleep 0.3
+  fi
   CRAWLWORKER_REDIS_URL="$url" "$BIN" push-urls "$spider" "${tasks[@]}" >/dev/null 2>"$work/push.log" ||
     die "push-urls failed (see $work/push.log)"
   for p in "${ports[@]}"; do c0+=("$(cpu_of "$p")"); done
@@ -134,6 +165,10 @@ crawl() {
   done
   for w in "${ws[@]}"; do wait "$w" || die "a worker failed (see $work/worker.*.log)"; done
   ended=$(date +%s.%N)
+  if [ ${#monitors[@]} -gt 0 ]; then
+    sleep 0.3
+    kill "${monitors[@]}"
+  fi
   for p in "${ports[@]}"; do c1+=("$(cpu_of "$p")"); done
   local pages=0 calls=0 total=0 busiest=0 each=""
   for s in $(seq 0 $((SHARDS - 1))); do
@@ -147,6 +182,13 @@ crawl() {
     calls=$((calls + $(calls_of "${ports[$i]}")))
     each="$each $(printf '%.1f' "$(echo "$d * 1000000 / $pages" | bc -l)")"
   done
+  if [ -n "${PROFILE:-}" ]; then
+    for p in "${ports[@]}"; do
+      redis-cli -p "$p" config set slowlog-log-slower-than -1 >/dev/null
+      redis-cli -p "$p" --json slowlog get -1 >"$work/slowlog.$p.json"
+    done
+    profile "$pages" "$work"/slowlog.*.json >"$work/profile.txt"
+  fi
   printf '%s | %.0f | %.1f | %.0f %% |%s | %.3f\n' "$pages" \
     "$(echo "$pages / ($ended - $started)" | bc -l)" "$(echo "$total * 1000000 / $pages" | bc -l)" \
     "$(echo "$busiest * 100 / $total" | bc -l)" "$each" "$(echo "$calls / $pages" | bc -l)"
@@ -183,11 +225,38 @@ print("{%s}:%s" % (name("bbs", shard, shards), kind))
 EOF
 }
 
+# The slow logs $2… of a crawl of $1 pages, by command (a script call by
+# its function): calls and execution µs per page, the most costly first.
+profile() {
+  python3 - "$@" <<'EOF'
+import json, sys
+pages, by = int(sys.argv[1]), {}
+for path in sys.argv[2:]:
+    for entry in json.load(open(path, encoding="utf-8", errors="replace")):
+        args = entry[3]
+        name = args[0].lower()
+        if name in ("fcall", "fcall_ro", "evalsha") and len(args) > 1:
+            name = f"{name} {args[1]}"
+        calls, micros = by.get(name, (0, 0))
+        by[name] = (calls + 1, micros + entry[2])
+for name, (calls, micros) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+    print(f"    {name:<40} {calls / pages:8.3f} calls/page {micros / pages:8.1f} µs/page")
+EOF
+}
+
+# After a run's line, its profile (PROFILE=1).
+show_profile() {
+  [ -n "${PROFILE:-}" ] && cat "$work/profile.txt"
+  return 0
+}
+
 echo "# $BIN; $SHARDS masters, $SITES sites (ports $site_ports) × $FORUMS forums × $PAGES list pages, $LATENCY, $WORKERS workers; $(nproc) CPUs"
 echo "| spider | pages | pages/s | redis µs/page | busiest master | µs/page per master | calls/page |"
 echo "|---|---:|---:|---:|---:|---|---:|"
 echo "| shards = $SHARDS | $(crawl "$(spider_for "$SHARDS")") |"
+show_profile
 saved=$SHARDS
 SHARDS=1
 echo "| shards = 1 | $(crawl "$(spider_for 1)") |"
+show_profile
 SHARDS=$saved
