@@ -260,7 +260,8 @@ async fn a_worker_killed_between_two_parts_of_a_pages_links_loses_and_doubles_no
              fetched {} times (before: {fetched}), stats {:?}, {} dead letters {:?}, \
              the stopped worker logged:\n{stopped_log}\nthe new worker logged:\n{}",
             server.hits(&sitemap_path),
-            conn.hgetall::<_, Vec<(String, String)>>("bigmap:stats").unwrap(),
+            conn.hgetall::<_, Vec<(String, String)>>("bigmap:stats")
+                .unwrap(),
             conn.llen::<_, usize>("bigmap:dead").unwrap(),
             conn.lrange::<_, Vec<String>>("bigmap:dead", 0, 2).unwrap(),
             worker.log()

@@ -48,13 +48,20 @@ pub const CAPPED: &[(&str, &str)] = &[
     ),
 ];
 
-/// The filter that holds [`CAPPED`] at `info` and lets everything else
-/// through (the user's filter decides).
-pub fn caps() -> Targets {
-    CAPPED.iter().fold(
-        Targets::new().with_default(LevelFilter::TRACE),
-        |t, (target, _)| t.with_target(*target, LevelFilter::INFO),
-    )
+/// The filter that holds [`CAPPED`] at `info` and lets through everything
+/// else up to `most`, the most verbose level the user's filter enables
+/// anywhere (that filter decides below it). Its default is that level and
+/// not `trace`, because the subscriber's level hint is the most verbose of
+/// its filters', and the hint sets how far the `log` records of libraries
+/// get: the HTML parser writes a `log` record per token, and at a `trace`
+/// hint each went through the filter at run time, 12 % of a worker's CPU
+/// at `info` (scripts/bench/worker_profile.sh).
+pub fn caps(most: LevelFilter) -> Targets {
+    CAPPED
+        .iter()
+        .fold(Targets::new().with_default(most), |t, (target, _)| {
+            t.with_target(*target, LevelFilter::INFO.min(most))
+        })
 }
 
 /// The filter for `spec`, or why it is not one.
@@ -111,6 +118,7 @@ pub fn init(options: LogOptions) {
         Ok(f) => (f, None),
         Err(problem) => (EnvFilter::new("warn,crawlworker=info"), Some(problem)),
     };
+    let most = filter.max_level_hint().unwrap_or(LevelFilter::TRACE);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(status_line::LogWriter);
@@ -118,14 +126,14 @@ pub fn init(options: LogOptions) {
         LogFormat::Text => builder
             .with_ansi(std::io::stderr().is_terminal())
             .finish()
-            .with(caps())
+            .with(caps(most))
             .init(),
         LogFormat::Json => builder
             .json()
             .with_current_span(true)
             .with_span_list(false)
             .finish()
-            .with(caps())
+            .with(caps(most))
             .init(),
     }
     // Said once logging is set up, so that it is JSON with the rest.
@@ -138,11 +146,11 @@ pub fn init(options: LogOptions) {
 mod tests {
     use super::{caps, filter};
     use tracing::Level;
-    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
 
     #[test]
     fn secret_printing_targets_are_capped_at_info_and_others_are_not() {
-        let caps: Targets = caps();
+        let caps: Targets = caps(LevelFilter::TRACE);
         for target in [
             "cookie_store",
             "cookie_store::cookie_store",
@@ -161,6 +169,23 @@ mod tests {
         ] {
             assert!(caps.would_enable(target, &Level::TRACE), "{target}");
         }
+    }
+
+    #[test]
+    fn the_caps_enable_nothing_the_users_filter_does_not() {
+        // At the default filter, the most verbose level is crawlworker's
+        // `info`: `log` records of the HTML parser's debug lines stop at
+        // the `log` crate's level check rather than reaching the filter.
+        let most = filter(None).unwrap().max_level_hint();
+        assert_eq!(most, Some(LevelFilter::INFO));
+        let info = caps(LevelFilter::INFO);
+        assert!(!info.would_enable("html5ever::tokenizer", &Level::DEBUG));
+        assert!(info.would_enable("crawlworker::worker", &Level::INFO));
+        assert!(!info.would_enable("crawlworker::worker", &Level::DEBUG));
+        // Below `info`, the caps follow the user's level.
+        let warn = caps(LevelFilter::WARN);
+        assert!(!warn.would_enable("html5ever", &Level::INFO));
+        assert!(warn.would_enable("html5ever", &Level::WARN));
     }
 
     #[test]
