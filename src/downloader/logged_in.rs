@@ -52,32 +52,30 @@ impl Downloader {
 
     /// The request is retried later, as after a network error.
     fn login_failed(&self, request: &Request, why: String, stats: &mut Tally) -> Downloaded {
-        let failure = Failure {
-            reason: format!("no login session: {why}"),
-            kind: "SessionLoginError".into(),
-            status: None,
-            retry_after: None,
-            retryable: true,
-        };
-        Downloaded::Decided(Box::new(retry::retry_or_fail(
-            &self.settings,
-            request,
-            failure,
-            stats,
-            HostOutcome::None,
-        )))
+        self.without_session(request, why, "SessionLoginError", true, stats)
     }
-}
 
-impl Downloader {
     /// The request fails for good: no account can log in.
     fn no_account(&self, request: &Request, why: String, stats: &mut Tally) -> Downloaded {
+        self.without_session(request, why, "SessionNoAccount", false, stats)
+    }
+
+    /// The request had no login session to go with (`why`): a failure of
+    /// `kind`, retried later if `retryable`, as any failure is.
+    fn without_session(
+        &self,
+        request: &Request,
+        why: String,
+        kind: &str,
+        retryable: bool,
+        stats: &mut Tally,
+    ) -> Downloaded {
         let failure = Failure {
             reason: format!("no login session: {why}"),
-            kind: "SessionNoAccount".into(),
+            kind: kind.into(),
             status: None,
             retry_after: None,
-            retryable: false,
+            retryable,
         };
         Downloaded::Decided(Box::new(retry::retry_or_fail(
             &self.settings,
