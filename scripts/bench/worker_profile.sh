@@ -9,10 +9,14 @@
 #     scripts/bench/worker_profile.sh
 #     SIZE="--forums 24 --pages 50" scripts/bench/worker_profile.sh
 #     WORKER=/path/to/crawlworker-with-symbols SPIDER=old-bbs.toml scripts/bench/worker_profile.sh
+#     CALLERS=1 scripts/bench/worker_profile.sh     # each sample to the stage that asked for it
 #
 # A flat profile: a sample counts where the CPU was, so memory copies and
 # allocation are one stage of their own whoever asked for them, and the
-# kernel's share is the system calls (network, timers). Needs perf
+# kernel's share is the system calls (network, timers). CALLERS=1 records
+# call graphs (DWARF; slower, larger) and charges each sample to the
+# innermost stage on its stack instead: the allocation, copies and
+# system calls an HTTP exchange makes count for HTTP. Needs perf
 # (linux-perf) and a kernel that lets it sample (perf_event_paranoid ≤ 1,
 # or root). Everything listens on 127.0.0.1 only.
 set -euo pipefail
@@ -32,11 +36,16 @@ forum_redis redis-server
 forum_site
 redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
 CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$port" \
-  perf record -F "$FREQ" -o "$work/perf.data" -- \
+  perf record -F "$FREQ" ${CALLERS:+--call-graph dwarf,16384} -o "$work/perf.data" -- \
   /usr/bin/time -f '%U %S' -o "$work/time.txt" \
   "$WORKER" run "$work/bbs.toml" --until-drained >"$work/worker.log" 2>"$work/perf.log"
 pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)
 read -r user sys <"$work/time.txt"
-perf report -i "$work/perf.data" --no-children --sort symbol -g none --percent-limit 0 2>/dev/null >"$work/report.txt"
 echo "# $WORKER; $pages pages (demo ${SIZE}); worker CPU $user s user + $sys s system; $(nproc) CPUs"
-python3 scripts/bench/worker_stages.py "$work/report.txt" "$pages" "$user" "$sys"
+if [ -n "${CALLERS:-}" ]; then
+  perf script -i "$work/perf.data" 2>/dev/null >"$work/script.txt"
+  python3 scripts/bench/worker_stages.py --callers "$work/script.txt" "$pages" "$user" "$sys"
+else
+  perf report -i "$work/perf.data" --no-children --sort symbol -g none --percent-limit 0 2>/dev/null >"$work/report.txt"
+  python3 scripts/bench/worker_stages.py "$work/report.txt" "$pages" "$user" "$sys"
+fi

@@ -1,13 +1,19 @@
-"""A worker's flat CPU profile (`perf report --sort symbol`) by stage of a
-page, for scripts/bench/worker_profile.sh:
+"""A worker's CPU profile by stage of a page, for
+scripts/bench/worker_profile.sh:
 
     python3 scripts/bench/worker_stages.py REPORT.txt PAGES USER_S SYSTEM_S
+    python3 scripts/bench/worker_stages.py --callers SCRIPT.txt PAGES USER_S SYSTEM_S
 
-Each symbol goes to the first stage whose pattern its name holds (a
-generic function instantiated for a crate's type, `drop_in_place<hyper::…>`,
-counts for that crate). Prints, per stage, its share of the worker's
-samples and µs of CPU per page; with SHOW=N, the N dearest symbols left
-in "other".
+REPORT.txt is a flat profile (`perf report --sort symbol`): each symbol
+goes to the first stage whose pattern its name holds (a generic function
+instantiated for a crate's type, `drop_in_place<hyper::…>`, counts for
+that crate). SCRIPT.txt is `perf script` of a profile with call graphs:
+each sample goes to the stage of the innermost frame of its stack that
+belongs to a crate's stage, so allocation, copies, the standard library
+and system calls count for the stage that asked for them (tokio's own
+work only when no other stage is on the stack). Prints, per stage, its
+share of the worker's samples and µs of CPU per page; with SHOW=N, the N
+dearest symbols left in "other" (flat profiles only).
 """
 import os
 import re
@@ -49,10 +55,16 @@ def stage_of(kind, name):
     return 'other'
 
 
-def main():
-    if len(sys.argv) != 5:
-        sys.exit(__doc__)
-    path, pages, user, system = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+# Stages a sample is not charged to while a crate's stage is on its stack.
+GENERIC = {'kernel (system calls: sockets, timers, wake-ups)', 'allocation (mimalloc, malloc)',
+           'memory copies and compares', 'Rust standard library (generic)', 'task scheduling and I/O (tokio)',
+           'other'}
+# A frame of `perf script`: address, symbol+offset, (object).
+FRAME = re.compile(r'^\s+[0-9a-f]+ (.*?)(?:\+0x[0-9a-f]+)? \((.*)\)\s*$')
+
+
+def flat(path):
+    """Shares per stage of a flat report, and the symbols left in other."""
     shares, other = {}, []
     for line in open(path, encoding='utf-8', errors='replace'):
         m = LINE.match(line)
@@ -63,6 +75,40 @@ def main():
         shares[stage] = shares.get(stage, 0.0) + share
         if stage == 'other':
             other.append((share, name))
+    return shares, other
+
+
+def by_callers(path):
+    """Samples per stage of `perf script` output, each charged to the
+    innermost frame of a crate's stage (see the module doc)."""
+    shares = {}
+    for sample in open(path, encoding='utf-8', errors='replace').read().split('\n\n'):
+        stages = []
+        for line in sample.split('\n')[1:]:
+            m = FRAME.match(line)
+            if m:
+                kind = '[k]' if 'kernel' in m.group(2) else '[.]'
+                stages.append(stage_of(kind, m.group(1)))
+        if not stages:
+            continue
+        stage = next((s for s in stages if s not in GENERIC), None)
+        if stage is None:
+            generic = [s for s in stages if s != 'other']
+            stage = 'task scheduling and I/O (tokio)' if 'task scheduling and I/O (tokio)' in generic \
+                else (generic[0] if generic else 'other')
+        shares[stage] = shares.get(stage, 0) + 1
+    return shares, []
+
+
+def main():
+    args = sys.argv[1:]
+    callers = args[:1] == ['--callers']
+    if callers:
+        args = args[1:]
+    if len(args) != 4:
+        sys.exit(__doc__)
+    path, pages, user, system = args[0], int(args[1]), float(args[2]), float(args[3])
+    shares, other = by_callers(path) if callers else flat(path)
     total = sum(shares.values()) or 1.0
     cpu_us = (user + system) * 1e6 / max(pages, 1)
     print(f'worker CPU per page: {cpu_us:.1f} µs ({pages / max(user + system, 1e-9):,.0f} pages per CPU-second)')
