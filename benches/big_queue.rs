@@ -41,7 +41,9 @@ use crawlworker::frontier::{
 };
 use crawlworker::request::Request;
 use crawlworker::spider::Spider;
-use crawlworker_testkit::readings::{info_number, memory_usage, redis_cpu, script_calls};
+use crawlworker_testkit::readings::{
+    info_number, memory_usage, redis_cpu, script_calls, start_counting,
+};
 use crawlworker_testkit::RedisServer;
 use tokio::task::JoinSet;
 
@@ -237,11 +239,7 @@ async fn drive(f: RedisFrontier, inflight: usize, until: Instant, pages: Arc<Ato
 /// Part 3: 16 connections × 32 pages for `seconds` on `redis`.
 async fn lease_and_commit(redis: &RedisServer, spider: &Spider, what: &str, seconds: u64) {
     let mut conn = redis.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut conn)
-        .expect("RESETSTAT");
-    let cpu0 = redis_cpu(&mut conn);
+    let cpu0 = start_counting(&mut conn);
     let pages = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let until = started + Duration::from_secs(seconds);
@@ -283,11 +281,7 @@ async fn paced_head(paced: u64, behind: u64, hosts: u64) {
     .await;
     fill(&f, &spider, paced..paced + behind, spread_task(hosts)).await;
     let mut conn = redis.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut conn)
-        .expect("RESETSTAT");
-    let cpu0 = redis_cpu(&mut conn);
+    let cpu0 = start_counting(&mut conn);
     let started = Instant::now();
     let mut calls = 0;
     let mut held = 0;

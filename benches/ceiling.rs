@@ -29,7 +29,7 @@ use crawlworker::frontier::{Committed, Leased, Options, PageResult, RedisFrontie
 use crawlworker::request::Request;
 use crawlworker::spider::Spider;
 use crawlworker::stats::{self, Tally};
-use crawlworker_testkit::readings::{redis_cpu, script_calls};
+use crawlworker_testkit::readings::{redis_cpu, script_calls, start_counting};
 use crawlworker_testkit::RedisServer;
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
@@ -164,11 +164,7 @@ async fn run(connections: usize, inflight: usize, seconds: u64) -> (f64, f64, f6
         assert_eq!(claimed.enqueued, chunk.len() as u64, "seeds not queued");
     }
     let mut conn = redis.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut conn)
-        .expect("RESETSTAT");
-    let cpu0 = redis_cpu(&mut conn);
+    let cpu0 = start_counting(&mut conn);
     let pages = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let until = started + Duration::from_secs(seconds);

@@ -18,6 +18,17 @@ pub fn redis_cpu(conn: &mut redis::Connection) -> f64 {
     info_number(conn, "cpu", "used_cpu_user") + info_number(conn, "cpu", "used_cpu_sys")
 }
 
+/// Starts a measurement: clears the server's command counts (`CONFIG
+/// RESETSTAT`, for [`script_calls`]) and returns its CPU so far (for
+/// [`redis_cpu`] at the end to be taken from).
+pub fn start_counting(conn: &mut redis::Connection) -> f64 {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(conn)
+        .unwrap_or_else(|e| panic!("CONFIG RESETSTAT: {e}"));
+    redis_cpu(conn)
+}
+
 /// Script calls (EVAL, EVALSHA, FCALL) since the last `CONFIG RESETSTAT`.
 pub fn script_calls(conn: &mut redis::Connection) -> f64 {
     let info: String = redis::cmd("INFO")

@@ -14,7 +14,7 @@ import collections
 import re
 import sys
 
-from replay import commands, stamped_commands
+from replay import loaded, stamped_commands
 
 
 def pages_argument(paths):
@@ -27,14 +27,6 @@ def pages_argument(paths):
     if not m:
         sys.exit('the library has no n_pages line in its commit function')
     return int(m.group(1))
-
-
-def loaded(path):
-    """The Functions library `path` loads, or None."""
-    for args in commands(path):
-        if args[0].upper() == b'FUNCTION' and args[1].upper() == b'LOAD':
-            return args[-1]
-    return None
 
 
 def commits(path, index):

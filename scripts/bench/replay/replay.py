@@ -76,13 +76,20 @@ def commands(path):
         yield args
 
 
-def library(path):
-    """The Functions library a recording loaded, and its name."""
+def loaded(path):
+    """The Functions library a recording loads, or None."""
     for args in commands(path):
         if args[0].upper() == b'FUNCTION' and args[1].upper() == b'LOAD':
-            text = args[-1]
-            return text, re.match(rb'#!lua name=(\S+)', text).group(1)
-    sys.exit(f'{path} loads no Functions library')
+            return args[-1]
+    return None
+
+
+def library(path):
+    """The Functions library a recording loaded, and its name."""
+    text = loaded(path)
+    if text is None:
+        sys.exit(f'{path} loads no Functions library')
+    return text, re.match(rb'#!lua name=(\S+)', text).group(1)
 
 
 def request(args):
