@@ -20,6 +20,7 @@
 #   SHARDS=3 SITES=9 WORKERS=9 LATENCY=5ms scripts/bench/shards.sh
 #   BIN=/tmp/crawlworker DEMO=/tmp/crawlworker-demo scripts/bench/shards.sh
 #   PROFILE=1 scripts/bench/shards.sh               # and where the calls go
+#   EXTRA=CRAWLWORKER_COMMIT_WAIT=60ms scripts/bench/shards.sh   # more settings for the workers
 #
 # PROFILE=1 logs every command in each master's slow log (threshold 0)
 # and prints, after each run's line, the commands and script functions
@@ -159,7 +160,8 @@ crawl() {
   for p in "${ports[@]}"; do c0+=("$(cpu_of "$p")"); done
   started=$(date +%s.%N)
   for i in $(seq "$WORKERS"); do
-    CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="$url" \
+    # shellcheck disable=SC2086
+    env CRAWLWORKER_ROBOTSTXT_OBEY=false ${EXTRA:-} CRAWLWORKER_REDIS_URL="$url" \
       "$BIN" run "$spider" --until-drained >"$work/worker.$i.log" 2>&1 &
     ws+=($!)
   done
