@@ -8,6 +8,9 @@
 //!   `reqwest::Client` over a kept-alive connection on 127.0.0.1, client and
 //!   server on one thread, so the time is the CPU of both sides (the server
 //!   only writes a prepared response) and of the loopback in the kernel.
+//! - `floors/http_get_loopback_worker_client`: the same GET with the
+//!   worker's own client (`HttpClient`: redirects, cookies, decompression,
+//!   the SSRF guard, the memory budget), for what its layers add.
 //! - `floors/fcall_noop`: one `FCALL` from the redis crate, on a
 //!   multiplexed connection as the worker's, with the arguments of the
 //!   median commit call of a recorded crawl of the generated forum (134
@@ -29,6 +32,9 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crawlworker::downloader::client::HttpClient;
+use crawlworker::request::Request;
+use crawlworker::settings::Settings;
 use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::RedisServer;
 
@@ -141,10 +147,29 @@ fn http_get_loopback(c: &mut Criterion, site: &Site) {
         r.bytes().await.expect("its body").len()
     };
     rt.block_on(get());
+    // The worker's own client (redirects, cookies, decompression, the
+    // SSRF guard, the memory budget) on the same server.
+    let settings = Settings {
+        allow_private_networks: true,
+        ..Settings::default()
+    };
+    let worker_client = HttpClient::new(&settings).expect("the worker's HTTP client");
+    let request = Request::get(&url);
+    let fetch = || async {
+        let f = worker_client
+            .fetch(&request)
+            .await
+            .expect("the loopback server");
+        f.body.len()
+    };
+    rt.block_on(fetch());
     let mut group = c.benchmark_group("floors");
     group.throughput(Throughput::Elements(1));
     group.bench_function("http_get_loopback", |b| {
         b.iter_custom(|iters| cpu_of(iters, || rt.block_on(get())))
+    });
+    group.bench_function("http_get_loopback_worker_client", |b| {
+        b.iter_custom(|iters| cpu_of(iters, || rt.block_on(fetch())))
     });
     group.finish();
 }
