@@ -1,4 +1,5 @@
-//! The `crawlworker` binary: parses the command line and hands it to
+//! The `crawlworker` binary: parses the command line, starts the async
+//! runtime on the threads it asks for (`--threads`), and hands it to
 //! [`crawlworker::cli::run`]. Fatal errors print their whole cause chain
 //! (exit code 1); input a person must fix prints as it is (exit code 2);
 //! output to a closed pipe ends quietly (exit code 0).
@@ -13,9 +14,23 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = crawlworker::cli::Cli::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(threads) = cli.threads {
+        runtime.worker_threads(threads.into());
+    }
+    match runtime.build() {
+        Ok(runtime) => runtime.block_on(run(cli)),
+        Err(e) => {
+            eprintln!("crawlworker: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: crawlworker::cli::Cli) -> ExitCode {
     let options = cli.log_options();
     crawlworker::cli::logging::init(options);
     // With `--log-format json` every line on standard error is JSON, the

@@ -47,9 +47,24 @@ async fn a_local_crawl_finds_what_a_three_worker_cluster_finds() {
     let base = crawl.server.base_url();
 
     // The cluster: three workers on one Redis, until the crawl is drained.
-    let workers: Vec<Worker> = (0..3)
-        .map(|_| Worker::spawn(&crawl.spider, &crawl.redis.url(), &["--until-drained"], &[]))
-        .collect();
+    // One on a single thread (`--threads 1`), one told so by the
+    // environment, one on every core.
+    let url = crawl.redis.url();
+    let workers = vec![
+        Worker::spawn(
+            &crawl.spider,
+            &url,
+            &["--until-drained", "--threads", "1"],
+            &[],
+        ),
+        Worker::spawn(
+            &crawl.spider,
+            &url,
+            &["--until-drained"],
+            &[("CRAWLWORKER_THREADS", "1")],
+        ),
+        Worker::spawn(&crawl.spider, &url, &["--until-drained"], &[]),
+    ];
     for w in workers {
         let (status, log) = w.wait(Duration::from_secs(120));
         assert!(status.success(), "cluster worker: {log}");
