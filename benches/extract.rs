@@ -51,32 +51,18 @@ fn run(spider: &Spider, p: &Page) -> usize {
     x.items.len() + x.requests.len()
 }
 
-/// Every page the demo crawl fetches: list pages up to each task's
-/// max_page, their posts and every comment page.
+/// Every page the demo crawl fetches, with the meta its task gives it.
 fn crawl_pages(site: &Site) -> Vec<Page> {
-    let mut pages = Vec::new();
-    for task in demo::demo_forum_tasks() {
-        let ctx = json!({"forum_id": task.forum_id, "max_page": task.max_page});
-        for n in 1..=task.max_page {
-            pages.push(page(
-                site,
-                &format!("/list/{}/{n}", task.forum_id),
-                ctx.clone(),
-            ));
-        }
-        for post in site.posts_in_task(&task) {
-            let ctx = json!({"forum_id": task.forum_id});
-            pages.push(page(site, &format!("/post/{}", post.id), ctx.clone()));
-            for n in 1..=post.comment_page_count() {
-                pages.push(page(
-                    site,
-                    &format!("/comment/{}/{n}", post.id),
-                    ctx.clone(),
-                ));
-            }
-        }
-    }
-    pages
+    demo::demo_crawl_paths(site)
+        .into_iter()
+        .map(|(path, task)| {
+            let ctx = match path.starts_with("/list/") {
+                true => json!({"forum_id": task.forum_id, "max_page": task.max_page}),
+                false => json!({"forum_id": task.forum_id}),
+            };
+            page(site, &path, ctx)
+        })
+        .collect()
 }
 
 fn bench(c: &mut Criterion) {

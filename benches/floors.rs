@@ -61,21 +61,12 @@ fn cpu_of<T>(iters: u64, mut f: impl FnMut() -> T) -> Duration {
     thread_cpu() - start
 }
 
-/// Every page the demo crawl fetches (as `benches/extract.rs` lists them).
+/// Every page the demo crawl fetches.
 fn crawl_bodies(site: &Site) -> Vec<Vec<u8>> {
-    let mut paths = Vec::new();
-    for task in demo::demo_forum_tasks() {
-        for n in 1..=task.max_page {
-            paths.push(format!("/list/{}/{n}", task.forum_id));
-        }
-        for post in site.posts_in_task(&task) {
-            paths.push(format!("/post/{}", post.id));
-            for n in 1..=post.comment_page_count() {
-                paths.push(format!("/comment/{}/{n}", post.id));
-            }
-        }
-    }
-    paths.iter().map(|p| demo::render(site, p).body).collect()
+    demo::demo_crawl_paths(site)
+        .iter()
+        .map(|(path, _)| demo::render(site, path).body)
+        .collect()
 }
 
 fn html5ever_parse(c: &mut Criterion, site: &Site) {

@@ -44,6 +44,6 @@ pub use server::{
     ServeOptions,
 };
 pub use site::{
-    demo_forum_tasks, demo_tasks, Charset, Comment, Forum, ForumTask, Inline, Paragraph, Post,
-    PostId, Site, COMMENTS_PER_PAGE, POSTS_PER_LIST_PAGE,
+    demo_crawl_paths, demo_forum_tasks, demo_tasks, Charset, Comment, Forum, ForumTask, Inline,
+    Paragraph, Post, PostId, Site, COMMENTS_PER_PAGE, POSTS_PER_LIST_PAGE,
 };

@@ -252,6 +252,25 @@ pub fn demo_forum_tasks() -> Vec<ForumTask> {
         .collect()
 }
 
+/// Every page the demo crawl fetches (robots.txt aside), with the task that
+/// reaches it: each task's list pages up to its `max_page`, their posts
+/// and every comment page.
+pub fn demo_crawl_paths(site: &Site) -> Vec<(String, ForumTask)> {
+    let mut paths = Vec::new();
+    for task in demo_forum_tasks() {
+        for n in 1..=task.max_page {
+            paths.push((format!("/list/{}/{n}", task.forum_id), task.clone()));
+        }
+        for post in site.posts_in_task(&task) {
+            paths.push((format!("/post/{}", post.id), task.clone()));
+            for n in 1..=post.comment_page_count() {
+                paths.push((format!("/comment/{}/{n}", post.id), task.clone()));
+            }
+        }
+    }
+    paths
+}
+
 /// [`demo_forum_tasks`] as the JSON strings pushed to Redis, e.g.
 /// `{"forum_id":"00001","max_page":5}`.
 pub fn demo_tasks() -> Vec<String> {
