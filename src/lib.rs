@@ -22,7 +22,8 @@
 //!   request queue with leases, the dupefilter, items, stats, records and
 //!   the per-host politeness rule ([`frontier::politeness`]).
 //! - [`downloader`]: from a leased request to a response (politeness,
-//!   robots.txt, the HTTP client, redirects, retries).
+//!   robots.txt, the HTTP client, redirects, retries, and for rules with
+//!   `render` the page rendered in headless Chromium).
 //! - [`extract`]: pure page-in, items-and-links-out extraction, including
 //!   charset decoding.
 //! - back to [`frontier`] for the page's commit; [`worker`] runs that loop

@@ -147,6 +147,11 @@ impl Overrides {
             self.concurrent_requests_per_domain,
             "would never download anything",
         );
+        at_least_one(
+            "render_pages",
+            self.render_pages,
+            "would never render a page",
+        );
         for (name, v, why) in [
             (
                 "download_timeout",
@@ -336,6 +341,18 @@ settings! {
     http2: bool = true;
     /// Allow requests to loopback, private and link-local addresses (the demo forum needs it).
     allow_private_networks: bool = false;
+    /// The Chromium (or Chrome) binary that renders the pages of rules with `render`; empty: `chromium`, `chromium-browser`, `google-chrome` or `google-chrome-stable`, the first found on PATH. It is started when the first such page comes, never downloaded.
+    chromium: String = String::new();
+    /// Pages one worker renders at once in its Chromium (each a tab, tens of MB of the browser's memory).
+    render_pages: u32 = 4;
+    /// Most requests a rendered page may make besides its own (scripts, styles, what its scripts fetch): past it they fail, the page is taken as it is and counted in `render/subrequests_cut`.
+    render_max_subrequests: u32 = 500;
+    /// Chromium is restarted after rendering this many pages (0: never), and whenever its processes together use more than `render_max_rss`: a browser's memory grows with the pages it has served.
+    render_restart_pages: u32 = 1000;
+    /// Most memory the worker's Chromium may use, all its processes together, before it is restarted between pages (0: no bound).
+    render_max_rss: Bytes = Bytes(2 << 30);
+    /// What one open rendered page counts against the worker's `download_memory_budget` while it renders (besides its HTML, counted as any body).
+    render_page_memory: Bytes = Bytes(8 << 20);
     /// The Redis holding the crawl (`redis://`, or `rediss://` for TLS; `REDIS_URL` is read too). Its password is never logged.
     redis_url: RedisUrl = RedisUrl::local();
     /// How long a leased request stays with a worker that stops renewing it (a dead worker's requests return to the queue after this).

@@ -191,6 +191,22 @@ stats! {
     EXTRACT_BINARY_IGNORED = "extract/binary_ignored_count", Counter => "binary_responses_ignored";
     /// Sources that gave nothing, or not all they hold, because they are too large or malformed: JSON that does not parse for a JSON rule, a sitemap or feed that is not one, is cut off, or unpacks past `download_maxsize` (`extract/unreadable_kind_count/<kind>`). Each is recorded as failed, with its reason.
     EXTRACT_UNREADABLE = "extract/unreadable_count", Counter => "sources_unreadable";
+    /// Pages rendered in headless Chromium (rules with `render`).
+    RENDER_PAGE_COUNT = "render/page_count", Counter => "pages_rendered";
+    /// Milliseconds spent rendering pages, from the wait for a tab to its DOM (divide by `render/page_count` for the mean).
+    RENDER_MILLISECONDS = "render/milliseconds", Counter;
+    /// Requests rendered pages made (scripts, styles, what their scripts fetch), each answered through the worker's HTTP client.
+    RENDER_SUBREQUEST_COUNT = "render/subrequest_count", Counter => "render_subrequests";
+    /// Requests of rendered pages for kinds of resource their rule blocks (`block`), and favicons.
+    RENDER_BLOCKED_COUNT = "render/blocked_count", Counter;
+    /// Requests of rendered pages that failed or were refused (the private-network guard among them); the page is rendered without them.
+    RENDER_SUBREQUEST_FAILED_COUNT = "render/subrequest_failed_count", Counter;
+    /// Requests of rendered pages past `render_max_subrequests`, refused.
+    RENDER_SUBREQUESTS_CUT = "render/subrequests_cut", Counter;
+    /// Rendered pages' attempts to navigate away from the page, blocked.
+    RENDER_NAVIGATION_BLOCKED_COUNT = "render/navigation_blocked_count", Counter;
+    /// Times a worker's Chromium was restarted: it died or stopped answering, served `render_restart_pages` pages, or grew past `render_max_rss`.
+    RENDER_BROWSER_RESTARTS = "render/browser_restarts", Counter => "browser_restarts";
     /// Requests robots.txt forbids.
     ROBOTSTXT_FORBIDDEN = "robotstxt/forbidden", Counter => "robotstxt_forbidden";
     /// Requests put off because their host's robots.txt could not be fetched (5xx, 429, timeout, network error): each waits in Redis like a retry, until robots.txt is fetched again.

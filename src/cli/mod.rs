@@ -21,6 +21,7 @@ pub mod logging;
 mod onto_shards;
 pub mod output;
 mod parse;
+mod parse_render;
 mod parse_session;
 mod run;
 mod signals;

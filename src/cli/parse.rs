@@ -52,7 +52,11 @@ pub(super) async fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
     } else {
         (read_page(target, &request)?, None)
     };
+    let (fetched, render) = super::parse_render::rendered(&spider, &request, fetched).await?;
     let mut out = report(&spider, &request, &fetched)?;
+    if let (Some(render), Some(o)) = (render, out.as_object_mut()) {
+        o.insert("render".into(), render);
+    }
     if let (Some(session), Some(o)) = (session, out.as_object_mut()) {
         tracing::info!("{}", session.said());
         o.insert("session".into(), serde_json::to_value(&session)?);

@@ -12,6 +12,7 @@ use super::{Downloaded, Downloader, Fetched};
 use crate::downloader::session::{Keeper, Ready};
 use crate::frontier::{HostOutcome, PageResult, Retry};
 use crate::request::Request;
+use crate::spider::session::SecretText;
 use crate::stats::{self, Tally};
 
 /// Times a request is sent with a new session after showing the session
@@ -26,7 +27,7 @@ impl Downloader {
         keeper: &Keeper,
         request: &Request,
         stats: &mut Tally,
-    ) -> Result<Fetched, Downloaded> {
+    ) -> Result<(Fetched, SecretText), Downloaded> {
         let mut ready = keeper.ready(0, stats).await;
         for _ in 0..MAX_SESSION_TRIES {
             let (generation, cookie) = match ready {
@@ -38,7 +39,7 @@ impl Downloader {
             let fetched = self.exchange(request, Some(&cookie), stats).await?;
             stats.add(stats::SESSION_REQUEST_COUNT, 1);
             if !keeper.logged_out(&fetched) {
-                return Ok(fetched);
+                return Ok((fetched, cookie));
             }
             tracing::debug!(url = %request.url, generation, "the response shows the session logged out; sent again with a new session");
             ready = keeper.logged_out_seen(generation, stats).await;

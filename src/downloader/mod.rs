@@ -17,7 +17,10 @@
 //!    limits, decompression, proxies, cookies);
 //! 5. [`redirect`] turns a 3xx into a new request, and [`retry`] schedules
 //!    a retry (or records a failure) for network errors and retried
-//!    statuses.
+//!    statuses;
+//! 6. [`render`]: a page whose rule renders it is opened in headless
+//!    Chromium, still holding its slots, and its DOM replaces its body
+//!    (a render that fails is retried as a download that failed).
 //!
 //! What it returns ([`Downloaded`]) is either a response to extract or the
 //! page's commit, already decided; the stats of the download are counted
@@ -37,6 +40,7 @@ mod in_use;
 mod logged_in;
 pub mod politeness;
 pub mod redirect;
+pub mod render;
 pub mod retry;
 pub mod robots;
 pub mod session;
@@ -46,6 +50,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::downloader::render::Renderer;
 pub use client::{FetchError, Fetched, HttpClient};
 use politeness::{Pace, Politeness};
 use retry::Failure;
@@ -152,6 +157,8 @@ pub struct Downloader {
     cache: Option<cache::HttpCache>,
     /// The cluster's login session, when the spider has `[session]`.
     session: Option<session::Keeper>,
+    /// Headless Chromium, when a rule renders its pages.
+    renderer: Option<Renderer>,
 }
 
 impl Downloader {
@@ -172,7 +179,13 @@ impl Downloader {
             .session
             .clone()
             .map(|s| session::Keeper::new(s, frontier.clone(), client.clone()));
+        let renderer = spider
+            .rules
+            .iter()
+            .any(|r| r.render.is_some())
+            .then(|| Renderer::new(settings.clone(), client.clone(), share.budget()));
         Ok(Downloader {
+            renderer,
             cache,
             session,
             robots: RobotsGate::new(frontier.clone(), client.clone(), settings.clone()),
@@ -219,7 +232,7 @@ impl Downloader {
         give_up: GiveUp,
     ) -> (Downloaded, usize) {
         if let Some(replayed) = self.replay(request, stats) {
-            return (replayed, 0);
+            return (self.rendered(request, replayed, None, stats).await, 0);
         }
         let turn = self.politeness.join(&request.host_key());
         let hand_back = give_up.hand_back.clone();
@@ -390,15 +403,76 @@ impl Downloader {
     async fn fetch(&self, request: &Request, stats: &mut Tally) -> Downloaded {
         let keeper = self.session.as_ref().filter(|k| k.applies_to(&request.url));
         let fetched = match keeper {
-            Some(keeper) => self.fetch_logged_in(keeper, request, stats).await,
-            None => self.exchange(request, None, stats).await,
+            Some(keeper) => self
+                .fetch_logged_in(keeper, request, stats)
+                .await
+                .map(|(fetched, cookie)| (fetched, Some(cookie))),
+            None => self
+                .exchange(request, None, stats)
+                .await
+                .map(|fetched| (fetched, None)),
         };
         match fetched {
-            Ok(fetched) => {
+            Ok((fetched, cookie)) => {
                 self.store(request, &fetched, stats);
-                self.judge(request, fetched, stats)
+                let judged = self.judge(request, fetched, stats);
+                self.rendered(request, judged, cookie, stats).await
             }
             Err(decided) => decided,
+        }
+    }
+
+    /// A response to extract, rendered first when its rule says so (with
+    /// the login session's `cookie` for the page's requests to its host);
+    /// a render that fails is retried as a download that failed.
+    async fn rendered(
+        &self,
+        request: &Request,
+        downloaded: Downloaded,
+        cookie: Option<SecretText>,
+        stats: &mut Tally,
+    ) -> Downloaded {
+        let Downloaded::Response { fetched, host } = downloaded else {
+            return downloaded;
+        };
+        let how = self
+            .spider
+            .rule_for(request.rule.as_deref(), &request.url)
+            .and_then(|rule| rule.render.as_ref());
+        let (Some(renderer), Some(how), true) =
+            (&self.renderer, how, (200..300).contains(&fetched.status))
+        else {
+            return Downloaded::Response { fetched, host };
+        };
+        let session = cookie.and_then(|cookie| {
+            let host = url::Url::parse(&fetched.url)
+                .ok()?
+                .host_str()?
+                .to_ascii_lowercase();
+            Some(crate::downloader::render::SessionCookie { host, cookie })
+        });
+        let rendering = renderer.render(request, fetched, how, session, stats).await;
+        if let (Some(m), Ok(rendered)) = (&self.metrics, &rendering) {
+            m.observe_render(&self.spider.name, rendered.report.elapsed.as_secs_f64());
+        }
+        match rendering {
+            Ok(rendered) => Downloaded::Response {
+                fetched: rendered.fetched,
+                host,
+            },
+            Err(e) => {
+                tracing::debug!(url = %request.url, error = %e, "render failed");
+                stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
+                stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
+                let failure = Failure::render(&e);
+                Downloaded::Decided(Box::new(retry::retry_or_fail(
+                    &self.settings,
+                    request,
+                    failure,
+                    stats,
+                    host,
+                )))
+            }
         }
     }
 

@@ -40,6 +40,18 @@ impl Failure {
         }
     }
 
+    /// A page that could not be rendered: retried unless Chromium cannot
+    /// start at all (it would fail every try).
+    pub fn render(e: &crate::downloader::render::RenderError) -> Failure {
+        Failure {
+            reason: e.to_string(),
+            kind: e.kind().to_string(),
+            status: None,
+            retry_after: None,
+            retryable: !matches!(e, crate::downloader::render::RenderError::Launch { .. }),
+        }
+    }
+
     /// A response whose status is retried.
     pub fn status(status: u16, retry_after: Option<Duration>) -> Failure {
         Failure {

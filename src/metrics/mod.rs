@@ -45,6 +45,7 @@ type Labels = Vec<(String, String)>;
 /// The metric names defined here (the others come from [`crate::stats`]).
 pub mod names {
     pub const DOWNLOAD_DURATION: &str = "download_duration_seconds";
+    pub const RENDER_DURATION: &str = "render_duration_seconds";
     pub const REDIS_DURATION: &str = "redis_duration_seconds";
     pub const REQUESTS_IN_FLIGHT: &str = "requests_in_flight";
     pub const FAILURES: &str = "failures";
@@ -79,6 +80,7 @@ struct Inner {
     counters: HashMap<&'static str, Family<Labels, Counter>>,
     failures: Family<Labels, Counter>,
     download: Family<Labels, Histogram>,
+    render: Family<Labels, Histogram>,
     redis: Family<Labels, Histogram>,
     in_flight: Family<Labels, Gauge>,
     cluster: Arc<ClusterState>,
@@ -131,6 +133,15 @@ impl Metrics {
             "Time from sending a request to having its whole response",
             download.clone(),
         );
+        // 10 ms to ~80 s.
+        let render = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.01, 2.0, 14))
+        });
+        registry.register(
+            names::RENDER_DURATION,
+            "Time a page rendered in headless Chromium took, from the wait for a tab to its DOM (rules with `render`)",
+            render.clone(),
+        );
         // 0.1 ms to ~3 s.
         let redis = Family::<Labels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0001, 2.0, 15))
@@ -154,6 +165,7 @@ impl Metrics {
             counters,
             failures,
             download,
+            render,
             redis,
             in_flight,
             cluster,
@@ -200,6 +212,13 @@ impl Metrics {
     pub fn observe_download(&self, spider: &str, seconds: f64) {
         self.0
             .download
+            .get_or_create(&Self::labels(spider, None))
+            .observe(seconds);
+    }
+
+    pub fn observe_render(&self, spider: &str, seconds: f64) {
+        self.0
+            .render
             .get_or_create(&Self::labels(spider, None))
             .observe(seconds);
     }

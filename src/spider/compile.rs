@@ -32,6 +32,7 @@ mod handoff;
 mod items;
 mod json;
 mod keys;
+mod render;
 mod revisit;
 mod rewrite;
 mod rules;

@@ -166,6 +166,20 @@ pub struct RuleFile {
     pub emit: Option<At<String>>,
     /// `binary = true`: the rule takes responses whose body is binary.
     pub binary: Option<At<bool>>,
+    /// `render = true`, or a table of how.
+    pub render: Option<RenderFile>,
+}
+
+/// `render = true` or `render = { wait = "network-idle", … }` (a table
+/// renders; `render = false` is as if absent).
+#[derive(Debug)]
+pub struct RenderFile {
+    pub on: bool,
+    pub wait: Option<At<String>>,
+    pub wait_for: Option<At<String>>,
+    pub timeout: Option<At<String>>,
+    pub block: Option<Vec<At<String>>>,
+    pub scroll: Option<At<i64>>,
 }
 
 /// `revisit = "10m"` or `revisit = { min = "5m", max = "6h" }`.
@@ -633,9 +647,35 @@ fn read_rule(t: &TableReader<'_>) -> RuleFile {
         change_fields: t.str_list("change_fields"),
         emit: t.str("emit"),
         binary: t.bool("binary"),
+        render: read_render(t),
     };
     t.finish();
     rule
+}
+
+fn read_render(t: &TableReader<'_>) -> Option<RenderFile> {
+    let (node, loc) = t.node("render")?;
+    if let Some(on) = node.as_bool() {
+        return Some(RenderFile {
+            on,
+            wait: None,
+            wait_for: None,
+            timeout: None,
+            block: None,
+            scroll: None,
+        });
+    }
+    let table = t.as_table(node, loc)?;
+    let render = RenderFile {
+        on: true,
+        wait: table.str("wait"),
+        wait_for: table.str("wait_for"),
+        timeout: table.str("timeout"),
+        block: table.str_list("block"),
+        scroll: table.int("scroll"),
+    };
+    table.finish();
+    Some(render)
 }
 
 /// `each = "div.comment"` (CSS), or a table with `css` or `xpath`.

@@ -11,6 +11,7 @@ pub mod extensions;
 pub mod file;
 pub mod jsonpath;
 pub mod limits;
+pub mod render;
 pub mod selector;
 pub mod sending;
 pub mod session;
@@ -367,6 +368,8 @@ pub struct Rule {
     /// The rule takes responses whose body is binary (`binary = true`):
     /// its items are extracted from them, with nothing read as HTML.
     pub binary: bool,
+    /// Render the rule's pages in headless Chromium before extracting them.
+    pub render: Option<render::Render>,
 }
 
 /// How a rule revisits its pages.

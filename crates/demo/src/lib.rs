@@ -12,6 +12,11 @@
 //!   `spiders/news.toml` crawls from plain start URLs.
 //! - [`api`]: the forum as a JSON API under `/api/` (threads with a page
 //!   counter, comments with a `next` link, a POST search), for JSON spiders.
+//! - [`rendered`]: the same forum under `/js/` as empty shells that a
+//!   script fills from JSON (`/js/data/…`) with the HTML pages' markup,
+//!   list pages that load their second half on a click or a scroll, a
+//!   lazy image, and hostile pages (never idle, navigating away, a
+//!   thousand requests), for crawls that render pages in a browser.
 //! - [`members`]: a members-only area under `/members/` behind a
 //!   CSRF-protected login form, whose sessions expire; the server counts
 //!   the logins (for logged-in crawls).
@@ -33,6 +38,7 @@ pub mod expected;
 pub mod members;
 pub mod news;
 pub mod pages;
+pub mod rendered;
 pub mod server;
 pub mod site;
 pub mod threads;

@@ -13,6 +13,8 @@
 //! - `/news/…`: the news section, rendered by [`super::news`] (its front
 //!   is paged by query, `/news/?page=2`);
 //! - `/api/…`: the forum as JSON, answered by [`super::api`];
+//! - `/js/…`: the same forum as pages built by JavaScript, answered by
+//!   [`super::rendered`];
 //! - anything else, or a page past either end: 404.
 //!
 //! Numbers in paths are canonical (no sign, no leading zero), so each page
@@ -54,6 +56,9 @@ pub fn render(site: &Site, path_and_query: &str) -> Page {
     if let Some(page) = super::api::get(site, path, query) {
         return page;
     }
+    if let Some(page) = super::rendered::get(site, path) {
+        return page;
+    }
     match route(site, path) {
         Route::Index => index_page(site),
         Route::List(forum, page) => list_page(site, forum, page),
@@ -90,7 +95,7 @@ pub fn content_type(forum: &Forum) -> String {
 pub(super) const UTF8_HTML: &str = "text/html; charset=utf-8";
 
 /// What a path names.
-enum Route<'a> {
+pub(crate) enum Route<'a> {
     Index,
     List(&'a Forum, usize),
     Post(&'a Forum, &'a Post),
@@ -98,7 +103,9 @@ enum Route<'a> {
     NotFound,
 }
 
-fn route<'a>(site: &'a Site, path: &str) -> Route<'a> {
+/// What a path of the HTML forum (`/`, `/list/…`, `/post/…`,
+/// `/comment/…`) names; [`super::rendered`] routes its shells by it too.
+pub(crate) fn route<'a>(site: &'a Site, path: &str) -> Route<'a> {
     let Some(rest) = path.strip_prefix('/') else {
         return Route::NotFound;
     };
@@ -140,7 +147,7 @@ fn number<T: std::str::FromStr>(text: &str) -> Option<T> {
 }
 
 fn index_page(site: &Site) -> Page {
-    let mut body = String::from("<h1>Demo forum 演示论坛</h1>\n<ul class=\"forums\">");
+    let mut body = format!("<h1>{INDEX_TITLE}</h1>\n<ul class=\"forums\">");
     for forum in &site.forums {
         body.push_str(&format!(
             "<li><a class=\"forum\" href=\"/list/{}/1\">{}</a></li>",
@@ -152,7 +159,7 @@ fn index_page(site: &Site) -> Page {
     Page {
         status: 200,
         content_type: UTF8_HTML.to_owned(),
-        body: document(Charset::Utf8, "Demo forum 演示论坛", false, &body).into_bytes(),
+        body: document(Charset::Utf8, INDEX_TITLE, false, &body).into_bytes(),
     }
 }
 
@@ -199,8 +206,7 @@ fn list_page(site: &Site, forum: &Forum, page: usize) -> Page {
         "</div>\n"
     ));
 
-    let title = format!("{} - 第{page}页", forum.name);
-    forum_page(forum, &title, &body)
+    forum_page(forum, &list_title(forum, page), &body)
 }
 
 fn post_page(forum: &Forum, post: &Post) -> Page {
@@ -234,17 +240,13 @@ fn post_page(forum: &Forum, post: &Post) -> Page {
     }
     body.push_str("</div></div>\n");
     if !post.comments.is_empty() {
-        let label = match forum.charset {
-            Charset::Utf8 => format!("{} comments", post.comments.len()),
-            Charset::Gbk => format!("查看{}条评论", post.comments.len()),
-        };
         body.push_str(&format!(
-            "<p><a class=\"comments\" href=\"{}\">{label}</a></p>\n",
-            escape(&href(forum, &format!("comment/{}/1", post.id)))
+            "<p><a class=\"comments\" href=\"{}\">{}</a></p>\n",
+            escape(&href(forum, &format!("comment/{}/1", post.id))),
+            comments_label(forum, post)
         ));
     }
-    let title = format!("{} - {}", post.title, forum.name);
-    forum_page(forum, &title, &body)
+    forum_page(forum, &post_title(forum, post), &body)
 }
 
 fn comment_page(forum: &Forum, post: &Post, page: usize) -> Page {
@@ -267,11 +269,37 @@ fn comment_page(forum: &Forum, post: &Post, page: usize) -> Page {
     let prev = (page > 1).then(|| path(page - 1));
     let next = (page < post.comment_page_count()).then(|| path(page + 1));
     body.push_str(&pager(prev, page, next));
-    let title = format!("评论：{} - 第{page}页", post.title);
-    forum_page(forum, &title, &body)
+    forum_page(forum, &comment_title(post, page), &body)
 }
 
-fn not_found(path: &str) -> Page {
+/// The `<title>` of list page `page` of `forum`.
+pub(crate) fn list_title(forum: &Forum, page: usize) -> String {
+    format!("{} - 第{page}页", forum.name)
+}
+
+/// The `<title>` of a post page.
+pub(crate) fn post_title(forum: &Forum, post: &Post) -> String {
+    format!("{} - {}", post.title, forum.name)
+}
+
+/// The `<title>` of comment page `page` of `post`.
+pub(crate) fn comment_title(post: &Post, page: usize) -> String {
+    format!("评论：{} - 第{page}页", post.title)
+}
+
+/// The text of a post page's link to its comments, in the forum's language.
+pub(crate) fn comments_label(forum: &Forum, post: &Post) -> String {
+    match forum.charset {
+        Charset::Utf8 => format!("{} comments", post.comments.len()),
+        Charset::Gbk => format!("查看{}条评论", post.comments.len()),
+    }
+}
+
+/// The index page's `<title>` and heading.
+pub(crate) const INDEX_TITLE: &str = "Demo forum 演示论坛";
+
+/// The 404 page for `path`.
+pub(crate) fn not_found(path: &str) -> Page {
     let body = format!(
         "<h1>404 Not Found</h1>\n<p>No page at {}</p>\n",
         escape(path)
@@ -349,7 +377,7 @@ fn document(charset: Charset, title: &str, base_href: bool, body: &str) -> Strin
 
 /// `2026-03-04T05:06:07Z` → `Mar 4, 2026 05:06` (UTF-8 forums) or
 /// `2026年3月4日 05:06` (GBK forums); anything unparsable is shown as is.
-fn human_time(iso: &str, charset: Charset) -> String {
+pub(crate) fn human_time(iso: &str, charset: Charset) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];

@@ -13,6 +13,10 @@
 //! never, and [`Connection`] to mark them in progress so that stopping the
 //! server cuts such connections instead of waiting for them.
 //!
+//! One route of the site never answers: [`rendered::HANG_PATH`], which
+//! the JavaScript section's `never-settles` page requests; it is held open
+//! on its own connection (other connections go on) until the server stops.
+//!
 //! Hits are recorded for every request; a [`DemoServer`] also records when
 //! each request arrived ([`DemoServer::arrivals`]), so a test can measure
 //! the request rate the server saw.
@@ -40,6 +44,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::api;
 use super::members::{self, Members};
 use super::pages::{render, Page};
+use super::rendered;
 use super::site::Site;
 
 /// How long open connections may take to finish their current response
@@ -294,6 +299,7 @@ pub async fn serve(
         hits,
         options,
         members: Arc::default(),
+        held_open: Arc::default(),
     };
     serve_app(listener, Arc::new(app), shutdown).await
 }
@@ -346,6 +352,8 @@ struct App {
     options: ServeOptions,
     /// The members-only area's sessions and logins.
     members: Arc<Members>,
+    /// Requests held open without an answer ([`rendered::HANG_PATH`]).
+    held_open: Arc<AtomicUsize>,
 }
 
 /// How the server behaves beyond serving the pages.
@@ -438,6 +446,12 @@ fn respond(app: &App, conn: &Connection, request: &Request<Incoming>) -> Reply {
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return Reply::Now(response);
+    }
+    if rendered::holds_open(request.uri().path()) {
+        return Reply::Never {
+            in_progress: conn.in_progress(&app.held_open),
+            stop: conn.stop(),
+        };
     }
     if request.uri().path().starts_with("/members/") {
         let cookies = request
@@ -573,6 +587,7 @@ impl DemoServer {
             hits: hits.clone(),
             options,
             members: Arc::clone(&members),
+            held_open: Arc::default(),
         };
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_app(listener, Arc::new(app), async move {
@@ -822,6 +837,36 @@ mod tests {
         assert!(
             TcpStream::connect(addr).await.is_err(),
             "no longer listening"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_hang_route_is_held_open_without_blocking_others() {
+        let server = DemoServer::start(Site::demo()).await.expect("start");
+        let mut held = connect(&server).await;
+        send(&mut held, "GET", rendered::HANG_PATH, false).await;
+        let mut other = connect(&server).await;
+        send(&mut other, "GET", "/js/data/ping?n=1", false).await;
+        let ping = tokio::time::timeout(Duration::from_secs(2), read_response(&mut other, false))
+            .await
+            .expect("other requests are answered");
+        assert_eq!(ping.status, 200);
+        assert_eq!(ping.header("content-type"), Some("application/json"));
+        let mut byte = [0u8; 1];
+        let waited =
+            tokio::time::timeout(Duration::from_millis(300), held.get_mut().read(&mut byte)).await;
+        assert!(waited.is_err(), "no answer to {}", rendered::HANG_PATH);
+        assert_eq!(server.hits(rendered::HANG_PATH), 1);
+
+        tokio::time::timeout(Duration::from_secs(2), server.stop())
+            .await
+            .expect("stop cuts the held request at once")
+            .expect("stop");
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(2), held.read_to_end(&mut rest)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "held connection closed"
         );
     }
 

@@ -77,7 +77,28 @@ impl Compiler<'_> {
         }
         let json = self.reads_json(r, item_files);
         let revisit = self.rule_revisit(r, item_files)?;
+        let render = self.render(r.render.as_ref());
+        if let (Some(Some(_)), Some(true), Some(name)) = (&render, json, &r.name) {
+            self.problem(
+                &name.loc,
+                format!("rule `{}` renders its pages but reads them as JSON", name.value),
+                "a rendered page is HTML: read it with CSS or XPath, or drop `render` and read the JSON the page's script fetches",
+            );
+        }
+        if let (Some(Some(_)), Some(true), Some(name)) =
+            (&render, r.binary.as_ref().map(|b| b.value), &r.name)
+        {
+            self.problem(
+                &name.loc,
+                format!(
+                    "rule `{}` renders its pages but takes binary responses",
+                    name.value
+                ),
+                "drop `render` or `binary = true`: Chromium renders HTML pages",
+            );
+        }
         Some(Rule {
+            render: render?,
             revisit,
             name: r.name.as_ref()?.value.clone(),
             matches: matches.into_iter().collect::<Option<_>>()?,

@@ -1,0 +1,112 @@
+//! When a rendered page is ready to be taken: its load event, then (by
+//! its rule) the network quiet, an element present, scrolls that load
+//! more. Each step is noted in the page's [`Steps`], which say what it
+//! waited for and how long (shown by `crawlworker parse`, and in the
+//! error of a page that timed out).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chromiumoxide::cdp::browser_protocol::page::EventLoadEventFired;
+use chromiumoxide::listeners::EventStream;
+use chromiumoxide::Page;
+use futures_util::StreamExt;
+
+use super::serve::Traffic;
+use super::NETWORK_IDLE;
+use crate::spider::render::{Render, Wait};
+
+/// How often `wait_for` looks for its element.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What a render waited for, step by step.
+#[derive(Debug, Default, Clone)]
+pub struct Steps {
+    started: Option<Instant>,
+    /// Done steps, each with the time since the render started.
+    pub done: Vec<String>,
+    /// The step under way.
+    pub waiting_for: String,
+}
+
+impl Steps {
+    pub fn new() -> Steps {
+        Steps {
+            started: Some(Instant::now()),
+            ..Steps::default()
+        }
+    }
+
+    pub(super) fn begin(&mut self, what: impl Into<String>) {
+        self.waiting_for = what.into();
+    }
+
+    pub(super) fn end(&mut self) {
+        let ms = self.started.map_or(0, |s| s.elapsed().as_millis());
+        let what = std::mem::take(&mut self.waiting_for);
+        self.done.push(format!("{what} ({ms} ms)"));
+    }
+}
+
+/// Waits until the page is ready by `how`.
+pub async fn until_ready(
+    page: &Page,
+    mut loaded: EventStream<EventLoadEventFired>,
+    traffic: &Arc<Traffic>,
+    how: &Render,
+    steps: &mut Steps,
+) -> Result<(), String> {
+    steps.begin("the load event");
+    loaded
+        .next()
+        .await
+        .ok_or("the page closed before it loaded")?;
+    steps.end();
+    quiet(traffic, how, steps).await;
+    if let Some(css) = &how.wait_for {
+        steps.begin(format!("an element matching `{css}`"));
+        element(page, css).await?;
+        steps.end();
+    }
+    for n in 1..=how.scroll {
+        steps.begin(format!("scroll {n} of {}", how.scroll));
+        page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+            .await
+            .map_err(|e| e.to_string())?;
+        // What the scroll set off starts after a frame or two.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        traffic.idle(NETWORK_IDLE).await;
+        steps.end();
+    }
+    Ok(())
+}
+
+/// The network quiet, when the rule waits for it.
+async fn quiet(traffic: &Traffic, how: &Render, steps: &mut Steps) {
+    if how.wait == Wait::NetworkIdle {
+        steps.begin(format!(
+            "the network idle, {} ms without a request in flight",
+            NETWORK_IDLE.as_millis()
+        ));
+        traffic.idle(NETWORK_IDLE).await;
+        steps.end();
+    }
+}
+
+/// Polls until an element matches `css`.
+async fn element(page: &Page, css: &str) -> Result<(), String> {
+    let quoted = serde_json::to_string(css).map_err(|e| e.to_string())?;
+    let script = format!("document.querySelector({quoted}) !== null");
+    loop {
+        let found = page
+            .evaluate(script.as_str())
+            .await
+            .map_err(|e| e.to_string())?
+            .into_value::<bool>()
+            .unwrap_or(false);
+        if found {
+            return Ok(());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
