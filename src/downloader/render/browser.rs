@@ -83,6 +83,8 @@ pub struct Instance {
     pid: Option<u32>,
     /// Set when its DevTools connection ended or a call showed it gone.
     dead: Arc<AtomicBool>,
+    /// Woken when its DevTools connection ends.
+    ended: Arc<tokio::sync::Notify>,
     served: AtomicU32,
 }
 
@@ -101,8 +103,21 @@ impl Instance {
         self.dead.store(true, Ordering::Relaxed);
     }
 
-    fn is_dead(&self) -> bool {
+    pub fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once its DevTools connection has ended (the browser
+    /// exited or was killed): the pages rendering in it fail at once
+    /// instead of at their timeout.
+    pub async fn gone(&self) {
+        loop {
+            let ended = self.ended.notified();
+            if self.handler.is_finished() {
+                return;
+            }
+            ended.await;
+        }
     }
 
     /// Counts a page it rendered.
@@ -265,14 +280,16 @@ async fn launch(settings: &Settings, n: u32) -> Result<Instance, String> {
         .await
         .map_err(|e| format!("cannot connect to Chromium's DevTools: {e}"))?;
     let dead = Arc::new(AtomicBool::new(false));
-    let ended = dead.clone();
+    let ended = Arc::new(tokio::sync::Notify::new());
+    let (mark, wake) = (dead.clone(), ended.clone());
     let handler = tokio::spawn(async move {
         while let Some(event) = handler.next().await {
             if let Err(e) = event {
                 tracing::debug!(error = %e, "Chromium's DevTools connection reported an error");
             }
         }
-        ended.store(true, Ordering::Relaxed);
+        mark.store(true, Ordering::Relaxed);
+        wake.notify_waiters();
     });
     tracing::info!(chromium = %exe.display(), pid = pid.unwrap_or(0), "started Chromium to render pages");
     Ok(Instance {
@@ -282,6 +299,7 @@ async fn launch(settings: &Settings, n: u32) -> Result<Instance, String> {
         profile,
         pid,
         dead,
+        ended,
         served: AtomicU32::new(0),
     })
 }

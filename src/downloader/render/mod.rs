@@ -157,11 +157,10 @@ impl Renderer {
             .map_err(|e| self.browser_failed(&instance, request, e))?;
         let tab = Tab::new(self, &fetched, how, session);
         let mut steps = Steps::new();
-        let outcome = tokio::time::timeout(
-            how.timeout,
-            tab.render(&page, &request.url, how, &mut steps),
-        )
-        .await;
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(how.timeout, tab.render(&page, &request.url, how, &mut steps)) => outcome,
+            () = instance.gone() => Ok(Err("Chromium exited (killed, or crashed)".to_string())),
+        };
         tab.stop();
         close(&instance, page).await;
         instance.served();
@@ -297,6 +296,9 @@ impl Tab {
 
 /// Closes a tab; one that does not close has its browser restarted.
 async fn close(instance: &browser::Instance, page: Page) {
+    if instance.is_dead() {
+        return;
+    }
     match tokio::time::timeout(CLOSE_TIMEOUT, page.close()).await {
         Ok(Ok(())) => {}
         _ => instance.mark_dead(),

@@ -96,13 +96,15 @@ impl Traffic {
         });
     }
 
-    /// Resolves once no request has been in flight for `quiet`.
-    pub async fn idle(&self, quiet: Duration) {
+    /// Resolves once no request has been in flight for `quiet`, counted
+    /// from `from` at the earliest (a request that starts within `quiet`
+    /// of `from` is waited for).
+    pub async fn idle(&self, from: Instant, quiet: Duration) {
         let mut rx = self.state.subscribe();
         loop {
             let (n, at) = *rx.borrow_and_update();
             if n == 0 {
-                let since = at.elapsed();
+                let since = at.max(from).elapsed();
                 if since >= quiet {
                     return;
                 }
@@ -197,13 +199,10 @@ impl Server {
             }
             Answer::Navigation => {
                 tracing::debug!(url = %event.request.url, from = %self.document.url, "a rendered page tried to navigate away: blocked");
-                fail(
-                    page,
-                    id,
-                    ErrorReason::BlockedByClient,
-                    &self.counts.navigations_blocked,
-                )
-                .await
+                self.counts
+                    .navigations_blocked
+                    .fetch_add(1, Ordering::Relaxed);
+                stay(page, id).await
             }
             Answer::Cut => fail(page, id, ErrorReason::BlockedByClient, &self.counts.cut).await,
             Answer::Fetch => {
@@ -331,6 +330,18 @@ async fn fulfill(
         .build()
         .map_err(|e| e.to_string())?;
     page.execute(params)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Answers a navigation with 204 No Content: the browser stays on the
+/// page it has (failing it would show an error page instead).
+async fn stay(
+    page: &Page,
+    id: chromiumoxide::cdp::browser_protocol::fetch::RequestId,
+) -> Result<(), String> {
+    page.execute(FulfillRequestParams::new(id, 204))
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())

@@ -16,6 +16,14 @@ use super::serve::Traffic;
 use super::NETWORK_IDLE;
 use crate::spider::render::{Render, Wait};
 
+/// Scrolls to the end of the page, then waits two frames (at most
+/// 200 ms): what the scroll sets off (an observer's callback, a scroll
+/// handler's fetch) has started by then.
+const SCROLL: &str = "new Promise(done => { \
+    window.scrollTo(0, document.documentElement.scrollHeight); \
+    requestAnimationFrame(() => requestAnimationFrame(() => done(true))); \
+    setTimeout(() => done(true), 200); })";
+
 /// How often `wait_for` looks for its element.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -70,12 +78,9 @@ pub async fn until_ready(
     }
     for n in 1..=how.scroll {
         steps.begin(format!("scroll {n} of {}", how.scroll));
-        page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
-            .await
-            .map_err(|e| e.to_string())?;
-        // What the scroll set off starts after a frame or two.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        traffic.idle(NETWORK_IDLE).await;
+        let scrolled = Instant::now();
+        page.evaluate(SCROLL).await.map_err(|e| e.to_string())?;
+        traffic.idle(scrolled, NETWORK_IDLE).await;
         steps.end();
     }
     Ok(())
@@ -88,7 +93,7 @@ async fn quiet(traffic: &Traffic, how: &Render, steps: &mut Steps) {
             "the network idle, {} ms without a request in flight",
             NETWORK_IDLE.as_millis()
         ));
-        traffic.idle(NETWORK_IDLE).await;
+        traffic.idle(Instant::now(), NETWORK_IDLE).await;
         steps.end();
     }
 }

@@ -55,10 +55,10 @@ impl Compiler<'_> {
 
     /// `wait_for`: kept as written (Chromium runs it), checked here.
     fn wait_for(&self, at: &At<String>) -> Option<String> {
-        if let Err(e) = scraper::Selector::parse(&at.value) {
+        if at.value.contains("::") || scraper::Selector::parse(&at.value).is_err() {
             self.problem(
                 &at.loc,
-                format!("`{}` is not a CSS selector: {e}", at.value),
+                format!("`{}` is not a CSS selector of an element", at.value),
                 "name the element the page's script writes, e.g. \"div.comments\" or \"#content h1\" (no ::text or ::attr here)",
             );
             return None;

@@ -18,8 +18,9 @@
     return node;
   }
 
-  function ping(n) {
-    return fetch(`/js/data/ping?n=${n}`).then((response) => response.ok);
+  // `from` tells the pages' pings apart in the server's hit counts.
+  function ping(from, n) {
+    return fetch(`/js/data/ping?${from}=${n}`).then((response) => response.ok);
   }
 
   const PAGES = {
@@ -30,7 +31,7 @@
       fetch('/js/hostile/hang').catch(() => {});
       let n = 0;
       setInterval(() => {
-        ping(n).catch(() => {});
+        ping('tick', n).catch(() => {});
         n += 1;
       }, 100);
     },
@@ -46,7 +47,7 @@
       write('h1', 'post-title', 'many requests');
       const pings = [];
       for (let n = 0; n < FLOOD_REQUESTS; n += 1) {
-        pings.push(ping(n));
+        pings.push(ping('n', n));
       }
       Promise.allSettled(pings).then((results) => {
         const ok = results.filter((r) => r.status === 'fulfilled' && r.value).length;

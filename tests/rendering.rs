@@ -1,0 +1,292 @@
+//! Pages built by JavaScript, rendered in a real headless Chromium: the
+//! demo forum's /js/ section (empty pages filled in from JSON, threads
+//! that load on scroll) gives the HTML forum's items, with workers killed
+//! by SIGKILL and with the browser itself killed mid-crawl; pages that
+//! never settle, navigate away, make a thousand requests or reach for a
+//! private address are bounded, reported, and the crawl goes on.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use serde_json::Value;
+
+use crawlworker_demo::{self as demo, ForumTask, Site};
+use crawlworker_testkit::{
+    binary, crawlworker_with_redis, eventually, spider_for, stderr, stdout, temp_dir,
+    FixtureServer, RedisServer, Worker,
+};
+
+use crate::expect::{assert_exact, canonical, scraped_from};
+
+/// Settings that make recovery fast enough for a test.
+const FAST: &[(&str, &str)] = &[
+    ("CRAWLWORKER_LEASE_TIMEOUT", "2s"),
+    ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
+    ("CRAWLWORKER_RETRY_BACKOFF_BASE", "100ms"),
+];
+
+/// The HTML forum's items for `tasks`, canonical and sorted.
+fn expected_for(tasks: &[ForumTask], base: &str) -> Vec<String> {
+    let mut items: Vec<String> = demo::expected::bbs_items(&Site::demo(), tasks, base)
+        .iter()
+        .map(|s| canonical(&serde_json::from_str(s).unwrap()))
+        .collect();
+    items.sort();
+    items
+}
+
+/// The rendered crawl's items with their post URLs as the HTML forum's
+/// (`/js/post/N` → `/post/N`), canonical and sorted.
+fn scraped_as_html(redis: &RedisServer) -> Vec<String> {
+    let mut items: Vec<String> = scraped_from(&mut redis.conn(), "bbs-rendered:items")
+        .iter()
+        .map(|s| s.replace("/js/post/", "/post/"))
+        .collect();
+    items.sort();
+    items
+}
+
+/// The Chromium started by the worker with process id `worker`: the
+/// browser process, found by its profile folder.
+fn browser_of(worker: u32) -> Option<u32> {
+    let profile = format!("crawlworker-chromium-{worker}-");
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.contains(&profile) && !cmdline.contains("--type=")
+        })
+}
+
+/// Requests the server received whose target starts with `prefix`.
+fn hits_prefixed(server: &FixtureServer, prefix: &str) -> u64 {
+    server
+        .hit_counts()
+        .iter()
+        .filter(|(target, _)| target.starts_with(prefix))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn push(redis: &RedisServer, spider: &Path, tasks: &[String]) {
+    let mut args = vec!["push-urls", spider.to_str().unwrap()];
+    args.extend(tasks.iter().map(String::as_str));
+    let out = crawlworker_with_redis(&redis.url(), &args);
+    assert!(out.status.success(), "push-urls: {}", stderr(&out));
+}
+
+fn stats(redis: &RedisServer) -> BTreeMap<String, String> {
+    redis.conn().hgetall("bbs-rendered:stats").unwrap()
+}
+
+fn stat(stats: &BTreeMap<String, String>, name: &str) -> u64 {
+    stats.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_javascript_forum_crawled_by_three_workers_one_killed_gives_the_html_forums_items() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("rendering");
+    let spider = spider_for("bbs-rendered", &server.base_url(), dir.path());
+    push(&redis, &spider, &demo::demo_tasks());
+    let args = ["--until-drained", "--concurrency", "3"];
+    let mut workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::spawn(&spider, &redis.url(), &args, FAST))
+        .collect();
+    let mut conn = redis.conn();
+    eventually("the crawl is under way", Duration::from_secs(60), || {
+        let n: u64 = conn.llen("bbs-rendered:items").unwrap();
+        (n >= 40).then_some(())
+    });
+    let victim = workers.remove(0);
+    let pid = victim.child.id();
+    let browser = browser_of(pid).expect("the worker has no Chromium while it renders");
+    victim.kill();
+    // Its browser dies with it (PR_SET_PDEATHSIG), leaving nothing behind.
+    eventually(
+        "the killed worker's Chromium is gone",
+        Duration::from_secs(10),
+        || (!Path::new(&format!("/proc/{browser}")).exists()).then_some(()),
+    );
+    workers.push(Worker::spawn(&spider, &redis.url(), &args, FAST));
+    for w in workers {
+        let (status, log) = w.wait(Duration::from_secs(180));
+        assert!(status.success(), "worker failed:\n{log}");
+    }
+    let base = server.base_url();
+    assert_exact(
+        &scraped_as_html(&redis),
+        &expected_for(&demo::demo_forum_tasks(), &base),
+    );
+    let stats = stats(&redis);
+    assert!(stat(&stats, "render/page_count") >= 103, "{stats:?}");
+    assert!(stat(&stats, "render/subrequest_count") > 0, "{stats:?}");
+    let _ = server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_killed_mid_crawl_is_restarted_and_the_crawl_finishes_exactly() {
+    let redis = RedisServer::start();
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let dir = temp_dir("rendering");
+    let spider = spider_for("bbs-rendered", &server.base_url(), dir.path());
+    let tasks = vec![demo::demo_forum_tasks().remove(0)];
+    let pushed: Vec<String> = tasks
+        .iter()
+        .map(|t| serde_json::json!({"forum_id": t.forum_id, "max_page": t.max_page}).to_string())
+        .collect();
+    push(&redis, &spider, &pushed);
+    let worker = Worker::spawn(&spider, &redis.url(), &["--until-drained"], FAST);
+    let pid = worker.child.id();
+    let mut conn = redis.conn();
+    let browser = eventually("the worker renders", Duration::from_secs(60), || {
+        let n: u64 = conn.llen("bbs-rendered:items").unwrap();
+        (n >= 10).then(|| browser_of(pid)).flatten()
+    });
+    let killed = Command::new("kill")
+        .args(["-KILL", &browser.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let (status, log) = worker.wait(Duration::from_secs(180));
+    assert!(status.success(), "worker failed:\n{log}");
+    let base = server.base_url();
+    assert_exact(&scraped_as_html(&redis), &expected_for(&tasks, &base));
+    let stats = stats(&redis);
+    assert!(stat(&stats, "render/browser_restarts") >= 1, "{stats:?}");
+    let _ = server.stop().await;
+}
+
+/// A spider that renders /js/ pages and takes their heading, giving the
+/// page that never settles 3 s, with the settings given.
+fn hostile_spider(dir: &Path, base: &str, settings: &str) -> PathBuf {
+    let path = dir.join("hostile.toml");
+    let text = format!(
+        r#"
+name = "hostile"
+allowed_domains = ["127.0.0.1"]
+
+[settings]
+{settings}
+retry_times = 1
+retry_backoff_base = "100ms"
+render_max_subrequests = 100
+
+[start]
+type = "set"
+
+[items.page]
+title = {{ css = "h1.post-title::text", required = true }}
+url = {{ page = "url" }}
+
+[[rules]]
+name = "never"
+match = '/never-settles'
+render = {{ timeout = "3s" }}
+
+  [[rules.extract]]
+  item = "page"
+
+[[rules]]
+name = "page"
+match = '/js/'
+render = {{ timeout = "20s" }}
+
+  [[rules.extract]]
+  item = "page"
+"#
+    );
+    std::fs::write(&path, text.replace("http://127.0.0.1:8700", base)).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_pages_are_bounded_reported_and_the_crawl_goes_on() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let base = server.base_url();
+    let dir = temp_dir("rendering");
+    let spider = hostile_spider(dir.path(), &base, "allow_private_networks = true");
+    let pages = ["never-settles", "navigates-away", "many-requests"];
+    let mut cmd = Command::new(binary());
+    cmd.args(["run", spider.to_str().unwrap(), "--local", "-o", "-"]);
+    for page in pages {
+        cmd.args(["--start", &format!("{base}/js/hostile/{page}")]);
+    }
+    cmd.args(["--start", &format!("{base}/js/post/1001")]);
+    let started = Instant::now();
+    let out = cmd.output().unwrap();
+    let log = stderr(&out);
+    // Two tries of the page that never settles, 3 s each: bounded.
+    assert!(started.elapsed() < Duration::from_secs(90), "{log}");
+    let titles: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["title"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    // The page that navigates away is taken as it was, once.
+    let mut titles = titles;
+    titles.sort();
+    assert_eq!(titles.len(), 3, "{titles:?}\n{log}");
+    assert!(titles.iter().any(|t| t == "many requests"), "{titles:?}");
+    // Never settled: retried, then failed for good with the reason.
+    assert!(log.contains("hostile/never-settles"), "{log}");
+    assert!(log.contains("timed out after 3s"), "{log}");
+    assert!(
+        log.contains("1 request failed for good") || log.contains("failed/count: 1"),
+        "{log}"
+    );
+    // A thousand requests: cut at render_max_subrequests.
+    let pings = hits_prefixed(&server, "/js/data/ping?n=");
+    assert!(pings <= 100, "{pings} pings reached the site");
+    assert!(log.contains("render/subrequests_cut"), "{log}");
+    assert!(log.contains("render/navigation_blocked_count"), "{log}");
+    // The navigation itself was blocked: the page it went to was never fetched.
+    assert_eq!(server.hits("/js/hostile/elsewhere"), 0);
+    let _ = server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rendered_pages_request_to_a_private_address_is_refused_by_the_guard() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let base = server.base_url();
+    let dir = temp_dir("rendering");
+    // A spider that does not allow private networks, and a saved page whose
+    // script fetches from one (the demo server, on loopback).
+    let spider = hostile_spider(dir.path(), &base, "");
+    let page = dir.path().join("page.html");
+    std::fs::write(
+        &page,
+        format!(
+            r#"<html><body><h1 class="post-title">waiting</h1><script>
+fetch("{base}/js/data/ping?from=guarded").then(
+  () => {{ document.querySelector("h1").textContent = "reached"; }},
+  () => {{ document.querySelector("h1").textContent = "refused"; }});
+</script></body></html>"#
+        ),
+    )
+    .unwrap();
+    let out = Command::new(binary())
+        .args(["parse", spider.to_str().unwrap(), page.to_str().unwrap()])
+        .args(["--url", "https://forum.example/js/post/1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["items"][0]["fields"]["title"], "refused", "{report}");
+    assert_eq!(report["render"]["failed"], 1, "{report}");
+    let refused = report["render"]["refused"].as_str().unwrap_or_default();
+    assert!(refused.contains("loopback"), "{report}");
+    assert_eq!(hits_prefixed(&server, "/js/data/ping"), 0);
+    let _ = server.stop().await;
+}
