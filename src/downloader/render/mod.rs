@@ -259,6 +259,7 @@ impl Tab {
         if let Some(error) = navigated.result.error_text.as_ref() {
             return Err(format!("its navigation failed: {error}"));
         }
+        steps.end();
         settle::until_ready(page, loaded, &self.server.traffic, how, steps).await?;
         page.evaluate("document.documentElement.outerHTML")
             .await
