@@ -15,6 +15,9 @@
 #     cargo build --release --locked -p crawlworker
 #     docker build --target prebuilt -t crawlworker .
 #
+# With Chromium (rules with `render`): --target runtime-chromium, or
+# prebuilt-chromium for a binary built on the host.
+#
 # BASE_IMAGE names the Debian bookworm image the runtime starts from.
 
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -62,6 +65,26 @@ CMD ["run", "spiders/bbs.toml"]
 # A binary built on the host (target/release/crawlworker).
 FROM runtime-base AS prebuilt
 COPY --chmod=0755 target/release/crawlworker /usr/local/bin/crawlworker
+
+# With Chromium, for spiders whose rules render pages built by JavaScript
+# (docs/rendering.md): Debian's chromium, found on PATH by the worker.
+# Without user namespaces in the container, Chromium's sandbox cannot
+# start: Debian's chromium wrapper reads CHROMIUM_FLAGS, and the
+# container is the sandbox. Tag it apart (crawlworker:chromium): it is
+# some 400 MB larger.
+FROM runtime-base AS chromium-base
+USER root
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends chromium fonts-liberation \
+    && rm -rf /var/lib/apt/lists/*
+USER crawlworker
+ENV CHROMIUM_FLAGS=--no-sandbox
+
+FROM chromium-base AS prebuilt-chromium
+COPY --chmod=0755 target/release/crawlworker /usr/local/bin/crawlworker
+
+FROM chromium-base AS runtime-chromium
+COPY --from=build /crawlworker /usr/local/bin/crawlworker
 
 # The default: the binary compiled in the build stage.
 FROM runtime-base AS runtime

@@ -6,7 +6,8 @@
 //! within its start period, unhealthy once Redis is gone, and serves its
 //! metrics; and three worker containers of `deploy/docker-compose.yml`
 //! (with `deploy/docker-compose.host.yml`, run by podman-compose) crawl
-//! the demo forum exactly while one is killed and one stopped.
+//! the demo forum exactly while one is killed and one stopped. The image
+//! with Chromium renders the demo's JavaScript forum as its non-root user.
 //!
 //! podman, podman-compose and the image come from `scripts/test`; without
 //! them these tests fail, saying what to run. (podman runs a health check
@@ -239,8 +240,14 @@ fn demo_forum(latency: &str) -> (KillOnDrop, String) {
 
 /// The spider copy in `dir`, which the image's user must be able to read.
 fn readable_spider(base: &str, dir: &Path) -> PathBuf {
+    readable_copy("bbs", base, dir)
+}
+
+/// The shipped spider `name` copied into `dir` for `base`, readable by
+/// the image's user.
+fn readable_copy(name: &str, base: &str, dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let spider = spider_for("bbs", base, dir);
+    let spider = spider_for(name, base, dir);
     for (path, mode) in [(dir, 0o755), (spider.as_path(), 0o644)] {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
             .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", path.display()));
@@ -406,4 +413,48 @@ fn worker_id(log: &str) -> String {
                 .map(str::to_string)
         })
         .unwrap_or_else(|| panic!("no worker id in the log:\n{log}"))
+}
+
+/// The image with Chromium renders the demo's JavaScript forum as its
+/// non-root user: a local crawl of one forum in the container gives the
+/// HTML forum's items.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chromium_image_renders_the_javascript_forum() {
+    let image = podman::chromium_image();
+    let (_server, base) = demo_forum("0ms");
+    let dir = temp_dir("containers");
+    let spider = readable_copy("bbs-rendered", &base, dir.path());
+    let mount = format!("{}:/spiders:ro", dir.path().display());
+    let task = crawlworker_demo::ForumTask {
+        forum_id: "00003".into(),
+        max_page: 2,
+    };
+    let start = serde_json::json!({"forum_id": task.forum_id, "max_page": task.max_page});
+    let name = spider.file_name().unwrap().to_string_lossy();
+    let out = podman::run(&[
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--no-healthcheck",
+        "-v",
+        &mount,
+        image,
+        "run",
+        &format!("/spiders/{name}"),
+        "--local",
+        "--start",
+        &start.to_string(),
+        "-o",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", said(&out));
+    let mut items: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| crate::expect::canonical(&serde_json::from_str(l).unwrap()))
+        .map(|l| l.replace("/js/post/", "/post/"))
+        .collect();
+    items.sort();
+    assert_exact(&items, &crate::rendering::expected_for(&[task], &base));
+    assert!(said(&out).contains("render/page_count"), "{}", said(&out));
 }

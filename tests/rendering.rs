@@ -29,7 +29,7 @@ const FAST: &[(&str, &str)] = &[
 ];
 
 /// The HTML forum's items for `tasks`, canonical and sorted.
-fn expected_for(tasks: &[ForumTask], base: &str) -> Vec<String> {
+pub fn expected_for(tasks: &[ForumTask], base: &str) -> Vec<String> {
     let mut items: Vec<String> = demo::expected::bbs_items(&Site::demo(), tasks, base)
         .iter()
         .map(|s| canonical(&serde_json::from_str(s).unwrap()))

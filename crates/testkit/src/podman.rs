@@ -18,6 +18,10 @@ use crate::{root, stderr, stdout};
 /// The image `scripts/container-image` tags.
 pub const IMAGE: &str = "localhost/crawlworker:latest";
 
+/// The same with Chromium, for rules that render (`Dockerfile`'s
+/// `prebuilt-chromium` target).
+pub const CHROMIUM_IMAGE: &str = "localhost/crawlworker:chromium";
+
 /// `podman` with the project's containers.conf, run from the repository
 /// root.
 pub fn podman() -> Command {
@@ -53,23 +57,38 @@ pub fn ok(args: &[&str]) -> String {
 /// `target/release/crawlworker` (a stale image would test old code).
 pub fn image() -> &'static str {
     static CHECKED: OnceLock<()> = OnceLock::new();
-    CHECKED.get_or_init(|| {
-        let exists = run(&["image", "exists", IMAGE]);
-        assert!(
-            exists.status.success(),
-            "no image {IMAGE}: scripts/container-image builds it (scripts/test runs it first)"
-        );
-        let host = sha256(&release_binary("crawlworker"));
-        let inside = ok(&[
-            "run", "--rm", "--network", "host", "--entrypoint", "sha256sum", IMAGE,
-            "/usr/local/bin/crawlworker",
-        ]);
-        assert!(
-            inside.starts_with(&host),
-            "{IMAGE} holds another build than target/release/crawlworker ({inside} vs {host}): run scripts/container-image"
-        );
-    });
+    CHECKED.get_or_init(|| check_image(IMAGE));
     IMAGE
+}
+
+/// [`CHROMIUM_IMAGE`], checked once as [`image`] is.
+pub fn chromium_image() -> &'static str {
+    static CHECKED: OnceLock<()> = OnceLock::new();
+    CHECKED.get_or_init(|| check_image(CHROMIUM_IMAGE));
+    CHROMIUM_IMAGE
+}
+
+fn check_image(image: &str) {
+    let exists = run(&["image", "exists", image]);
+    assert!(
+        exists.status.success(),
+        "no image {image}: scripts/container-image builds it (scripts/test runs it first)"
+    );
+    let host = sha256(&release_binary("crawlworker"));
+    let inside = ok(&[
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--entrypoint",
+        "sha256sum",
+        image,
+        "/usr/local/bin/crawlworker",
+    ]);
+    assert!(
+        inside.starts_with(&host),
+        "{image} holds another build than target/release/crawlworker ({inside} vs {host}): run scripts/container-image"
+    );
 }
 
 /// `target/release/NAME`, which scripts/test builds (`cargo build
