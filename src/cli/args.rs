@@ -238,7 +238,7 @@ pub struct RunArgs {
     /// Crawl in this process alone, without Redis: the queue, the
     /// dupefilter and the politeness state live in memory, items go to
     /// --output, and the command exits when the crawl is done. One spider.
-    #[arg(long, conflicts_with_all = ["until_drained", "idle_exit", "metrics_addr"])]
+    #[arg(long, conflicts_with_all = ["until_drained", "idle_exit"])]
     pub local: bool,
     /// With --local: a start entry (URL or JSON task); repeat for more.
     #[arg(long = "start", value_name = "ENTRY", requires = "local")]

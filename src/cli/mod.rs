@@ -102,6 +102,15 @@ async fn run_spiders(args: RunArgs, status_line: bool) -> anyhow::Result<ExitCod
                 InvalidInput("--local crawls one spider: give one spider file".into()).into(),
             );
         };
+        if args.metrics_addr.is_some() {
+            // The worker image sets it for every command it runs.
+            if std::env::var_os("CRAWLWORKER_METRICS_ADDR").is_none() {
+                return Err(
+                    InvalidInput("--local serves no metrics: drop --metrics-addr".into()).into(),
+                );
+            }
+            tracing::info!("a local crawl serves no metrics: CRAWLWORKER_METRICS_ADDR is not used");
+        }
         let given = local::Local {
             start: args.start,
             start_file: args.start_file,
