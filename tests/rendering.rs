@@ -290,3 +290,38 @@ fetch("{base}/js/data/ping?from=guarded").then(
     assert_eq!(hits_prefixed(&server, "/js/data/ping"), 0);
     let _ = server.stop().await;
 }
+
+/// `crawlworker parse SPIDER URL --meta META`'s output.
+fn parse(spider: &Path, url: &str, meta: &str) -> Value {
+    let out = Command::new(binary())
+        .args(["parse", spider.to_str().unwrap(), url, "--meta", meta])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rendered_gbk_page_gives_the_links_and_items_its_html_gives() {
+    let server = FixtureServer::start(Site::demo()).await.unwrap();
+    let base = server.base_url();
+    let dir = temp_dir("rendering");
+    let plain = spider_for("bbs", &base, dir.path());
+    // The same spider, rendering every page.
+    let text = std::fs::read_to_string(&plain).unwrap();
+    let text = text.replace("\nmatch = '", "\nrender = true\nmatch = '");
+    let rendered = dir.path().join("bbs-render-all.toml");
+    std::fs::write(&rendered, text).unwrap();
+    let meta = r#"{"forum_id": "00002", "max_page": 3}"#;
+    // A GBK list page whose next link has a raw Chinese query: the
+    // rendered page resolves it in GBK, as the browser did.
+    for path in ["/list/00002/2", "/post/1035", "/comment/1035/1"] {
+        let url = format!("{base}{path}");
+        let (a, b) = (parse(&plain, &url, meta), parse(&rendered, &url, meta));
+        assert!(b["render"].is_object(), "{b}");
+        assert_eq!(a["requests"], b["requests"], "{path}");
+        assert_eq!(a["items"], b["items"], "{path}");
+        assert_eq!(a["encoding"], b["encoding"], "{path}");
+    }
+    let _ = server.stop().await;
+}

@@ -37,6 +37,7 @@ pub use settle::Steps;
 
 use super::budget::Budget;
 use super::{Fetched, HttpClient};
+use crate::extract::charset;
 use crate::request::Request;
 use crate::settings::Settings;
 use crate::spider::render::Render;
@@ -52,7 +53,7 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A rendered page, and how its render went.
 #[derive(Debug)]
 pub struct Rendered {
-    /// The response with the rendered DOM as its body (UTF-8).
+    /// The response with the rendered DOM as its body.
     pub fetched: Fetched,
     pub report: Report,
 }
@@ -322,15 +323,13 @@ fn count(stats: &mut Tally, report: &Report) {
     );
 }
 
-/// The response with the rendered DOM for its body: UTF-8, whatever the
-/// page was sent in.
+/// The response with the rendered DOM for its body, in the page's own
+/// encoding (characters it cannot hold as HTML character references), so
+/// that its links are resolved as the browser resolved them: a GBK page's
+/// query strings are percent-encoded in GBK.
 fn with_body(mut fetched: Fetched, html: String) -> Fetched {
-    fetched.headers.retain(|(k, _)| {
-        !k.eq_ignore_ascii_case("content-type") && !k.eq_ignore_ascii_case("content-length")
-    });
-    fetched
-        .headers
-        .push(("Content-Type".into(), "text/html; charset=utf-8".into()));
-    fetched.body = html.into_bytes();
+    let encoding = charset::decode(&fetched.body, fetched.header("content-type")).encoding;
+    let (bytes, _, _) = encoding.encode(&html);
+    fetched.body = bytes.into_owned();
     fetched
 }
