@@ -23,13 +23,23 @@
 # a request in flight, scroll list pages once, wait for h1.post-title on
 # posts, and never load images, fonts or media.
 #
-# Knobs (environment): REPS (runs per tool, default 3), DEMO_PORT (18702),
-# CHROMIUM (/usr/bin/chromium), OUT (where the raw results are copied;
-# default /tmp/crawlworker-bench-render, replaced on each run),
-# CRAWLEE_DIR (where the npm packages are installed; default
-# ${XDG_CACHE_HOME:-~/.cache}/crawlworker-bench/crawlee), CPU_METER
-# (cgroup, the default, or perf: `perf stat -e task-clock`, which counts
-# every descendant too, for machines without a writable cgroup).
+# Knobs (environment):
+#   REPS        runs per tool (3)
+#   TOOLS       "crawlworker crawlee"; add crawlee-defaults for a third side:
+#               Crawlee with its own fingerprint, browser-retirement and
+#               session-rotation defaults (see crawlee.mjs)
+#   BREAKDOWN   1: one more crawl per tool, its CPU split by kind of
+#               process (see "where the CPU goes" below)
+#   DEMO_PORT   the demo server's port (18702)
+#   CHROMIUM    the browser both use (/usr/bin/chromium)
+#   BUILD       0: skip `cargo build`
+#   OUT         where the raw results are copied (/tmp/crawlworker-bench-render,
+#               replaced on each run)
+#   CRAWLEE_DIR where the npm packages are installed
+#               (${XDG_CACHE_HOME:-~/.cache}/crawlworker-bench/crawlee)
+#   CPU_METER   cgroup (the default) or perf: `perf stat -e task-clock`,
+#               which counts every descendant too, for machines without a
+#               writable cgroup (no user/system split, no leftover check)
 #
 # Needs: cargo, node >= 18 and npm (Crawlee 3.18 + puppeteer-core 24,
 # pinned in package.json / package-lock.json; no browser is downloaded),
@@ -40,6 +50,7 @@ root=$PWD
 here=$root/scripts/bench/render
 
 REPS=${REPS:-3}
+TOOLS=${TOOLS:-crawlworker crawlee}
 DEMO_PORT=${DEMO_PORT:-18702}
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 OUT=${OUT:-/tmp/crawlworker-bench-render}
@@ -140,7 +151,7 @@ demo_pid=
 tool_pid=
 cleanup() {
     local cg
-    [ -n "$tool_pid" ] && kill -TERM "$tool_pid" 2>/dev/null || true
+    [ -n "$tool_pid" ] && kill_group "$tool_pid"
     for cg in "${cgroups[@]}"; do cg_remove "$cg"; done
     [ -n "$demo_pid" ] && kill "$demo_pid" 2>/dev/null || true
     [ -n "$demo_pid" ] && wait "$demo_pid" 2>/dev/null || true
@@ -150,8 +161,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- Build crawlworker and the demo server --------------------------------
-echo "== building crawlworker and crawlworker-demo (release)"
-cargo build --release --quiet -p crawlworker -p crawlworker-demo
+if [ "${BUILD:-1}" = 1 ]; then
+    echo "== building crawlworker and crawlworker-demo (release)"
+    cargo build --release --quiet -p crawlworker -p crawlworker-demo
+fi
 bin=$root/target/release/crawlworker
 demo_bin=$root/target/release/crawlworker-demo
 
@@ -194,35 +207,47 @@ results=$work/results.jsonl
 : >"$results"
 
 # The command line of one tool's crawl, writing its items to $1.
+# Each crawl gets its own TMPDIR under $work, where the Chromium profile
+# folders go (crawlworker's /tmp/crawlworker-chromium-<pid>-<n>, which it
+# leaves behind when it exits; puppeteer's puppeteer_dev_chrome_profile-*):
+# removed with $work.
 tool_command() { # tool items-file stats-file
+    local tmp
+    tmp=$(mktemp -d "$work/tmp.XXXXXX")
     case $1 in
         crawlworker)
-            cmd=(env CRAWLWORKER_CHROMIUM="$CHROMIUM"
+            # INFO: the stats it logs at the end give the pages rendered.
+            cmd=(env TMPDIR="$tmp" CRAWLWORKER_CHROMIUM="$CHROMIUM" CRAWLWORKER_LOG=info
                 "$bin" run "$work/bbs-rendered.toml" --local "${start_args[@]}" -o "$2") ;;
-        crawlee)
-            local storage=$work/crawlee-storage
+        crawlee | crawlee-defaults)
+            local storage=$work/crawlee-storage profile=matched
+            [ "$1" = crawlee-defaults ] && profile=defaults
             rm -rf "$storage"
-            cmd=(env CRAWLEE_STORAGE_DIR="$storage" CRAWLEE_PURGE_ON_START=1
+            cmd=(env TMPDIR="$tmp" CRAWLEE_STORAGE_DIR="$storage" CRAWLEE_PURGE_ON_START=1
                 BASE="$base" TASKS="$tasks_json" ITEMS="$2" STATS="$3"
-                CHROMIUM="$CHROMIUM" TABS="$TABS"
+                CHROMIUM="$CHROMIUM" TABS="$TABS" PROFILE="$profile"
                 node "$CRAWLEE_DIR/crawlee.mjs") ;;
+        *) die "unknown tool $1 in TOOLS (crawlworker, crawlee, crawlee-defaults)" ;;
     esac
 }
 
 # Starts a command in the background, in cgroup $1 if not empty, its
 # output to $2; its pid in $tool_pid. The shell moves itself into the
 # cgroup, then becomes the command: everything the command starts is born
-# in the cgroup.
+# in the cgroup. It also gets a process group of its own (setsid), so that
+# without a cgroup (CPU_METER=perf) what is left of it can still be killed.
 launch() { # cgroup log command...
     local cg=$1 log=$2
     shift 2
     if [ -n "$cg" ]; then
-        sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$log" 2>&1 &
+        setsid sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$log" 2>&1 &
     else
-        "$@" >"$log" 2>&1 &
+        setsid "$@" >"$log" 2>&1 &
     fi
     tool_pid=$!
 }
+# Kills what is left of the process group of a command started by launch.
+kill_group() { kill -KILL -- "-$1" 2>/dev/null || true; }
 
 # Runs one crawl of one tool in a fresh cgroup, under GNU time, and
 # appends its figures to $results.
@@ -237,10 +262,11 @@ run_tool() { # tool rep slot
     else
         cg=$(cg_new "$tag")
     fi
-    local demo0 t0 t1 rc=0
+    local demo0 t0 t1 rc=0 pgid
     demo0=$(demo_cpu)
     t0=$(date +%s.%N)
     launch "$cg" "$log" "${wrap[@]}" "${cmd[@]}"
+    pgid=$tool_pid
     wait "$tool_pid" || rc=$?
     tool_pid=
     t1=$(date +%s.%N)
@@ -261,7 +287,8 @@ run_tool() { # tool rep slot
     else
         # perf's task-clock: milliseconds of CPU of the whole tree (no
         # user/system split).
-        cpu=$(awk -F, '$3 ~ /task-clock/ {printf "%.3f 0 0\n", $1 / 1000}' "$perff")
+        cpu=$(awk -F, '$3 ~ /task-clock/ {printf "%.3f - -\n", $1 / 1000}' "$perff")
+        kill_group "$pgid"
     fi
     if [ "$rc" != 0 ]; then
         echo "compare.sh: $tool (run $rep) exited with $rc; the end of its log:" >&2
@@ -284,20 +311,24 @@ run_tool() { # tool rep slot
 # on a machine reads its files from disk, and node compiles Crawlee's
 # modules; neither should land on whichever tool happens to go first.
 echo "== warm-up: one crawl per tool (not counted)"
-for tool in crawlworker crawlee; do
+for tool in $TOOLS; do
     tool_command "$tool" "$work/warmup.$tool.jsonl" "$work/warmup.$tool.json"
     cg=
     [ "$CPU_METER" = cgroup ] && cg=$(cg_new "warmup.$tool")
     launch "$cg" "$work/warmup.$tool.log" "${cmd[@]}"
     wait "$tool_pid" || { tail -30 "$work/warmup.$tool.log" >&2; die "$tool's warm-up crawl failed"; }
+    # What is left: in the cgroup, or (perf) in the process group.
+    if [ -n "$cg" ]; then cg_remove "$cg"; else kill_group "$tool_pid"; fi
     tool_pid=
-    [ -n "$cg" ] && cg_remove "$cg"
 done
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+reversed=$(echo "$TOOLS" | tr ' ' '\n' | tac | tr '\n' ' ')
 echo "== $REPS run(s) per tool, alternating which goes first ($TABS pages at once in each)"
 for rep in $(seq "$REPS"); do
-    if [ $((rep % 2)) = 1 ]; then order="crawlworker crawlee"; else order="crawlee crawlworker"; fi
+    # Odd runs in the order of TOOLS, even runs the other way round, so
+    # that drift on the machine hits every tool alike.
+    if [ $((rep % 2)) = 1 ]; then order=$TOOLS; else order=$reversed; fi
     slot=1
     for tool in $order; do
         run_tool "$tool" "$rep" "$slot"
@@ -305,8 +336,37 @@ for rep in $(seq "$REPS"); do
     done
 done
 
+# --- Optional: where the CPU goes ------------------------------------------
+# BREAKDOWN=1: one more crawl per tool, in its cgroup, with every process
+# in it read every 0.1 s (/proc/<pid>/stat) and summed by kind (the
+# crawler; Chromium's browser, renderer, GPU, utility, zygote processes).
+# The sampler costs a little CPU itself, and misses what a process does in
+# its last 0.1 s, so these crawls are not in the medians.
+breakdowns=()
+if [ "${BREAKDOWN:-0}" = 1 ] && [ "$CPU_METER" = cgroup ]; then
+    echo "== breakdown: one more crawl per tool, its processes sampled (not in the medians)"
+    for tool in $TOOLS; do
+        tool_command "$tool" "$work/bd.$tool.jsonl" "$work/bd.$tool.json"
+        cg=$(cg_new "bd.$tool")
+        launch "$cg" "$work/bd.$tool.log" "${cmd[@]}"
+        python3 "$here/measure.py" sample "$cg" "$work/breakdown.$tool.json" "$tool" &
+        sampler=$!
+        wait "$tool_pid" || { tail -30 "$work/bd.$tool.log" >&2; die "$tool's breakdown crawl failed"; }
+        tool_pid=
+        for pid in $(cg_procs "$cg"); do kill -KILL "$pid" 2>/dev/null || true; done
+        wait "$sampler"
+        python3 "$here/measure.py" add-cgroup-cpu "$work/breakdown.$tool.json" "$(cg_cpu "$cg" | cut -d' ' -f1)"
+        cg_remove "$cg"
+        breakdowns+=("$work/breakdown.$tool.json")
+    done
+fi
+
 # --- Same items from every run ---------------------------------------------
-python3 "$here/measure.py" items "$EXPECT_ITEMS" "$base" "$work"/items.crawlworker.*.jsonl "$work"/items.crawlee.*.jsonl
+# Every run's items, against the first crawlworker run's (or the first
+# tool's): the same multiset of objects, URLs normalized. Exits if not.
+item_files=()
+for tool in $TOOLS; do item_files+=("$work"/items."$tool".*.jsonl); done
+python3 "$here/measure.py" items "$EXPECT_ITEMS" "$base" "${item_files[@]}"
 
 # --- The report -----------------------------------------------------------
 {
@@ -315,12 +375,12 @@ python3 "$here/measure.py" items "$EXPECT_ITEMS" "$base" "$work"/items.crawlwork
     echo "crawlworker $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src crates 2>/dev/null || echo ' (with uncommitted changes in src/ or crates/)'). CPU counted by: $([ "$CPU_METER" = perf ] && echo 'perf stat -e task-clock (inherited by every descendant)' || echo "a cgroup per run ($cg_kind, $cg_root)")."
     echo "Load average (1, 5, 15 min) before the counted runs: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg) (the crawls themselves load the machine: other work running at the same time skews the figures)."
 } >"$work/machine.txt"
-python3 "$here/measure.py" report "$results" "$work/machine.txt" | tee "$work/report.md"
+python3 "$here/measure.py" report "$results" "$work/machine.txt" "${breakdowns[@]}" | tee "$work/report.md"
 
 # --- Raw results, kept ------------------------------------------------------
 rm -rf "$OUT"
 mkdir -p "$OUT"
 cp "$results" "$work/report.md" "$work/machine.txt" "$work"/log.* "$work"/time.* "$OUT/"
-cp "$work/items.crawlworker.1.jsonl" "$work/items.crawlee.1.jsonl" "$OUT/"
+for tool in $TOOLS; do cp "$work/items.$tool.1.jsonl" "$OUT/"; done
 echo
 echo "raw results in $OUT"

@@ -11,6 +11,11 @@
 //   STATS     where a JSON summary of the run goes (pages, failures, ...)
 //   CHROMIUM  the browser (default /usr/bin/chromium)
 //   TABS      pages rendered at once (default 4, crawlworker's render_pages)
+//   PROFILE   "matched" (default): the settings below; "defaults": Crawlee's
+//             own defaults for fingerprints, browser retirement and session
+//             rotation (the three settings marked [matched] below)
+//   AUTOSCALE 1: leave minConcurrency at Crawlee's default (1), so that the
+//             autoscaled pool decides how many of the TABS tabs it uses
 //
 // What each page does, as the spider's rules say (crawlworker's defaults in
 // brackets):
@@ -24,17 +29,22 @@
 //
 // Crawlee settings that differ from its defaults, and why:
 //   - minConcurrency = maxConcurrency = TABS: the autoscaled pool otherwise
-//     starts at 1 page at a time and adds one every 10 s at most, and only
-//     while its system status says CPU and memory are not overloaded (on
-//     2 cores with Chromium they are): it would never reach 4 tabs in a
-//     crawl this short. With minConcurrency = 4 the system status is not
-//     consulted below 4 (its snapshots are still taken, every second).
-//   - browserPoolOptions.useFingerprints = false: by default every page
-//     gets a generated fingerprint (user agent, screen, headers) injected
-//     by scripts; crawlworker does nothing of the kind.
-//   - browserPoolOptions.retireBrowserAfterPageCount = 1000: Crawlee's
-//     default (100) would start a second Chromium after 100 of the 103
-//     pages; crawlworker's render_restart_pages is 1000.
+//     starts at 1 page at a time and adds at most one every 10 s
+//     (autoscaleIntervalSecs), and only while its system status says CPU,
+//     memory and event loop are not overloaded: in this ~30 s crawl it
+//     would have 4 tabs open only near the end (AUTOSCALE=1 shows it).
+//     With minConcurrency = 4 the system status is not consulted below 4
+//     (its snapshots are still taken, every second, each spawning `ps`).
+//   - [matched] browserPoolOptions.useFingerprints = false: by default
+//     every page gets a generated fingerprint (user agent, screen,
+//     headers) injected by scripts; crawlworker does nothing of the kind.
+//   - [matched] browserPoolOptions.retireBrowserAfterPageCount = 1000:
+//     Crawlee's default (100) would start a second Chromium after 100 of
+//     the 103 pages; crawlworker's render_restart_pages is 1000.
+//   - [matched] sessionPoolOptions.sessionOptions.maxUsageCount = 1000: a
+//     browser is tied to a session of the session pool, and retired with
+//     it; by default a session retires after 50 uses, and its browser
+//     with it: Crawlee would start a new Chromium during this crawl.
 //   - respectRobotsTxtFile = true: crawlworker's spider obeys robots.txt
 //     (robotstxt_obey = true), so both fetch it once.
 //   - page.emulateFocusedPage(true) before each navigation (see the hook
@@ -51,6 +61,14 @@ const ITEMS = required('ITEMS');
 const STATS = required('STATS');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const TABS = Number(process.env.TABS || 4);
+const PROFILE = process.env.PROFILE || 'matched';
+const AUTOSCALE = process.env.AUTOSCALE === '1';
+if (!['matched', 'defaults'].includes(PROFILE)) {
+    console.error(`crawlee.mjs: PROFILE is matched or defaults, not ${PROFILE}`);
+    process.exit(2);
+}
+// The [matched] settings, or nothing (Crawlee's defaults).
+const matched = PROFILE === 'matched';
 
 // The kinds crawlworker blocks by default (image, font, media), as URL
 // patterns: Crawlee's blockRequests sets Chromium's blocked URLs
@@ -77,6 +95,23 @@ log.setLevel(log.LEVELS.WARNING);
 
 const config = new Configuration({ persistStorage: false, purgeOnStart: true });
 
+let browsers = 0;
+// Tabs open: the most at once, and the time-weighted sum (tab-seconds),
+// to show how many of its TABS the crawler kept busy.
+const tabs = {
+    open: 0,
+    max: 0,
+    tabSeconds: 0,
+    since: Date.now(),
+    change(by) {
+        const now = Date.now();
+        this.tabSeconds += (this.open * (now - this.since)) / 1000;
+        this.since = now;
+        this.open += by;
+        this.max = Math.max(this.max, this.open);
+    },
+};
+
 // The page number of a list page's URL, as the spider's `paginate` reads it.
 const listPage = (url) => Number(/\/list\/\d+\/(\d+)/.exec(url)?.[1]);
 
@@ -92,15 +127,20 @@ const crawler = new PuppeteerCrawler(
                 args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
             },
         },
-        minConcurrency: TABS,
+        minConcurrency: AUTOSCALE ? undefined : TABS,
         maxConcurrency: TABS,
         respectRobotsTxtFile: true,
         navigationTimeoutSecs: 30,
         requestHandlerTimeoutSecs: 30,
         browserPoolOptions: {
-            useFingerprints: false,
-            retireBrowserAfterPageCount: 1000,
+            ...(matched ? { useFingerprints: false, retireBrowserAfterPageCount: 1000 } : {}),
+            // Counts the Chromium starts, and the tabs open over time, for
+            // the report.
+            postLaunchHooks: [() => { browsers += 1; }],
+            postPageCreateHooks: [() => tabs.change(+1)],
+            postPageCloseHooks: [() => tabs.change(-1)],
         },
+        sessionPoolOptions: matched ? { sessionOptions: { maxUsageCount: 1000 } } : {},
         preNavigationHooks: [
             async ({ page }) => {
                 // Every tab behaves as the focused one, as crawlworker's do
@@ -237,6 +277,7 @@ function extractComments() {
 }
 
 const started = Date.now();
+tabs.since = started;
 const final = await crawler.run(
     TASKS.map((task) => ({
         url: `${BASE}/js/list/${task.forum_id}/1`,
@@ -253,6 +294,9 @@ writeFileSync(
         failed: final.requestsFailed,
         retries: final.retryHistogram,
         items: items.length,
+        browsers,
+        tabs_max: tabs.max,
+        tabs_mean: tabs.tabSeconds / ((Date.now() - started) / 1000),
         seconds: (Date.now() - started) / 1000,
     }) + '\n',
 );
