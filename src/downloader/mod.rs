@@ -462,18 +462,30 @@ impl Downloader {
             },
             Err(e) => {
                 tracing::debug!(url = %request.url, error = %e, "render failed");
-                stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
-                stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
-                let failure = Failure::render(&e);
-                Downloaded::Decided(Box::new(retry::retry_or_fail(
-                    &self.settings,
-                    request,
-                    failure,
-                    stats,
-                    host,
-                )))
+                self.failed(request, e.kind(), Failure::render(&e), host, stats)
             }
         }
+    }
+
+    /// A download (or its render) that failed, counted by `kind`: retried
+    /// later, or recorded as failed.
+    fn failed(
+        &self,
+        request: &Request,
+        kind: &str,
+        failure: Failure,
+        host: HostOutcome,
+        stats: &mut Tally,
+    ) -> Downloaded {
+        stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
+        stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, kind, 1);
+        Downloaded::Decided(Box::new(retry::retry_or_fail(
+            &self.settings,
+            request,
+            failure,
+            stats,
+            host,
+        )))
     }
 
     /// One exchange; a network failure is already the page's outcome. The
@@ -503,16 +515,13 @@ impl Downloader {
             m.observe_download(&self.spider.name, started.elapsed().as_secs_f64());
         }
         fetched.map_err(|e| {
-            stats.add(stats::DOWNLOADER_EXCEPTION_COUNT, 1);
-            stats.add_in(stats::DOWNLOADER_EXCEPTION_TYPE, e.kind(), 1);
-            let failure = Failure::error(&e);
-            Downloaded::Decided(Box::new(retry::retry_or_fail(
-                &self.settings,
+            self.failed(
                 request,
-                failure,
-                stats,
+                e.kind(),
+                Failure::error(&e),
                 HostOutcome::None,
-            )))
+                stats,
+            )
         })
     }
 
