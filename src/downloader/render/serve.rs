@@ -69,31 +69,44 @@ pub struct Counts {
     pub refused: std::sync::Mutex<Option<String>>,
 }
 
-/// Requests in flight, and when that number last changed: a page is
-/// idle once none has been for a while.
+/// Requests in flight, when that number last changed, and how many ever
+/// started: a page is idle once none has been in flight for a while.
 pub struct Traffic {
-    state: watch::Sender<(usize, Instant)>,
+    state: watch::Sender<(usize, Instant, u64)>,
 }
 
 impl Traffic {
     pub fn new() -> Traffic {
         Traffic {
-            state: watch::Sender::new((0, Instant::now())),
+            state: watch::Sender::new((0, Instant::now(), 0)),
         }
     }
 
     fn start(&self) {
-        self.state.send_modify(|(n, at)| {
+        self.state.send_modify(|(n, at, started)| {
             *n += 1;
             *at = Instant::now();
+            *started += 1;
         });
     }
 
     fn end(&self) {
-        self.state.send_modify(|(n, at)| {
+        self.state.send_modify(|(n, at, _)| {
             *n = n.saturating_sub(1);
             *at = Instant::now();
         });
+    }
+
+    /// Requests started so far.
+    pub fn started(&self) -> u64 {
+        self.state.borrow().2
+    }
+
+    /// Resolves once more than `before` requests have started, or after
+    /// `grace`.
+    pub async fn one_more_than(&self, before: u64, grace: Duration) {
+        let mut rx = self.state.subscribe();
+        let _ = tokio::time::timeout(grace, rx.wait_for(|(_, _, n)| *n > before)).await;
     }
 
     /// Resolves once no request has been in flight for `quiet`, counted
@@ -102,7 +115,7 @@ impl Traffic {
     pub async fn idle(&self, from: Instant, quiet: Duration) {
         let mut rx = self.state.subscribe();
         loop {
-            let (n, at) = *rx.borrow_and_update();
+            let (n, at, _) = *rx.borrow_and_update();
             if n == 0 {
                 let since = at.max(from).elapsed();
                 if since >= quiet {

@@ -16,13 +16,16 @@ use super::serve::Traffic;
 use super::NETWORK_IDLE;
 use crate::spider::render::{Render, Wait};
 
-/// Scrolls to the end of the page, then waits two frames (at most
-/// 200 ms): what the scroll sets off (an observer's callback, a scroll
-/// handler's fetch) has started by then.
+/// Scrolls to the end of the page, then waits two frames (at most a
+/// second): an observer's callbacks have run by then.
 const SCROLL: &str = "new Promise(done => { \
     window.scrollTo(0, document.documentElement.scrollHeight); \
     requestAnimationFrame(() => requestAnimationFrame(() => done(true))); \
-    setTimeout(() => done(true), 200); })";
+    setTimeout(() => done(true), 1000); })";
+
+/// How long a scroll waits for a request it set off to start, when none
+/// has: what a page with nothing more to load costs per scroll.
+const SCROLL_GRACE: Duration = Duration::from_secs(1);
 
 /// How often `wait_for` looks for its element.
 const POLL: Duration = Duration::from_millis(50);
@@ -78,9 +81,12 @@ pub async fn until_ready(
     }
     for n in 1..=how.scroll {
         steps.begin(format!("scroll {n} of {}", how.scroll));
-        let scrolled = Instant::now();
+        let before = traffic.started();
         page.evaluate(SCROLL).await.map_err(|e| e.to_string())?;
-        traffic.idle(scrolled, NETWORK_IDLE).await;
+        // What the scroll sets off may start late on a busy machine (an
+        // observer's callback, then its fetch): wait for it a while.
+        traffic.one_more_than(before, SCROLL_GRACE).await;
+        traffic.idle(Instant::now(), NETWORK_IDLE).await;
         steps.end();
     }
     Ok(())
