@@ -21,6 +21,11 @@ use crawlworker_testkit::{
 
 use crate::expect::{assert_exact, canonical, scraped_from};
 
+/// One of these tests at a time: each runs Chromium (three, in one), and
+/// together they would load the machine under the rest of the suite's
+/// timing tests.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Settings that make recovery fast enough for a test.
 const FAST: &[(&str, &str)] = &[
     ("CRAWLWORKER_LEASE_TIMEOUT", "2s"),
@@ -91,6 +96,7 @@ fn stat(stats: &BTreeMap<String, String>, name: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_javascript_forum_crawled_by_three_workers_one_killed_gives_the_html_forums_items() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let redis = RedisServer::start();
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     let dir = temp_dir("rendering");
@@ -133,6 +139,7 @@ async fn the_javascript_forum_crawled_by_three_workers_one_killed_gives_the_html
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_killed_mid_crawl_is_restarted_and_the_crawl_finishes_exactly() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let redis = RedisServer::start();
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     let dir = temp_dir("rendering");
@@ -209,6 +216,7 @@ render = {{ timeout = "20s" }}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_pages_are_bounded_reported_and_the_crawl_goes_on() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     let base = server.base_url();
     let dir = temp_dir("rendering");
@@ -258,6 +266,7 @@ async fn hostile_pages_are_bounded_reported_and_the_crawl_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rendered_pages_request_to_a_private_address_is_refused_by_the_guard() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     let base = server.base_url();
     let dir = temp_dir("rendering");
@@ -303,6 +312,7 @@ fn parse(spider: &Path, url: &str, meta: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rendered_gbk_page_gives_the_links_and_items_its_html_gives() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let server = FixtureServer::start(Site::demo()).await.unwrap();
     let base = server.base_url();
     let dir = temp_dir("rendering");

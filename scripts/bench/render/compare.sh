@@ -62,7 +62,10 @@ EXPECT_ITEMS=243
 # The start tasks, as the spider's docs give them.
 TASKS=('{"forum_id":"00001","max_page":5}' '{"forum_id":"00002","max_page":3}' '{"forum_id":"00003","max_page":2}')
 
+keep_work=0  # 1: a check failed; the temporary folder is kept for a look
 die() { echo "compare.sh: $*" >&2; exit 1; }
+# A failed check: says what, keeps the logs and items, exits 1.
+fail() { keep_work=1; die "$@"; }
 
 # --- What it needs --------------------------------------------------------
 [ -x /usr/bin/time ] || die "needs GNU time at /usr/bin/time (apt-get install time)"
@@ -155,7 +158,12 @@ cleanup() {
     for cg in "${cgroups[@]}"; do cg_remove "$cg"; done
     [ -n "$demo_pid" ] && kill "$demo_pid" 2>/dev/null || true
     [ -n "$demo_pid" ] && wait "$demo_pid" 2>/dev/null || true
-    rm -rf "$work"
+    if [ "$keep_work" = 1 ]; then
+        echo "compare.sh: logs, items and results kept in $work" >&2
+        rm -rf "$work"/tmp.* "$work/crawlee-storage"
+    else
+        rm -rf "$work"
+    fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -195,6 +203,12 @@ base=http://127.0.0.1:$DEMO_PORT
 # The demo server's CPU seconds so far (a check that both tools asked it
 # for the same work).
 demo_cpu() { awk -v hz="$clk_tck" '{sub(/^.*\) /, ""); printf "%.3f\n", ($12 + $13) / hz}' "/proc/$demo_pid/stat"; }
+
+# CPU seconds the whole machine has been busy (all cores; /proc/stat:
+# user, nice, system, irq, softirq; not steal): over a run, less the run's
+# own CPU and the demo server's, it gives what other work on the machine
+# took meanwhile.
+machine_busy() { awk -v hz="$clk_tck" '/^cpu /{printf "%.3f\n", ($2 + $3 + $4 + $7 + $8) / hz}' /proc/stat; }
 
 # crawlworker's spider, pointed at the demo port.
 sed "s#127.0.0.1:8700#127.0.0.1:$DEMO_PORT#g" spiders/bbs-rendered.toml >"$work/bbs-rendered.toml"
@@ -262,14 +276,16 @@ run_tool() { # tool rep slot
     else
         cg=$(cg_new "$tag")
     fi
-    local demo0 t0 t1 rc=0 pgid
+    local demo0 busy0 busy1 t0 t1 rc=0 pgid
     demo0=$(demo_cpu)
+    busy0=$(machine_busy)
     t0=$(date +%s.%N)
     launch "$cg" "$log" "${wrap[@]}" "${cmd[@]}"
     pgid=$tool_pid
     wait "$tool_pid" || rc=$?
     tool_pid=
     t1=$(date +%s.%N)
+    busy1=$(machine_busy)
     # Processes still running once the tool has exited (a Chromium not
     # yet gone): given 2 s, then killed (their CPU so far is counted).
     local left=0 cpu
@@ -293,17 +309,18 @@ run_tool() { # tool rep slot
     if [ "$rc" != 0 ]; then
         echo "compare.sh: $tool (run $rep) exited with $rc; the end of its log:" >&2
         tail -30 "$log" >&2
-        exit 1
+        fail "$tool (run $rep) failed"
     fi
     python3 "$here/measure.py" record "$results" --tool "$tool" --rep "$rep" --slot "$slot" \
         --wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b - a}')" --cpu "$cpu" \
         --time-file "$timef" --log "$log" --stats "$stats" \
-        --demo-cpu "$(awk -v a="$demo0" -v b="$(demo_cpu)" 'BEGIN{print b - a}')" --left "$left"
+        --demo-cpu "$(awk -v a="$demo0" -v b="$(demo_cpu)" 'BEGIN{print b - a}')" --left "$left" \
+        --machine-busy "$(awk -v a="$busy0" -v b="$busy1" 'BEGIN{print b - a}')"
     # A tool that renders another number of pages fails the benchmark now.
     local pages
     pages=$(tail -1 "$results" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["pages"], r["items"], r["failed"])')
     [ "$pages" = "$EXPECT_PAGES $EXPECT_ITEMS 0" ] \
-        || die "$tool (run $rep): pages, items, failed = $pages; expected $EXPECT_PAGES $EXPECT_ITEMS 0 (log: $log)"
+        || fail "$tool (run $rep): pages, items, failed = $pages; expected $EXPECT_PAGES $EXPECT_ITEMS 0 (log: $log)"
 }
 
 # --- The runs -------------------------------------------------------------
@@ -366,14 +383,14 @@ fi
 # tool's): the same multiset of objects, URLs normalized. Exits if not.
 item_files=()
 for tool in $TOOLS; do item_files+=("$work"/items."$tool".*.jsonl); done
-python3 "$here/measure.py" items "$EXPECT_ITEMS" "$base" "${item_files[@]}"
+python3 "$here/measure.py" items "$EXPECT_ITEMS" "$base" "${item_files[@]}" || fail "the items differ"
 
 # --- The report -----------------------------------------------------------
 {
     echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), Linux $(uname -r)."
     echo "Chromium: $("$CHROMIUM" --version 2>/dev/null) ($CHROMIUM). node $(node --version), crawlee $crawlee_version, puppeteer-core $puppeteer_version."
     echo "crawlworker $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src crates 2>/dev/null || echo ' (with uncommitted changes in src/ or crates/)'). CPU counted by: $([ "$CPU_METER" = perf ] && echo 'perf stat -e task-clock (inherited by every descendant)' || echo "a cgroup per run ($cg_kind, $cg_root)")."
-    echo "Load average (1, 5, 15 min) before the counted runs: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg) (the crawls themselves load the machine: other work running at the same time skews the figures)."
+    echo "Load average (1, 5, 15 min) before the counted runs: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg). \"Other work\" (per run): the CPU the rest of the machine used meanwhile (/proc/stat, less the run's own and the demo server's); well above 0, the run shared the cores."
 } >"$work/machine.txt"
 python3 "$here/measure.py" report "$results" "$work/machine.txt" "${breakdowns[@]}" | tee "$work/report.md"
 

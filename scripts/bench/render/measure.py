@@ -63,13 +63,17 @@ def record(args):
         "time_cpu_s": round(time_user + time_sys, 3),
         "demo_cpu_s": args.demo_cpu,
         "left_after_exit": args.left,
+        # CPU the rest of the machine used meanwhile (read a moment apart
+        # from the cgroup's: a little noise either way).
+        "other_cpu_s": round(args.machine_busy - total - args.demo_cpu, 2),
     }
     with open(args.results, "a") as f:
         f.write(json.dumps(rec) + "\n")
     print(
         f"   {args.tool:<11} run {args.rep}: {pages} pages, {items} items, "
         f"{rec['wall_s']:.2f} s wall, {total:.2f} CPU s "
-        f"({1000 * total / max(pages, 1):.0f} ms/page; GNU time saw {rec['time_cpu_s']:.2f} s)"
+        f"({1000 * total / max(pages, 1):.0f} ms/page; GNU time saw {rec['time_cpu_s']:.2f} s; "
+        f"other work meanwhile {rec['other_cpu_s']:.1f} CPU s)"
         + (f"; tabs open on average {tabs}" if tabs else "")
     )
 
@@ -137,14 +141,14 @@ def report(args):
         return f"{r['cpu_user_s']:.2f} / {r['cpu_sys_s']:.2f}"
 
     print("\n### Per run\n")
-    print("| tool | run | order | pages | items | Chromium starts | wall s | pages/s | CPU s (whole tree) | user / sys s | CPU ms/page | GNU time's CPU s | demo server CPU s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| tool | run | order | pages | items | Chromium starts | wall s | pages/s | CPU s (whole tree) | user / sys s | CPU ms/page | GNU time's CPU s | demo server CPU s | other work CPU s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in sorted(runs, key=lambda r: (r["rep"], r["slot"])):
         print(
             f"| {NAMES[r['tool']]} | {r['rep']} | {r['slot']} | {r['pages']} | {r['items']} | {r['browsers']} "
             f"| {r['wall_s']:.2f} | {r['pages'] / r['wall_s']:.2f} | {r['cpu_s']:.2f} "
             f"| {split(r)} | {1000 * r['cpu_s'] / r['pages']:.0f} "
-            f"| {r['time_cpu_s']:.2f} | {r['demo_cpu_s']:.2f} |"
+            f"| {r['time_cpu_s']:.2f} | {r['demo_cpu_s']:.2f} | {r.get('other_cpu_s', float('nan')):.1f} |"
         )
 
     def med(tool, f):
@@ -275,6 +279,7 @@ def main():
     r.add_argument("--stats")
     r.add_argument("--demo-cpu", type=float, required=True)
     r.add_argument("--left", type=int, required=True)
+    r.add_argument("--machine-busy", type=float, required=True)
     i = sub.add_parser("items")
     i.add_argument("expected", type=int)
     i.add_argument("base")

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use chromiumoxide::error::CdpError;
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures_util::StreamExt;
@@ -27,6 +28,9 @@ use crate::settings::Settings;
 
 /// How long Chromium may take to start and say where its DevTools are.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long opening a tab may take.
+const NEW_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often (in pages) the browser's memory is read.
 const RSS_EVERY: u32 = 20;
@@ -89,13 +93,17 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// A new tab, blank.
+    /// A new tab, blank; a browser that does not open one in
+    /// [`NEW_PAGE_TIMEOUT`] has stopped answering.
     pub async fn new_page(&self) -> Result<Page, String> {
         let browser = self.browser.as_ref().ok_or("the browser is stopping")?;
-        browser
-            .new_page("about:blank")
-            .await
-            .map_err(|e| e.to_string())
+        match tokio::time::timeout(NEW_PAGE_TIMEOUT, browser.new_page("about:blank")).await {
+            Ok(page) => page.map_err(|e| e.to_string()),
+            Err(_) => Err(format!(
+                "no new tab within {}",
+                humantime::format_duration(NEW_PAGE_TIMEOUT)
+            )),
+        }
     }
 
     /// Marks it for a restart before the next page (a call failed).
@@ -284,8 +292,17 @@ async fn launch(settings: &Settings, n: u32) -> Result<Instance, String> {
     let (mark, wake) = (dead.clone(), ended.clone());
     let handler = tokio::spawn(async move {
         while let Some(event) = handler.next().await {
-            if let Err(e) = event {
-                tracing::debug!(error = %e, "Chromium's DevTools connection reported an error");
+            match event {
+                // The connection is gone (the browser exited or was
+                // killed): nothing sent on it will be answered.
+                Err(e @ (CdpError::Ws(_) | CdpError::Io(_))) => {
+                    tracing::debug!(error = %e, "Chromium's DevTools connection ended");
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "Chromium's DevTools connection reported an error")
+                }
+                Ok(()) => {}
             }
         }
         mark.store(true, Ordering::Relaxed);
