@@ -29,6 +29,10 @@ use crate::settings::Settings;
 /// How long Chromium may take to start and say where its DevTools are.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A profile folder's name before `<worker pid>-<start>`, in the
+/// temporary folder.
+const PROFILE_PREFIX: &str = "crawlworker-chromium-";
+
 /// How long opening a tab may take.
 const NEW_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -119,13 +123,13 @@ impl Instance {
     /// exited or was killed): the pages rendering in it fail at once
     /// instead of at their timeout.
     pub async fn gone(&self) {
-        loop {
-            let ended = self.ended.notified();
-            if self.handler.is_finished() {
-                return;
-            }
-            ended.await;
+        let ended = self.ended.notified();
+        // Set before the handler wakes its waiters: an end that came
+        // before `ended` was made is seen here.
+        if self.is_dead() {
+            return;
         }
+        ended.await;
     }
 
     /// Counts a page it rendered.
@@ -135,27 +139,17 @@ impl Instance {
 }
 
 impl Drop for Instance {
+    /// Kills the browser and removes its profile folder here, not in a
+    /// task: a task spawned while the runtime shuts down (the end of a
+    /// local crawl) never runs, and left the folder behind. The process is
+    /// reaped in the background (kill_on_drop).
     fn drop(&mut self) {
         self.handler.abort();
-        let browser = self.browser.take();
-        let child = self.child.take();
-        let profile = self.profile.clone();
-        let stop = async move {
-            drop(browser);
-            if let Some(mut child) = child {
-                let _ = child.kill().await;
-            }
-            let _ = std::fs::remove_dir_all(profile);
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(stop);
-            }
-            // The child is killed when dropped (kill_on_drop).
-            Err(_) => {
-                let _ = std::fs::remove_dir_all(&self.profile);
-            }
+        drop(self.browser.take());
+        if let Some(mut child) = self.child.take() {
+            let _ = child.start_kill();
         }
+        let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
 
@@ -257,9 +251,9 @@ fn find(name: &str) -> Option<PathBuf> {
 /// Starts Chromium and connects to its DevTools.
 async fn launch(settings: &Settings, n: u32) -> Result<Instance, String> {
     let exe = executable(settings)?;
-    let profile =
-        std::env::temp_dir().join(format!("crawlworker-chromium-{}-{n}", std::process::id()));
+    let profile = std::env::temp_dir().join(format!("{PROFILE_PREFIX}{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&profile);
+    sweep_stale_profiles();
     let mut child = spawn(&exe, &profile)?;
     let pid = child.id();
     let stderr = child
@@ -319,6 +313,26 @@ async fn launch(settings: &Settings, n: u32) -> Result<Instance, String> {
         ended,
         served: AtomicU32::new(0),
     })
+}
+
+/// Removes the profile folders of workers that are gone: one killed
+/// (SIGKILL) cannot remove its own, and a browser still exiting when its
+/// worker removed it may write a few files back.
+fn sweep_stale_profiles() {
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let owner = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PROFILE_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// The Chromium process, set to die with this worker's thread.
