@@ -455,6 +455,6 @@ async fn the_chromium_image_renders_the_javascript_forum() {
         .map(|l| l.replace("/js/post/", "/post/"))
         .collect();
     items.sort();
-    assert_exact(&items, &crate::rendering::expected_for(&[task], &base));
+    assert_exact(&items, &crate::expect::expected_for(&[task], &base));
     assert!(said(&out).contains("render/page_count"), "{}", said(&out));
 }

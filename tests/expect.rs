@@ -46,9 +46,14 @@ pub fn scraped_from(conn: &mut redis::Connection, key: &str) -> Vec<String> {
     items
 }
 
+/// The demo forum's items, canonical and sorted.
 pub fn expected(base: &str) -> Vec<String> {
-    let site = Site::demo();
-    let mut items: Vec<String> = demo::expected::bbs_items(&site, &demo::demo_forum_tasks(), base)
+    expected_for(&demo::demo_forum_tasks(), base)
+}
+
+/// The HTML forum's items for `tasks`, canonical and sorted.
+pub fn expected_for(tasks: &[demo::ForumTask], base: &str) -> Vec<String> {
+    let mut items: Vec<String> = demo::expected::bbs_items(&Site::demo(), tasks, base)
         .iter()
         .map(|s| canonical(&serde_json::from_str(s).unwrap()))
         .collect();

@@ -50,7 +50,6 @@ mod progress;
 mod redis_cluster;
 mod redis_hosts;
 mod regression;
-mod rendering;
 mod resting_account;
 mod revisit;
 mod robots;

@@ -48,7 +48,7 @@ pub use faults::{Robots, DOWNLOADS};
 pub use files::{
     fault_spider, files, items_to_stream, loopback_host, proxied_spider, root, spider_for, temp_dir,
 };
-pub use fixture::{peak, FixtureServer};
+pub use fixture::{assert_paced, peak, FixtureServer};
 pub use guard::KillOnDrop;
 pub use postgres::PostgresServer;
 pub use process::{

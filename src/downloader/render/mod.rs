@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use chromiumoxide::cdp::browser_protocol::emulation::SetFocusEmulationEnabledParams;
 use chromiumoxide::cdp::browser_protocol::fetch::EventRequestPaused;
-use chromiumoxide::cdp::browser_protocol::page::{EventLoadEventFired, NavigateParams};
+use chromiumoxide::cdp::browser_protocol::page::{EventLifecycleEvent, NavigateParams};
 use chromiumoxide::Page;
 use tokio::sync::Semaphore;
 
@@ -249,8 +249,8 @@ impl Tab {
             .event_listener::<EventRequestPaused>()
             .await
             .map_err(err)?;
-        let loaded = page
-            .event_listener::<EventLoadEventFired>()
+        let lifecycle = page
+            .event_listener::<EventLifecycleEvent>()
             .await
             .map_err(err)?;
         let serving = tokio::spawn(self.server.clone().run(page.clone(), paused));
@@ -261,6 +261,10 @@ impl Tab {
             return Err(format!("its navigation failed: {error}"));
         }
         steps.end();
+        let loaded = settle::Loaded {
+            events: lifecycle,
+            loader: navigated.result.loader_id.clone(),
+        };
         settle::until_ready(page, loaded, &self.server.traffic, how, steps).await?;
         page.evaluate("document.documentElement.outerHTML")
             .await

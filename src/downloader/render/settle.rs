@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chromiumoxide::cdp::browser_protocol::page::EventLoadEventFired;
+use chromiumoxide::cdp::browser_protocol::network::LoaderId;
+use chromiumoxide::cdp::browser_protocol::page::EventLifecycleEvent;
 use chromiumoxide::listeners::EventStream;
 use chromiumoxide::Page;
 use futures_util::StreamExt;
@@ -59,17 +60,42 @@ impl Steps {
     }
 }
 
+/// The load event of one navigation, among the tab's lifecycle events:
+/// the one of the document `loader` loads. (A tab's `Page.loadEventFired`
+/// could be its blank first document's, arriving after the navigation
+/// began: a page under load was then taken before its scripts ran their
+/// requests, as if it had settled.)
+pub struct Loaded {
+    pub events: EventStream<EventLifecycleEvent>,
+    /// The navigation's loader; `None` (a same-document navigation) takes
+    /// the first load event.
+    pub loader: Option<LoaderId>,
+}
+
+impl Loaded {
+    /// Resolves at the navigation's load event; `None` if the tab closed.
+    async fn fired(&mut self) -> Option<()> {
+        while let Some(event) = self.events.next().await {
+            let ours = self.loader.as_ref().is_none_or(|l| *l == event.loader_id);
+            if ours && event.name == "load" {
+                return Some(());
+            }
+        }
+        None
+    }
+}
+
 /// Waits until the page is ready by `how`.
 pub async fn until_ready(
     page: &Page,
-    mut loaded: EventStream<EventLoadEventFired>,
+    mut loaded: Loaded,
     traffic: &Arc<Traffic>,
     how: &Render,
     steps: &mut Steps,
 ) -> Result<(), String> {
     steps.begin("the load event");
     loaded
-        .next()
+        .fired()
         .await
         .ok_or("the page closed before it loaded")?;
     steps.end();

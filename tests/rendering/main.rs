@@ -13,17 +13,23 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use serde_json::Value;
 
-use crawlworker_demo::{self as demo, ForumTask, Site};
+use crawlworker_demo::{self as demo, Site};
 use crawlworker_testkit::{
     binary, crawlworker_with_redis, eventually, spider_for, stderr, stdout, temp_dir,
     FixtureServer, RedisServer, Worker,
 };
 
-use crate::expect::{assert_exact, canonical, scraped_from};
+use expect::{assert_exact, expected_for, scraped_from};
+
+/// The suite's expected items, shared with the `tests` binary.
+#[path = "../expect.rs"]
+#[allow(dead_code)]
+mod expect;
 
 /// One of these tests at a time: each runs Chromium (three, in one), and
-/// together they would load the machine under the rest of the suite's
-/// timing tests.
+/// two together load a 2-core machine enough to stretch a render past
+/// its test's bounds. (They are a binary of their own for the same
+/// reason: beside the `tests` binary's timing tests.)
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Settings that make recovery fast enough for a test.
@@ -32,16 +38,6 @@ const FAST: &[(&str, &str)] = &[
     ("CRAWLWORKER_IDLE_RECHECK", "100ms"),
     ("CRAWLWORKER_RETRY_BACKOFF_BASE", "100ms"),
 ];
-
-/// The HTML forum's items for `tasks`, canonical and sorted.
-pub fn expected_for(tasks: &[ForumTask], base: &str) -> Vec<String> {
-    let mut items: Vec<String> = demo::expected::bbs_items(&Site::demo(), tasks, base)
-        .iter()
-        .map(|s| canonical(&serde_json::from_str(s).unwrap()))
-        .collect();
-    items.sort();
-    items
-}
 
 /// The rendered crawl's items with their post URLs as the HTML forum's
 /// (`/js/post/N` → `/post/N`), canonical and sorted.
