@@ -202,7 +202,10 @@ async fn stopped_between_parts(
     worker.signal("STOP");
     let queued: usize = conn.zcard("bigmap:requests").unwrap();
     let leased: u64 = conn.zcard("bigmap:inflight").unwrap();
-    if queued < URLS && leased == 1 {
+    // The queue held the sitemap itself before it was leased: stopped
+    // between the two, no part is queued yet, and the next worker's fetch
+    // has nothing to filter. Then this try does not count.
+    if queued > 0 && queued < URLS && leased == 1 {
         return Some(worker);
     }
     worker.kill();
