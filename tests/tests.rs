@@ -1,4 +1,5 @@
-//! All integration tests, in one binary (as ripgrep does): the test kit
+//! The integration tests, in one binary (as ripgrep does), but for the
+//! rendering tests (`tests/rendering/main.rs`, run apart): the test kit
 //! (`crates/testkit`) starts the real servers they need; each module covers
 //! one command or behaviour and is named after it, and `regression` holds
 //! short reproductions of pinned bugs that belong to no such module.
