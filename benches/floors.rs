@@ -4,6 +4,9 @@
 //!
 //! - `floors/html5ever_parse`: every page of the demo crawl parsed into a
 //!   DOM (`scraper::Html::parse_document`), nothing selected; per page.
+//! - `floors/bounded_parse`: the same pages through the worker's own parse
+//!   (`extract::bounded::parse_document` within the default limits: fed
+//!   in slices, the tree measured between them), for what the bounds add.
 //! - `floors/http_get_loopback`: one GET of a demo list page with a plain
 //!   `reqwest::Client` over a kept-alive connection on 127.0.0.1, client and
 //!   server on one thread, so the time is the CPU of both sides (the server
@@ -33,6 +36,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crawlworker::downloader::client::HttpClient;
+use crawlworker::extract::bounded::{self, Budget};
 use crawlworker::request::Request;
 use crawlworker::settings::Settings;
 use crawlworker_demo::{self as demo, Site};
@@ -78,6 +82,15 @@ fn html5ever_parse(c: &mut Criterion, site: &Site) {
             for body in &bodies {
                 let text = String::from_utf8_lossy(body);
                 black_box(scraper::Html::parse_document(&text));
+            }
+        })
+    });
+    let budget = Budget::new(&Settings::default(), None);
+    group.bench_function("bounded_parse", |b| {
+        b.iter(|| {
+            for body in &bodies {
+                let text = String::from_utf8_lossy(body);
+                black_box(bounded::parse_document(&text, &budget));
             }
         })
     });
