@@ -110,10 +110,7 @@ struct Merged {
 
 /// The first `byte` at or after `from`.
 fn find(b: &[u8], from: usize, byte: u8) -> Option<usize> {
-    b.get(from..)?
-        .iter()
-        .position(|&c| c == byte)
-        .map(|i| from + i)
+    memchr::memchr(byte, b.get(from..)?).map(|i| from + i)
 }
 
 /// Just past the first `byte` after `from`, or the end of the page.
@@ -124,7 +121,7 @@ fn past(b: &[u8], from: usize, byte: u8) -> usize {
 /// Just past the first `needle` at or after `from`, or the end.
 fn past_str(b: &[u8], from: usize, needle: &[u8]) -> usize {
     b.get(from..)
-        .and_then(|rest| rest.windows(needle.len()).position(|w| w == needle))
+        .and_then(|rest| memchr::memmem::find(rest, needle))
         .map_or(b.len(), |i| from + i + needle.len())
 }
 
