@@ -34,9 +34,7 @@ forum_site
 for _ in $(seq "$REPS"); do
   for bin in "${builds[@]}"; do
     for wait in $WAITS; do
-      redis-cli -p "$port" flushall >/dev/null
-      redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
-      redis-cli -p "$port" config resetstat >/dev/null
+      forum_fresh
       t0=$(date +%s.%N)
       env CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$port" \
         CRAWLWORKER_CONCURRENT_REQUESTS="$CONCURRENCY" CRAWLWORKER_COMMIT_WAIT="$wait" \

@@ -35,9 +35,7 @@ redis_cpu() {
 
 for _ in $(seq "$REPS"); do
   for bin in "${builds[@]}"; do
-    redis-cli -p "$port" flushall >/dev/null
-    redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
-    redis-cli -p "$port" config resetstat >/dev/null
+    forum_fresh
     c0=$(redis_cpu)
     t0=$(date +%s.%N)
     env CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$port" \

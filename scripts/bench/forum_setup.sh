@@ -1,5 +1,7 @@
 # Sourced by the one-worker forum benchmarks (forum_redis_cpu.sh,
-# forum_instructions.sh, replay/record.sh, replay/instructions.sh): a
+# forum_instructions.sh, commit_wait.sh, worker_profile.sh,
+# worker_instructions.sh, worker_memory.sh, replay/record.sh,
+# replay/instructions.sh): a
 # Redis and the generated forum on 127.0.0.1, and the tasks to crawl.
 #
 # The sourcing script sets `port`, `demo_port` and `SIZE` (the demo's
@@ -16,6 +18,8 @@
 #                               older copy when an older build compared
 #                               cannot read today's) and the tasks
 #                               ($work/tasks.txt, and the array `tasks`)
+#   forum_fresh                 empties Redis, pushes the tasks and resets its
+#                               command counts: before each crawl of a run
 #   script_calls                the script calls (EVAL, EVALSHA, FCALL) Redis ran
 
 forum_work() {
@@ -44,6 +48,12 @@ forum_site() {
   # shellcheck disable=SC2086
   "$demo_bin" tasks $SIZE >"$work/tasks.txt"
   mapfile -t tasks <"$work/tasks.txt"
+}
+
+forum_fresh() {
+  redis-cli -p "$port" flushall >/dev/null
+  redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
+  redis-cli -p "$port" config resetstat >/dev/null
 }
 
 script_calls() {

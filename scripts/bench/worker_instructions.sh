@@ -36,9 +36,7 @@ n=0
 for _ in $(seq "$REPS"); do
   for bin in "${builds[@]}"; do
     n=$((n + 1))
-    redis-cli -p "$port" flushall >/dev/null
-    redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
-    redis-cli -p "$port" config resetstat >/dev/null
+    forum_fresh
     CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$port" \
       valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.$n" \
       "$bin" run "$work/bbs.toml" --until-drained >"$work/worker.log" 2>&1

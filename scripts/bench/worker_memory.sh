@@ -32,8 +32,7 @@ forum_site
 
 for _ in $(seq "$REPS"); do
   for bin in "${builds[@]}"; do
-    redis-cli -p "$port" flushall >/dev/null
-    redis-cli -p "$port" rpush bbs:start_urls "${tasks[@]}" >/dev/null
+    forum_fresh
     # shellcheck disable=SC2086
     env CRAWLWORKER_ROBOTSTXT_OBEY=false CRAWLWORKER_REDIS_URL="redis://127.0.0.1:$port" \
       "$bin" ${ARGS:-} run "$work/bbs.toml" --until-drained >"$work/worker.log" 2>&1 &
