@@ -23,10 +23,8 @@ port=${REDIS_PORT:-16615}
 demo_port=${DEMO_PORT:-18815}
 [ -x /usr/bin/time ] || { echo "needs GNU time at /usr/bin/time (apt-get install time)" >&2; exit 1; }
 
-cargo build --release --quiet -p crawlworker
-builds=("$@")
-[ ${#builds[@]} -gt 0 ] || builds=(target/release/crawlworker)
 . scripts/bench/forum_setup.sh
+forum_builds release "$@"
 forum_work
 forum_redis redis-server
 forum_site

@@ -6,6 +6,10 @@
 #
 # The sourcing script sets `port`, `demo_port` and `SIZE` (the demo's
 # size arguments), is at the repository root, and calls:
+#   forum_builds PROFILE ARG…   the builds a script compares (`builds`):
+#                               its arguments, else this checkout's
+#                               build of PROFILE (release, profiling),
+#                               built now
 #   forum_work                  a work directory ($work), cleaned up on exit
 #   forum_redis COMMAND…        starts `COMMAND --port $port …` (redis-server,
 #                               or it under valgrind) and waits for it;
@@ -21,6 +25,16 @@
 #   forum_fresh                 empties Redis, pushes the tasks and resets its
 #                               command counts: before each crawl of a run
 #   script_calls                the script calls (EVAL, EVALSHA, FCALL) Redis ran
+
+forum_builds() {
+  local profile=$1
+  shift
+  builds=("$@")
+  if [ ${#builds[@]} -eq 0 ]; then
+    cargo build --profile "$profile" --quiet -p crawlworker
+    builds=("target/$profile/crawlworker")
+  fi
+}
 
 forum_work() {
   work=$(mktemp -d)

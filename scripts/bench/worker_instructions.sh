@@ -22,12 +22,8 @@ port=${REDIS_PORT:-16618}
 demo_port=${DEMO_PORT:-18818}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 
-builds=("$@")
-if [ ${#builds[@]} -eq 0 ]; then
-  cargo build --profile profiling --quiet -p crawlworker
-  builds=(target/profiling/crawlworker)
-fi
 . scripts/bench/forum_setup.sh
+forum_builds profiling "$@"
 forum_work
 forum_redis redis-server
 forum_site

@@ -22,10 +22,8 @@ demo_port=${DEMO_PORT:-18816}
 KINDS=(peak code "read-only data" data libraries "thread stacks" heap other anonymous
   "anonymous read-only data" "anonymous data" "anonymous heap" "anonymous thread stacks" threads)
 
-cargo build --release --quiet -p crawlworker
-builds=("$@")
-[ ${#builds[@]} -gt 0 ] || builds=(target/release/crawlworker)
 . scripts/bench/forum_setup.sh
+forum_builds release "$@"
 forum_work
 forum_redis redis-server
 forum_site
