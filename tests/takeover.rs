@@ -121,15 +121,22 @@ fn spider(dir: &Path) -> PathBuf {
     path
 }
 
-/// The demo forum on the fixtures' own address. The port is in the
+/// The tests that serve the forum on the fixtures' address take turns:
+/// the turn is held until the test ends, so one test's slow crawl never
+/// counts against another's wait for the port.
+static FIXED_ADDRESS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The demo forum on the fixtures' own address, with this test's turn at
+/// it (keep the guard alive until the server stops). The port is in the
 /// kernel's ephemeral range, so another test's socket may hold it for a
 /// moment: it is tried again for a minute before the test fails.
-async fn forum() -> FixtureServer {
+async fn forum() -> (FixtureServer, tokio::sync::MutexGuard<'static, ()>) {
+    let turn = FIXED_ADDRESS.lock().await;
     let addr: SocketAddr = ADDR.parse().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         match FixtureServer::start_on(Site::demo(), addr, Duration::ZERO).await {
-            Ok(server) => return server,
+            Ok(server) => return (server, turn),
             Err(e) if std::time::Instant::now() < deadline => {
                 eprintln!("{addr} is busy ({e}); trying again");
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -160,7 +167,7 @@ fn import(redis: &RedisServer, spider: &Path, args: &[&str]) -> std::process::Ou
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scrapy_redis_crawl_stopped_midway_is_finished_with_every_item_once() {
     let _ = std::fs::remove_file(RAN);
-    let server = forum().await;
+    let (server, _turn) = forum().await;
     let dir = temp_dir("takeover");
     let spider = spider(dir.path());
     for class in ["PriorityQueue", "FifoQueue"] {
@@ -275,7 +282,7 @@ fn items_of_shards(conn: &mut redis::Connection, shards: usize) -> Vec<String> {
 /// crawl finishes with every item once, none crawled again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_spider_takes_over_a_scrapy_redis_crawl_with_every_item_once() {
-    let server = forum().await;
+    let (server, _turn) = forum().await;
     let dir = temp_dir("takeover-shards");
     let spider = sharded(dir.path(), 4);
     let home = crawlworker::frontier::shards::shard_of(BASE, 4);
@@ -675,7 +682,7 @@ async fn a_refused_import_is_kept_whole_and_brought_back_once_the_spider_maps_it
     }
     assert_eq!(conn.llen::<_, usize>("bbs:dead").unwrap(), 0);
     assert_eq!(queued_posts(&mut conn), ["1001"]);
-    let server = forum().await;
+    let (server, _turn) = forum().await;
     drain_in_process(&mapped, &redis).await;
     assert_eq!(server.hits("/post/1001"), 1, "{:?}", server.hit_counts());
 }
