@@ -112,6 +112,7 @@ async fn run(hosts: usize) {
     let options = ServeOptions {
         latency: Duration::ZERO,
         routes: Some(Arc::new(AnyHost)),
+        ..ServeOptions::default()
     };
     let server = DemoServer::start_with(Site::demo(), options)
         .await

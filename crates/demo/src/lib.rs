@@ -20,6 +20,9 @@
 //! - [`members`]: a members-only area under `/members/` behind a
 //!   CSRF-protected login form, whose sessions expire; the server counts
 //!   the logins (for logged-in crawls).
+//! - [`chrome`]: the menus, sidebar, style and script a real forum page
+//!   carries, added to every HTML page on request ([`Chrome`]), so that
+//!   benchmarks parse pages of a real page's weight.
 //! - [`expected`]: the items a correct crawl of the forum yields, computed
 //!   from the model, so tests compare a crawl against them.
 //! - [`server`]: [`serve`] on a caller's listener, and [`DemoServer`], which
@@ -34,6 +37,7 @@
 //! Chinese query (`?order=最新`) that must be percent-encoded in GBK.
 
 pub mod api;
+pub mod chrome;
 pub mod expected;
 pub mod members;
 pub mod news;
@@ -43,6 +47,7 @@ pub mod server;
 pub mod site;
 pub mod threads;
 
+pub use chrome::Chrome;
 pub use news::{Article, News, ARTICLES_PER_FRONT_PAGE};
 pub use pages::{escape, render, Page};
 pub use server::{

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use crawlworker_demo::{serve, Hits, ServeOptions, Site};
+use crawlworker_demo::{serve, Chrome, Hits, ServeOptions, Site};
 
 /// The demo forum and news site crawlworker's examples crawl.
 #[derive(Debug, Parser)]
@@ -30,6 +30,11 @@ enum Command {
         /// unit (20ms), to watch a crawl progress.
         #[arg(long, value_parser = duration, default_value = "0")]
         latency: Duration,
+        /// Add this many KiB of page chrome (a menu, a sidebar of links, a
+        /// footer, inline style and script) to every HTML page, so pages
+        /// weigh what a real forum's do; items and links stay the same.
+        #[arg(long, default_value_t = 0)]
+        page_kb: usize,
         #[command(flatten)]
         size: Size,
     },
@@ -92,6 +97,7 @@ async fn main() -> ExitCode {
         Command::Serve {
             listen,
             latency,
+            page_kb,
             size,
         } => {
             if !listen.ip().is_loopback() {
@@ -114,6 +120,7 @@ async fn main() -> ExitCode {
             let options = ServeOptions {
                 latency,
                 routes: None,
+                chrome: Chrome::of_kb(page_kb),
             };
             let stopped = serve(
                 listener,

@@ -364,6 +364,8 @@ pub struct ServeOptions {
     pub latency: Duration,
     /// Asked before the site's pages (none for the demo binary).
     pub routes: Option<Arc<dyn Routes>>,
+    /// Added to every HTML page of the site (none by default).
+    pub chrome: crate::Chrome,
 }
 
 /// Serves one connection until the client closes it or shutdown is
@@ -462,7 +464,11 @@ fn respond(app: &App, conn: &Connection, request: &Request<Incoming>) -> Reply {
             app.members.get(request.uri().path(), cookies),
         ));
     }
-    Reply::Now(page_response(render(&app.site, target)))
+    let mut page = render(&app.site, target);
+    if page.content_type.starts_with("text/html") {
+        page.body = app.options.chrome.dress(page.body);
+    }
+    Reply::Now(page_response(page))
 }
 
 fn members_response(answer: members::Answer) -> Response<ResponseBody> {

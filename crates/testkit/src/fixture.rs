@@ -46,6 +46,7 @@ impl FixtureServer {
         let options = ServeOptions {
             latency,
             routes: Some(Arc::new(faults)),
+            ..ServeOptions::default()
         };
         Ok(FixtureServer {
             server: DemoServer::start_on(site, addr, options).await?,

@@ -5,7 +5,10 @@
 #     scripts/bench/compare/run.sh
 #     REPS=1 WORKERS="1" scripts/bench/compare/run.sh          # quicker
 #
-# Knobs (environment): FORUMS, PAGES (site size), REPS (runs per side and
+# Knobs (environment): FORUMS, PAGES (site size), PAGE_KB (KiB of page
+# chrome, menus, sidebar, style and script, added to every HTML page so
+# pages weigh what a real forum's do; 0: the bare ~1 KiB demo pages),
+# REPS (runs per side and
 # worker count), WORKERS (worker counts, e.g. "1 2"), MONITOR (1: one extra
 # 1-worker run per side under MONITOR to split client commands from script
 # commands), RSTATS (1: one extra 1-worker scrapy-redis run with its
@@ -19,6 +22,7 @@ here=$root/scripts/bench/compare
 
 FORUMS=${FORUMS:-12}
 PAGES=${PAGES:-50}
+PAGE_KB=${PAGE_KB:-0}
 REPS=${REPS:-3}
 WORKERS=${WORKERS:-"1 2"}
 MONITOR=${MONITOR:-1}
@@ -82,8 +86,9 @@ redis-cli -p "$REDIS_PORT" ping >/dev/null || die "redis-server did not start"
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 redis_url="redis://127.0.0.1:$REDIS_PORT"
 
-echo "== demo forum on 127.0.0.1:$DEMO_PORT (--forums $FORUMS --pages $PAGES)"
-"$demo_bin" serve --listen "127.0.0.1:$DEMO_PORT" --forums "$FORUMS" --pages "$PAGES" 2>"$work/demo.log" &
+echo "== demo forum on 127.0.0.1:$DEMO_PORT (--forums $FORUMS --pages $PAGES --page-kb $PAGE_KB)"
+"$demo_bin" serve --listen "127.0.0.1:$DEMO_PORT" --forums "$FORUMS" --pages "$PAGES" --page-kb "$PAGE_KB" \
+    2>"$work/demo.log" &
 demo_pid=$!
 pids+=($demo_pid)
 for _ in $(seq 100); do port_free "$DEMO_PORT" || break; sleep 0.1; done
@@ -225,7 +230,7 @@ cp "$work/monitor-results.jsonl" "$OUT"/ 2>/dev/null || true
 cp "$work/items.crawlworker.$first_workers.1.jsonl" "$work/items.scrapy-redis.$first_workers.1.jsonl" "$OUT"/ 2>/dev/null || true
 
 echo
-echo "## crawlworker vs scrapy-redis — $FORUMS forums × $PAGES list pages, ${#tasks[@]} tasks"
+echo "## crawlworker vs scrapy-redis — $FORUMS forums × $PAGES list pages, ${#tasks[@]} tasks, $PAGE_KB KiB of chrome a page"
 echo
 echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/^Mem:/{print $2}') GiB RAM;" \
     "crawlworker $("$bin" --version 2>/dev/null | awk '{print $2}'), redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')," \
