@@ -276,8 +276,19 @@ fn tag(b: &[u8], name: usize, limit: usize, merged: Option<&mut Merged>) -> Opti
     };
     // The byte that ends the name acts as it does before an attribute.
     let mut state = In::BeforeName;
-    for (i, &c) in b.iter().enumerate().skip(name + tag.len()) {
+    let mut i = name + tag.len();
+    while let Some(&c) = b.get(i) {
         state = match step(state, c) {
+            Step::To(In::Quoted(q)) => {
+                // A quoted value ends at its quote and nowhere else (most
+                // of a real tag's bytes): found at once, not a byte at a
+                // time.
+                let Some(quote) = find(b, i + 1, q) else {
+                    break;
+                };
+                i = quote;
+                In::BeforeName
+            }
             Step::To(next) => next,
             Step::NewName if attributes.start(i) => In::Name,
             Step::NewName => return None,
@@ -285,6 +296,7 @@ fn tag(b: &[u8], name: usize, limit: usize, merged: Option<&mut Merged>) -> Opti
             Step::EndName(_) => return None,
             Step::Close => return attributes.end(b, i).then_some(i + 1),
         };
+        i += 1;
     }
     attributes.end(b, b.len()).then_some(b.len())
 }
@@ -434,6 +446,11 @@ mod tests {
         "<math><mi a b c></mi></math>",
         "<p title=\"<p a b c>\">",
         "<p title='a > b' a b>",
+        "<p a=\"x b c d>",
+        "<p a='x\" b c' d>",
+        "<p a=\"\"b c>",
+        "<p a=\"\" b c>",
+        "<p a = 'x'b='y' c>",
         "<p a=x>y b c>",
         "<p a=\"x\"b c>",
         "<p/a/b/c>",
