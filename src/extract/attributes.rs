@@ -236,6 +236,7 @@ struct Attributes<'m> {
 
 impl Attributes<'_> {
     /// A name starts at `i`; false once the tag has too many.
+    #[inline]
     fn start(&mut self, i: usize) -> bool {
         self.count += 1;
         self.name = Some(i);
@@ -244,6 +245,7 @@ impl Attributes<'_> {
 
     /// The name being read ends before `i`; false once the element it
     /// merges into has too many.
+    #[inline]
     fn end(&mut self, b: &[u8], i: usize) -> bool {
         let (Some(from), Some(merged)) = (self.name.take(), self.merged.as_deref_mut()) else {
             return true;

@@ -147,6 +147,36 @@ mod tests {
     }
 
     #[test]
+    fn chrome_has_nothing_a_spider_selects() {
+        // Only classes of its own and links to /about (never followed):
+        // the demo spiders select by class, so items and links stay.
+        let chrome = Chrome::of_kb(20);
+        let page = chrome.dress(b"<html><head></head><body></body></html>".to_vec());
+        let html = scraper::Html::parse_document(&String::from_utf8(page).unwrap());
+        let mut elements = 0;
+        for e in html
+            .root_element()
+            .descendants()
+            .filter_map(scraper::ElementRef::wrap)
+        {
+            elements += 1;
+            for class in e.value().classes() {
+                assert!(
+                    ["site-", "side-", "foot-"]
+                        .iter()
+                        .any(|p| class.starts_with(p)),
+                    "{class}"
+                );
+            }
+            if let Some(href) = e.value().attr("href") {
+                assert!(href.starts_with("/about#"), "{href}");
+            }
+            assert!(!["h1", "time", "table", "form"].contains(&e.value().name()));
+        }
+        assert!(elements > 200, "{elements}");
+    }
+
+    #[test]
     fn no_chrome_or_no_head_leaves_the_page_alone() {
         let page = b"<html><body>x</body></html>".to_vec();
         assert_eq!(Chrome::of_kb(0).dress(page.clone()), page);
