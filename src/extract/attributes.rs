@@ -77,13 +77,16 @@ pub fn first_crowded_tag(html: &str, limit: usize) -> Option<usize> {
             Some(b'!') => Some(markup_declaration(b, lt)),
             Some(b'?') => Some(past(b, lt, b'>')),
             Some(b'/') => match b.get(lt + 2) {
-                Some(c) if c.is_ascii_alphabetic() => tag(b, lt + 2, limit, None),
+                Some(c) if c.is_ascii_alphabetic() => {
+                    tag(b, lt + 2, tag_name(b, lt + 2), limit, None)
+                }
                 Some(b'>') => Some(lt + 3),
                 _ => Some(past(b, lt, b'>')),
             },
             Some(c) if c.is_ascii_alphabetic() => {
-                let end = tag(b, lt + 1, limit, Some(&mut merged));
-                match (end, text_element(tag_name(b, lt + 1))) {
+                let name = tag_name(b, lt + 1);
+                let end = tag(b, lt + 1, name, limit, Some(&mut merged));
+                match (end, text_element(name)) {
                     (Some(_), Some((_, Text::ToTheEnd))) => return None,
                     (Some(end), Some((name, kind))) => Some(text_end(b, end, name, kind)),
                     (end, _) => end,
@@ -181,7 +184,6 @@ enum In {
     Name,
     AfterName,
     BeforeValue,
-    Quoted(u8),
     Unquoted,
 }
 
@@ -192,6 +194,10 @@ enum Step {
     NewName,
     /// The name read ends here; then on to the state.
     EndName(In),
+    /// A value quoted with this quote starts just after here; it ends at
+    /// the same quote and nowhere else, and then a new attribute may
+    /// start.
+    Quoted(u8),
     /// The tag ends here (just past its `>`), after the name read if any.
     Close,
 }
@@ -199,14 +205,12 @@ enum Step {
 /// The tokenizer's step from `state` on byte `c` of a tag.
 fn step(state: In, c: u8) -> Step {
     match (state, c) {
-        (In::Quoted(q), c) if c == q => Step::To(In::BeforeName),
-        (In::Quoted(_), _) => Step::To(state),
         (In::Name, b'>') => Step::Close,
         (In::Name, b'=') => Step::EndName(In::BeforeValue),
         (In::Name, b'/') => Step::EndName(In::BeforeName),
         (In::Name, c) if space(c) => Step::EndName(In::AfterName),
         (In::Name, _) => Step::To(In::Name),
-        (In::BeforeValue, b'"' | b'\'') => Step::To(In::Quoted(c)),
+        (In::BeforeValue, b'"' | b'\'') => Step::Quoted(c),
         (In::BeforeValue | In::AfterName, c) if space(c) => Step::To(state),
         (In::BeforeValue, b'>') => Step::Close,
         (In::BeforeValue, _) => Step::To(In::Unquoted),
@@ -255,16 +259,21 @@ impl Attributes<'_> {
     }
 }
 
-/// Reads the tag whose name starts at `name`: just past its `>` (or the
-/// end of the page), or `None` when it gives an element too many
-/// attributes; `merged` holds what the start tags of `<html>` and `<body>`
-/// gave theirs (none for an end tag).
-fn tag(b: &[u8], name: usize, limit: usize, merged: Option<&mut Merged>) -> Option<usize> {
-    let tag = tag_name(b, name);
+/// Reads the tag whose name (`name`, see [`tag_name`]) starts at `from`:
+/// just past its `>` (or the end of the page), or `None` when it gives an
+/// element too many attributes; `merged` holds what the start tags of
+/// `<html>` and `<body>` gave theirs (none for an end tag).
+fn tag(
+    b: &[u8],
+    from: usize,
+    name: &[u8],
+    limit: usize,
+    merged: Option<&mut Merged>,
+) -> Option<usize> {
     let merged = merged.and_then(|m| {
-        if tag.eq_ignore_ascii_case(b"html") {
+        if name.eq_ignore_ascii_case(b"html") {
             Some(&mut m.html)
-        } else if tag.eq_ignore_ascii_case(b"body") {
+        } else if name.eq_ignore_ascii_case(b"body") {
             Some(&mut m.body)
         } else {
             None
@@ -278,10 +287,10 @@ fn tag(b: &[u8], name: usize, limit: usize, merged: Option<&mut Merged>) -> Opti
     };
     // The byte that ends the name acts as it does before an attribute.
     let mut state = In::BeforeName;
-    let mut i = name + tag.len();
+    let mut i = from + name.len();
     while let Some(&c) = b.get(i) {
         state = match step(state, c) {
-            Step::To(In::Quoted(q)) => {
+            Step::Quoted(q) => {
                 // A quoted value ends at its quote and nowhere else (most
                 // of a real tag's bytes): found at once, not a byte at a
                 // time.

@@ -65,6 +65,7 @@ impl Chrome {
     }
 }
 
+/// Where `needle` first starts in `haystack` (a demo page is small).
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
