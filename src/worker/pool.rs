@@ -8,13 +8,21 @@
 //! pipeline (commits lease the next request); beyond it, a finishing page
 //! leases no replacement, and the slots go round.
 //!
-//! A spider holds leases on up to twice its share of pages
-//! ([`Share::lease_limit`]): one per slot, and one more per slot waiting
-//! for it. A finished page's slot then goes at once to a request already
-//! here, so the page's commit may wait a few milliseconds for others to
-//! share its Redis script call without leaving a slot idle (see
-//! `frontier::commits`). Every spider holds the same multiple of its share,
-//! so the slots still go round fairly. A page that queues nothing may wait
+//! A spider holds leases on up to four times its share of pages when it
+//! is the worker's only spider, and twice when it shares the worker
+//! ([`Share::lease_limit`]): one per slot, and more waiting for one. A
+//! finished page's slot then goes at once to a request already here, so
+//! the page's commit may wait a few milliseconds for others to share its
+//! Redis script call without leaving a slot idle (see
+//! `frontier::commits`); the more held ahead, the longer it may wait and
+//! the more pages share a call (four rather than two halved a one-worker
+//! crawl's script calls per page: BENCHMARKS.md). But a request held
+//! ahead takes the next free slot of the worker's, whichever spider's
+//! share it is in: with other spiders in the worker, a spider that
+//! leased four times its share while it was alone would keep their slots
+//! for as long as its surplus lasts, so there it holds twice. Every
+//! spider of a worker holds the same multiple of its share, so the slots
+//! still go round fairly. A page that queues nothing may wait
 //! too while nothing is queued for the spider to fetch in its place (its
 //! last lease came back short, [`Share::leased`]) and another of its pages
 //! is in progress: its slot would idle all the same.
@@ -30,8 +38,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::downloader::budget::{Budget, ParseGate, Reservation};
 use crate::frontier::Patience;
 
-/// Leases a spider holds per download slot of its share.
-const LEASES_AHEAD: usize = 2;
+/// Leases a spider holds per download slot of its share, as the worker's
+/// only spider…
+const LEASES_AHEAD_ALONE: usize = 4;
+/// …and when it shares the worker with others (see the module docs).
+const LEASES_AHEAD_SHARED: usize = 2;
 
 /// One worker's download slots.
 #[derive(Debug)]
@@ -40,6 +51,8 @@ pub struct Pool {
     total: usize,
     /// Spiders that have work now.
     active: AtomicUsize,
+    /// Spiders the worker runs (their shares alive), with work or not.
+    spiders: AtomicUsize,
     /// The bytes of response bodies all its downloads may hold at once
     /// (`download_memory_budget`); none: no bound.
     budget: Option<Arc<Budget>>,
@@ -61,6 +74,7 @@ impl Pool {
             slots: Arc::new(Semaphore::new(total)),
             total,
             active: AtomicUsize::new(0),
+            spiders: AtomicUsize::new(0),
             budget: (budget > 0).then(|| Budget::new(budget)),
             parsing: (budget > 0).then(|| ParseGate::new(budget)),
         })
@@ -77,6 +91,7 @@ impl Pool {
 
     /// A spider's place in the pool; `own` is its `concurrent_requests`.
     pub fn share(self: &Arc<Pool>, own: usize) -> Share {
+        self.spiders.fetch_add(1, Ordering::Relaxed);
         Share {
             pool: self.clone(),
             own: own.max(1),
@@ -189,9 +204,14 @@ impl Share {
     }
 
     /// How many pages the spider may hold leases on now: its share of the
-    /// slots, and as many again waiting for one (see the module docs).
+    /// slots, and three times as many waiting for one as the worker's only
+    /// spider, as many again beside others (see the module docs).
     pub fn lease_limit(&self) -> usize {
-        LEASES_AHEAD * self.limit()
+        let ahead = match self.pool.spiders.load(Ordering::Relaxed) {
+            0 | 1 => LEASES_AHEAD_ALONE,
+            _ => LEASES_AHEAD_SHARED,
+        };
+        ahead * self.limit()
     }
 
     /// A finished page's commit, counted while the guard lives: with
@@ -330,6 +350,7 @@ impl Share {
 impl Drop for Share {
     fn drop(&mut self) {
         self.set_active(false);
+        self.pool.spiders.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -358,7 +379,8 @@ mod tests {
         assert_eq!(deep.limit(), 1);
         drop(many);
         assert_eq!(deep.limit(), 5);
-        // Leases: one per slot of its share, and one more waiting for it.
+        // Leases beside other spiders: one per slot of its share, and one
+        // more waiting for it.
         assert_eq!(deep.lease_limit(), 10);
         deep.started(10);
         {
@@ -388,6 +410,22 @@ mod tests {
         assert_eq!(deep.commit(true, true, 0).lease_next, 0);
         (0..4).for_each(|_| deep.finished());
         assert_eq!(deep.commit(true, true, 0).lease_next, MAX_LEASE_NEXT);
+    }
+
+    #[test]
+    fn the_only_spider_of_a_worker_holds_four_leases_a_slot_and_two_beside_others() {
+        let pool = Pool::new(16);
+        let only = pool.share(16);
+        only.set_active(true);
+        assert_eq!(only.lease_limit(), 64);
+        // Another spider in the worker, even one without work yet: the
+        // leases held ahead would take its slots.
+        let other = pool.share(16);
+        assert_eq!(only.lease_limit(), 32);
+        other.set_active(true);
+        assert_eq!(only.lease_limit(), 16);
+        drop(other);
+        assert_eq!(only.lease_limit(), 64);
     }
 
     #[test]
