@@ -108,11 +108,11 @@ async fn crawl_delay_holds_for_the_cluster_while_its_expired_robots_record_is_sw
     server.set_robots(Robots::Body("User-agent: *\nCrawl-delay: 0.4\n".into()));
     let dir = temp_dir("robots");
     // The record expires every second, and each worker sweeps every
-    // second: through the crawl it is deleted and fetched again. Two
-    // slots per worker, so the workers lease (with the leases held ahead)
-    // 8 of the 10 requests at first and the last ones after the record
-    // expired.
-    let settings = "allow_private_networks = true\nrobotstxt_obey = true\nrobotstxt_ttl = \"1s\"\nconcurrent_requests = 2";
+    // second: through the crawl it is deleted and fetched again. One
+    // slot per worker, so the workers lease (with the four leases a slot
+    // held ahead) 8 of the 10 requests at first and the last ones after
+    // the record expired.
+    let settings = "allow_private_networks = true\nrobotstxt_obey = true\nrobotstxt_ttl = \"1s\"\nconcurrent_requests = 1";
     let spider = fault_spider(dir.path(), "paced", settings, "");
     let mut args = vec!["push-urls".to_string(), spider.display().to_string()];
     for i in 0..10 {
