@@ -18,27 +18,17 @@ import statistics
 import sys
 
 from commit_sizes import commits, pages_argument
+from replay import ErrorReply, read_reply, request
 
 
 def slow_log(port):
     """Every slow log entry's (id, µs, command name, function name)."""
     sock = socket.create_connection(('127.0.0.1', port))
-    replies = sock.makefile('rb')
-
-    def reply():
-        line = replies.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b'$':
-            n = int(rest)
-            return None if n < 0 else replies.read(n + 2)[:-2]
-        if kind == b'*':
-            return [reply() for _ in range(max(int(rest), 0))]
-        if kind == b'-':
-            raise RuntimeError(rest.decode('latin-1'))
-        return rest
-
-    sock.sendall(b'*3\r\n$7\r\nSLOWLOG\r\n$3\r\nGET\r\n$2\r\n-1\r\n')
-    for entry in reply():
+    sock.sendall(request([b'SLOWLOG', b'GET', b'-1']))
+    entries = read_reply(sock.makefile('rb'))
+    if isinstance(entries, ErrorReply):
+        sys.exit(f'SLOWLOG GET failed: {entries.decode(errors="replace")}')
+    for entry in entries:
         args = entry[3]
         yield int(entry[0]), int(entry[2]), args[0].upper(), args[1] if len(args) > 1 else b''
 

@@ -96,6 +96,28 @@ def request(args):
     return b''.join([b'*%d\r\n' % len(args)] + [b'$%d\r\n%s\r\n' % (len(a), a) for a in args])
 
 
+class ErrorReply(bytes):
+    """An error reply's text (after its '-')."""
+
+
+def read_reply(replies):
+    """One RESP2 reply from `replies` (a socket's file): bytes (a status,
+    an integer's digits or a bulk string), None (a nil), a list, or an
+    ErrorReply."""
+    line = replies.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind == b'$':
+        n = int(rest)
+        return None if n < 0 else replies.read(n + 2)[:-2]
+    if kind == b'*':
+        return [read_reply(replies) for _ in range(max(int(rest), 0))]
+    if kind == b'-':
+        return ErrorReply(rest)
+    if kind in (b'+', b':'):
+        return rest
+    raise RuntimeError(f'unexpected reply {line!r}')
+
+
 def main():
     rec, port = sys.argv[1], int(sys.argv[2])
     other = library(sys.argv[3]) if len(sys.argv) > 3 else None
@@ -103,18 +125,7 @@ def main():
     replies = sock.makefile('rb')
 
     def reply():
-        line = replies.readline()
-        kind = line[:1]
-        if kind == b'$':
-            # A nil bulk string ($-1) has no body.
-            if int(line[1:]) >= 0:
-                replies.read(int(line[1:]) + 2)
-        elif kind == b'*':
-            for _ in range(max(int(line[1:]), 0)):
-                reply()
-        elif kind not in (b'+', b'-', b':'):
-            raise RuntimeError(f'unexpected reply {line!r}')
-        return line
+        return read_reply(replies)
 
     tasks = [t.rstrip('\n').encode() for t in open(re.sub(r'\.mon$', '', rec) + '.tasks')]
     sock.sendall(request([b'RPUSH', b'bbs:start_urls'] + tasks))
@@ -138,9 +149,9 @@ def main():
         sent += 1
         # A first call before the script or library is loaded is refused,
         # as it was when recorded.
-        if answer.startswith(b'-') and b'NOSCRIPT' not in answer and b'Function not found' not in answer:
+        if isinstance(answer, ErrorReply) and b'NOSCRIPT' not in answer and b'Function not found' not in answer:
             errors += 1
-            print(f'{args[0].decode()} failed: {answer.decode(errors="replace").strip()}', file=sys.stderr)
+            print(f'{args[0].decode()} failed: {answer.decode(errors="replace")}', file=sys.stderr)
     print(f'replayed {sent} commands, {errors} failed', file=sys.stderr)
 
 
