@@ -188,7 +188,8 @@ async fn the_health_check_fails_while_redis_is_down_and_passes_once_it_is_back()
         });
         assert!(
             said.contains("spider `bbs` has not reached Redis for"),
-            "{said}"
+            "{said}\nthe worker's log:\n{}",
+            worker.log()
         );
         outage.join().expect("the Redis restart panicked");
     });

@@ -19,12 +19,49 @@ pub struct RedisServer {
     args: Vec<String>,
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, outside the kernel's
+/// ephemeral range where it can: a port from `bind(0)` can be handed to the
+/// next `bind(0)` or outgoing connection of any test running beside this
+/// one, and a server that stops for a while (a Redis restarted after an
+/// outage) then cannot bind its port again. Below that range only another
+/// `free_port` can pick it, one chance in thousands.
 pub fn free_port() -> u16 {
+    let below = ephemeral_low().filter(|&low| low > FIXED_PORTS_FROM + 1024);
+    if let Some(low) = below {
+        for _ in 0..64 {
+            let port = FIXED_PORTS_FROM + (random() % u64::from(low - FIXED_PORTS_FROM)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .unwrap_or_else(|e| panic!("cannot find a free loopback port: {e}"))
+}
+
+/// The lowest port [`free_port`] picks outside the ephemeral range (well
+/// above the ports services are registered on).
+const FIXED_PORTS_FROM: u16 = 15000;
+
+/// The first port of the kernel's ephemeral range, where Linux says.
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+/// A number that differs between calls and processes.
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    h.finish()
 }
 
 impl RedisServer {
@@ -121,8 +158,9 @@ impl RedisServer {
         self.child = spawn_redis(self.port, self.dir.path(), &self.args);
         assert!(
             wait_ready(&mut self.child, self.port),
-            "redis-server did not come back on port {}",
-            self.port
+            "redis-server did not come back on port {}; its log:\n{}",
+            self.port,
+            std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
         );
     }
 }
