@@ -23,13 +23,19 @@ pub struct RedisServer {
 /// ephemeral range where it can: a port from `bind(0)` can be handed to the
 /// next `bind(0)` or outgoing connection of any test running beside this
 /// one, and a server that stops for a while (a Redis restarted after an
-/// outage) then cannot bind its port again. Below that range only another
-/// `free_port` can pick it, one chance in thousands.
+/// outage) then cannot bind its port again. Below that range the ports are
+/// handed out in turn from a random place, so a test process gets the same
+/// port twice only after going round them all.
 pub fn free_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let below = ephemeral_low().filter(|&low| low > FIXED_PORTS_FROM + 1024);
     if let Some(low) = below {
+        let span = u64::from(low - FIXED_PORTS_FROM);
+        let start = *START.get_or_init(random);
         for _ in 0..64 {
-            let port = FIXED_PORTS_FROM + (random() % u64::from(low - FIXED_PORTS_FROM)) as u16;
+            let turn = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let port = FIXED_PORTS_FROM + ((start + turn) % span) as u16;
             if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
                 return port;
             }
@@ -51,7 +57,7 @@ fn ephemeral_low() -> Option<u16> {
     range.split_whitespace().next()?.parse().ok()
 }
 
-/// A number that differs between calls and processes.
+/// A number that differs between processes.
 fn random() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -151,10 +157,23 @@ impl RedisServer {
     /// Stops the server as an operator would (SHUTDOWN, which writes the
     /// AOF), waits `down`, and starts it again on the same port and data.
     pub fn restart(&mut self, down: Duration) {
-        let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.conn());
-        let _ = self.child.wait();
+        self.stop();
         // The outage the caller asked for: Redis stays down this long.
         std::thread::sleep(down);
+        self.start_again();
+    }
+
+    /// Stops the server as an operator would (SHUTDOWN, which writes the
+    /// AOF) and returns once it has exited; [`RedisServer::start_again`]
+    /// ends the outage. For a test that must see something happen while
+    /// Redis is down, however long that takes on a loaded machine.
+    pub fn stop(&mut self) {
+        let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.conn());
+        let _ = self.child.wait();
+    }
+
+    /// Starts the stopped server again on the same port and data.
+    pub fn start_again(&mut self) {
         self.child = spawn_redis(self.port, self.dir.path(), &self.args);
         assert!(
             wait_ready(&mut self.child, self.port),
