@@ -35,6 +35,12 @@ def escaped(text):
     return ''.join(out)
 
 
+def pack(text, path):
+    """Writes a one-line recording at `path` that loads the library `text`."""
+    with open(path, 'w', encoding='latin-1') as f:
+        f.write('0.000000 [0 127.0.0.1:1] "FUNCTION" "LOAD" "REPLACE" "%s"\n' % escaped(text))
+
+
 def main():
     if len(sys.argv) != 4 or sys.argv[1] not in ('extract', 'pack'):
         sys.exit(__doc__)
@@ -46,8 +52,7 @@ def main():
     else:
         with open(sys.argv[2], 'rb') as f:
             text = f.read()
-        with open(sys.argv[3], 'w', encoding='latin-1') as f:
-            f.write('0.000000 [0 127.0.0.1:1] "FUNCTION" "LOAD" "REPLACE" "%s"\n' % escaped(text))
+        pack(text, sys.argv[3])
 
 
 if __name__ == '__main__':
