@@ -154,8 +154,8 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("INFO commandstats: {field}={value}: {e}"))
     }
 
-    /// Stops the server as an operator would (SHUTDOWN, which writes the
-    /// AOF), waits `down`, and starts it again on the same port and data.
+    /// An outage of `down`: [`RedisServer::stop`], then
+    /// [`RedisServer::start_again`] on the same port and data.
     pub fn restart(&mut self, down: Duration) {
         self.stop();
         // The outage the caller asked for: Redis stays down this long.
