@@ -99,8 +99,16 @@ async fn the_javascript_forum_crawled_by_three_workers_one_killed_gives_the_html
     let spider = spider_for("bbs-rendered", &server.base_url(), dir.path());
     push(&redis, &spider, &demo::demo_tasks());
     let args = ["--until-drained", "--concurrency", "3"];
+    // The workers' own temporary folder, to see what they leave there.
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let env: Vec<(&str, &str)> = FAST
+        .iter()
+        .copied()
+        .chain([("TMPDIR", tmp.to_str().unwrap())])
+        .collect();
     let mut workers: Vec<Worker> = (0..3)
-        .map(|_| Worker::spawn(&spider, &redis.url(), &args, FAST))
+        .map(|_| Worker::spawn(&spider, &redis.url(), &args, &env))
         .collect();
     let mut conn = redis.conn();
     eventually("the crawl is under way", Duration::from_secs(60), || {
@@ -117,11 +125,36 @@ async fn the_javascript_forum_crawled_by_three_workers_one_killed_gives_the_html
         Duration::from_secs(10),
         || (!Path::new(&format!("/proc/{browser}")).exists()).then_some(()),
     );
-    workers.push(Worker::spawn(&spider, &redis.url(), &args, FAST));
+    workers.push(Worker::spawn(&spider, &redis.url(), &args, &env));
     for w in workers {
         let (status, log) = w.wait(Duration::from_secs(180));
         assert!(status.success(), "worker failed:\n{log}");
     }
+    // No browser's singleton socket folder is left behind in the
+    // temporary folder, though every browser was killed (a worker's stop
+    // kills it, and so did the SIGKILL of its worker): each is removed
+    // with its profile. Profiles of exited workers may be left (the
+    // killed worker's, or one a browser still exiting wrote into after
+    // its worker removed it), with their socket folders: the next browser
+    // started on the machine sweeps both.
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let swept_later: Vec<String> = left
+        .iter()
+        .filter(|name| name.starts_with("crawlworker-chromium-"))
+        .filter_map(|profile| std::fs::read_link(tmp.join(profile).join("SingletonSocket")).ok())
+        .filter_map(|socket| Some(socket.parent()?.file_name()?.to_string_lossy().into_owned()))
+        .collect();
+    let orphans: Vec<&String> = left
+        .iter()
+        .filter(|name| name.starts_with("org.chromium.") && !swept_later.contains(name))
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "socket folders left in the workers' TMPDIR with no profile: {orphans:?} (all: {left:?})"
+    );
     let base = server.base_url();
     assert_exact(
         &scraped_as_html(&redis),

@@ -33,6 +33,10 @@ const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// temporary folder.
 const PROFILE_PREFIX: &str = "crawlworker-chromium-";
 
+/// The name of the folder Chromium makes for its singleton socket starts
+/// with this, in the temporary folder.
+const SOCKET_FOLDER_PREFIX: &str = "org.chromium.";
+
 /// How long opening a tab may take.
 const NEW_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -149,8 +153,32 @@ impl Drop for Instance {
         if let Some(mut child) = self.child.take() {
             let _ = child.start_kill();
         }
-        let _ = std::fs::remove_dir_all(&self.profile);
+        remove_profile(&self.profile);
     }
+}
+
+/// Removes a browser's profile folder and the folder of its singleton
+/// socket, which Chromium makes in the temporary folder
+/// (`org.chromium.Chromium.XXXXXX`, linked from the profile's
+/// `SingletonSocket`) and removes only when it exits cleanly: a browser
+/// killed, as every restart and stop kills it, left one more such folder
+/// each time. (Chromium cannot be told to put it in the profile: the
+/// socket's path must fit 107 bytes, which a profile in a long `TMPDIR`
+/// does not.)
+fn remove_profile(profile: &Path) {
+    let socket_folder = std::fs::read_link(profile.join("SingletonSocket"))
+        .ok()
+        .and_then(|socket| socket.parent().map(Path::to_path_buf))
+        .filter(|folder| {
+            folder
+                .file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with(SOCKET_FOLDER_PREFIX))
+        });
+    if let Some(folder) = socket_folder {
+        let _ = std::fs::remove_dir_all(folder);
+    }
+    let _ = std::fs::remove_dir_all(profile);
 }
 
 /// Why the browser is (re)started.
@@ -252,7 +280,7 @@ fn find(name: &str) -> Option<PathBuf> {
 async fn launch(settings: &Settings, n: u32) -> Result<Instance, String> {
     let exe = executable(settings)?;
     let profile = std::env::temp_dir().join(format!("{PROFILE_PREFIX}{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&profile);
+    remove_profile(&profile);
     sweep_stale_profiles();
     let mut child = spawn(&exe, &profile)?;
     let pid = child.id();
@@ -330,7 +358,7 @@ fn sweep_stale_profiles() {
             .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<u32>().ok());
         if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
-            let _ = std::fs::remove_dir_all(entry.path());
+            remove_profile(&entry.path());
         }
     }
 }
