@@ -35,7 +35,7 @@ pub fn free_port() -> u16 {
         let start = *START.get_or_init(random);
         for _ in 0..64 {
             let turn = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let port = FIXED_PORTS_FROM + ((start + turn) % span) as u16;
+            let port = FIXED_PORTS_FROM + (start.wrapping_add(turn) % span) as u16;
             if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
                 return port;
             }
@@ -57,17 +57,11 @@ fn ephemeral_low() -> Option<u16> {
     range.split_whitespace().next()?.parse().ok()
 }
 
-/// A number that differs between processes.
+/// A number that differs between processes (the standard hasher's keys
+/// are random).
 fn random() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default(),
-    );
-    h.finish()
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(std::process::id())
 }
 
 impl RedisServer {

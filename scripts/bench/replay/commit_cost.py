@@ -43,9 +43,7 @@ def main():
         sys.exit(f'{len(pages)} commit calls recorded, {len(timed)} in the slow log: '
                  'raise slowlog-max-len, or replay into an empty Redis')
     xs, ys = pages, [us for _, us in timed]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    per_page = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    fixed = my - per_page * mx
+    per_page, fixed = statistics.linear_regression(xs, ys)
     print(f'commit calls {len(xs)}, {sum(xs)} pages ({sum(xs) / len(xs):.1f} per call): '
           f'F = {fixed:.1f} us per call, P = {per_page:.1f} us per page')
     by_pages = collections.defaultdict(list)

@@ -110,15 +110,6 @@ def call(sock, replies, *args):
     return answer
 
 
-def fit(points):
-    """Least squares of (pages, µs): F, P."""
-    xs, ys = [x for x, _ in points], [y for _, y in points]
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    spread = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in points) / spread if spread else 0.0
-    return my - slope * mx, slope
-
-
 def report(port):
     sock = socket.create_connection(('127.0.0.1', port))
     replies = sock.makefile('rb')
@@ -133,9 +124,9 @@ def report(port):
     print(f'{"section":28s} {"us a call":>9s} {"F us":>7s} {"P us/page":>9s}')
     total_f = total_p = total = 0.0
     for i, name in enumerate(names):
-        points = [(row[0], row[i + 1] - checkpoint) for row in rows]
-        f, p = fit(points)
-        mean = statistics.mean(y for _, y in points)
+        times = [row[i + 1] - checkpoint for row in rows]
+        p, f = statistics.linear_regression(pages, times)
+        mean = statistics.mean(times)
         total_f, total_p, total = total_f + f, total_p + p, total + mean
         print(f'{name:28s} {mean:9.1f} {f:7.1f} {p:9.1f}')
     print(f'{"the function body":28s} {total:9.1f} {total_f:7.1f} {total_p:9.1f}')
