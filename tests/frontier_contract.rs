@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use ::redis::Commands;
 
 use crawlworker::frontier::politeness::golden;
+use crawlworker::frontier::redis::shard_count::HOMES_FIELD;
 use crawlworker::frontier::shards::{shard_keys, shard_of_host};
 use crawlworker::frontier::KeyMode;
 use crawlworker::frontier::{
@@ -102,13 +103,19 @@ impl Harness for OnRedis {
 /// A sharded spider's frontier: three shards on one redis-server (see
 /// `docs/scaling.md`). The promises' URLs are all on one host, so their
 /// requests live on one shard, and start entries, claimed on shard 0,
-/// reach it through shard 0's outbox.
+/// reach it through shard 0's outbox. Every worker here has that shard
+/// for its home: a shard's crew, among whom its fair share is divided, is
+/// the workers whose home it is. How a worker leases away from home is
+/// `shard_handoff::a_worker_holds_ahead_from_home_and_fills_idle_slots_elsewhere`.
 struct OnShards {
     server: RedisServer,
 }
 
 /// The shards of the sharded backend.
 const SHARDS: usize = 3;
+
+/// The one host of the promises' URLs (see [`SPIDER`]).
+const PROMISES_HOST: &str = "127.0.0.1:8700";
 
 impl Harness for OnShards {
     fn shards(&self) -> usize {
@@ -118,12 +125,25 @@ impl Harness for OnShards {
     async fn frontier(&self, options: Options) -> Frontier {
         let client = ::redis::Client::open(self.server.url())
             .unwrap_or_else(|e| panic!("{}: {e}", self.server.url()));
-        ShardedFrontier::connect(&client.into(), options, SHARDS, |i| {
+        // The next home ticket (the count plus one, modulo the shards) is
+        // the promises' host's shard.
+        let control = shard_keys("q", KeyMode::Plain, &[], None, 0, SHARDS).control;
+        let at_home = shard_of_host(PROMISES_HOST, SHARDS) + SHARDS - 1;
+        let _: () = self
+            .server
+            .conn()
+            .hset(&control, HOMES_FIELD, at_home)
+            .unwrap_or_else(|e| panic!("HSET {control}: {e}"));
+        let frontier = ShardedFrontier::connect(&client.into(), options, SHARDS, |i| {
             shard_keys("q", KeyMode::Plain, &[], None, i, SHARDS)
         })
         .await
-        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.server.url()))
-        .into()
+        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.server.url()));
+        assert_eq!(
+            frontier.home_shard().await,
+            shard_of_host(PROMISES_HOST, SHARDS)
+        );
+        frontier.into()
     }
 
     async fn backoff(&self, host: &str) -> (u64, u64) {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use ::redis::Commands;
 
 use crawlworker::frontier::redis::outbox::Delivered;
+use crawlworker::frontier::redis::shard_count::HOMES_FIELD;
 use crawlworker::frontier::shards::{shard_keys, shard_name};
 use crawlworker::frontier::{
     Committed, Frontier, KeyMode, Leased, PageResult, RedisFrontier, RedisTarget, ShardedFrontier,
@@ -628,4 +629,120 @@ async fn sharded_capped(redis: &RedisServer, max_pages: u64) -> Frontier {
     .await
     .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()))
     .into()
+}
+
+/// Start entries for `urls`, pushed and claimed: each queued on its
+/// host's shard.
+async fn queue(f: &Frontier, requests: &[Request]) {
+    let entries: Vec<String> = requests
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap_or_default())
+        .collect();
+    f.push_start(&entries).await.unwrap();
+    let claims: Vec<StartClaim> = entries
+        .into_iter()
+        .zip(requests)
+        .map(|(entry, r)| StartClaim {
+            entry,
+            outcome: Ok(r.clone()),
+        })
+        .collect();
+    let claimed = f.claim_start(&claims).await.unwrap();
+    assert_eq!(claimed.enqueued, requests.len() as u64);
+}
+
+/// The hosts of `leased`, sorted.
+fn hosts_of(leased: &[Leased]) -> Vec<String> {
+    let mut hosts: Vec<String> = leased
+        .iter()
+        .filter_map(|l| l.request.as_ref().ok())
+        .map(|r| r.url.split('/').nth(2).unwrap_or_default().to_string())
+        .collect();
+    hosts.sort();
+    hosts
+}
+
+/// A worker's leases held ahead come from its home shard; another shard
+/// fills only the download slots its home leaves idle, outside that
+/// shard's crew. Its pages there lease replacements on commit only while
+/// no worker has that shard for home (a lone worker keeps every shard's
+/// work going); once one has, they lease none, and the shard's work stays
+/// with its own workers (a worker's pages stay on one shard, sharing its
+/// commit calls). Once its home has had nothing for it for a second, the
+/// shard where it found work becomes its home, and it joins that shard's
+/// crew.
+#[tokio::test]
+async fn a_worker_holds_ahead_from_home_and_fills_idle_slots_elsewhere() {
+    let redis = RedisServer::start();
+    let f = sharded(&redis, "w").await;
+    let crew_has = |shard: usize, worker: &str| -> bool {
+        let crew = shard_keys("q", KeyMode::Plain, &[], None, shard, 3).crew;
+        let place: Option<f64> = redis
+            .conn()
+            .zscore(&crew, worker)
+            .unwrap_or_else(|e| panic!("{e}"));
+        place.is_some()
+    };
+    // The first worker's ticket is 1: its home is shard 1, host 8's.
+    f.lease(0, 0).await.unwrap();
+    assert!(crew_has(1, "w"), "a worker is one of its home's crew");
+    let mut requests: Vec<Request> = (1..=3).map(|i| on_host(8, &format!("/{i}"))).collect();
+    requests.extend((1..=8).map(|i| on_host(4, &format!("/{i}"))));
+    queue(&f, &requests).await;
+    // Five slots idle: home fills three, shard 0 (host 4's) two.
+    f.slots_idle(5);
+    let (leased, _) = f.lease(8, 0).await.unwrap();
+    let h8 = "127.0.0.8:8700".to_string();
+    let h4 = "127.0.0.4:8700".to_string();
+    assert_eq!(
+        hosts_of(&leased),
+        [&h4, &h4, &h8, &h8, &h8].map(String::clone).to_vec()
+    );
+    assert!(
+        !crew_has(0, "w"),
+        "a visitor is not one of the shard's crew"
+    );
+    let mut visits: Vec<Leased> = leased
+        .into_iter()
+        .filter(|l| {
+            l.request
+                .as_ref()
+                .is_ok_and(|r| r.url.contains("127.0.0.4"))
+        })
+        .collect();
+    // No worker has shard 0 for home: a visit's commit there leases its
+    // replacements, as a home's would, and still does not join its crew.
+    let page = PageResult::default();
+    let (_, next) = f.commit(&visits[0], &page, 2, false.into()).await.unwrap();
+    assert_eq!(hosts_of(&next), vec![h4.clone(), h4.clone()]);
+    assert!(!crew_has(0, "w"));
+    visits.remove(0);
+    visits.extend(next);
+    // A worker whose home is shard 0 (the third ticket) joins its crew:
+    // the visitor's commits there lease no more, though host 4 has four
+    // more queued; its next lease asks home first.
+    let control = shard_keys("q", KeyMode::Plain, &[], None, 0, 3).control;
+    let _: () = redis
+        .conn()
+        .hset(&control, HOMES_FIELD, 2)
+        .unwrap_or_else(|e| panic!("HSET {control}: {e}"));
+    let g = sharded(&redis, "g").await;
+    g.lease(0, 0).await.unwrap();
+    assert!(crew_has(0, "g"));
+    for visit in &visits {
+        let (_, next) = f.commit(visit, &page, 2, false.into()).await.unwrap();
+        assert!(next.is_empty(), "a visit's commit leased {}", next.len());
+    }
+    // Home has nothing now: one idle slot, filled from shard 0, which is
+    // not yet home...
+    f.slots_idle(1);
+    let (leased, _) = f.lease(8, 0).await.unwrap();
+    assert_eq!(hosts_of(&leased), vec![h4.clone()]);
+    assert!(!crew_has(0, "w"));
+    // ...until home has had nothing for a second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (leased, _) = f.lease(8, 0).await.unwrap();
+    assert_eq!(hosts_of(&leased), vec![h4.clone()]);
+    f.lease(0, 0).await.unwrap();
+    assert!(crew_has(0, "w"), "shard 0 is the worker's home now");
 }

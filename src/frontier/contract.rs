@@ -87,6 +87,9 @@ pub trait Backend: Send + Sync {
     /// fair share (`fairness`): the requests queued or leased, divided
     /// among the workers that leased or committed within a lease, less the
     /// leases it holds; the same bound holds for a commit's `lease_next`.
+    /// (On a sharded spider's shard, among the workers whose home it is:
+    /// a worker leases elsewhere only for the slots its home leaves idle,
+    /// see [`Backend::slots_idle`].)
     /// When fewer than `max` are leased (or none were asked for), also
     /// returns up to `peek` start entries, not yet claimed.
     async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)>;
@@ -97,6 +100,13 @@ pub trait Backend: Send + Sync {
     /// many requests waiting for their hosts' slots as it will, so that it
     /// keeps leasing other hosts' work and claiming start entries.
     fn lease_due_only(&self, due_only: bool);
+
+    /// How many of the worker's download slots stand idle now, as of its
+    /// turn. A sharded frontier leases its worker's requests held ahead
+    /// from the worker's home shard, and only this many from the others
+    /// (see `redis::sharded`); other frontiers have one queue and need
+    /// not know.
+    fn slots_idle(&self, _idle: usize) {}
 
     /// How long until work nothing announces may be due, as of the last
     /// lease: the next retry, revisit or lease expiry, or the slot a

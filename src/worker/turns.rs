@@ -128,6 +128,9 @@ impl<'a> Turns<'a> {
         // parked), so it keeps leasing other hosts' work and claiming
         // start entries whatever the paced hosts' backlogs.
         self.run.frontier.lease_due_only(room.waiting_full);
+        self.run
+            .frontier
+            .slots_idle(room.concurrency.saturating_sub(self.busy()));
         // Paused: the frontier would lease nothing; the pages in flight
         // finish (those not yet downloading go back to the queue). Busy
         // and short of work: nothing to ask for until a wake-up.

@@ -72,6 +72,10 @@ pub(super) struct PageArgs {
     lease_next: usize,
     /// How long it may wait for others (see the module docs).
     patience: Patience,
+    /// Leased by a sharded spider's worker visiting this shard (its home
+    /// is another, see `sharded`): its replacements are leased only while
+    /// the shard has no crew of its own.
+    visit: bool,
 }
 
 /// A page waiting for its batch: its arguments and where its result goes.
@@ -98,6 +102,22 @@ impl RedisFrontier {
         lease_next: usize,
         patience: Patience,
     ) -> Result<(Committed, Vec<Leased>)> {
+        self.commit_as(leased, page, lease_next, patience, false)
+            .await
+    }
+
+    /// A commit (see [`RedisFrontier::commit`]) by a worker of a sharded
+    /// spider, on its home shard or (`visit`) another: a visitor's
+    /// replacements are leased only while the shard has no crew, no
+    /// worker whose home it is, and it does not join the crew.
+    pub async fn commit_as(
+        &self,
+        leased: &Leased,
+        page: &PageResult,
+        lease_next: usize,
+        patience: Patience,
+        visit: bool,
+    ) -> Result<(Committed, Vec<Leased>)> {
         let mut split = LinkSplit::of(page);
         let early = match self.queue_ahead(leased, page, &mut split).await? {
             Some(early) => early,
@@ -108,6 +128,7 @@ impl RedisFrontier {
         };
         let mut args = self.page_args(leased, page, &split, lease_next);
         args.patience = patience;
+        args.visit = visit;
         let batcher = self.batcher.get_or_init(|| self.start_batcher());
         let (reply, result) = oneshot::channel();
         let done = if let Err(mpsc::error::SendError(pending)) = batcher.send(Pending {
@@ -124,8 +145,9 @@ impl RedisFrontier {
                 // down): the page may or may not be committed; a repeat
                 // finds out safely.
                 Err(_) => {
-                    self.commit_alone(self.page_args(leased, page, &split, lease_next))
-                        .await?
+                    let mut args = self.page_args(leased, page, &split, lease_next);
+                    args.visit = visit;
+                    self.commit_alone(args).await?
                 }
             }
         };
@@ -378,6 +400,7 @@ impl RedisFrontier {
             bytes,
             lease_next,
             patience: Patience::Now,
+            visit: false,
         }
     }
 
@@ -483,6 +506,9 @@ impl RedisFrontier {
             pages: sent.len().to_string(),
             stat_pairs: stats.len().to_string(),
             sink: self.sink.arg(),
+            // A batch of visiting pages only; one with a page of the
+            // worker's home (it moved here) renews its place in the crew.
+            visit: flag(sent.iter().all(|&i| pages[i].visit)),
             // Besides the batch's pages, whose leases the commit ends.
             held: self
                 .held

@@ -72,6 +72,33 @@ use crate::stats::{Stat, Tally};
 use protocol::{ClaimArgs, ClaimRecord, LeaseArgs, ReleaseArgs, RenewArgs};
 use scripts::SCRIPTS;
 
+/// Who leases on a shard of a sharded spider (see `sharded`), as
+/// `lease.lua` reads it (`A.visit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visit {
+    /// A worker whose home it is (and any worker of an unsharded spider):
+    /// one of its crew.
+    Home,
+    /// A worker whose home had nothing for it: it leases within a share
+    /// as one more of the crew but does not join it (the shard's own
+    /// workers keep their shares), and is noted as waiting for its work.
+    Waits,
+    /// A worker filling idle slots beside its home's work: not in the crew
+    /// either, nor noted as waiting, so the shard's commits hand it
+    /// nothing.
+    Fills,
+}
+
+impl Visit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Visit::Home => "home",
+            Visit::Waits => "waits",
+            Visit::Fills => "fills",
+        }
+    }
+}
+
 /// One spider's view of the shared crawl.
 #[derive(Clone)]
 pub struct RedisFrontier {
@@ -242,6 +269,17 @@ impl RedisFrontier {
     /// Leases up to `max` requests; when fewer are queued, also returns up
     /// to `peek` start entries (not yet claimed) to convert and claim.
     pub async fn lease(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
+        self.lease_as(max, peek, Visit::Home).await
+    }
+
+    /// A lease (see [`RedisFrontier::lease`]) by a worker of a sharded
+    /// spider, on its home shard or visiting another (see [`Visit`]).
+    pub async fn lease_as(
+        &self,
+        max: usize,
+        peek: usize,
+        visit: Visit,
+    ) -> Result<(Vec<Leased>, Vec<String>)> {
         self.watch_crew();
         let args = LeaseArgs {
             worker: self.worker.clone(),
@@ -262,6 +300,7 @@ impl RedisFrontier {
             // Leases handed in a wake-up reach it only once Redis has
             // confirmed its subscription (see `handed`).
             takes_handed: flag(self.target.listens(&self.keys.worker_wake(&self.worker))),
+            visit: visit.as_str().to_string(),
         };
         let inv = SCRIPTS.lease.call(&self.keys, self.sink.sink, args);
         // Start entries as bytes: one that is not UTF-8 text must not make

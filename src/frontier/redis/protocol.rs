@@ -439,7 +439,7 @@ wire! {
     /// `lease.lua`.
     LeaseArgs {
         worker, wake, lease_ms, max, start_kind, peek, interval_ms, jitter, max_wait_ms, max_pages,
-        quota_shard, max_per_host, max_lease_expiries, sink, held, takes_handed,
+        quota_shard, max_per_host, max_lease_expiries, sink, held, takes_handed, visit,
     }
 }
 
@@ -448,7 +448,7 @@ wire! {
     CommitArgs {
         worker, wake, lease_ms, interval_ms, jitter, backoff_max_ms, max_wait_ms, dupe_spec,
         handoffs, max_pages, quota_shard, max_per_host, max_lease_expiries, release, pages,
-        stat_pairs, sink, held,
+        stat_pairs, sink, held, visit,
     }
 }
 

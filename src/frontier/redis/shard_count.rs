@@ -77,6 +77,10 @@ pub enum SpreadWindow {
 /// How many fingerprints one step of a spread reads and copies.
 pub const SPREAD_WINDOW: usize = 2000;
 
+/// The field of shard 0's control hash that counts the homes handed to a
+/// sharded spider's workers (see [`RedisFrontier::home_ticket`]).
+pub const HOMES_FIELD: &str = "homes";
+
 impl RedisFrontier {
     /// Records in this (shard 0's) control hash that the crawl runs over
     /// `shards` shards, as `by` may (see [`Recorder`]), unless a number is
@@ -108,6 +112,21 @@ impl RedisFrontier {
             (0, key) => ShardCount::Unsharded(key),
             (n, _) => ShardCount::Recorded(n),
         })
+    }
+
+    /// A ticket for a worker's home shard, from this (shard 0's) control
+    /// hash: one more than the last worker's, so that workers joining a
+    /// sharded crawl take the shards in turn (the ticket modulo the shard
+    /// count), as many on each.
+    pub async fn home_ticket(&self) -> Result<u64> {
+        let control = &self.keys.control;
+        redis::cmd("HINCRBY")
+            .arg(control)
+            .arg(HOMES_FIELD)
+            .arg(1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err("take a home shard's ticket in", control))
     }
 
     /// How this shard's dupefilter can be read out to spread it.

@@ -11,6 +11,11 @@
 //! in every worker looks at the outboxes every second, for what a worker
 //! killed between its commit and its move left behind.
 //!
+//! Each worker has a home shard, where its leases held ahead come from
+//! and whose crew it is in; other shards only fill the download slots
+//! its home leaves idle (see `lease_round`), so that the pages it
+//! finishes together share one commit call.
+//!
 //! Lease ids carry their shard (`<shard>/<id>`), so commits, renewals and
 //! hand-backs go to the shard that leased. Shard 0 holds what a crawl has
 //! once: the start key, the login session, the heartbeats, the worker
@@ -20,13 +25,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
 use super::admin::{DupefilterInfo, HeldLeases};
 use super::outbox::Delivered;
-use super::{pickup, quota, wake, RedisFrontier, RedisTarget, Result};
+use super::{pickup, quota, wake, RedisFrontier, RedisTarget, Result, Visit};
 use crate::frontier::outage::Fatal;
 use crate::frontier::shards::{shard_of_host, ShardPlace};
 use crate::frontier::{
@@ -41,9 +46,8 @@ use crate::stats::{Stat, Tally};
 /// entries whose committer died before moving them.
 const MOVER_RECHECK: Duration = Duration::from_secs(1);
 
-/// The shard a worker's leases start with before any has had work for
-/// it: one its id picks, so that workers starting together spread over
-/// the shards.
+/// A worker's first home shard when shard 0 cannot hand it a ticket
+/// (see [`RedisFrontier::home_ticket`]): one its id picks.
 fn first_home(worker: &str, shards: usize) -> usize {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::hash::DefaultHasher::new();
@@ -64,12 +68,25 @@ pub struct ShardedFrontier {
 struct Shards {
     /// Shard i's frontier at i.
     shards: Vec<RedisFrontier>,
-    /// Where the next lease starts: the worker's home shard, the last one
-    /// that had work for it (at first, one its id picks). A worker's pages
-    /// so mostly belong to one shard, whose commits batch them in one
-    /// script call each, rather than one per shard (see `lease_round`).
+    /// The worker's home shard ([`NO_HOME`] until its first lease takes a
+    /// ticket): where its leases held ahead come from, the one shard
+    /// whose crew it is in, and with shards that are nobody's home, the
+    /// only one whose commits lease it replacements (see `lease_round`).
     home: AtomicUsize,
+    /// The worker's download slots idle as of its last turn (see
+    /// [`Backend::slots_idle`]): what it may lease from other shards.
+    idle: AtomicUsize,
+    /// Since when the worker's home has had nothing for it (none: it had
+    /// work at its last lease).
+    home_dry: std::sync::Mutex<Option<Instant>>,
 }
+
+/// How long a worker's home may have nothing for it before the worker
+/// makes its home where it found work: a shard's queue runs empty for a
+/// moment while its pages in flight find more.
+const HOME_DRY: Duration = Duration::from_secs(1);
+/// [`Shards::home`] before the worker's first lease.
+const NO_HOME: usize = usize::MAX;
 
 impl ShardedFrontier {
     /// Connects to `shards` shards of one spider on `target`; `keys(i)`
@@ -118,14 +135,13 @@ impl ShardedFrontier {
             shard.fatal = fatal.clone();
             shard.hand_back = hand_back.clone();
         }
-        let shards = frontiers.len();
-        let home = frontiers
-            .first()
-            .map_or(0, |f| first_home(&f.worker, shards));
         let inner = Arc::new(Shards {
             shards: frontiers,
-            home: AtomicUsize::new(home),
+            home: AtomicUsize::new(NO_HOME),
+            idle: AtomicUsize::new(usize::MAX),
+            home_dry: std::sync::Mutex::new(None),
         });
+        let shards = inner.shards.len();
         for source in 0..shards {
             for to in (0..shards).filter(|&t| t != source) {
                 tokio::spawn(mover(Arc::downgrade(&inner), source, to));
@@ -205,40 +221,117 @@ impl ShardedFrontier {
         Ok((sum, sequences))
     }
 
-    /// One lease over the shards in turn, starting with the worker's home
-    /// shard, until it has `max` (see [`Backend::lease`]). A home that had
-    /// nothing while another shard had work gives way to that one: a
-    /// worker stays with one shard while it has work, so the pages it
-    /// finishes together are one shard's, committed in one script call
-    /// (pages of several shards took a call per shard: 1.7–1.9× the calls
-    /// per page of an unsharded crawl), and the workers spread over the
-    /// shards that have work.
+    /// The worker's home shard (see `lease_round`); the first call takes
+    /// a ticket for it from shard 0, so that workers take the shards in
+    /// turn. Its first lease asks, if nothing did before.
+    pub async fn home_shard(&self) -> usize {
+        self.home().await
+    }
+
+    async fn home(&self) -> usize {
+        let n = self.count();
+        let home = self.inner.home.load(Ordering::Relaxed);
+        if home != NO_HOME {
+            return home % n;
+        }
+        let home = match self.zero().home_ticket().await {
+            Ok(ticket) => (ticket % n as u64) as usize,
+            Err(e) => {
+                let home = first_home(&self.zero().worker, n);
+                tracing::warn!("cannot take a home shard's ticket ({e}); this worker's home is shard {home}, which its id picks");
+                home
+            }
+        };
+        // Another lease of this worker's may have taken one first.
+        match self
+            .inner
+            .home
+            .compare_exchange(NO_HOME, home, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => home,
+            Err(taken) => taken % n,
+        }
+    }
+
+    /// One lease over the shards, home first (see [`Backend::lease`]).
+    ///
+    /// A worker's pages stay on its home shard, so that the pages it
+    /// finishes together are committed in one script call, not one per
+    /// shard. Nearly all of a worker's leases are its commits'
+    /// replacements, leased on the committed page's shard, so a worker
+    /// whose first leases were spread over the shards kept that spread
+    /// for the whole crawl, and each shard's commit call carried a third
+    /// of its pages (BENCHMARKS.md, "One spider over three shards").
+    /// So: its leases held ahead come from its home, where it is one of
+    /// the crew; the other shards fill only slots that would otherwise
+    /// idle, visited (see [`Visit`]), and their pages' commits lease no
+    /// replacements while the shard is another worker's home (see
+    /// `commit` and `commit.lua`). Leases held ahead from other shards
+    /// would also take their work from the workers whose home it is,
+    /// whose shares the visitor is not counted in. A home that has had
+    /// nothing for the worker for [`HOME_DRY`] gives way to a shard that
+    /// had work, which becomes its home. Start entries are peeked on
+    /// shard 0, where they are claimed.
     async fn lease_round(&self, max: usize, peek: usize) -> Result<(Vec<Leased>, Vec<String>)> {
         let n = self.count();
-        let home = self.inner.home.load(Ordering::Relaxed) % n;
+        let home = self.home().await;
         let every = max == 0 && peek == 0;
+        let idle = self.inner.idle.load(Ordering::Relaxed);
         let (mut leased, mut entries) = (Vec::new(), Vec::new());
-        let mut found = None;
+        let (mut from_home, mut moved) = (0, None);
         for k in 0..n {
             let shard = (home + k) % n;
-            let want = max.saturating_sub(leased.len());
+            let want = if k == 0 {
+                max
+            } else {
+                idle.min(max).saturating_sub(leased.len())
+            };
             let peek = if shard == 0 { peek } else { 0 };
             if want == 0 && peek == 0 && !every {
                 continue;
             }
-            let (got, seen) = self.inner.shards[shard].lease(want, peek).await?;
-            if !got.is_empty() && found.is_none() {
-                found = Some(shard);
+            let visit = match (k, from_home) {
+                (0, _) => Visit::Home,
+                (_, 0) => Visit::Waits,
+                _ => Visit::Fills,
+            };
+            let (got, seen) = self.inner.shards[shard].lease_as(want, peek, visit).await?;
+            if k == 0 {
+                from_home = got.len();
+            } else if from_home == 0 && moved.is_none() && !got.is_empty() {
+                moved = Some(shard);
             }
             leased.extend(got.into_iter().map(|l| tagged(shard, l)));
             if shard == 0 {
                 entries = seen;
             }
         }
-        if let Some(shard) = found {
-            self.inner.home.store(shard, Ordering::Relaxed);
+        if max > 0 && self.home_stays_dry(from_home == 0) {
+            if let Some(shard) = moved {
+                self.inner.home.store(shard, Ordering::Relaxed);
+                self.home_stays_dry(false);
+            }
         }
         Ok((leased, entries))
+    }
+
+    /// Notes whether the worker's home had nothing for it now (`dry`);
+    /// true once it has had nothing for [`HOME_DRY`].
+    fn home_stays_dry(&self, dry: bool) -> bool {
+        let Ok(mut since) = self.inner.home_dry.lock() else {
+            return false;
+        };
+        match (dry, *since) {
+            (false, _) => {
+                *since = None;
+                false
+            }
+            (true, None) => {
+                *since = Some(Instant::now());
+                false
+            }
+            (true, Some(t)) => t.elapsed() >= HOME_DRY,
+        }
     }
 
     fn zero(&self) -> &RedisFrontier {
@@ -684,6 +777,10 @@ impl Backend for ShardedFrontier {
         self.zero().hand_back.clone()
     }
 
+    fn slots_idle(&self, idle: usize) {
+        self.inner.idle.store(idle, Ordering::Relaxed);
+    }
+
     fn lease_due_only(&self, due_only: bool) {
         for shard in &self.inner.shards {
             Backend::lease_due_only(shard, due_only);
@@ -713,7 +810,13 @@ impl Backend for ShardedFrontier {
             ..leased.clone()
         };
         let frontier = &self.inner.shards[shard];
-        let (committed, next) = frontier.commit(&own, page, lease_next, patience).await?;
+        // A visit's replacements come from home (see `lease_round`): its
+        // slot goes back to the turn loop, which leases at home first,
+        // unless no worker has this shard for home.
+        let visit = shard != self.home().await;
+        let (committed, next) = frontier
+            .commit_as(&own, page, lease_next, patience, visit)
+            .await?;
         let place = ShardPlace {
             index: shard,
             count: self.count(),

@@ -160,6 +160,16 @@ end
 -- The queue's and the in-flight set's sizes, for the fair shares and the
 -- end-of-crawl check (see read_queue_sizes).
 read_queue_sizes(K)
+-- A visitor's batch (A.visit: a sharded spider's worker whose home is
+-- another shard, see frontier::redis::sharded) leases replacements only
+-- while this shard has no crew, no worker whose home it is: the shard's
+-- work stays with its own workers, and the visitor's next lease is at its
+-- home. Nor does it join the crew.
+local visiting = A.visit == '1'
+local replaces = not (visiting and leases > 0 and crew_count(K, worker, now) > 0)
+if not replaces then
+  leases = 0
+end
 if leases > 0 then
   paused(K)
 end
@@ -357,6 +367,9 @@ local function lease(to, max, into, held, again)
   lease_requests(K, to, num(A.lease_ms), max, now, num(A.interval_ms), A.jitter == '1', num(A.max_wait_ms),
     max_pages, num(A.max_per_host), again, num(A.max_lease_expiries), held, into)
 end
+if not replaces then
+  lease_next = 0
+end
 lease(worker, lease_next, out, num(A.held), release)
 -- The requests queued that this commit did not lease are leased to the
 -- workers waiting for work, as many as can use them, and handed to them
@@ -372,7 +385,7 @@ if enqueued_all + PARKING.back > 0 then
     end)
   end
 end
-if lease_next > 0 or release then
+if (lease_next > 0 or release) and not visiting then
   crew_renew(K, worker, now, num(A.lease_ms), release)
 end
 if over_share then

@@ -7,7 +7,13 @@
 -- fair share is leased (see fair_room), and what it asked for and did not
 -- get is noted, for a commit that queues work to wake it. A worker
 -- joining the crew with less than it asked for tells its peers on A.wake
--- (see announce_joined).
+-- (see announce_joined). A worker of a sharded spider visiting this shard
+-- (A.visit not 'home': its home is another, see frontier::redis::sharded)
+-- leases within a share as one more of the crew but does not join it, so
+-- the shard's own workers keep their shares. One whose home had nothing
+-- for it ('waits') is noted as waiting for the shard's work, as a member
+-- is; one filling idle slots beside its home's work ('fills') is not, so
+-- the shard's commits do not hand it more.
 --
 -- Keys and arguments: `lease` in protocol.rs.
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
@@ -33,8 +39,10 @@ local fair = lease_requests(K, A.worker, num(A.lease_ms), max, now, num(A.interv
 -- handed leases waits for no more than its fair share: a commit leases
 -- to it without knowing what it holds.
 local takes = A.takes_handed == '1'
-note_waiting(K, A.worker, (takes and math.max(1, fair) or max) - #out / 4, takes)
-if #out / 4 < max then
+local visiting = A.visit ~= 'home'
+local waits = A.visit ~= 'fills'
+note_waiting(K, A.worker, waits and (takes and math.max(1, fair) or max) - #out / 4 or 0, takes)
+if #out / 4 < max and not visiting then
   announce_joined(K, A.worker, A.wake, now)
 end
 -- Parked requests its release put back and it did not lease: the
@@ -42,7 +50,9 @@ end
 if PARKING.back > #out / 4 then
   hand_waiting(K, A.wake, PARKING.back - #out / 4, math.huge, A.worker)
 end
-crew_renew(K, A.worker, now, num(A.lease_ms), true)
+if not visiting then
+  crew_renew(K, A.worker, now, num(A.lease_ms), true)
+end
 flush_hosts()
 flush_tally(K.stats)
 local start = {}

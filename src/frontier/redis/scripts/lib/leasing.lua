@@ -56,6 +56,15 @@ local function crew_member(K, worker)
   end
   return mine
 end
+-- How many workers count as the crew now, besides (proving the key with)
+-- `worker`'s place.
+local function crew_count(K, worker, now)
+  crew_member(K, worker)
+  if crew_size == nil then
+    crew_size = redis.call('ZCOUNT', K.crew, '(' .. int(now), '+inf')
+  end
+  return crew_size
+end
 -- The requests queued and in flight (the queue's and the in-flight
 -- set's sizes), read once per call and kept by the call's own moves from
 -- then on (queue_sizes_moved), since a commit needs them for its fair
@@ -77,11 +86,8 @@ local function queue_sizes_moved(queued, inflight)
   end
 end
 local function fair_room(K, worker, held, now)
+  local crew = crew_count(K, worker, now)
   local mine = crew_member(K, worker)
-  if crew_size == nil then
-    crew_size = redis.call('ZCOUNT', K.crew, '(' .. int(now), '+inf')
-  end
-  local crew = crew_size
   if not mine or tonumber(mine) <= now then
     crew = crew + 1
   end
