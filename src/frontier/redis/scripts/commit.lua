@@ -164,10 +164,9 @@ read_queue_sizes(K)
 -- another shard, see frontier::redis::sharded) leases replacements only
 -- while this shard has no crew, no worker whose home it is: the shard's
 -- work stays with its own workers, and the visitor's next lease is at its
--- home. Nor does it join the crew.
-local visiting = A.visit == '1'
-local replaces = not (visiting and leases > 0 and crew_count(K, worker, now) > 0)
-if not replaces then
+-- home (the pages' lease_next, summed again below, are then dropped:
+-- `leases` is that sum). Nor does it join the crew.
+if A.visit == '1' and leases > 0 and crew_count(K, worker, now) > 0 then
   leases = 0
 end
 if leases > 0 then
@@ -367,7 +366,7 @@ local function lease(to, max, into, held, again)
   lease_requests(K, to, num(A.lease_ms), max, now, num(A.interval_ms), A.jitter == '1', num(A.max_wait_ms),
     max_pages, num(A.max_per_host), again, num(A.max_lease_expiries), held, into)
 end
-if not replaces then
+if leases == 0 then
   lease_next = 0
 end
 lease(worker, lease_next, out, num(A.held), release)
@@ -385,7 +384,7 @@ if enqueued_all + PARKING.back > 0 then
     end)
   end
 end
-if (lease_next > 0 or release) and not visiting then
+if (lease_next > 0 or release) and A.visit ~= '1' then
   crew_renew(K, worker, now, num(A.lease_ms), release)
 end
 if over_share then
