@@ -14,8 +14,8 @@ use crawlworker::frontier::redis::outbox::Delivered;
 use crawlworker::frontier::redis::shard_count::HOMES_FIELD;
 use crawlworker::frontier::shards::{shard_keys, shard_name};
 use crawlworker::frontier::{
-    Committed, Frontier, KeyMode, Leased, PageResult, RedisFrontier, RedisTarget, ShardedFrontier,
-    StartClaim,
+    Committed, Frontier, KeyMode, Leased, Options, PageResult, RedisFrontier, RedisTarget,
+    ShardedFrontier, StartClaim,
 };
 use crawlworker::request::Request;
 use crawlworker_testkit::{RedisCluster, RedisServer};
@@ -300,9 +300,13 @@ async fn shards_on_two_masters_of_a_cluster_hand_requests_to_each_other() {
 
 /// Spider `q` over three shards on `redis`, as `worker`.
 async fn sharded(redis: &RedisServer, worker: &str) -> Frontier {
-    let spider = spider();
+    sharded_with(redis, spider().frontier_options(worker)).await
+}
+
+/// The same with `options`.
+async fn sharded_with(redis: &RedisServer, options: Options) -> Frontier {
     let client = ::redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
-    ShardedFrontier::connect(&client.into(), spider.frontier_options(worker), 3, |i| {
+    ShardedFrontier::connect(&client.into(), options, 3, |i| {
         shard_keys("q", KeyMode::Plain, &[], None, i, 3)
     })
     .await
@@ -745,4 +749,91 @@ async fn a_worker_holds_ahead_from_home_and_fills_idle_slots_elsewhere() {
     assert_eq!(hosts_of(&leased), vec![h4.clone()]);
     f.lease(0, 0).await.unwrap();
     assert!(crew_has(0, "w"), "shard 0 is the worker's home now");
+}
+
+/// A visitor killed while noted as waiting on a shard it does not live on
+/// is not forgotten as a crew member would be: the one hand-off its note
+/// draws goes to nobody. Those leases come back to the queue after the
+/// lease timeout and are leased again: nothing is lost.
+#[tokio::test]
+async fn a_killed_visitors_hand_off_comes_back_after_its_lease() {
+    const LEASE: Duration = Duration::from_millis(800);
+    let redis = RedisServer::start();
+    let zero = shard_keys("q", KeyMode::Plain, &[], None, 0, 3);
+    let with_lease = |worker: &str| Options {
+        lease: LEASE,
+        ..spider().frontier_options(worker)
+    };
+    // w's home is shard 1 (the first ticket); g's is shard 0 (the third).
+    let w = sharded_with(&redis, with_lease("w")).await;
+    w.lease(0, 0).await.unwrap();
+    let _: () = redis
+        .conn()
+        .hset(&zero.control, HOMES_FIELD, 2)
+        .unwrap_or_else(|e| panic!("HSET: {e}"));
+    let g = sharded_with(&redis, with_lease("g")).await;
+    // g holds a page of host 4 (shard 0).
+    queue(&g, &[on_host(4, "/seed")]).await;
+    let (leased, _) = g.lease(1, 0).await.unwrap();
+    assert_eq!(hosts_of(&leased), vec!["127.0.0.4:8700".to_string()]);
+    // w takes handed leases once its wake channel is subscribed; with
+    // nothing anywhere, its lease notes it waiting on every shard.
+    let listening = w.wake();
+    let wake = zero.worker_wake("w");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let counts: Vec<(String, u64)> = ::redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&wake)
+            .query(&mut redis.conn())
+            .unwrap_or_else(|e| panic!("PUBSUB NUMSUB: {e}"));
+        if counts.iter().any(|(_, n)| *n > 0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "w never subscribed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    w.slots_idle(4);
+    assert!(w.lease(4, 0).await.unwrap().0.is_empty());
+    let noted: Option<String> = redis
+        .conn()
+        .hget(&zero.waiting, "w")
+        .unwrap_or_else(|e| panic!("HGET: {e}"));
+    assert!(
+        noted.is_some_and(|n| n.ends_with("|h")),
+        "w not noted on shard 0"
+    );
+    // Killed: no clean stop, its notes stay.
+    drop((listening, w));
+    // g commits its page with new links to three more of shard 0's
+    // hosts (one each, so that none waits for its host's pace) and leases
+    // none itself: they go to the waiting w first.
+    let links: Vec<Request> = (5..=7).map(|h| on_host(h, "/1")).collect();
+    let page = PageResult {
+        requests: links.clone(),
+        ..PageResult::default()
+    };
+    g.commit(&leased[0], &page, 0, false.into()).await.unwrap();
+    // w's note asked for one (a share of nothing, at least one): one is
+    // leased to w, which nobody runs.
+    let status = g.status().await.unwrap();
+    assert_eq!((status.queued, status.inflight), (2, 1), "{status:?}");
+    // After the lease timeout it comes back, and g leases all three.
+    tokio::time::sleep(LEASE + Duration::from_millis(200)).await;
+    let mut again = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while again.len() < 3 && std::time::Instant::now() < deadline {
+        let (more, _) = g.lease(3, 0).await.unwrap();
+        again.extend(more);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut urls: Vec<String> = again
+        .iter()
+        .filter_map(|l| l.request.as_ref().ok())
+        .map(|r| r.url.clone())
+        .collect();
+    urls.sort();
+    let mut expected: Vec<String> = links.iter().map(|r| r.url.clone()).collect();
+    expected.sort();
+    assert_eq!(urls, expected);
 }
