@@ -25,6 +25,12 @@
 #   forum_fresh                 empties Redis, pushes the tasks and resets its
 #                               command counts: before each crawl of a run
 #   script_calls                the script calls (EVAL, EVALSHA, FCALL) Redis ran
+#   callgrind_server            checks for valgrind and sets `server` to
+#                               REDIS_SERVER, a redis-server with symbols
+#   callgrind_counts FILE       the instructions of a callgrind profile of
+#                               Redis: all, then the script calls' (FCALL,
+#                               inclusive: what Redis does besides, its
+#                               cron and client I/O, moves with wall time)
 
 forum_builds() {
   local profile=$1
@@ -73,4 +79,18 @@ forum_fresh() {
 script_calls() {
   redis-cli -p "$port" info commandstats | tr -d '\r' | grep -E '^cmdstat_(eval(sha)?|fcall):' |
     sed 's/^[^:]*:calls=\([0-9]*\).*/\1/' | paste -sd+ | bc
+}
+
+callgrind_server() {
+  server=${REDIS_SERVER:?set REDIS_SERVER to a redis-server built with symbols (make in a redis checkout)}
+  command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+}
+
+callgrind_counts() {
+  local total scripts
+  total=$(callgrind_annotate "$1" 2>/dev/null | grep "PROGRAM TOTALS" | head -1 | awk '{print $1}' | tr -d ,)
+  # (awk reads to the end: a reader that stops early fails the pipeline.)
+  scripts=$(callgrind_annotate --inclusive=yes "$1" 2>/dev/null |
+    awk '/fcallCommand \[/ && !found { print $1; found = 1 }' | tr -d ,)
+  echo "${total:-0} ${scripts:-0}"
 }

@@ -19,11 +19,10 @@
 set -euo pipefail
 rec=$(realpath "${1:?usage: instructions.sh REC.mon [OTHER.mon]}")
 other=${2:+$(realpath "$2")}
-server=${REDIS_SERVER:?set REDIS_SERVER to a redis-server built with symbols (make in a redis checkout)}
 port=${REDIS_PORT:-16621}
-command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 cd "$(dirname "$0")/../../.."
 . scripts/bench/forum_setup.sh
+callgrind_server
 forum_work
 forum_redis valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$server"
 python3 scripts/bench/replay/replay.py "$rec" "$port" $other
@@ -34,11 +33,6 @@ redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$redis_pid" || true
 # KEEP_CALLGRIND=FILE keeps the profile, for callgrind_annotate.
 [ -z "${KEEP_CALLGRIND:-}" ] || cp "$work/callgrind.out" "$KEEP_CALLGRIND"
-total=$(callgrind_annotate "$work/callgrind.out" 2>/dev/null | grep "PROGRAM TOTALS" | head -1 | awk '{print $1}' | tr -d ,)
-# The scripts' part alone (FCALL, inclusive): what Redis does besides
-# (its cron, client I/O) moves with the replay's wall time.
-# (awk reads to the end: a reader that stops early fails the pipeline.)
-scripts=$(callgrind_annotate --inclusive=yes "$work/callgrind.out" 2>/dev/null |
-  awk '/fcallCommand \[/ && !found { print $1; found = 1 }' | tr -d ,)
+read -r total scripts < <(callgrind_counts "$work/callgrind.out")
 echo "pages=$pages items=$items script_calls=$calls instructions=$total per_page=$((total / pages))" \
   "scripts_per_page=$((${scripts:-0} / pages))"

@@ -127,9 +127,14 @@ def main():
     def reply():
         return read_reply(replies)
 
-    tasks = [t.rstrip('\n').encode() for t in open(re.sub(r'\.mon$', '', rec) + '.tasks')]
-    sock.sendall(request([b'RPUSH', b'bbs:start_urls'] + tasks))
-    reply()
+    # record.sh pushes the start URLs before recording (REC.tasks); a
+    # recording without them (scripts/bench/shards.sh RECORD=) has its
+    # push in it.
+    tasks_file = re.sub(r'\.mon$', '', rec) + '.tasks'
+    if os.path.exists(tasks_file):
+        tasks = [t.rstrip('\n').encode() for t in open(tasks_file)]
+        sock.sendall(request([b'RPUSH', b'bbs:start_urls'] + tasks))
+        reply()
     sent = errors = 0
     recorded_clock = os.environ.get('REPLAY_CLOCK') == 'recorded'
     for (seconds, micros), args in stamped_commands(rec):
