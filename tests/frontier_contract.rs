@@ -271,7 +271,7 @@ pub(crate) async fn enqueue(f: &Frontier, tasks: &[(u32, i64)]) {
 }
 
 /// Queues `requests` in order, each as a start entry claimed with it.
-async fn queue(f: &Frontier, requests: &[Request]) {
+pub(crate) async fn queue(f: &Frontier, requests: &[Request]) {
     let entries: Vec<String> = requests
         .iter()
         .map(|r| serde_json::to_string(r).unwrap())

@@ -21,7 +21,7 @@ use crawlworker::request::Request;
 use crawlworker_testkit::{RedisCluster, RedisServer};
 
 // Spider `q` of the frontier contract suite.
-use crate::frontier_contract::spider;
+use crate::frontier_contract::{queue, spider};
 
 /// The name shard `shard` of spider `q`'s three builds its keys from.
 fn name(shard: usize) -> String {
@@ -633,26 +633,6 @@ async fn sharded_capped(redis: &RedisServer, max_pages: u64) -> Frontier {
     .await
     .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", redis.url()))
     .into()
-}
-
-/// Start entries for `urls`, pushed and claimed: each queued on its
-/// host's shard.
-async fn queue(f: &Frontier, requests: &[Request]) {
-    let entries: Vec<String> = requests
-        .iter()
-        .map(|r| serde_json::to_string(r).unwrap_or_default())
-        .collect();
-    f.push_start(&entries).await.unwrap();
-    let claims: Vec<StartClaim> = entries
-        .into_iter()
-        .zip(requests)
-        .map(|(entry, r)| StartClaim {
-            entry,
-            outcome: Ok(r.clone()),
-        })
-        .collect();
-    let claimed = f.claim_start(&claims).await.unwrap();
-    assert_eq!(claimed.enqueued, requests.len() as u64);
 }
 
 /// The hosts of `leased`, sorted.
