@@ -12,8 +12,9 @@
 -- leases within a share as one more of the crew but does not join it, so
 -- the shard's own workers keep their shares. One whose home had nothing
 -- for it ('waits') is noted as waiting for the shard's work, as a member
--- is; one filling idle slots beside its home's work ('fills') is not, so
--- the shard's commits do not hand it more.
+-- is, for a lease (note_waiting); one filling idle slots beside its
+-- home's work ('fills') is not, so the shard's commits do not hand it
+-- more.
 --
 -- Keys and arguments: `lease` in protocol.rs.
 -- Returns {{id1, json1, wait1, interval1, ...}, {start entries}, ms until
@@ -41,7 +42,8 @@ local fair = lease_requests(K, A.worker, num(A.lease_ms), max, now, num(A.interv
 local takes = A.takes_handed == '1'
 local visiting = A.visit ~= 'home'
 local waits = A.visit ~= 'fills'
-note_waiting(K, A.worker, waits and (takes and math.max(1, fair) or max) - #out / 4 or 0, takes)
+note_waiting(K, A.worker, waits and (takes and math.max(1, fair) or max) - #out / 4 or 0, takes,
+  visiting and now + num(A.lease_ms) or nil)
 if #out / 4 < max and not visiting then
   announce_joined(K, A.worker, A.wake, now)
 end

@@ -569,21 +569,26 @@ end
 -- it got all), so a commit that queues work wakes it (see hand_waiting),
 -- or, when it `takes` handed leases (its own wake channel is subscribed),
 -- leases that work to it (see hand_waiting). The entry is the number,
--- then '|h' for a worker that takes handed leases.
-local function note_waiting(K, worker, want, takes)
+-- then '|h' for a worker that takes handed leases, then, for a worker
+-- outside the crew (a sharded spider's visitor, whose note crew_renew
+-- cannot forget), '@' and until when (ms) the note holds: past it, the
+-- worker is gone or has not needed this shard for a lease.
+local function note_waiting(K, worker, want, takes, expiry)
   need(K.waiting, 'hash', 'waiting')
   if want > 0 then
-    redis.call('HSET', K.waiting, worker, int(want) .. (takes and '|h' or ''))
+    redis.call('HSET', K.waiting, worker,
+      int(want) .. (takes and '|h' or '') .. (expiry and '@' .. int(expiry) or ''))
   else
     redis.call('HDEL', K.waiting, worker)
   end
 end
 
--- A waiting entry (see note_waiting): what the worker waits for, and
--- whether it takes handed leases.
+-- A waiting entry (see note_waiting): what the worker waits for,
+-- whether it takes handed leases, and until when it holds (nil: while the
+-- worker is in the crew).
 local function waiting_entry(value)
-  local want, flag = string.match(value or '', '^(%d+)(.*)$')
-  return tonumber(want) or 1, flag == '|h'
+  local want, flag, expiry = string.match(value or '', '^(%d+)(|?h?)@?(%d*)$')
+  return tonumber(want) or 1, flag == '|h', tonumber(expiry)
 end
 
 -- What a handed lease's wake-up carries (frontier::redis::handed reads
@@ -627,15 +632,22 @@ local function hand_waiting(K, channel, avail, fair, self, lease)
   if waiting.err then
     return
   end
-  local done, short = {}, {}
+  local done, short, now = {}, {}, nil
   for i = 1, #waiting, 2 do
     if avail <= 0 then
       break
     end
     local worker = waiting[i]
-    local wants, takes = waiting_entry(waiting[i + 1])
+    local wants, takes, expiry = waiting_entry(waiting[i + 1])
     local max = math.max(1, math.min(wants, fair))
-    if worker == self then
+    if expiry then
+      now = now or now_ms()
+    end
+    if expiry and expiry <= now then
+      -- A visitor's note it has not renewed for a lease: forgotten, as a
+      -- crew member's is when its place ends.
+      done[#done + 1] = worker
+    elseif worker == self then
       -- Its own commit leased what it asked for.
     elseif not (takes and lease) then
       redis.call('PUBLISH', channel .. ':' .. worker, int(avail))
@@ -652,7 +664,7 @@ local function hand_waiting(K, channel, avail, fair, self, lease)
       avail = avail - got
       if got < wants then
         short[#short + 1] = worker
-        short[#short + 1] = int(wants - got) .. '|h'
+        short[#short + 1] = int(wants - got) .. '|h' .. (expiry and '@' .. int(expiry) or '')
       else
         done[#done + 1] = worker
       end
