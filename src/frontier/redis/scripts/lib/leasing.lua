@@ -56,8 +56,8 @@ local function crew_member(K, worker)
   end
   return mine
 end
--- How many workers count as the crew now, besides (proving the key with)
--- `worker`'s place.
+-- How many workers count as the crew now. Reads `worker`'s place first
+-- (crew_member, read once per call), which proves the key.
 local function crew_count(K, worker, now)
   crew_member(K, worker)
   if crew_size == nil then
@@ -86,8 +86,8 @@ local function queue_sizes_moved(queued, inflight)
   end
 end
 local function fair_room(K, worker, held, now)
-  local crew = crew_count(K, worker, now)
   local mine = crew_member(K, worker)
+  local crew = crew_count(K, worker, now)
   if not mine or tonumber(mine) <= now then
     crew = crew + 1
   end
