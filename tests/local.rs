@@ -48,8 +48,8 @@ async fn a_local_crawl_finds_what_a_three_worker_cluster_finds() {
     let base = crawl.server.base_url();
 
     // The cluster: three workers on one Redis, until the crawl is drained.
-    // One on a single thread (`--threads 1`), one told so by the
-    // environment, one on every core.
+    // One on a single thread as told (`--threads 1`), one on two told so
+    // by the environment, one as by default (one thread).
     let url = crawl.redis.url();
     let workers = vec![
         Worker::spawn(
@@ -62,7 +62,7 @@ async fn a_local_crawl_finds_what_a_three_worker_cluster_finds() {
             &crawl.spider,
             &url,
             &["--until-drained"],
-            &[("CRAWLWORKER_THREADS", "1")],
+            &[("CRAWLWORKER_THREADS", "2")],
         ),
         Worker::spawn(&crawl.spider, &url, &["--until-drained"], &[]),
     ];

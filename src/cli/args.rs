@@ -40,10 +40,11 @@ pub struct Cli {
         env = "CRAWLWORKER_LOG_FORMAT"
     )]
     pub log_format: super::logging::LogFormat,
-    /// Threads the worker runs its pages on [default: one per CPU core].
-    /// One costs 15-30 % less CPU per page (no hand-overs between
-    /// threads) and uses one core at most: where the workers' CPU is the
-    /// limit, run a worker per core with --threads 1 (docs/commands.md).
+    /// Threads the worker runs its pages on [default: 1]. One thread
+    /// costs the least CPU per page (no hand-overs between threads);
+    /// pages over 64 KiB are parsed on one more thread per CPU core
+    /// whatever N is. More threads help only a worker whose smaller
+    /// pages need more than a core (docs/commands.md).
     #[arg(
         long,
         global = true,

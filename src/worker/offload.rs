@@ -14,7 +14,11 @@
 //! a small page's extraction itself, and spreads finished pages out so
 //! that fewer share each commit (measured on the demo forum: 1.7 context
 //! switches and 0.27 script calls per page handed off, 0.2 and 0.19 in
-//! place).
+//! place). On the runtime's one thread (`--threads`' default) a worker
+//! parses such pages on one core; a lower bound would spread pages of
+//! 16–64 KiB over every core, at 13 % more CPU a page and a third more
+//! wall time where two cores are shared (BENCHMARKS.md, "Threads per
+//! worker").
 //!
 //! A page task abandoned by a stopping worker raises its extraction's stop
 //! flag, which the extraction reads between slices of its parse and
