@@ -42,9 +42,9 @@ pub struct Cli {
     pub log_format: super::logging::LogFormat,
     /// Threads the worker runs its pages on [default: 1]. One thread
     /// costs the least CPU per page (no hand-overs between threads);
-    /// pages over 64 KiB are parsed on one more thread per CPU core
-    /// whatever N is. More threads help only a worker whose smaller
-    /// pages need more than a core (docs/commands.md).
+    /// pages over 64 KiB are parsed on blocking threads, one per CPU
+    /// core at most, whatever N is. More threads help only a worker
+    /// whose smaller pages need more than a core (docs/commands.md).
     #[arg(
         long,
         global = true,
