@@ -1,8 +1,8 @@
 //! The `crawlworker` binary: parses the command line, starts the async
-//! runtime on the threads it asks for (`--threads`, one by default), and hands it to
-//! [`crawlworker::cli::run`]. Fatal errors print their whole cause chain
-//! (exit code 1); input a person must fix prints as it is (exit code 2);
-//! output to a closed pipe ends quietly (exit code 0).
+//! runtime on the threads it asks for (`--threads`, one by default), and
+//! hands it to [`crawlworker::cli::run`]. Fatal errors print their whole
+//! cause chain (exit code 1); input a person must fix prints as it is
+//! (exit code 2); output to a closed pipe ends quietly (exit code 0).
 
 use std::process::ExitCode;
 
@@ -28,8 +28,9 @@ fn main() -> ExitCode {
 /// The async runtime for `--threads`: by default (1) everything on the
 /// main thread, so a page's download, extraction and commit never wake
 /// another thread (a fifth less CPU per page than two threads); pages
-/// above `worker::offload::INLINE_BYTES` are still parsed on one blocking
-/// thread per core. With `--threads N` (N > 1), N threads share the pages.
+/// above `worker::offload::INLINE_BYTES` are still parsed on the blocking
+/// threads, one per core at most. With `--threads N` (N > 1), N threads
+/// share the pages.
 fn runtime(threads: Option<u16>) -> tokio::runtime::Builder {
     let mut runtime = match threads.unwrap_or(1) {
         1 => tokio::runtime::Builder::new_current_thread(),
