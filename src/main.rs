@@ -25,14 +25,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// The async runtime for `--threads`: by default (1) everything on the
+/// The async runtime for `--threads`: on one (the default) everything on the
 /// main thread, so a page's download, extraction and commit never wake
 /// another thread (a fifth less CPU per page than two threads); pages
 /// above `worker::offload::INLINE_BYTES` are still parsed on the blocking
 /// threads, one per core at most. With `--threads N` (N > 1), N threads
 /// share the pages.
-fn runtime(threads: Option<u16>) -> tokio::runtime::Builder {
-    let mut runtime = match threads.unwrap_or(1) {
+fn runtime(threads: u16) -> tokio::runtime::Builder {
+    let mut runtime = match threads {
         1 => tokio::runtime::Builder::new_current_thread(),
         n => {
             let mut builder = tokio::runtime::Builder::new_multi_thread();

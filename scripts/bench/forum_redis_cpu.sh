@@ -48,7 +48,8 @@ for _ in $(seq "$REPS"); do
         >"$work/worker.$w.log" 2>&1 &
       crawlers+=($!)
     done
-    wait "${crawlers[@]}"
+    # One at a time: `wait` on several returns only the last one's status.
+    for crawler in "${crawlers[@]}"; do wait "$crawler"; done
     t1=$(date +%s.%N)
     c1=$(redis_cpu)
     pages=$(redis-cli -p "$port" hget bbs:stats downloader/response_count)

@@ -40,8 +40,8 @@ pub struct Cli {
         env = "CRAWLWORKER_LOG_FORMAT"
     )]
     pub log_format: super::logging::LogFormat,
-    /// Threads the worker runs its pages on [default: 1]. One thread
-    /// costs the least CPU per page (no hand-overs between threads);
+    /// Threads the worker runs its pages on. One thread costs the least
+    /// CPU per page (no hand-overs between threads);
     /// pages over 64 KiB are parsed on blocking threads, one per CPU
     /// core at most, whatever N is. More threads help only a worker
     /// whose smaller pages need more than a core (docs/commands.md).
@@ -50,9 +50,10 @@ pub struct Cli {
         global = true,
         env = "CRAWLWORKER_THREADS",
         value_name = "N",
+        default_value_t = 1,
         value_parser = clap::value_parser!(u16).range(1..)
     )]
-    pub threads: Option<u16>,
+    pub threads: u16,
 }
 
 impl Cli {
