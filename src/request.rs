@@ -199,6 +199,18 @@ pub fn absolute_url(
     encoding: &'static Encoding,
     keep_fragment: bool,
 ) -> Result<String, NotALink> {
+    absolute_link(base, href, encoding, keep_fragment).map(|(url, _)| url)
+}
+
+/// [`absolute_url`], and that URL parsed (`None` when its safe form does
+/// not parse): the resolution's own parse when the safe form left the URL
+/// as it was, as it nearly always does, so a link is parsed once.
+pub fn absolute_link(
+    base: Option<&url::Url>,
+    href: &str,
+    encoding: &'static Encoding,
+    keep_fragment: bool,
+) -> Result<(String, Option<url::Url>), NotALink> {
     // HTML strips ASCII whitespace around attribute URLs.
     let href = href.trim_matches(|c: char| c.is_ascii_whitespace());
     if href.is_empty() || href.starts_with('#') {
@@ -215,7 +227,12 @@ pub fn absolute_url(
             if !keep_fragment {
                 u.set_fragment(None);
             }
-            Ok(safe_url_string(u.as_str(), encoding_rs::UTF_8))
+            let safe = safe_url_string(u.as_str(), encoding_rs::UTF_8);
+            let parsed = match safe == u.as_str() {
+                true => Some(u),
+                false => url::Url::parse(&safe).ok(),
+            };
+            Ok((safe, parsed))
         }
         _ => Err(NotALink::Scheme),
     }

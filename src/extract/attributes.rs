@@ -68,6 +68,9 @@ enum Text {
 /// an `<html>` or `<body>` tag that brings the distinct attributes of all
 /// the tags of that name so far past `limit`. `None`: no such tag.
 pub fn first_crowded_tag(html: &str, limit: usize) -> Option<usize> {
+    if html.len() < shortest_crowded(limit) {
+        return None;
+    }
     let b = html.as_bytes();
     let mut merged = Merged::default();
     let mut at = 0;
@@ -101,6 +104,15 @@ pub fn first_crowded_tag(html: &str, limit: usize) -> Option<usize> {
         }
     }
     None
+}
+
+/// The fewest bytes a page needs to give an element more than `limit`
+/// attributes: `<`, one letter of name, then two bytes an attribute (a
+/// separator, whitespace or `/`, and one letter of name: `<p a b c`). A
+/// shorter page, such as most API fragments and small pages, is not
+/// scanned.
+fn shortest_crowded(limit: usize) -> usize {
+    2 + 2 * (limit + 1)
 }
 
 /// The attributes merged so far into the page's `<html>` and `<body>`
@@ -510,6 +522,22 @@ mod tests {
         assert_eq!(first_crowded_tag("<p a a a>", 2), Some(0));
         assert_eq!(first_crowded_tag("<p a b c", 2), Some(0));
         assert_eq!(first_crowded_tag("<p a b", 2), None);
+    }
+
+    #[test]
+    fn pages_too_short_to_be_crowded_are_not_scanned_and_the_bound_is_tight() {
+        for limit in [2, 5, MAX_ATTRIBUTES] {
+            let n = limit + 1;
+            for page in [
+                format!("<p{}", " a".repeat(n)),
+                format!("<p{}", "/a".repeat(n)),
+            ] {
+                assert_eq!(page.len(), shortest_crowded(limit));
+                // (Repeated names and a tag cut off by the page's end
+                // cost the parser as much: counted.)
+                assert_eq!(first_crowded_tag(&page, limit), Some(0), "{limit}");
+            }
+        }
     }
 
     /// `n` distinct attributes on one element.

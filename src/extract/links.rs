@@ -14,7 +14,7 @@ use serde_json::Map;
 use super::feeds::{self, Dated, Unreadable};
 use super::page::Page;
 use super::Filtered;
-use crate::request::{absolute_url, NotALink, Request};
+use crate::request::{absolute_link, NotALink, Request};
 use crate::spider::selector::Selected;
 use crate::spider::xpath::Found as XFound;
 use crate::spider::{Follow, IntSource, LinkSource, MetaCarry, Rule, Spider};
@@ -208,12 +208,18 @@ impl<'a> Follower<'a> {
         max_page: Option<i64>,
     ) -> Option<String> {
         let depth = self.page.request.depth + 1;
-        let url = self.resolve(href)?;
-        let url = match &follow.rewrite {
-            Some(rewrite) => self.rewritten(rewrite, url)?,
-            None => url,
+        let (url, parsed) = self.resolve(href)?;
+        let (url, parsed) = match &follow.rewrite {
+            Some(rewrite) => {
+                let to = self.rewritten(rewrite, url.clone())?;
+                let parsed = match to == url {
+                    true => parsed,
+                    false => url::Url::parse(&to).ok(),
+                };
+                (to, parsed)
+            }
+            None => (url, parsed),
         };
-        let parsed = url::Url::parse(&url).ok();
         if !self.allowed(follow, &url, parsed.as_ref()) {
             return None;
         }
@@ -289,9 +295,9 @@ impl<'a> Follower<'a> {
 
     /// The absolute, safe URL of a link, or `None` (counted) when it is not
     /// one to crawl.
-    fn resolve(&mut self, href: &str) -> Option<String> {
-        match absolute_url(self.page.base.as_ref(), href, self.page.encoding, false) {
-            Ok(url) => Some(url),
+    fn resolve(&mut self, href: &str) -> Option<(String, Option<url::Url>)> {
+        match absolute_link(self.page.base.as_ref(), href, self.page.encoding, false) {
+            Ok(link) => Some(link),
             Err(NotALink::Fragment) => {
                 self.filtered.fragment += 1;
                 None
