@@ -323,6 +323,27 @@ fn the_readme_opens_with_the_crawl_and_the_test_command() {
     );
 }
 
+/// The production build (`scripts/build-pgo`, docs/running.md) is made by
+/// CI, which fails when the trained build parses the demo pages
+/// differently from the instrumented one: a change that breaks the
+/// build users deploy does not go unseen.
+#[test]
+fn ci_makes_the_production_build_and_it_checks_itself() {
+    let ci = read(&root().join(".ci/run"));
+    assert!(
+        ci.lines().any(|l| l.trim() == "./scripts/build-pgo"),
+        ".ci/run does not run ./scripts/build-pgo"
+    );
+    let script = read(&root().join("scripts/build-pgo"));
+    for step in [
+        "-Cprofile-generate=",
+        "-Cprofile-use=",
+        "diff \"$work/parse.instrumented\"",
+    ] {
+        assert!(script.contains(step), "scripts/build-pgo has no `{step}`");
+    }
+}
+
 /// The test command runs every test binary of every crate even when one
 /// fails (cargo stops at the first failing binary otherwise, and the rest
 /// of the suite, the other crates and the doc tests never run, with

@@ -12,7 +12,10 @@
 # worker count), WORKERS (worker counts, e.g. "1 2"), MONITOR (1: one extra
 # 1-worker run per side under MONITOR to split client commands from script
 # commands), RSTATS (1: one extra 1-worker scrapy-redis run with its
-# RedisStatsCollector), REDIS_PORT, DEMO_PORT, PYTHON (a python with
+# RedisStatsCollector), BIN (the crawlworker to run, e.g. the
+# profile-guided target/pgo/release/crawlworker that scripts/build-pgo
+# makes; default: this checkout's release build, built now), REDIS_PORT,
+# DEMO_PORT, PYTHON (a python with
 # scrapy + scrapy-redis; created as /tmp/srvenv if missing), OUT (where raw
 # results go; default /tmp/crawlworker-compare, replaced on each run).
 set -euo pipefail
@@ -72,9 +75,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "== building crawlworker (release)"
-cargo build --release --quiet -p crawlworker -p crawlworker-demo
-bin=$root/target/release/crawlworker
+if [ -n "${BIN:-}" ]; then
+  echo "== crawlworker: $BIN; building the demo site (release)"
+  cargo build --release --quiet -p crawlworker-demo
+else
+  echo "== building crawlworker and the demo site (release)"
+  cargo build --release --quiet -p crawlworker -p crawlworker-demo
+fi
+bin=$(realpath "${BIN:-$root/target/release/crawlworker}")
 demo_bin=$root/target/release/crawlworker-demo
 
 echo "== redis-server on 127.0.0.1:$REDIS_PORT (no persistence)"
