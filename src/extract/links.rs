@@ -208,17 +208,10 @@ impl<'a> Follower<'a> {
         max_page: Option<i64>,
     ) -> Option<String> {
         let depth = self.page.request.depth + 1;
-        let (url, parsed) = self.resolve(href)?;
+        let link = self.resolve(href)?;
         let (url, parsed) = match &follow.rewrite {
-            Some(rewrite) => {
-                let to = self.rewritten(rewrite, url.clone())?;
-                let parsed = match to == url {
-                    true => parsed,
-                    false => url::Url::parse(&to).ok(),
-                };
-                (to, parsed)
-            }
-            None => (url, parsed),
+            Some(rewrite) => self.rewritten(rewrite, link)?,
+            None => link,
         };
         if !self.allowed(follow, &url, parsed.as_ref()) {
             return None;
@@ -246,12 +239,17 @@ impl<'a> Follower<'a> {
         Some(url)
     }
 
-    /// `url` through the follow entry's `rewrite`, noted when it changed;
-    /// `None` (counted) when the rewrite failed.
-    fn rewritten(&mut self, rewrite: &crate::spider::Rewrite, url: String) -> Option<String> {
+    /// A resolved link (its URL and that URL parsed) through the follow
+    /// entry's `rewrite`, noted and parsed again when it changed; `None`
+    /// (counted) when the rewrite failed.
+    fn rewritten(
+        &mut self,
+        rewrite: &crate::spider::Rewrite,
+        (url, parsed): (String, Option<url::Url>),
+    ) -> Option<(String, Option<url::Url>)> {
         let done = super::rewrite::apply(rewrite, &url);
         if done.as_ref().is_ok_and(|to| *to == url) {
-            return Some(url);
+            return Some((url, parsed));
         }
         let (to, error) = match done {
             Ok(to) => (Some(to), None),
@@ -265,7 +263,10 @@ impl<'a> Follower<'a> {
             to: to.clone(),
             error,
         });
-        to
+        to.map(|to| {
+            let parsed = url::Url::parse(&to).ok();
+            (to, parsed)
+        })
     }
 
     /// Whether this page has not yet asked for the same request (the same
